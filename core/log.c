@@ -1,0 +1,103 @@
+#include "core/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The process's logger. Owner: the process's main function (sws_log_init). */
+static struct sws_logger {
+    int fd;
+    int owns_fd;
+    sws_log_level_t min_level;
+    char role[32];
+} logger = { 2, 0, SWS_LOG_INFO, "scalwsd" };
+
+static const char *const level_names[] = {
+    "debug", "info", "notice", "warn", "error", "crit",
+};
+
+void sws_log_init(const char *role, int fd, sws_log_level_t min_level)
+{
+    logger.fd = fd;
+    logger.owns_fd = 0;
+    logger.min_level = min_level;
+    sws_log_set_role(role);
+}
+
+int sws_log_open(const char *path)
+{
+    if (path == NULL || path[0] == '\0' || strcmp(path, "-") == 0)
+        return 0;
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0)
+        return -1;
+    if (logger.owns_fd)
+        close(logger.fd);
+    logger.fd = fd;
+    logger.owns_fd = 1;
+    return 0;
+}
+
+void sws_log_set_level(sws_log_level_t min_level) { logger.min_level = min_level; }
+sws_log_level_t sws_log_get_level(void) { return logger.min_level; }
+
+void sws_log_set_role(const char *role)
+{
+    snprintf(logger.role, sizeof(logger.role), "%s", role);
+}
+
+int sws_log_level_parse(const char *name, sws_log_level_t *out)
+{
+    for (size_t i = 0; i < sizeof(level_names) / sizeof(level_names[0]); i++) {
+        if (strcmp(name, level_names[i]) == 0) {
+            *out = (sws_log_level_t)i;
+            return 0;
+        }
+    }
+    if (strcmp(name, "warning") == 0) {
+        *out = SWS_LOG_WARN;
+        return 0;
+    }
+    return -1;
+}
+
+void sws_logv(sws_log_level_t level, const char *fmt, va_list ap)
+{
+    if (level < logger.min_level)
+        return;
+    int saved_errno = errno;
+    char line[2048];
+    struct timespec ts;
+    struct tm tm;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    gmtime_r(&ts.tv_sec, &tm);
+    int n = snprintf(line, sizeof(line), "%04d-%02d-%02dT%02d:%02d:%02d.%03ldZ [%s] %s[%d]: ",
+                     tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
+                     tm.tm_sec, ts.tv_nsec / 1000000, level_names[level], logger.role,
+                     (int)getpid());
+    if (n < 0)
+        n = 0;
+    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    if (m < 0)
+        m = 0;
+    size_t len = (size_t)n + (size_t)m;
+    if (len > sizeof(line) - 2)
+        len = sizeof(line) - 2; /* truncated: still one line */
+    line[len++] = '\n';
+    /* One write per line; a short write to a pipe or file is not retried:
+     * losing the tail of a log line beats blocking a worker. */
+    ssize_t w = write(logger.fd, line, len);
+    (void)w;
+    errno = saved_errno;
+}
+
+void sws_log(sws_log_level_t level, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    sws_logv(level, fmt, ap);
+    va_end(ap);
+}

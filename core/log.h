@@ -1,0 +1,55 @@
+/*
+ * The error log: one line per event, to standard error or a file.
+ *
+ *   2026-11-30T02:33:30.123Z [error] worker 1[4242]: message
+ *
+ * Each process has one logger (a private struct in log.c, owned by the
+ * process's main function); sws_log_init() sets it, workers call
+ * sws_log_set_role() after fork. Lines are written with one write(2) so the
+ * processes sharing a file or a terminal never interleave inside a line.
+ * Not thread-safe; ScalWS processes are single-threaded.
+ */
+#ifndef SWS_CORE_LOG_H
+#define SWS_CORE_LOG_H
+
+#include <stdarg.h>
+
+typedef enum sws_log_level {
+    SWS_LOG_DEBUG = 0,
+    SWS_LOG_INFO,
+    SWS_LOG_NOTICE,
+    SWS_LOG_WARN,
+    SWS_LOG_ERROR,
+    SWS_LOG_CRIT,
+} sws_log_level_t;
+
+/* fd: where lines go (2 for stderr); the logger does not own it until
+ * sws_log_open() replaces it. */
+void sws_log_init(const char *role, int fd, sws_log_level_t min_level);
+
+/* Open path (append) and log there from now on; "" or "-" keeps stderr.
+ * Returns 0 or -1 with errno set (nothing logged: the caller reports). */
+int sws_log_open(const char *path);
+
+void sws_log_set_level(sws_log_level_t min_level);
+sws_log_level_t sws_log_get_level(void);
+
+/* "worker 3", "supervisor": the name printed before the pid. */
+void sws_log_set_role(const char *role);
+
+/* Parse "debug", "info", "notice", "warn", "error", "crit". 0 or -1. */
+int sws_log_level_parse(const char *name, sws_log_level_t *out);
+
+void sws_log(sws_log_level_t level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void sws_logv(sws_log_level_t level, const char *fmt, va_list ap);
+
+#define sws_log_debug(...) \
+    do { if (sws_log_get_level() <= SWS_LOG_DEBUG) sws_log(SWS_LOG_DEBUG, __VA_ARGS__); } while (0)
+#define sws_log_info(...)   sws_log(SWS_LOG_INFO, __VA_ARGS__)
+#define sws_log_notice(...) sws_log(SWS_LOG_NOTICE, __VA_ARGS__)
+#define sws_log_warn(...)   sws_log(SWS_LOG_WARN, __VA_ARGS__)
+#define sws_log_error(...)  sws_log(SWS_LOG_ERROR, __VA_ARGS__)
+#define sws_log_crit(...)   sws_log(SWS_LOG_CRIT, __VA_ARGS__)
+
+#endif

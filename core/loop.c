@@ -1,0 +1,168 @@
+#include "core/loop.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int sws_loop_init(sws_loop_t *loop)
+{
+    memset(loop, 0, sizeof(*loop));
+    loop->epfd = epoll_create1(EPOLL_CLOEXEC);
+    if (loop->epfd < 0)
+        return -1;
+    sws_loop_update_time(loop);
+    return 0;
+}
+
+void sws_loop_close(sws_loop_t *loop)
+{
+    if (loop->epfd >= 0)
+        close(loop->epfd);
+    loop->epfd = -1;
+}
+
+static int loop_ctl(sws_loop_t *loop, int op, sws_io_t *io, uint32_t events)
+{
+    struct epoll_event ev = { .events = events, .data.ptr = io };
+    return epoll_ctl(loop->epfd, op, io->fd, &ev);
+}
+
+int sws_loop_add(sws_loop_t *loop, sws_io_t *io, uint32_t events)
+{
+    return loop_ctl(loop, EPOLL_CTL_ADD, io, events);
+}
+
+int sws_loop_mod(sws_loop_t *loop, sws_io_t *io, uint32_t events)
+{
+    return loop_ctl(loop, EPOLL_CTL_MOD, io, events);
+}
+
+int sws_loop_del(sws_loop_t *loop, sws_io_t *io)
+{
+    return loop_ctl(loop, EPOLL_CTL_DEL, io, 0);
+}
+
+void sws_loop_set_tick(sws_loop_t *loop, sws_tick_cb cb, void *data)
+{
+    loop->tick = cb;
+    loop->tick_data = data;
+}
+
+static void format_http_date(sws_loop_t *loop)
+{
+    static const char days[7][4] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
+    static const char months[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+    struct tm tm;
+    gmtime_r(&loop->wall_sec, &tm);
+    /* strftime's %a/%b follow the locale; HTTP needs English names. */
+    loop->http_date_len = (size_t)snprintf(loop->http_date, sizeof(loop->http_date),
+                                           "%s, %02d %s %04d %02d:%02d:%02d GMT",
+                                           days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon],
+                                           tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+}
+
+void sws_loop_update_time(sws_loop_t *loop)
+{
+    struct timespec ts;
+    /* The coarse clocks are vDSO reads at tick resolution (1-4 ms), enough
+     * for timeouts and the Date header, and cheaper than the precise ones. */
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    loop->now_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    clock_gettime(CLOCK_REALTIME_COARSE, &ts);
+    if (ts.tv_sec != loop->wall_sec || loop->http_date_len == 0) {
+        loop->wall_sec = ts.tv_sec;
+        format_http_date(loop);
+    }
+}
+
+void sws_timer_queue_init(sws_loop_t *loop, sws_timer_queue_t *q, uint64_t duration_ms)
+{
+    q->head.prev = q->head.next = &q->head;
+    q->head.cb = NULL;
+    q->duration_ms = duration_ms;
+    q->next_queue = loop->queues;
+    loop->queues = q;
+}
+
+void sws_timer_disarm(sws_timer_t *t)
+{
+    if (t->next == NULL)
+        return;
+    t->prev->next = t->next;
+    t->next->prev = t->prev;
+    t->prev = t->next = NULL;
+}
+
+void sws_timer_arm(sws_loop_t *loop, sws_timer_queue_t *q, sws_timer_t *t)
+{
+    sws_timer_disarm(t);
+    t->deadline_ms = loop->now_ms + q->duration_ms;
+    t->prev = q->head.prev;
+    t->next = &q->head;
+    q->head.prev->next = t;
+    q->head.prev = t;
+}
+
+/* Milliseconds until the earliest queue head fires; -1 when none armed. */
+static int next_timeout(const sws_loop_t *loop)
+{
+    int64_t best = -1;
+    for (const sws_timer_queue_t *q = loop->queues; q != NULL; q = q->next_queue) {
+        const sws_timer_t *t = q->head.next;
+        if (t == &q->head)
+            continue;
+        int64_t d = (int64_t)t->deadline_ms - (int64_t)loop->now_ms;
+        if (d < 0)
+            d = 0;
+        if (best < 0 || d < best)
+            best = d;
+    }
+    if (best > 60000)
+        best = 60000;
+    return (int)best;
+}
+
+static void expire_timers(sws_loop_t *loop)
+{
+    for (sws_timer_queue_t *q = loop->queues; q != NULL; q = q->next_queue) {
+        /* Fire the heads that are due; a callback may arm or disarm any
+         * timer, including the next one, so re-read the head each time. */
+        for (;;) {
+            sws_timer_t *t = q->head.next;
+            if (t == &q->head || t->deadline_ms > loop->now_ms)
+                break;
+            sws_timer_disarm(t);
+            t->cb(t);
+        }
+    }
+}
+
+int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
+{
+    if (loop->tick != NULL)
+        loop->tick(loop, loop->tick_data);
+    int wait = next_timeout(loop);
+    if (max_wait_ms >= 0 && (wait < 0 || max_wait_ms < wait))
+        wait = max_wait_ms;
+    int n = epoll_wait(loop->epfd, loop->events, SWS_LOOP_MAX_EVENTS, wait);
+    sws_loop_update_time(loop);
+    if (n < 0)
+        return errno == EINTR ? 0 : -1;
+    for (int i = 0; i < n; i++) {
+        sws_io_t *io = loop->events[i].data.ptr;
+        io->cb(io, loop->events[i].events);
+    }
+    expire_timers(loop);
+    return 0;
+}
+
+int sws_loop_run(sws_loop_t *loop)
+{
+    while (!loop->stop) {
+        if (sws_loop_run_once(loop, -1) < 0)
+            return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,123 @@
+/*
+ * The event loop: one epoll instance, fd watchers, and timers.
+ *
+ * One loop per process, run by that process's only thread; nothing here is
+ * thread-safe and nothing needs to be.
+ *
+ * Watchers (sws_io_t) are embedded in their owner (a connection, a listener)
+ * and registered once; the owner keeps the memory alive until it has called
+ * sws_loop_del(). Callbacks get the watcher and the epoll event bits; the
+ * owner recovers itself with container_of-style casts.
+ *
+ * Timers: every timeout in ScalWS is "N ms after the last activity" with N
+ * fixed per purpose (header timeout, keep-alive timeout, ...). So instead of
+ * a heap or a wheel, each purpose has a timer queue: a FIFO list with one
+ * duration, where arming moves the timer to the tail. Arm and disarm are
+ * O(1) pointer moves, and expiry looks only at the queue heads (see
+ * docs/adr/0003-timer-queues.md). When a reload changes a duration, timers
+ * armed before keep their old deadline; the queue may then be briefly out of
+ * order, which delays an expiry by at most the difference, never loses one.
+ *
+ * Time: sws_loop_now_ms() is the monotonic clock read once per iteration
+ * (after epoll_wait returns), not per call: cheap, and consistent within
+ * an iteration.
+ */
+#ifndef SWS_CORE_LOOP_H
+#define SWS_CORE_LOOP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/epoll.h>
+#include <time.h>
+
+#define sws_container_of(ptr, type, member) \
+    ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
+
+typedef struct sws_loop sws_loop_t;
+typedef struct sws_io sws_io_t;
+typedef struct sws_timer sws_timer_t;
+typedef struct sws_timer_queue sws_timer_queue_t;
+
+typedef void (*sws_io_cb)(sws_io_t *io, uint32_t events);
+typedef void (*sws_timer_cb)(sws_timer_t *timer);
+typedef void (*sws_tick_cb)(sws_loop_t *loop, void *data);
+
+struct sws_io {
+    int fd;
+    sws_io_cb cb;
+};
+
+struct sws_timer {
+    sws_timer_t *prev, *next; /* NULL when not armed */
+    uint64_t deadline_ms;
+    sws_timer_cb cb;
+};
+
+struct sws_timer_queue {
+    sws_timer_t head; /* sentinel of a circular list */
+    uint64_t duration_ms;
+    sws_timer_queue_t *next_queue; /* the loop's list of queues */
+};
+
+#define SWS_LOOP_MAX_EVENTS 256
+
+struct sws_loop {
+    int epfd;
+    int stop;                     /* set by anyone: sws_loop_run returns */
+    uint64_t now_ms;              /* monotonic, updated each iteration */
+    time_t wall_sec;              /* CLOCK_REALTIME seconds at now_ms */
+    char http_date[32];           /* "Mon, 30 Nov 2026 02:33:30 GMT", for wall_sec */
+    size_t http_date_len;
+    sws_timer_queue_t *queues;
+    sws_tick_cb tick;             /* called once per iteration, before waiting */
+    void *tick_data;
+    struct epoll_event events[SWS_LOOP_MAX_EVENTS];
+};
+
+/* 0, or -1 with errno set. */
+int sws_loop_init(sws_loop_t *loop);
+void sws_loop_close(sws_loop_t *loop);
+
+/* Register, change, unregister a watcher. events are EPOLL* bits (EPOLLET
+ * included where wanted). 0, or -1 with errno set. */
+int sws_loop_add(sws_loop_t *loop, sws_io_t *io, uint32_t events);
+int sws_loop_mod(sws_loop_t *loop, sws_io_t *io, uint32_t events);
+int sws_loop_del(sws_loop_t *loop, sws_io_t *io);
+
+/* The tick runs once per iteration, before epoll_wait: flush buffered logs,
+ * adopt a new table generation, reap closed connections. */
+void sws_loop_set_tick(sws_loop_t *loop, sws_tick_cb cb, void *data);
+
+/* Wait at most max_wait_ms (-1: until an event or the next timer), dispatch
+ * events, then expired timers. 0, or -1 on an epoll error other than EINTR. */
+int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms);
+
+/* Iterate until loop->stop is set. 0, or -1 on an epoll error. */
+int sws_loop_run(sws_loop_t *loop);
+
+/* Refresh now_ms, wall_sec and http_date from the clocks. */
+void sws_loop_update_time(sws_loop_t *loop);
+
+static inline uint64_t sws_loop_now_ms(const sws_loop_t *loop) { return loop->now_ms; }
+
+/* Timer queues: register once per purpose; duration may be changed later. */
+void sws_timer_queue_init(sws_loop_t *loop, sws_timer_queue_t *q, uint64_t duration_ms);
+static inline void sws_timer_queue_set_duration(sws_timer_queue_t *q, uint64_t duration_ms)
+{
+    q->duration_ms = duration_ms;
+}
+
+static inline void sws_timer_init(sws_timer_t *t, sws_timer_cb cb)
+{
+    t->prev = t->next = NULL;
+    t->deadline_ms = 0;
+    t->cb = cb;
+}
+
+static inline int sws_timer_is_armed(const sws_timer_t *t) { return t->next != NULL; }
+
+/* Fire t at now + q->duration_ms; re-arming moves it (also across queues). */
+void sws_timer_arm(sws_loop_t *loop, sws_timer_queue_t *q, sws_timer_t *t);
+void sws_timer_disarm(sws_timer_t *t);
+
+#endif

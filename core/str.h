@@ -1,0 +1,38 @@
+/*
+ * sws_str_t: a borrowed slice of bytes (pointer + length, not NUL-terminated).
+ *
+ * Ownership: a slice never owns its bytes. Whoever hands one out states how
+ * long the bytes live (a connection's read buffer, a table generation, ...).
+ */
+#ifndef SWS_CORE_STR_H
+#define SWS_CORE_STR_H
+
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct sws_str {
+    const char *p;
+    size_t len;
+} sws_str_t;
+
+#define SWS_STR(lit) ((sws_str_t){ (lit), sizeof(lit) - 1 })
+
+static inline int sws_str_eq(sws_str_t a, sws_str_t b)
+{
+    return a.len == b.len && memcmp(a.p, b.p, a.len) == 0;
+}
+
+/* ASCII case-insensitive equality, for header names and host names. */
+static inline int sws_str_caseeq(sws_str_t a, sws_str_t b)
+{
+    return a.len == b.len && strncasecmp(a.p, b.p, a.len) == 0;
+}
+
+static inline int sws_str_caseeq_lit(sws_str_t a, const char *lit)
+{
+    size_t n = strlen(lit);
+    return a.len == n && strncasecmp(a.p, lit, n) == 0;
+}
+
+#endif

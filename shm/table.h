@@ -1,0 +1,116 @@
+/*
+ * One generation of the routing table, as it lies in shared memory.
+ *
+ * Position-independent: every reference inside the table is an offset from
+ * the table's own first byte (sws_table_t *), never a pointer, so the same
+ * bytes are valid in every process that maps the region, at any address.
+ *
+ * Built by sws_table_build() (supervisor only) from a RouteSet into a
+ * caller-provided arena; read by workers with sws_table_lookup() and the
+ * accessors below, without locks. A table is immutable once published.
+ *
+ * Lifetime for readers: a worker may use a table (and every string in it)
+ * only while it holds that generation (shm.h: between its
+ * sws_shm_reader_acquire() calls). Anything a request needs after the event
+ * loop iteration in which it was routed must be copied out (a respond body
+ * goes into the connection's output buffer; a static root is only needed
+ * to open the file).
+ *
+ * Matching:
+ *   hosts  exact name (ASCII case-insensitive, port stripped by the caller
+ *          or not: sws_table_lookup ignores ":port"), then the longest
+ *          wildcard "*.example.com" (matches "a.example.com" and
+ *          "a.b.example.com", not "example.com"), then catch-all "*".
+ *          No Host (HTTP/1.0) is looked up as "".
+ *   paths  exact routes first, then the longest prefix; the path is
+ *          compared as received (no decoding; the caller passes the path
+ *          without the query string).
+ */
+#ifndef SWS_SHM_TABLE_H
+#define SWS_SHM_TABLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/scalws.pb-c.h"
+
+typedef struct sws_table sws_table_t; /* opaque: the header of a generation */
+
+/* A string inside the table: bytes at (char *)table + off, len bytes, and a
+ * NUL after them (so a path can be handed to open(2) directly). */
+typedef struct sws_tstr {
+    uint32_t off;
+    uint32_t len;
+} sws_tstr_t;
+
+typedef enum sws_action {
+    SWS_ACTION_NONE = 0,
+    SWS_ACTION_RESPOND = 1,
+    SWS_ACTION_STATIC = 2,
+    SWS_ACTION_REDIRECT = 3,
+    SWS_ACTION_PROXY = 4,
+} sws_action_t;
+
+typedef enum sws_match {
+    SWS_MATCH_PREFIX = 0,
+    SWS_MATCH_EXACT = 1,
+} sws_match_t;
+
+typedef struct sws_route {
+    uint8_t action;          /* sws_action_t */
+    uint8_t match;           /* sws_match_t */
+    uint8_t https_redirect;  /* route flag OR its host's flag, precomputed */
+    uint8_t follow_symlinks; /* static */
+    uint16_t status;         /* respond, redirect */
+    uint16_t reserved;
+    sws_tstr_t path;
+    sws_tstr_t headers;      /* respond: "Name: value\r\n" lines, ready to send */
+    sws_tstr_t body;         /* respond */
+    sws_tstr_t location;     /* redirect */
+    sws_tstr_t root;         /* static: absolute, no trailing '/' (except "/") */
+    sws_tstr_t index;        /* static: index file name */
+    uint32_t pool;           /* proxy: index into the pools (roadmap 2) */
+} sws_route_t;
+
+/* Per-request settings of this generation (see proto Settings). */
+typedef struct sws_settings {
+    uint32_t max_request_line;
+    uint32_t max_header_size;
+    uint32_t max_headers;
+    uint32_t header_timeout_ms;
+    uint64_t max_body_size;
+    uint32_t body_timeout_ms;
+    uint32_t keepalive_timeout_ms;
+    uint32_t send_timeout_ms;
+    uint32_t keepalive_requests;
+    uint32_t access_log_format; /* Sws__AccessLog__Format */
+    uint32_t reserved;
+    sws_tstr_t server_name;     /* "" = no Server header */
+    sws_tstr_t access_log_path; /* "" = standard output */
+} sws_settings_t;
+
+/* Bytes sws_table_build() would write for rs, so the caller can check an
+ * arena is large enough before touching it. */
+size_t sws_table_size(const Sws__RouteSet *rs);
+
+/* Build rs into arena (arena_size bytes, 8-byte aligned) stamped with
+ * generation gen. Returns 0, or -1 with a message in err ("route /x: regex
+ * paths are not supported yet", "table needs 123 bytes, arena has 100").
+ * Caller: supervisor only. */
+int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
+                    char *err, size_t errlen);
+
+uint64_t sws_table_generation(const sws_table_t *t);
+const sws_settings_t *sws_table_settings(const sws_table_t *t);
+
+/* The route for host and path, or NULL (no host matches, or the host has no
+ * route for the path). host may include ":port"; it is ignored. */
+const sws_route_t *sws_table_lookup(const sws_table_t *t, const char *host, size_t host_len,
+                                    const char *path, size_t path_len);
+
+static inline const char *sws_table_str(const sws_table_t *t, sws_tstr_t s)
+{
+    return (const char *)t + s.off;
+}
+
+#endif

@@ -1,0 +1,37 @@
+/*
+ * The configuration file: YAML (libyaml) in, a Sws__Config (proto/) out.
+ *
+ * Every field of the result is set: defaults are filled here, once, so the
+ * table builder and the supervisor never guess. Errors name the place:
+ * "scalws.yaml:12:7: server.backlog: expected a number from 1 to 65535".
+ * Unknown keys are errors (a typo must not silently fall back to a default).
+ * docs/configuration.md documents every key and default.
+ *
+ * Caller: the supervisor (start, SIGHUP, `scalwsd -t`). The result is owned by
+ * the caller and freed with sws_config_free().
+ */
+#ifndef SWS_SUPERVISOR_CONFIG_H
+#define SWS_SUPERVISOR_CONFIG_H
+
+#include <stddef.h>
+
+#include "proto/scalws.pb-c.h"
+
+/* 0 and *out set, or -1 with a "file:line:col: message" in err. */
+int sws_config_load(const char *path, Sws__Config **out, char *err, size_t errlen);
+
+/* Same, from memory; name is used in messages. */
+int sws_config_parse(const char *text, size_t len, const char *name, Sws__Config **out,
+                     char *err, size_t errlen);
+
+void sws_config_free(Sws__Config *cfg);
+
+/* Parse a listen address: "127.0.0.1:8080", "[::1]:8080", "*:8080" or
+ * ":8080" (all IPv4 addresses), "localhost:8080" (resolved once, first
+ * address). 0, or -1 with a message in err. Used by the config validator and
+ * by the supervisor when it binds. */
+struct sockaddr_storage;
+int sws_config_parse_address(const char *text, struct sockaddr_storage *ss, unsigned *sslen,
+                             char *err, size_t errlen);
+
+#endif

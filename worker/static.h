@@ -1,0 +1,24 @@
+/*
+ * The static action: serve a file below the route's root.
+ *
+ * URL mapping: the request path (percent-decoded, with "." and ".." segments
+ * rejected rather than resolved) is appended to the root; a directory is
+ * served through its index file, a directory path without a trailing '/'
+ * gets a 301 to the path with one. No escape from the root: encoded dots
+ * and NUL are refused, and symlinks that lead out of the root are refused
+ * unless the route's follow_symlinks is set.
+ *
+ * Answers: 200 with sendfile, 206 for one satisfiable byte range, 416, 304
+ * (If-None-Match / If-Modified-Since), 403 (not readable, a special file,
+ * an escape), 404, 405 for methods other than GET and HEAD.
+ *
+ * Runs in a worker, synchronously, inside the request's handler call.
+ */
+#ifndef SWS_WORKER_STATIC_H
+#define SWS_WORKER_STATIC_H
+
+#include "worker/request.h"
+
+void sws_static_handle(sws_request_t *r);
+
+#endif

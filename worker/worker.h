@@ -1,0 +1,41 @@
+/*
+ * A worker process: one event loop on one CPU, serving the connections it
+ * accepts. Called by the supervisor in the child right after fork(); the
+ * child owns everything it inherited from then on.
+ *
+ * Signals (the supervisor sends them; a worker never acts on the terminal's):
+ *   SIGTERM  stop now: close everything, exit 0.
+ *   SIGQUIT  graceful stop: stop accepting, finish the requests in flight,
+ *            close idle keep-alive connections at once and busy ones after
+ *            their current response, exit 0 when none is left (or when the
+ *            shutdown timeout passes: then exit 0 and log how many were cut).
+ *   SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE: ignored.
+ *
+ * Exit status: 0 after a stop, 1 on a setup error (logged). Anything else
+ * (a signal, a crash) makes the supervisor restart the worker.
+ */
+#ifndef SWS_WORKER_WORKER_H
+#define SWS_WORKER_WORKER_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "shm/shm.h"
+
+typedef struct sws_worker_config {
+    unsigned index;          /* 0..n-1; also its reader slot in shm */
+    int cpu;                 /* CPU to pin to; -1: no pinning */
+    const int *listen_fds;   /* the listening sockets it accepts on (non-blocking) */
+    unsigned nlisten;
+    int exclusive;           /* 1: shared sockets, register with EPOLLEXCLUSIVE */
+    sws_shm_t *shm;
+    uid_t uid;               /* drop to uid/gid after setup when drop_privileges */
+    gid_t gid;
+    int drop_privileges;
+    uint32_t shutdown_timeout_ms;
+} sws_worker_config_t;
+
+/* Run the worker until it stops; returns the process exit status. */
+int sws_worker_main(const sws_worker_config_t *cfg);
+
+#endif
