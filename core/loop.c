@@ -1,5 +1,7 @@
 #include "core/loop.h"
 
+#include "core/http_date.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -49,20 +51,6 @@ void sws_loop_set_tick(sws_loop_t *loop, sws_tick_cb cb, void *data)
     loop->tick_data = data;
 }
 
-static void format_http_date(sws_loop_t *loop)
-{
-    static const char days[7][4] = { "Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat" };
-    static const char months[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
-                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
-    struct tm tm;
-    gmtime_r(&loop->wall_sec, &tm);
-    /* strftime's %a/%b follow the locale; HTTP needs English names. */
-    loop->http_date_len = (size_t)snprintf(loop->http_date, sizeof(loop->http_date),
-                                           "%s, %02d %s %04d %02d:%02d:%02d GMT",
-                                           days[tm.tm_wday], tm.tm_mday, months[tm.tm_mon],
-                                           tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
-}
-
 void sws_loop_update_time(sws_loop_t *loop)
 {
     struct timespec ts;
@@ -73,7 +61,7 @@ void sws_loop_update_time(sws_loop_t *loop)
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
     if (ts.tv_sec != loop->wall_sec || loop->http_date_len == 0) {
         loop->wall_sec = ts.tv_sec;
-        format_http_date(loop);
+        loop->http_date_len = sws_http_date_format(loop->wall_sec, loop->http_date);
     }
 }
 

@@ -55,14 +55,17 @@ typedef struct sws_shm {
 } sws_shm_t;
 
 /* Supervisor: create a region with narenas arenas of arena_size bytes and
- * max_workers reader slots. 0, or -1 with a message in err. */
+ * max_workers reader slots. 0, or -1 with a message in err. Limits: 2 to 64
+ * arenas, 1 to SWS_SHM_MAX_WORKERS slots, 4 KiB to 4 GiB per arena. */
 int sws_shm_create(sws_shm_t *shm, size_t arena_size, unsigned narenas, unsigned max_workers,
                    char *err, size_t errlen);
 
-/* Map an existing region from its fd (a new binary on upgrade). */
+/* Map an existing region from its fd (a new binary on upgrade). Checks
+ * magic, layout version and size. On success the handle owns fd; on
+ * failure the caller still does. */
 int sws_shm_attach(sws_shm_t *shm, int fd, char *err, size_t errlen);
 
-/* Unmap, and close the fd. */
+/* Unmap, and close the fd (after a successful create or attach only). */
 void sws_shm_close(sws_shm_t *shm);
 
 /* Supervisor: build rs into a free arena and publish it as the next

@@ -89,14 +89,40 @@ typedef struct sws_settings {
     sws_tstr_t access_log_path; /* "" = standard output */
 } sws_settings_t;
 
-/* Bytes sws_table_build() would write for rs, so the caller can check an
- * arena is large enough before touching it. */
+/* Upstream pools (roadmap 2): carried in the table, not served yet. A
+ * proxy route's `pool` indexes them; a pool's members are the
+ * nmembers entries of sws_table_members(). */
+typedef struct sws_member {
+    uint64_t id;             /* stable: upstream keep-alive pools are keyed by it */
+    sws_tstr_t address;      /* "host:port" */
+    uint32_t weight;
+    uint32_t state;          /* Sws__Member__State */
+} sws_member_t;
+
+typedef struct sws_pool {
+    sws_tstr_t name;
+    uint32_t first_member;
+    uint32_t nmembers;
+} sws_pool_t;
+
+/* Bytes sws_table_build() would write for rs (exact), so the caller can
+ * check an arena is large enough before touching it. */
 size_t sws_table_size(const Sws__RouteSet *rs);
 
 /* Build rs into arena (arena_size bytes, 8-byte aligned) stamped with
  * generation gen. Returns 0, or -1 with a message in err ("route /x: regex
  * paths are not supported yet", "table needs 123 bytes, arena has 100").
- * Caller: supervisor only. */
+ * Caller: supervisor only.
+ *
+ * Refused (the config layer should have caught these; the table does not
+ * guess): a host without names, a name used twice (case-insensitive) or a
+ * '*' anywhere but a leading "*." label, a path not starting with '/', a
+ * route without action, a respond status outside 100..599, a redirect
+ * status other than 301/302/303/307/308, a header name that is not a token
+ * or a value with CR/LF, a relative static root or an index with '/', a
+ * proxy to an unknown pool, two pools with one name. Normalised: host names
+ * lowercased without a trailing dot, static roots without trailing '/',
+ * access_log path "-" stored as "". On failure the arena holds garbage. */
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
                     char *err, size_t errlen);
 
@@ -107,6 +133,10 @@ const sws_settings_t *sws_table_settings(const sws_table_t *t);
  * route for the path). host may include ":port"; it is ignored. */
 const sws_route_t *sws_table_lookup(const sws_table_t *t, const char *host, size_t host_len,
                                     const char *path, size_t path_len);
+
+uint32_t sws_table_pool_count(const sws_table_t *t);
+const sws_pool_t *sws_table_pool(const sws_table_t *t, uint32_t i); /* i < pool count */
+const sws_member_t *sws_table_members(const sws_table_t *t, const sws_pool_t *p);
 
 static inline const char *sws_table_str(const sws_table_t *t, sws_tstr_t s)
 {

@@ -1,0 +1,331 @@
+/*
+ * The shared-memory region: a memfd holding a header, one reader slot per
+ * worker and a few fixed-size arenas, each holding one table generation
+ * (shm/shm.h). One writer (the supervisor) and many readers (the workers),
+ * in different processes, synchronised only through C11 atomics on the
+ * mapping. Why the handshake below is sound: docs/adr/0002-shm-generations.md.
+ *
+ * Layout (every section starts on a cache line):
+ *
+ *   shm_header_t                magic, version, geometry, the current word
+ *   shm_slot_t[max_workers]     one cache line per worker
+ *   narenas x (shm_arena_t + arena_size table bytes)
+ */
+#include "shm/shm.h"
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+/* Atomics on shared memory must not fall back to a process-local lock. */
+_Static_assert(ATOMIC_LONG_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2,
+               "64-bit atomics must be lock-free to work across processes");
+_Static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
+
+#define SHM_MAGIC 0x4d48535357534c41ULL /* "ALSWSSHM" little-endian */
+#define SHM_VERSION 1u
+#define SHM_LINE 64u
+#define SHM_MAX_ARENAS 64u
+#define SHM_MIN_ARENA_SIZE 4096u
+
+/* The current word: generation << 8 | arena index; 0 = nothing published. */
+#define WORD_ARENA_BITS 8
+#define WORD_GEN(w) ((w) >> WORD_ARENA_BITS)
+#define WORD_ARENA(w) ((unsigned)((w) & ((1u << WORD_ARENA_BITS) - 1)))
+
+typedef struct shm_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t narenas;
+    uint64_t arena_size;   /* table bytes per arena */
+    uint64_t arena_stride; /* shm_arena_t + arena_size */
+    uint64_t slots_off;
+    uint64_t arenas_off;
+    uint64_t total_size;
+    uint32_t max_workers;
+    uint32_t reserved;
+    /* Its own line: the one word every reader polls, written only on publish. */
+    _Alignas(SHM_LINE) _Atomic uint64_t current;
+} shm_header_t;
+
+/* One worker's line. gen and pid are written by the worker (and cleared by
+ * the supervisor once the worker is reaped); counters by the worker only. */
+typedef struct shm_slot {
+    _Alignas(SHM_LINE) _Atomic uint64_t gen; /* generation held; 0 = none */
+    _Atomic int32_t pid;
+    uint32_t reserved;
+    sws_shm_counters_t counters;
+} shm_slot_t;
+
+/* Precedes each arena's table. Written and read by the writer only, so a
+ * new binary that attaches knows what every arena holds. */
+typedef struct shm_arena {
+    _Alignas(SHM_LINE) uint64_t gen; /* generation built here; 0 = none */
+} shm_arena_t;
+
+_Static_assert(sizeof(shm_slot_t) == SHM_LINE, "a slot is one cache line");
+_Static_assert(sizeof(shm_arena_t) == SHM_LINE, "arena header is one cache line");
+_Static_assert(SHM_MAX_ARENAS <= (1u << WORD_ARENA_BITS), "arena index fits the word");
+
+typedef struct region_layout {
+    size_t arena_size, arena_stride, slots_off, arenas_off, total;
+} region_layout_t;
+
+/* The message for the caller, and the failure to return (err and errlen
+ * are the parameters of every function that fails). */
+#define SHM_FAIL(...) (snprintf(err, errlen, __VA_ARGS__), -1)
+
+static size_t line_up(size_t n)
+{
+    return (n + SHM_LINE - 1) & ~(size_t)(SHM_LINE - 1);
+}
+
+static void region_layout(size_t arena_size, unsigned narenas, unsigned max_workers,
+                          region_layout_t *lay)
+{
+    lay->arena_size = line_up(arena_size);
+    lay->arena_stride = sizeof(shm_arena_t) + lay->arena_size;
+    lay->slots_off = line_up(sizeof(shm_header_t));
+    lay->arenas_off = lay->slots_off + (size_t)max_workers * sizeof(shm_slot_t);
+    lay->total = lay->arenas_off + (size_t)narenas * lay->arena_stride;
+}
+
+static shm_header_t *header(const sws_shm_t *shm)
+{
+    return shm->base;
+}
+
+static shm_slot_t *slot_at(const sws_shm_t *shm, unsigned i)
+{
+    return (shm_slot_t *)((char *)shm->base + header(shm)->slots_off) + i;
+}
+
+static shm_arena_t *arena_at(const sws_shm_t *shm, unsigned i)
+{
+    const shm_header_t *h = header(shm);
+    return (shm_arena_t *)((char *)shm->base + h->arenas_off + i * h->arena_stride);
+}
+
+static sws_table_t *arena_table(const sws_shm_t *shm, unsigned i)
+{
+    return (sws_table_t *)(arena_at(shm, i) + 1);
+}
+
+int sws_shm_create(sws_shm_t *shm, size_t arena_size, unsigned narenas, unsigned max_workers,
+                   char *err, size_t errlen)
+{
+    region_layout_t lay;
+
+    if (narenas < 2 || narenas > SHM_MAX_ARENAS)
+        return SHM_FAIL("shm: %u arenas, need 2 to %u", narenas, SHM_MAX_ARENAS);
+    if (max_workers < 1 || max_workers > SWS_SHM_MAX_WORKERS)
+        return SHM_FAIL("shm: %u workers, need 1 to %u", max_workers,
+                        SWS_SHM_MAX_WORKERS);
+    /* Table offsets are 32-bit. */
+    if (arena_size < SHM_MIN_ARENA_SIZE || arena_size > UINT32_MAX - SHM_LINE)
+        return SHM_FAIL("shm: table size %zu bytes, need %u to %u", arena_size,
+                        SHM_MIN_ARENA_SIZE, UINT32_MAX - SHM_LINE);
+    region_layout(arena_size, narenas, max_workers, &lay);
+
+    int fd = memfd_create("scalws-shm", MFD_CLOEXEC);
+    if (fd < 0)
+        return SHM_FAIL("shm: memfd_create: %s", strerror(errno));
+    void *base = MAP_FAILED;
+    if (ftruncate(fd, (off_t)lay.total) == 0)
+        base = mmap(NULL, lay.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED) {
+        int e = errno;
+        close(fd);
+        return SHM_FAIL("shm: allocating %zu bytes: %s", lay.total, strerror(e));
+    }
+
+    /* A fresh memfd reads as zeros: every slot and arena starts empty. */
+    shm_header_t *h = base;
+    h->magic = SHM_MAGIC;
+    h->version = SHM_VERSION;
+    h->narenas = narenas;
+    h->arena_size = lay.arena_size;
+    h->arena_stride = lay.arena_stride;
+    h->slots_off = lay.slots_off;
+    h->arenas_off = lay.arenas_off;
+    h->total_size = lay.total;
+    h->max_workers = max_workers;
+    atomic_init(&h->current, 0);
+
+    shm->fd = fd;
+    shm->base = base;
+    shm->size = lay.total;
+    return 0;
+}
+
+static int header_check(const shm_header_t *h, size_t size, char *err, size_t errlen)
+{
+    region_layout_t lay;
+
+    if (h->magic != SHM_MAGIC)
+        return SHM_FAIL("shm: not a ScalWS region (bad magic)");
+    if (h->version != SHM_VERSION)
+        return SHM_FAIL("shm: layout version %u, this binary speaks %u", h->version,
+                        SHM_VERSION);
+    if (h->narenas < 2 || h->narenas > SHM_MAX_ARENAS || h->max_workers < 1 ||
+        h->max_workers > SWS_SHM_MAX_WORKERS)
+        return SHM_FAIL("shm: header has %u arenas and %u slots", h->narenas,
+                        h->max_workers);
+    region_layout(h->arena_size, h->narenas, h->max_workers, &lay);
+    if (lay.arena_size != h->arena_size || lay.arena_stride != h->arena_stride ||
+        lay.slots_off != h->slots_off || lay.arenas_off != h->arenas_off ||
+        lay.total != h->total_size || lay.total != size)
+        return SHM_FAIL("shm: region is %zu bytes, header describes %llu", size,
+                        (unsigned long long)h->total_size);
+    if (WORD_ARENA(atomic_load(&h->current)) >= h->narenas)
+        return SHM_FAIL("shm: current word names a missing arena");
+    return 0;
+}
+
+int sws_shm_attach(sws_shm_t *shm, int fd, char *err, size_t errlen)
+{
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return SHM_FAIL("shm: fstat: %s", strerror(errno));
+    if ((size_t)st.st_size < sizeof(shm_header_t))
+        return SHM_FAIL("shm: region is %lld bytes, too small for a header",
+                        (long long)st.st_size);
+    size_t size = (size_t)st.st_size;
+    void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        return SHM_FAIL("shm: mmap %zu bytes: %s", size, strerror(errno));
+    if (header_check(base, size, err, errlen) != 0) {
+        munmap(base, size);
+        return -1;
+    }
+    shm->fd = fd;
+    shm->base = base;
+    shm->size = size;
+    return 0;
+}
+
+void sws_shm_close(sws_shm_t *shm)
+{
+    if (shm->base != NULL)
+        munmap(shm->base, shm->size);
+    if (shm->fd >= 0)
+        close(shm->fd);
+    shm->base = NULL;
+    shm->fd = -1;
+    shm->size = 0;
+}
+
+/* Does any reader slot hold generation gen? seq_cst loads: the other half
+ * of the reader's store-then-recheck (see the ADR). */
+static int generation_held(const sws_shm_t *shm, uint64_t gen)
+{
+    const shm_header_t *h = header(shm);
+    for (unsigned i = 0; i < h->max_workers; i++)
+        if (atomic_load_explicit(&slot_at(shm, i)->gen, memory_order_seq_cst) == gen)
+            return 1;
+    return 0;
+}
+
+/* An arena that is neither current nor held by a reader, or -1. */
+static int arena_free(const sws_shm_t *shm, uint64_t current)
+{
+    const shm_header_t *h = header(shm);
+    /* Orders our last publication's release store before the slot loads,
+     * so a reader that missed that publication is seen in its slot. */
+    atomic_thread_fence(memory_order_seq_cst);
+    for (unsigned i = 0; i < h->narenas; i++) {
+        uint64_t gen = arena_at(shm, i)->gen;
+        if (current != 0 && i == WORD_ARENA(current))
+            continue;
+        if (gen == 0 || !generation_held(shm, gen))
+            return (int)i;
+    }
+    return -1;
+}
+
+int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, char *err,
+                    size_t errlen)
+{
+    shm_header_t *h = header(shm);
+    size_t need = sws_table_size(rs);
+    if (need > h->arena_size)
+        return SHM_FAIL("table needs %zu bytes, arena has %llu; raise server.table_size",
+                        need, (unsigned long long)h->arena_size);
+
+    /* Relaxed: this process is the only writer of the word. */
+    uint64_t current = atomic_load_explicit(&h->current, memory_order_relaxed);
+    int idx = arena_free(shm, current);
+    if (idx < 0)
+        return SHM_FAIL("all %u table arenas are in use (generation %llu is current, "
+                        "workers hold the others); retry later",
+                        h->narenas, (unsigned long long)WORD_GEN(current));
+
+    uint64_t gen = WORD_GEN(current) + 1;
+    shm_arena_t *arena = arena_at(shm, (unsigned)idx);
+    arena->gen = 0; /* a failed build leaves the arena free, not half-claimed */
+    if (sws_table_build(arena_table(shm, (unsigned)idx), h->arena_size, gen, rs, err, errlen) != 0)
+        return -1;
+    arena->gen = gen;
+    atomic_store_explicit(&h->current, gen << WORD_ARENA_BITS | (unsigned)idx,
+                          memory_order_release);
+    *gen_out = gen;
+    return 0;
+}
+
+uint64_t sws_shm_current_generation(const sws_shm_t *shm)
+{
+    return WORD_GEN(atomic_load_explicit(&header(shm)->current, memory_order_acquire));
+}
+
+const sws_table_t *sws_shm_reader_acquire(sws_shm_t *shm, unsigned slot, pid_t self)
+{
+    shm_header_t *h = header(shm);
+    if (slot >= h->max_workers)
+        return NULL;
+    shm_slot_t *s = slot_at(shm, slot);
+    uint64_t word = atomic_load_explicit(&h->current, memory_order_acquire);
+    if (word == 0)
+        return NULL;
+    /* Fast path: we completed the handshake for this generation earlier. */
+    if (atomic_load_explicit(&s->gen, memory_order_relaxed) == WORD_GEN(word))
+        return arena_table(shm, WORD_ARENA(word));
+
+    atomic_store_explicit(&s->pid, (int32_t)self, memory_order_relaxed);
+    for (;;) {
+        /* Announce, then check the announcement was not too late: if the
+         * word still names this generation, the writer's next scan sees
+         * our slot before it can pick this arena. */
+        atomic_store_explicit(&s->gen, WORD_GEN(word), memory_order_seq_cst);
+        uint64_t again = atomic_load_explicit(&h->current, memory_order_seq_cst);
+        if (again == word)
+            return arena_table(shm, WORD_ARENA(word));
+        word = again;
+    }
+}
+
+void sws_shm_reader_clear(sws_shm_t *shm, unsigned slot)
+{
+    if (slot >= header(shm)->max_workers)
+        return;
+    shm_slot_t *s = slot_at(shm, slot);
+    atomic_store_explicit(&s->gen, 0, memory_order_seq_cst);
+    atomic_store_explicit(&s->pid, 0, memory_order_relaxed);
+}
+
+uint64_t sws_shm_reader_generation(const sws_shm_t *shm, unsigned slot)
+{
+    if (slot >= header(shm)->max_workers)
+        return 0;
+    return atomic_load_explicit(&slot_at(shm, slot)->gen, memory_order_seq_cst);
+}
+
+sws_shm_counters_t *sws_shm_counters(sws_shm_t *shm, unsigned slot)
+{
+    if (slot >= header(shm)->max_workers)
+        return NULL;
+    return &slot_at(shm, slot)->counters;
+}

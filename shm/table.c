@@ -1,0 +1,745 @@
+/*
+ * A routing-table generation: built once by the supervisor into an arena,
+ * then read by every worker without locks (shm/table.h).
+ *
+ * Layout, each section 8-byte aligned, every reference an offset from the
+ * table's first byte:
+ *
+ *   struct sws_table   magic, generation, size, section offsets, settings
+ *   hosts              tbl_host_t per RouteSet host: its slice of routes
+ *   routes             sws_route_t; per host exact routes first, then
+ *                      prefix routes by descending length (first match wins)
+ *   exact names        open-addressing hash table (linear probing, load at
+ *                      most 1/2) of lowercased exact host names
+ *   wildcard names     the same for wildcard suffixes: "*.example.com" is
+ *                      stored as ".example.com"
+ *   pools, members     carried for roadmap 2
+ *   strings            a NUL byte (every empty string), then each string's
+ *                      bytes followed by a NUL
+ *
+ * Names are hashed right to left, so one backward pass over a request's
+ * host yields the hash of every suffix that starts at a dot: the wildcard
+ * candidates, longest last, and finally the whole name.
+ */
+#include "shm/table.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define TABLE_MAGIC 0x314c425453575353ULL /* "SSWSTBL1" little-endian */
+#define FNV_OFFSET 2166136261u
+#define FNV_PRIME 16777619u
+
+typedef struct tbl_host {
+    uint32_t first_route; /* index into the routes */
+    uint32_t nexact;      /* the first nexact routes match exactly */
+    uint32_t nroutes;
+} tbl_host_t;
+
+/* One slot of a host-name hash table. */
+typedef struct tbl_name {
+    uint32_t hash;
+    uint32_t host;   /* host index + 1; 0 = empty slot */
+    sws_tstr_t name; /* lowercased */
+} tbl_name_t;
+
+typedef struct tbl_names {
+    uint32_t off;
+    uint32_t mask;   /* capacity - 1 */
+    uint32_t count;  /* 0: no table, skip the probe */
+    uint32_t reserved;
+} tbl_names_t;
+
+struct sws_table {
+    uint64_t magic;
+    uint64_t generation;
+    uint32_t size;
+    uint32_t nhosts;
+    uint32_t hosts_off;
+    uint32_t routes_off;
+    uint32_t nroutes;
+    uint32_t catchall; /* host index + 1; 0 = none */
+    tbl_names_t exact;
+    tbl_names_t wild;
+    uint32_t pools_off;
+    uint32_t npools;
+    uint32_t members_off;
+    uint32_t nmembers;
+    sws_settings_t settings;
+};
+
+/* Where each section goes; computed the same way by sws_table_size() and
+ * sws_table_build() so the size is exact. */
+typedef struct table_layout {
+    size_t nhosts, nroutes, nexact, nwild, npools, nmembers;
+    size_t exact_cap, wild_cap;
+    size_t hosts_off, routes_off, exact_off, wild_off, pools_off, members_off, strings_off;
+    size_t total;
+} table_layout_t;
+
+/* The string pool being filled by sws_table_build(). */
+typedef struct table_writer {
+    char *base;
+    size_t next;
+    size_t end;
+    uint32_t empty; /* offset of the shared "" */
+    int overflow;   /* a layout bug: refuse rather than write past the table */
+} table_writer_t;
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+static inline unsigned char lower(unsigned char c)
+{
+    return (c >= 'A' && c <= 'Z') ? (unsigned char)(c | 0x20) : c;
+}
+
+static inline uint32_t hash_step(uint32_t h, unsigned char c)
+{
+    return (h ^ lower(c)) * FNV_PRIME;
+}
+
+static uint32_t hash_name(const char *p, size_t len)
+{
+    uint32_t h = FNV_OFFSET;
+    while (len > 0)
+        h = hash_step(h, (unsigned char)p[--len]);
+    return h;
+}
+
+static size_t align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* Bytes a string takes in the pool: empty strings share one NUL. */
+static size_t str_bytes(size_t len)
+{
+    return len ? len + 1 : 0;
+}
+
+/* Place count items of size bytes at *off; returns where they start. */
+static size_t place(size_t *off, size_t count, size_t size)
+{
+    size_t start = *off;
+    *off = align8(start + count * size);
+    return start;
+}
+
+static size_t hash_capacity(size_t n)
+{
+    size_t cap = 1;
+    if (n == 0)
+        return 0;
+    while (cap < 2 * n)
+        cap <<= 1;
+    return cap;
+}
+
+/* ---- host names ------------------------------------------------------ */
+
+typedef enum name_kind { NAME_EXACT, NAME_WILDCARD, NAME_CATCHALL } name_kind_t;
+
+/* A configured name without its tolerated trailing dot. */
+static size_t name_len(const char *name)
+{
+    size_t len = strlen(name);
+    return (len > 1 && name[len - 1] == '.') ? len - 1 : len;
+}
+
+static name_kind_t name_kind(const char *name)
+{
+    if (name[0] == '*' && name[1] == '\0')
+        return NAME_CATCHALL;
+    return name[0] == '*' ? NAME_WILDCARD : NAME_EXACT;
+}
+
+static int name_check(const char *name, char *err, size_t errlen)
+{
+    size_t len = name_len(name);
+    if (len == 0)
+        return fail(err, errlen, "empty host name");
+    if (name_kind(name) == NAME_WILDCARD && (len < 3 || name[1] != '.'))
+        return fail(err, errlen, "host name \"%s\": a wildcard is \"*.\" and a domain", name);
+    if (memchr(name + 1, '*', len - 1) != NULL)
+        return fail(err, errlen, "host name \"%s\": '*' may only be the first label", name);
+    if (memchr(name, ':', len) != NULL || memchr(name, '/', len) != NULL)
+        return fail(err, errlen, "host name \"%s\": a name has no port or path", name);
+    return 0;
+}
+
+/* ---- routes ---------------------------------------------------------- */
+
+static size_t header_lines_len(const Sws__Respond *rp)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < rp->n_headers; i++)
+        n += strlen(rp->headers[i]->name) + 2 + strlen(rp->headers[i]->value) + 2;
+    return n;
+}
+
+/* A static root as stored: without trailing slashes, except "/" itself. */
+static size_t root_len(const char *root)
+{
+    size_t len = strlen(root);
+    while (len > 1 && root[len - 1] == '/')
+        len--;
+    return len;
+}
+
+static size_t route_str_bytes(const Sws__Route *r)
+{
+    size_t n = str_bytes(strlen(r->path));
+    switch (r->action_case) {
+    case SWS__ROUTE__ACTION_RESPOND:
+        n += str_bytes(header_lines_len(r->respond)) + str_bytes(r->respond->body.len);
+        break;
+    case SWS__ROUTE__ACTION_STATIC:
+        n += str_bytes(root_len(r->static_->root)) + str_bytes(strlen(r->static_->index));
+        break;
+    case SWS__ROUTE__ACTION_REDIRECT:
+        n += str_bytes(strlen(r->redirect->location));
+        break;
+    default:
+        break;
+    }
+    return n;
+}
+
+static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
+{
+    size_t strings = 1; /* the shared "" */
+    memset(lay, 0, sizeof(*lay));
+
+    lay->nhosts = rs->n_hosts;
+    for (size_t h = 0; h < rs->n_hosts; h++) {
+        const Sws__Host *host = rs->hosts[h];
+        for (size_t i = 0; i < host->n_names; i++) {
+            const char *name = host->names[i];
+            name_kind_t kind = name_kind(name);
+            if (kind == NAME_CATCHALL)
+                continue;
+            if (kind == NAME_WILDCARD)
+                lay->nwild++;
+            else
+                lay->nexact++;
+            strings += str_bytes(name_len(name));
+        }
+        lay->nroutes += host->n_routes;
+        for (size_t i = 0; i < host->n_routes; i++)
+            strings += route_str_bytes(host->routes[i]);
+    }
+    lay->npools = rs->n_pools;
+    for (size_t p = 0; p < rs->n_pools; p++) {
+        const Sws__Pool *pool = rs->pools[p];
+        strings += str_bytes(strlen(pool->name));
+        lay->nmembers += pool->n_members;
+        for (size_t m = 0; m < pool->n_members; m++)
+            strings += str_bytes(strlen(pool->members[m]->address));
+    }
+    if (rs->settings != NULL) {
+        strings += str_bytes(strlen(rs->settings->server_name));
+        if (rs->settings->access_log != NULL)
+            strings += str_bytes(strlen(rs->settings->access_log->path));
+    }
+
+    lay->exact_cap = hash_capacity(lay->nexact);
+    lay->wild_cap = hash_capacity(lay->nwild);
+
+    size_t off = align8(sizeof(struct sws_table));
+    lay->hosts_off = place(&off, lay->nhosts, sizeof(tbl_host_t));
+    lay->routes_off = place(&off, lay->nroutes, sizeof(sws_route_t));
+    lay->exact_off = place(&off, lay->exact_cap, sizeof(tbl_name_t));
+    lay->wild_off = place(&off, lay->wild_cap, sizeof(tbl_name_t));
+    lay->pools_off = place(&off, lay->npools, sizeof(sws_pool_t));
+    lay->members_off = place(&off, lay->nmembers, sizeof(sws_member_t));
+    lay->strings_off = off;
+    lay->total = align8(off + strings);
+}
+
+size_t sws_table_size(const Sws__RouteSet *rs)
+{
+    table_layout_t lay;
+    table_layout(rs, &lay);
+    return lay.total;
+}
+
+/* ---- building -------------------------------------------------------- */
+
+/* Reserve len bytes and their NUL in the string pool; 0 or -1 on overflow. */
+static int reserve(table_writer_t *w, size_t len)
+{
+    if (w->next + len + 1 > w->end) {
+        w->overflow = 1;
+        return -1;
+    }
+    return 0;
+}
+
+static sws_tstr_t put_bytes(table_writer_t *w, const void *p, size_t len)
+{
+    sws_tstr_t s = { w->empty, 0 };
+    if (len == 0 || reserve(w, len) != 0)
+        return s;
+    s.off = (uint32_t)w->next;
+    s.len = (uint32_t)len;
+    memcpy(w->base + w->next, p, len);
+    w->base[w->next + len] = '\0';
+    w->next += len + 1;
+    return s;
+}
+
+static sws_tstr_t put_lower(table_writer_t *w, const char *p, size_t len)
+{
+    sws_tstr_t s = put_bytes(w, p, len);
+    for (size_t i = 0; i < len; i++)
+        w->base[s.off + i] = (char)lower((unsigned char)w->base[s.off + i]);
+    return s;
+}
+
+/* RFC 9110 token: what a header name may be made of. */
+static int is_token(const char *s)
+{
+    if (*s == '\0')
+        return 0;
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (!((c >= '0' && c <= '9') || (lower(c) >= 'a' && lower(c) <= 'z') ||
+              strchr("!#$%&'*+-.^_`|~", c) != NULL))
+            return 0;
+    }
+    return 1;
+}
+
+static int header_check(const Sws__Header *hd, char *err, size_t errlen)
+{
+    if (!is_token(hd->name))
+        return fail(err, errlen, "header name \"%s\" is not a token", hd->name);
+    if (strpbrk(hd->value, "\r\n") != NULL)
+        return fail(err, errlen, "header %s: value contains CR or LF", hd->name);
+    return 0;
+}
+
+static sws_tstr_t put_header_lines(table_writer_t *w, const Sws__Respond *rp)
+{
+    size_t len = header_lines_len(rp);
+    sws_tstr_t s = { w->empty, 0 };
+    if (len == 0 || reserve(w, len) != 0)
+        return s;
+    s.off = (uint32_t)w->next;
+    s.len = (uint32_t)len;
+    char *p = w->base + w->next;
+    for (size_t i = 0; i < rp->n_headers; i++) {
+        size_t n = strlen(rp->headers[i]->name), v = strlen(rp->headers[i]->value);
+        memcpy(p, rp->headers[i]->name, n);
+        memcpy(p + n, ": ", 2);
+        memcpy(p + n + 2, rp->headers[i]->value, v);
+        memcpy(p + n + 2 + v, "\r\n", 2);
+        p += n + 2 + v + 2;
+    }
+    *p = '\0';
+    w->next += len + 1;
+    return s;
+}
+
+static int pool_index(const Sws__RouteSet *rs, const char *name, uint32_t *out)
+{
+    for (size_t p = 0; p < rs->n_pools; p++) {
+        if (strcmp(rs->pools[p]->name, name) == 0) {
+            *out = (uint32_t)p;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static int is_redirect_status(uint32_t status)
+{
+    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+/* The action-specific part of a route; the caller reports the route. */
+static int build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__Route *r,
+                        sws_route_t *out, char *err, size_t errlen)
+{
+    switch (r->action_case) {
+    case SWS__ROUTE__ACTION_RESPOND: {
+        const Sws__Respond *rp = r->respond;
+        if (rp->status < 100 || rp->status > 599)
+            return fail(err, errlen, "respond status %u is not 100..599", rp->status);
+        for (size_t i = 0; i < rp->n_headers; i++)
+            if (header_check(rp->headers[i], err, errlen) != 0)
+                return -1;
+        out->action = SWS_ACTION_RESPOND;
+        out->status = (uint16_t)rp->status;
+        out->headers = put_header_lines(w, rp);
+        out->body = put_bytes(w, rp->body.data, rp->body.len);
+        return 0;
+    }
+    case SWS__ROUTE__ACTION_STATIC: {
+        const Sws__Static *st = r->static_;
+        if (st->root[0] != '/')
+            return fail(err, errlen, "static root \"%s\" is not an absolute path", st->root);
+        if (st->index[0] == '\0' || strchr(st->index, '/') != NULL)
+            return fail(err, errlen, "static index \"%s\" is not a file name", st->index);
+        out->action = SWS_ACTION_STATIC;
+        out->follow_symlinks = st->follow_symlinks ? 1 : 0;
+        out->root = put_bytes(w, st->root, root_len(st->root));
+        out->index = put_bytes(w, st->index, strlen(st->index));
+        return 0;
+    }
+    case SWS__ROUTE__ACTION_REDIRECT: {
+        const Sws__Redirect *rd = r->redirect;
+        if (!is_redirect_status(rd->status))
+            return fail(err, errlen, "redirect status %u is not 301, 302, 303, 307 or 308",
+                        rd->status);
+        if (rd->location[0] == '\0' || strpbrk(rd->location, "\r\n") != NULL)
+            return fail(err, errlen, "redirect location is empty or contains CR or LF");
+        out->action = SWS_ACTION_REDIRECT;
+        out->status = (uint16_t)rd->status;
+        out->location = put_bytes(w, rd->location, strlen(rd->location));
+        return 0;
+    }
+    case SWS__ROUTE__ACTION_PROXY:
+        if (pool_index(rs, r->proxy->pool, &out->pool) != 0)
+            return fail(err, errlen, "proxy to unknown pool \"%s\"", r->proxy->pool);
+        out->action = SWS_ACTION_PROXY;
+        return 0;
+    default:
+        return fail(err, errlen, "no action (respond, static, redirect or proxy)");
+    }
+}
+
+static int build_route(table_writer_t *w, const Sws__RouteSet *rs, const Sws__Host *host,
+                       const Sws__Route *r, sws_route_t *out, char *err, size_t errlen)
+{
+    char why[256];
+    const char *hname = host->n_names ? host->names[0] : "?";
+
+    sws_tstr_t empty = { w->empty, 0 };
+    memset(out, 0, sizeof(*out));
+    /* Fields the action does not use still read as "". */
+    out->path = out->headers = out->body = out->location = out->root = out->index = empty;
+    if (r->match == SWS__ROUTE__MATCH__REGEX)
+        return fail(err, errlen, "host \"%s\" route \"%s\": regex paths are not supported yet",
+                    hname, r->path);
+    if (r->match != SWS__ROUTE__MATCH__PREFIX && r->match != SWS__ROUTE__MATCH__EXACT)
+        return fail(err, errlen, "host \"%s\" route \"%s\": unknown match type %d", hname,
+                    r->path, (int)r->match);
+    if (r->path[0] != '/')
+        return fail(err, errlen, "host \"%s\" route \"%s\": a path starts with '/'", hname,
+                    r->path);
+    if (build_action(w, rs, r, out, why, sizeof(why)) != 0)
+        return fail(err, errlen, "host \"%s\" route \"%s\": %s", hname, r->path, why);
+    out->match = r->match == SWS__ROUTE__MATCH__EXACT ? SWS_MATCH_EXACT : SWS_MATCH_PREFIX;
+    out->https_redirect = (r->https_redirect || host->https_redirect) ? 1 : 0;
+    out->path = put_bytes(w, r->path, strlen(r->path));
+    return 0;
+}
+
+/* Does a come before b in a host's route order? Exact routes first; then
+ * longer prefixes first, so the first prefix that matches is the longest. */
+static int route_before(const sws_route_t *a, const sws_route_t *b)
+{
+    if (a->match != b->match)
+        return a->match == SWS_MATCH_EXACT;
+    return a->match == SWS_MATCH_PREFIX && a->path.len > b->path.len;
+}
+
+/* Stable (equal routes keep the configuration's order: the first wins). */
+static void sort_routes(sws_route_t *r, size_t n)
+{
+    for (size_t i = 1; i < n; i++) {
+        sws_route_t cur = r[i];
+        size_t j = i;
+        while (j > 0 && route_before(&cur, &r[j - 1])) {
+            r[j] = r[j - 1];
+            j--;
+        }
+        r[j] = cur;
+    }
+}
+
+static int name_insert(char *base, const tbl_names_t *names, uint32_t hash, sws_tstr_t name,
+                       uint32_t host)
+{
+    tbl_name_t *slots = (tbl_name_t *)(base + names->off);
+    for (uint32_t i = hash & names->mask;; i = (i + 1) & names->mask) {
+        tbl_name_t *s = &slots[i];
+        if (s->host == 0) {
+            s->hash = hash;
+            s->host = host;
+            s->name = name;
+            return 0;
+        }
+        if (s->hash == hash && s->name.len == name.len &&
+            memcmp(base + s->name.off, base + name.off, name.len) == 0)
+            return -1;
+    }
+}
+
+static int build_names(table_writer_t *w, struct sws_table *t, const Sws__Host *host,
+                       uint32_t index, char *err, size_t errlen)
+{
+    for (size_t i = 0; i < host->n_names; i++) {
+        const char *name = host->names[i];
+        name_kind_t kind = name_kind(name);
+        if (name_check(name, err, errlen) != 0)
+            return -1;
+        if (kind == NAME_CATCHALL) {
+            if (t->catchall != 0)
+                return fail(err, errlen, "host name \"*\" appears twice");
+            t->catchall = index + 1;
+            continue;
+        }
+        /* A wildcard's key is its suffix with the dot: ".example.com". */
+        size_t skip = kind == NAME_WILDCARD ? 1 : 0;
+        sws_tstr_t s = put_lower(w, name + skip, name_len(name) - skip);
+        tbl_names_t *names = kind == NAME_WILDCARD ? &t->wild : &t->exact;
+        if (name_insert(w->base, names, hash_name(w->base + s.off, s.len), s, index + 1) != 0)
+            return fail(err, errlen, "host name \"%s\" appears twice", name);
+    }
+    return 0;
+}
+
+static void build_pools(table_writer_t *w, struct sws_table *t, const Sws__RouteSet *rs)
+{
+    sws_pool_t *pools = (sws_pool_t *)(w->base + t->pools_off);
+    sws_member_t *members = (sws_member_t *)(w->base + t->members_off);
+    uint32_t m = 0;
+    for (size_t p = 0; p < rs->n_pools; p++) {
+        const Sws__Pool *pool = rs->pools[p];
+        pools[p].name = put_bytes(w, pool->name, strlen(pool->name));
+        pools[p].first_member = m;
+        pools[p].nmembers = (uint32_t)pool->n_members;
+        for (size_t i = 0; i < pool->n_members; i++, m++) {
+            const Sws__Member *mb = pool->members[i];
+            members[m].id = mb->id;
+            members[m].address = put_bytes(w, mb->address, strlen(mb->address));
+            members[m].weight = mb->weight;
+            members[m].state = (uint32_t)mb->state;
+        }
+    }
+}
+
+static void build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Settings *s)
+{
+    memset(out, 0, sizeof(*out));
+    out->server_name = out->access_log_path = (sws_tstr_t){ w->empty, 0 };
+    if (s == NULL)
+        return;
+    out->max_request_line = s->max_request_line;
+    out->max_header_size = s->max_header_size;
+    out->max_headers = s->max_headers;
+    out->header_timeout_ms = s->header_timeout_ms;
+    out->max_body_size = s->max_body_size;
+    out->body_timeout_ms = s->body_timeout_ms;
+    out->keepalive_timeout_ms = s->keepalive_timeout_ms;
+    out->send_timeout_ms = s->send_timeout_ms;
+    out->keepalive_requests = s->keepalive_requests;
+    out->server_name = put_bytes(w, s->server_name, strlen(s->server_name));
+    if (s->access_log != NULL) {
+        const char *path = s->access_log->path;
+        out->access_log_format = (uint32_t)s->access_log->format;
+        /* "-" and "" both mean standard output; the table says it one way. */
+        out->access_log_path = put_bytes(w, path, strcmp(path, "-") == 0 ? 0 : strlen(path));
+    }
+}
+
+static int pools_check(const Sws__RouteSet *rs, char *err, size_t errlen)
+{
+    for (size_t p = 0; p < rs->n_pools; p++) {
+        uint32_t first;
+        if (pool_index(rs, rs->pools[p]->name, &first) == 0 && first != p)
+            return fail(err, errlen, "pool \"%s\" appears twice", rs->pools[p]->name);
+    }
+    return 0;
+}
+
+static tbl_names_t names_init(size_t off, size_t cap, size_t count)
+{
+    tbl_names_t n = { (uint32_t)off, cap ? (uint32_t)cap - 1 : 0, (uint32_t)count, 0 };
+    return n;
+}
+
+static void header_init(struct sws_table *t, const table_layout_t *lay, uint64_t gen)
+{
+    memset(t, 0, sizeof(*t));
+    t->magic = TABLE_MAGIC;
+    t->generation = gen;
+    t->size = (uint32_t)lay->total;
+    t->nhosts = (uint32_t)lay->nhosts;
+    t->hosts_off = (uint32_t)lay->hosts_off;
+    t->routes_off = (uint32_t)lay->routes_off;
+    t->nroutes = (uint32_t)lay->nroutes;
+    t->exact = names_init(lay->exact_off, lay->exact_cap, lay->nexact);
+    t->wild = names_init(lay->wild_off, lay->wild_cap, lay->nwild);
+    t->pools_off = (uint32_t)lay->pools_off;
+    t->npools = (uint32_t)lay->npools;
+    t->members_off = (uint32_t)lay->members_off;
+    t->nmembers = (uint32_t)lay->nmembers;
+}
+
+int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
+                    char *err, size_t errlen)
+{
+    table_layout_t lay;
+    table_layout(rs, &lay);
+    if (lay.total > arena_size)
+        return fail(err, errlen, "table needs %zu bytes, arena has %zu", lay.total, arena_size);
+    if (lay.total > UINT32_MAX)
+        return fail(err, errlen, "table needs %zu bytes, more than 4 GiB", lay.total);
+    if (pools_check(rs, err, errlen) != 0)
+        return -1;
+
+    char *base = arena;
+    struct sws_table *t = arena;
+    table_writer_t w = { base, lay.strings_off + 1, lay.total, (uint32_t)lay.strings_off, 0 };
+    /* Empty hash slots must read as host 0; the rest is overwritten. */
+    memset(base + lay.exact_off, 0, lay.pools_off - lay.exact_off);
+    base[lay.strings_off] = '\0';
+    header_init(t, &lay, gen);
+    build_settings(&w, &t->settings, rs->settings);
+
+    tbl_host_t *hosts = (tbl_host_t *)(base + t->hosts_off);
+    sws_route_t *routes = (sws_route_t *)(base + t->routes_off);
+    uint32_t next_route = 0;
+    for (size_t h = 0; h < rs->n_hosts; h++) {
+        const Sws__Host *host = rs->hosts[h];
+        if (host->n_names == 0)
+            return fail(err, errlen, "host #%zu has no names", h + 1);
+        if (build_names(&w, t, host, (uint32_t)h, err, errlen) != 0)
+            return -1;
+        tbl_host_t *th = &hosts[h];
+        th->first_route = next_route;
+        th->nroutes = (uint32_t)host->n_routes;
+        th->nexact = 0;
+        for (size_t i = 0; i < host->n_routes; i++) {
+            sws_route_t *out = &routes[next_route + i];
+            if (build_route(&w, rs, host, host->routes[i], out, err, errlen) != 0)
+                return -1;
+            th->nexact += out->match == SWS_MATCH_EXACT;
+        }
+        sort_routes(&routes[next_route], host->n_routes);
+        next_route += (uint32_t)host->n_routes;
+    }
+    build_pools(&w, t, rs);
+    if (w.overflow)
+        return fail(err, errlen, "table strings overflow the computed size (a bug)");
+    return 0;
+}
+
+/* ---- reading --------------------------------------------------------- */
+
+uint64_t sws_table_generation(const sws_table_t *t)
+{
+    return t->generation;
+}
+
+const sws_settings_t *sws_table_settings(const sws_table_t *t)
+{
+    return &t->settings;
+}
+
+uint32_t sws_table_pool_count(const sws_table_t *t)
+{
+    return t->npools;
+}
+
+const sws_pool_t *sws_table_pool(const sws_table_t *t, uint32_t i)
+{
+    return (const sws_pool_t *)((const char *)t + t->pools_off) + i;
+}
+
+const sws_member_t *sws_table_members(const sws_table_t *t, const sws_pool_t *p)
+{
+    return (const sws_member_t *)((const char *)t + t->members_off) + p->first_member;
+}
+
+/* stored is lowercase already; only the request's bytes need folding. */
+static int name_eq(const char *stored, const char *p, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if ((unsigned char)stored[i] != lower((unsigned char)p[i]))
+            return 0;
+    return 1;
+}
+
+static uint32_t name_find(const sws_table_t *t, const tbl_names_t *names, uint32_t hash,
+                          const char *p, size_t len)
+{
+    const tbl_name_t *slots = (const tbl_name_t *)((const char *)t + names->off);
+    for (uint32_t i = hash & names->mask;; i = (i + 1) & names->mask) {
+        const tbl_name_t *s = &slots[i];
+        if (s->host == 0)
+            return 0;
+        if (s->hash == hash && s->name.len == len && name_eq(sws_table_str(t, s->name), p, len))
+            return s->host;
+    }
+}
+
+/* Host index + 1, or 0. */
+static uint32_t host_find(const sws_table_t *t, const char *host, size_t len)
+{
+    /* The port follows the last ']' of an IPv6 literal, else the ':'. */
+    const char *colon = NULL;
+    if (len > 0 && host[0] == '[') {
+        const char *bracket = memchr(host, ']', len);
+        if (bracket != NULL)
+            colon = memchr(bracket, ':', len - (size_t)(bracket - host));
+    } else {
+        colon = memchr(host, ':', len);
+    }
+    if (colon != NULL)
+        len = (size_t)(colon - host);
+    if (len > 1 && host[len - 1] == '.')
+        len--;
+    if (len == 0)
+        return t->catchall;
+
+    /* One backward pass: at each dot the hash covers a wildcard candidate;
+     * the last (leftmost) hit is the longest wildcard. */
+    uint32_t h = FNV_OFFSET, wild = 0;
+    for (size_t i = len; i-- > 0;) {
+        h = hash_step(h, (unsigned char)host[i]);
+        if (host[i] == '.' && i > 0 && t->wild.count != 0) {
+            uint32_t hit = name_find(t, &t->wild, h, host + i, len - i);
+            if (hit != 0)
+                wild = hit;
+        }
+    }
+    if (t->exact.count != 0) {
+        uint32_t hit = name_find(t, &t->exact, h, host, len);
+        if (hit != 0)
+            return hit;
+    }
+    return wild != 0 ? wild : t->catchall;
+}
+
+const sws_route_t *sws_table_lookup(const sws_table_t *t, const char *host, size_t host_len,
+                                    const char *path, size_t path_len)
+{
+    uint32_t hi = host_find(t, host, host_len);
+    if (hi == 0)
+        return NULL;
+    const tbl_host_t *th = (const tbl_host_t *)((const char *)t + t->hosts_off) + (hi - 1);
+    const sws_route_t *r = (const sws_route_t *)((const char *)t + t->routes_off) + th->first_route;
+    uint32_t i = 0;
+    for (; i < th->nexact; i++)
+        if (r[i].path.len == path_len && memcmp(sws_table_str(t, r[i].path), path, path_len) == 0)
+            return &r[i];
+    for (; i < th->nroutes; i++)
+        if (r[i].path.len <= path_len && memcmp(sws_table_str(t, r[i].path), path, r[i].path.len) == 0)
+            return &r[i];
+    return NULL;
+}

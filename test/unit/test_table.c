@@ -1,0 +1,539 @@
+/* shm/table.c: building a generation from a RouteSet, and looking up routes. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shm/table.h"
+
+/* ---- building RouteSets: heap messages, freed by free_unpacked ---------- */
+
+#define PUSH(arr, n, item)                                        \
+    do {                                                          \
+        (arr) = realloc((arr), ((n) + 1) * sizeof(*(arr)));       \
+        assert_non_null(arr);                                     \
+        (arr)[(n)++] = (item);                                    \
+    } while (0)
+
+static void *dup_msg(const void *init, size_t size)
+{
+    void *m = malloc(size);
+    assert_non_null(m);
+    memcpy(m, init, size);
+    return m;
+}
+
+#define NEW(type, INIT) ((type *)dup_msg(&(type)INIT, sizeof(type)))
+
+static Sws__RouteSet *rs_new(void)
+{
+    Sws__RouteSet *rs = NEW(Sws__RouteSet, SWS__ROUTE_SET__INIT);
+    rs->settings = NEW(Sws__Settings, SWS__SETTINGS__INIT);
+    rs->settings->server_name = strdup("scalws");
+    return rs;
+}
+
+/* names: space-separated */
+static Sws__Host *rs_host(Sws__RouteSet *rs, const char *names)
+{
+    Sws__Host *h = NEW(Sws__Host, SWS__HOST__INIT);
+    char *copy = strdup(names), *save = NULL;
+    for (char *n = strtok_r(copy, " ", &save); n != NULL; n = strtok_r(NULL, " ", &save))
+        PUSH(h->names, h->n_names, strdup(n));
+    free(copy);
+    PUSH(rs->hosts, rs->n_hosts, h);
+    return h;
+}
+
+static Sws__Route *host_route(Sws__Host *h, Sws__Route__Match match, const char *path)
+{
+    Sws__Route *r = NEW(Sws__Route, SWS__ROUTE__INIT);
+    r->match = match;
+    r->path = strdup(path);
+    PUSH(h->routes, h->n_routes, r);
+    return r;
+}
+
+/* A respond route whose body names it, so a lookup shows which one won. */
+static Sws__Route *host_respond(Sws__Host *h, Sws__Route__Match match, const char *path,
+                                const char *body)
+{
+    Sws__Route *r = host_route(h, match, path);
+    Sws__Respond *rp = NEW(Sws__Respond, SWS__RESPOND__INIT);
+    rp->status = 200;
+    rp->body.data = (uint8_t *)strdup(body);
+    rp->body.len = strlen(body);
+    r->action_case = SWS__ROUTE__ACTION_RESPOND;
+    r->respond = rp;
+    return r;
+}
+
+static void respond_header(Sws__Route *r, const char *name, const char *value)
+{
+    Sws__Header *hd = NEW(Sws__Header, SWS__HEADER__INIT);
+    hd->name = strdup(name);
+    hd->value = strdup(value);
+    PUSH(r->respond->headers, r->respond->n_headers, hd);
+}
+
+/* ---- building tables ------------------------------------------------- */
+
+typedef struct built {
+    void *arena;
+    const sws_table_t *t;
+} built_t;
+
+static built_t build(const Sws__RouteSet *rs)
+{
+    char err[256] = "";
+    size_t size = sws_table_size(rs);
+    built_t b = { aligned_alloc(8, (size + 7) & ~(size_t)7), NULL };
+    assert_non_null(b.arena);
+    if (sws_table_build(b.arena, size, 7, rs, err, sizeof(err)) != 0)
+        fail_msg("build failed: %s", err);
+    b.t = b.arena;
+    return b;
+}
+
+static int build_fails(const Sws__RouteSet *rs, const char *expect)
+{
+    char err[256] = "";
+    static uint64_t arena[4096];
+    assert_true(sws_table_size(rs) <= sizeof(arena));
+    int rc = sws_table_build(arena, sizeof(arena), 1, rs, err, sizeof(err));
+    if (rc == 0)
+        fail_msg("build succeeded, expected \"%s\"", expect);
+    if (strstr(err, expect) == NULL)
+        fail_msg("error \"%s\" does not say \"%s\"", err, expect);
+    return 1;
+}
+
+/* The body of the route found for host and path, or "-" for none. */
+static const char *who(const sws_table_t *t, const char *host, const char *path)
+{
+    const sws_route_t *r = sws_table_lookup(t, host, strlen(host), path, strlen(path));
+    if (r == NULL)
+        return "-";
+    assert_int_equal(r->action, SWS_ACTION_RESPOND);
+    return sws_table_str(t, r->body);
+}
+
+/* ---- hosts ------------------------------------------------------------ */
+
+static Sws__RouteSet *hosts_fixture(int with_catchall)
+{
+    Sws__RouteSet *rs = rs_new();
+    host_respond(rs_host(rs, "a.example.com"), SWS__ROUTE__MATCH__PREFIX, "/", "exact");
+    host_respond(rs_host(rs, "*.example.com"), SWS__ROUTE__MATCH__PREFIX, "/", "wild");
+    host_respond(rs_host(rs, "*.b.example.com other.ORG."), SWS__ROUTE__MATCH__PREFIX, "/",
+                 "wild-b");
+    if (with_catchall)
+        host_respond(rs_host(rs, "*"), SWS__ROUTE__MATCH__PREFIX, "/", "any");
+    return rs;
+}
+
+/* A lookup and the body of the route it must find ("-": none). */
+typedef struct lookup_case {
+    const char *host, *path, *want;
+} lookup_case_t;
+
+static void check_cases(const Sws__RouteSet *rs, const lookup_case_t *c, size_t n)
+{
+    built_t b = build(rs);
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(who(b.t, c[i].host, c[i].path), c[i].want) != 0)
+            fail_msg("host \"%s\" path \"%s\": got \"%s\", want \"%s\"", c[i].host, c[i].path,
+                     who(b.t, c[i].host, c[i].path), c[i].want);
+    free(b.arena);
+}
+
+#define CHECK_CASES(rs, cases) check_cases((rs), (cases), sizeof(cases) / sizeof((cases)[0]))
+
+static void test_host_precedence(void **state)
+{
+    (void)state;
+    static const lookup_case_t cases[] = {
+        { "a.example.com", "/", "exact" },
+        { "x.example.com", "/", "wild" },
+        { "x.y.example.com", "/", "wild" },
+        /* The longest wildcard wins, and "*.b" does not match "b" itself. */
+        { "x.b.example.com", "/", "wild-b" },
+        { "z.x.b.example.com", "/", "wild-b" },
+        { "b.example.com", "/", "wild" },
+        { "example.com", "/", "any" },
+        { "nope.org", "/", "any" },
+        { "other.org", "/", "wild-b" },
+        { "", "/", "any" }, /* no Host */
+    };
+    Sws__RouteSet *rs = hosts_fixture(1);
+    CHECK_CASES(rs, cases);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static void test_host_case_port_and_dot(void **state)
+{
+    (void)state;
+    static const lookup_case_t cases[] = {
+        { "A.Example.COM", "/", "exact" },
+        { "a.example.com:8080", "/", "exact" },
+        { "a.example.com.", "/", "exact" },
+        { "a.example.com.:80", "/", "exact" },
+        { "X.B.EXAMPLE.COM:443", "/", "wild-b" },
+        { "OTHER.org", "/", "wild-b" },
+        { "[::1]:8080", "/", "any" },
+        { ":8080", "/", "any" },
+        /* Only the host part counts: a longer name is a different name. */
+        { "a.example.com.evil", "/", "any" },
+    };
+    Sws__RouteSet *rs = hosts_fixture(1);
+    CHECK_CASES(rs, cases);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static void test_host_without_catchall(void **state)
+{
+    (void)state;
+    static const lookup_case_t cases[] = {
+        { "a.example.com", "/", "exact" },
+        { "example.com", "/", "-" },
+        { "", "/", "-" },
+        { "nope.org", "/x", "-" },
+    };
+    Sws__RouteSet *rs = hosts_fixture(0);
+    CHECK_CASES(rs, cases);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static void test_many_hosts(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = rs_new();
+    char name[64];
+    for (int i = 0; i < 500; i++) {
+        snprintf(name, sizeof(name), "host%d.example.com", i);
+        host_respond(rs_host(rs, name), SWS__ROUTE__MATCH__PREFIX, "/", name);
+    }
+    built_t b = build(rs);
+    for (int i = 0; i < 500; i++) {
+        snprintf(name, sizeof(name), "host%d.example.com", i);
+        assert_string_equal(who(b.t, name, "/"), name);
+    }
+    assert_string_equal(who(b.t, "host500.example.com", "/"), "-");
+    free(b.arena);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+/* ---- paths ------------------------------------------------------------ */
+
+static void test_paths_exact_then_longest_prefix(void **state)
+{
+    (void)state;
+    static const lookup_case_t cases[] = {
+        { "h", "/docs/api/v1", "api" },
+        { "h", "/docs/api/", "api" },
+        { "h", "/docs/", "docs-exact" },
+        { "h", "/docs/a", "docs" }, /* the first of two equal prefixes */
+        { "h", "/docs", "root" },
+        { "h", "/x", "x-exact" },
+        { "h", "/xy", "root" },
+        { "h", "/DOCS/", "root" }, /* paths are bytes */
+        { "h", "/", "root" },
+    };
+    Sws__RouteSet *rs = rs_new();
+    Sws__Host *h = rs_host(rs, "*");
+    /* Configured shortest first: the table must order them. */
+    host_respond(h, SWS__ROUTE__MATCH__PREFIX, "/", "root");
+    host_respond(h, SWS__ROUTE__MATCH__PREFIX, "/docs/", "docs");
+    host_respond(h, SWS__ROUTE__MATCH__PREFIX, "/docs/api/", "api");
+    host_respond(h, SWS__ROUTE__MATCH__EXACT, "/docs/", "docs-exact");
+    host_respond(h, SWS__ROUTE__MATCH__EXACT, "/x", "x-exact");
+    host_respond(h, SWS__ROUTE__MATCH__PREFIX, "/docs/", "docs-again");
+    CHECK_CASES(rs, cases);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static void test_no_route_for_path(void **state)
+{
+    (void)state;
+    static const lookup_case_t cases[] = {
+        { "a.test", "/api/x", "api" },
+        { "a.test", "/health/", "-" },
+        { "a.test", "/ap", "-" },
+        { "a.test", "", "-" },
+        { "empty.test", "/", "-" },
+    };
+    Sws__RouteSet *rs = rs_new();
+    Sws__Host *h = rs_host(rs, "a.test");
+    host_respond(h, SWS__ROUTE__MATCH__PREFIX, "/api/", "api");
+    host_respond(h, SWS__ROUTE__MATCH__EXACT, "/health", "health");
+    rs_host(rs, "empty.test"); /* a host without routes */
+    CHECK_CASES(rs, cases);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+/* ---- actions, strings, position independence ------------------------- */
+
+static Sws__RouteSet *actions_fixture(void)
+{
+    Sws__RouteSet *rs = rs_new();
+    Sws__Host *h = rs_host(rs, "site.test");
+    h->https_redirect = 1;
+    Sws__Route *r = host_respond(h, SWS__ROUTE__MATCH__EXACT, "/hello", "hi\n");
+    respond_header(r, "Content-Type", "text/plain");
+    respond_header(r, "X-Test", "1");
+
+    r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/static/");
+    r->action_case = SWS__ROUTE__ACTION_STATIC;
+    r->static_ = NEW(Sws__Static, SWS__STATIC__INIT);
+    r->static_->root = strdup("/srv/www//");
+    r->static_->index = strdup("index.html");
+    r->static_->follow_symlinks = 1;
+
+    Sws__Host *h2 = rs_host(rs, "other.test");
+    r = host_route(h2, SWS__ROUTE__MATCH__PREFIX, "/old/");
+    r->action_case = SWS__ROUTE__ACTION_REDIRECT;
+    r->redirect = NEW(Sws__Redirect, SWS__REDIRECT__INIT);
+    r->redirect->status = 308;
+    r->redirect->location = strdup("https://new.test/");
+    r->https_redirect = 1;
+    host_respond(h2, SWS__ROUTE__MATCH__PREFIX, "/", "plain");
+
+    Sws__Pool *pool = NEW(Sws__Pool, SWS__POOL__INIT);
+    pool->name = strdup("backend");
+    for (int i = 0; i < 2; i++) {
+        Sws__Member *m = NEW(Sws__Member, SWS__MEMBER__INIT);
+        m->id = 100 + (uint64_t)i;
+        m->address = strdup(i ? "127.0.0.1:9002" : "127.0.0.1:9001");
+        m->weight = 10 * (uint32_t)(i + 1);
+        m->state = i ? SWS__MEMBER__STATE__DRAINING : SWS__MEMBER__STATE__UP;
+        PUSH(pool->members, pool->n_members, m);
+    }
+    Sws__Pool *unused = NEW(Sws__Pool, SWS__POOL__INIT);
+    unused->name = strdup("unused");
+    PUSH(rs->pools, rs->n_pools, unused);
+    PUSH(rs->pools, rs->n_pools, pool);
+    r = host_route(h2, SWS__ROUTE__MATCH__PREFIX, "/api/");
+    r->action_case = SWS__ROUTE__ACTION_PROXY;
+    r->proxy = NEW(Sws__Proxy, SWS__PROXY__INIT);
+    r->proxy->pool = strdup("backend");
+    return rs;
+}
+
+/* Every string in a table is its bytes and then a NUL. */
+static void assert_tstr(const sws_table_t *t, sws_tstr_t s, const char *want)
+{
+    assert_int_equal(s.len, strlen(want));
+    assert_memory_equal(sws_table_str(t, s), want, s.len);
+    assert_int_equal(sws_table_str(t, s)[s.len], '\0');
+}
+
+static void check_actions(const sws_table_t *t)
+{
+    const sws_route_t *r = sws_table_lookup(t, "site.test", 9, "/hello", 6);
+    assert_non_null(r);
+    assert_int_equal(r->action, SWS_ACTION_RESPOND);
+    assert_int_equal(r->match, SWS_MATCH_EXACT);
+    assert_int_equal(r->status, 200);
+    assert_int_equal(r->https_redirect, 1); /* from the host */
+    assert_tstr(t, r->path, "/hello");
+    assert_tstr(t, r->body, "hi\n");
+    assert_tstr(t, r->headers, "Content-Type: text/plain\r\nX-Test: 1\r\n");
+
+    r = sws_table_lookup(t, "site.test", 9, "/static/a.css", 13);
+    assert_non_null(r);
+    assert_int_equal(r->action, SWS_ACTION_STATIC);
+    assert_int_equal(r->follow_symlinks, 1);
+    assert_tstr(t, r->root, "/srv/www");
+    assert_tstr(t, r->index, "index.html");
+    assert_tstr(t, r->headers, "");
+
+    r = sws_table_lookup(t, "other.test", 10, "/old/x", 6);
+    assert_non_null(r);
+    assert_int_equal(r->action, SWS_ACTION_REDIRECT);
+    assert_int_equal(r->status, 308);
+    assert_int_equal(r->https_redirect, 1); /* from the route */
+    assert_tstr(t, r->location, "https://new.test/");
+
+    r = sws_table_lookup(t, "other.test", 10, "/x", 2);
+    assert_non_null(r);
+    assert_int_equal(r->https_redirect, 0);
+
+    r = sws_table_lookup(t, "other.test", 10, "/api/v1", 7);
+    assert_non_null(r);
+    assert_int_equal(r->action, SWS_ACTION_PROXY);
+    assert_int_equal(sws_table_pool_count(t), 2);
+    const sws_pool_t *p = sws_table_pool(t, r->pool);
+    assert_tstr(t, p->name, "backend");
+    assert_int_equal(p->nmembers, 2);
+    const sws_member_t *m = sws_table_members(t, p);
+    assert_int_equal(m[0].id, 100);
+    assert_tstr(t, m[0].address, "127.0.0.1:9001");
+    assert_int_equal(m[1].weight, 20);
+    assert_int_equal(m[1].state, SWS__MEMBER__STATE__DRAINING);
+    assert_int_equal(sws_table_pool(t, 0)->nmembers, 0);
+}
+
+static void test_actions_and_strings(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = actions_fixture();
+    built_t b = build(rs);
+    check_actions(b.t);
+    free(b.arena);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static void test_position_independent(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = actions_fixture();
+    size_t size = sws_table_size(rs);
+    built_t b = build(rs);
+    sws__route_set__free_unpacked(rs, NULL); /* the table needs nothing from it */
+
+    void *moved = aligned_alloc(8, (size + 7) & ~(size_t)7);
+    assert_non_null(moved);
+    memcpy(moved, b.arena, size);
+    memset(b.arena, 0xa5, size); /* a pointer into the old copy would now read garbage */
+    check_actions(moved);
+    assert_int_equal(sws_table_generation(moved), 7);
+    free(moved);
+    free(b.arena);
+}
+
+static void test_settings_round_trip(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = rs_new();
+    Sws__Settings *s = rs->settings;
+    s->max_request_line = 8192;
+    s->max_header_size = 16384;
+    s->max_headers = 100;
+    s->max_body_size = 5ULL << 32; /* more than 32 bits survive */
+    s->header_timeout_ms = 11000;
+    s->body_timeout_ms = 12000;
+    s->keepalive_timeout_ms = 13000;
+    s->send_timeout_ms = 14000;
+    s->keepalive_requests = 1000;
+    s->access_log = NEW(Sws__AccessLog, SWS__ACCESS_LOG__INIT);
+    s->access_log->format = SWS__ACCESS_LOG__FORMAT__JSON;
+    s->access_log->path = strdup("/var/log/scalws/access.log");
+    built_t b = build(rs);
+
+    const sws_settings_t *got = sws_table_settings(b.t);
+    assert_int_equal(got->max_request_line, 8192);
+    assert_int_equal(got->max_header_size, 16384);
+    assert_int_equal(got->max_headers, 100);
+    assert_int_equal(got->max_body_size, 5ULL << 32);
+    assert_int_equal(got->header_timeout_ms, 11000);
+    assert_int_equal(got->body_timeout_ms, 12000);
+    assert_int_equal(got->keepalive_timeout_ms, 13000);
+    assert_int_equal(got->send_timeout_ms, 14000);
+    assert_int_equal(got->keepalive_requests, 1000);
+    assert_int_equal(got->access_log_format, SWS__ACCESS_LOG__FORMAT__JSON);
+    assert_tstr(b.t, got->server_name, "scalws");
+    assert_tstr(b.t, got->access_log_path, "/var/log/scalws/access.log");
+    free(b.arena);
+
+    /* "-" is standard output, which the table says as "". */
+    free(s->access_log->path);
+    s->access_log->path = strdup("-");
+    b = build(rs);
+    assert_tstr(b.t, sws_table_settings(b.t)->access_log_path, "");
+    free(b.arena);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+/* ---- errors ----------------------------------------------------------- */
+
+static void test_arena_too_small(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = actions_fixture();
+    size_t size = sws_table_size(rs);
+    char *arena = aligned_alloc(8, size + 64);
+    char err[256] = "", want[128];
+    assert_non_null(arena);
+    memset(arena, 0x5a, size + 64);
+
+    assert_int_equal(sws_table_build(arena, size - 8, 1, rs, err, sizeof(err)), -1);
+    snprintf(want, sizeof(want), "table needs %zu bytes, arena has %zu", size, size - 8);
+    assert_string_equal(err, want);
+    assert_int_equal((unsigned char)arena[0], 0x5a); /* nothing written */
+
+    /* The size given is enough, and the build stays inside it. */
+    assert_int_equal(sws_table_build(arena, size, 1, rs, err, sizeof(err)), 0);
+    for (size_t i = size; i < size + 64; i++)
+        assert_int_equal((unsigned char)arena[i], 0x5a);
+    free(arena);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static void test_rejects_invalid(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = rs_new();
+    Sws__Route *r = host_respond(rs_host(rs, "a.test"), SWS__ROUTE__MATCH__REGEX, "/x.*", "x");
+    assert_true(build_fails(rs, "route \"/x.*\": regex paths are not supported yet"));
+    r->match = SWS__ROUTE__MATCH__PREFIX;
+    r->respond->status = 0;
+    assert_true(build_fails(rs, "respond status 0"));
+    r->respond->status = 200;
+    respond_header(r, "X-Bad", "a\r\nSet-Cookie: x");
+    assert_true(build_fails(rs, "CR or LF"));
+    free(r->respond->headers[0]->name);
+    r->respond->headers[0]->name = strdup("X Bad:");
+    assert_true(build_fails(rs, "\"X Bad:\" is not a token"));
+    sws__route_set__free_unpacked(rs, NULL);
+
+    rs = rs_new();
+    host_respond(rs_host(rs, "A.test"), SWS__ROUTE__MATCH__PREFIX, "/", "1");
+    host_respond(rs_host(rs, "a.TEST"), SWS__ROUTE__MATCH__PREFIX, "/", "2");
+    assert_true(build_fails(rs, "\"a.TEST\" appears twice"));
+    sws__route_set__free_unpacked(rs, NULL);
+
+    rs = rs_new();
+    rs_host(rs, "a.*.test");
+    assert_true(build_fails(rs, "'*' may only be the first label"));
+    sws__route_set__free_unpacked(rs, NULL);
+
+    rs = rs_new();
+    r = host_route(rs_host(rs, "a.test"), SWS__ROUTE__MATCH__PREFIX, "/api/");
+    r->action_case = SWS__ROUTE__ACTION_PROXY;
+    r->proxy = NEW(Sws__Proxy, SWS__PROXY__INIT);
+    r->proxy->pool = strdup("missing");
+    assert_true(build_fails(rs, "unknown pool \"missing\""));
+    sws__route_set__free_unpacked(rs, NULL);
+
+    rs = rs_new();
+    r = host_route(rs_host(rs, "a.test"), SWS__ROUTE__MATCH__PREFIX, "/s/");
+    r->action_case = SWS__ROUTE__ACTION_STATIC;
+    r->static_ = NEW(Sws__Static, SWS__STATIC__INIT);
+    r->static_->root = strdup("relative/dir");
+    r->static_->index = strdup("index.html");
+    assert_true(build_fails(rs, "not an absolute path"));
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_host_precedence),
+        cmocka_unit_test(test_host_case_port_and_dot),
+        cmocka_unit_test(test_host_without_catchall),
+        cmocka_unit_test(test_many_hosts),
+        cmocka_unit_test(test_paths_exact_then_longest_prefix),
+        cmocka_unit_test(test_no_route_for_path),
+        cmocka_unit_test(test_actions_and_strings),
+        cmocka_unit_test(test_position_independent),
+        cmocka_unit_test(test_settings_round_trip),
+        cmocka_unit_test(test_arena_too_small),
+        cmocka_unit_test(test_rejects_invalid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
