@@ -1,0 +1,624 @@
+/* supervisor/config.c: the YAML schema, every default, errors with their
+ * exact line:column, static roots relative to the file, listen addresses. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "supervisor/config.h"
+
+static Sws__Config *parse_ok(const char *yaml)
+{
+    char err[512] = "";
+    Sws__Config *cfg = NULL;
+    int rc = sws_config_parse(yaml, strlen(yaml), "t.yaml", &cfg, err, sizeof(err));
+    if (rc != 0)
+        print_error("unexpected error: %s\n", err);
+    assert_int_equal(rc, 0);
+    assert_non_null(cfg);
+    return cfg;
+}
+
+/* The error must start with want (FILE:LINE:COL: path:) and contain more. */
+static void expect_error(const char *yaml, const char *want, const char *more)
+{
+    char err[512] = "";
+    Sws__Config *cfg = (Sws__Config *)1;
+    int rc = sws_config_parse(yaml, strlen(yaml), "t.yaml", &cfg, err, sizeof(err));
+    if (rc == 0 || strncmp(err, want, strlen(want)) != 0 || strstr(err, more) == NULL)
+        print_error("yaml:\n%s\nwant: %s ... %s\ngot:  %s\n", yaml, want, more, err);
+    assert_int_equal(rc, -1);
+    assert_null(cfg);
+    assert_int_equal(strncmp(err, want, strlen(want)), 0);
+    assert_non_null(strstr(err, more));
+}
+
+static void make_temp_dir(char *dir, size_t len)
+{
+    snprintf(dir, len, "/tmp/sws-test-config-XXXXXX");
+    assert_non_null(mkdtemp(dir));
+}
+
+static void test_defaults(void **state)
+{
+    (void)state;
+    Sws__Config *cfg = parse_ok("hosts: []\n");
+    Sws__ServerConfig *sc = cfg->server;
+    Sws__Settings *st = cfg->routes->settings;
+
+    assert_int_equal(sc->n_listen, 1);
+    assert_string_equal(sc->listen[0]->address, ":8080");
+    assert_int_equal(sc->event_loops, 0);
+    assert_int_equal(sc->accept_policy, SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED);
+    assert_int_equal(sc->backlog, 4096);
+    assert_string_equal(sc->user, "");
+    assert_string_equal(sc->error_log, "-");
+    assert_string_equal(sc->log_level, "info");
+    assert_int_equal(sc->shutdown_timeout_ms, 30000);
+    assert_int_equal(sc->table_size, 8 << 20);
+
+    assert_int_equal(st->max_request_line, 8192);
+    assert_int_equal(st->max_header_size, 16384);
+    assert_int_equal(st->max_headers, 100);
+    assert_int_equal(st->max_body_size, 1 << 20);
+    assert_int_equal(st->header_timeout_ms, 60000);
+    assert_int_equal(st->body_timeout_ms, 60000);
+    assert_int_equal(st->keepalive_timeout_ms, 75000);
+    assert_int_equal(st->send_timeout_ms, 60000);
+    assert_int_equal(st->keepalive_requests, 1000);
+    assert_string_equal(st->server_name, "scalws");
+    assert_int_equal(st->access_log->format, SWS__ACCESS_LOG__FORMAT__COMBINED);
+    assert_string_equal(st->access_log->path, "-");
+    assert_int_equal(cfg->routes->n_hosts, 0);
+    assert_int_equal(cfg->routes->n_pools, 0);
+    assert_true(protobuf_c_message_check(&cfg->base));
+    sws_config_free(cfg);
+
+    /* Empty sections keep the defaults too. */
+    cfg = parse_ok("server:\n  limits:\n  logging: {}\nhosts:\n");
+    assert_int_equal(cfg->routes->settings->max_headers, 100);
+    assert_string_equal(cfg->server->listen[0]->address, ":8080");
+    sws_config_free(cfg);
+}
+
+static void test_full(void **state)
+{
+    (void)state;
+    char dir[64], yaml[4096], real[PATH_MAX];
+    make_temp_dir(dir, sizeof(dir));
+    assert_non_null(realpath(dir, real));
+    snprintf(yaml, sizeof(yaml),
+             "server:\n"
+             "  listen: [\"127.0.0.1:9001\", \"[::1]:9002\"]\n"
+             "  event_loops: 3\n"
+             "  accept_policy: reuseport\n"
+             "  backlog: 511\n"
+             "  user: nobody\n"
+             "  shutdown_timeout: 500ms\n"
+             "  table_size: 1m\n"
+             "  keepalive_requests: 50\n"
+             "  server_header: \"Test/1.0\"\n"
+             "  limits:\n"
+             "    max_request_line: 4k\n"
+             "    max_header_size: 32768\n"
+             "    max_headers: 20\n"
+             "    max_body_size: 2G\n"
+             "  timeouts:\n"
+             "    header: 5s\n"
+             "    body: 2m\n"
+             "    keepalive: 1h\n"
+             "    send: 7\n"
+             "  logging:\n"
+             "    level: debug\n"
+             "    error_log: /var/log/scalws/error.log\n"
+             "    access_log: json\n"
+             "    access_log_path: /var/log/scalws/access.log\n"
+             "hosts:\n"
+             "  - names: [\"Example.COM\", \"*.example.com\"]\n"
+             "    https_redirect: yes\n"
+             "    routes:\n"
+             "      - path: /\n"
+             "        match: exact\n"
+             "        respond:\n"
+             "          status: 404\n"
+             "          headers: {Content-Type: text/plain, Set-Cookie: [a=1, b=2]}\n"
+             "          body: \"no\\0pe\"\n"
+             "      - path: /static/\n"
+             "        https_redirect: on\n"
+             "        static: {root: %s/, index: default.htm, follow_symlinks: true}\n"
+             "  - name: other.test\n"
+             "    routes:\n"
+             "      - path: /old\n"
+             "        redirect: {status: 308, location: \"https://example.com/new\"}\n"
+             "      - path: /old\n"
+             "        match: exact\n"
+             "        redirect: {location: /x}\n",
+             dir);
+    Sws__Config *cfg = parse_ok(yaml);
+    Sws__ServerConfig *sc = cfg->server;
+    Sws__Settings *st = cfg->routes->settings;
+
+    assert_int_equal(sc->n_listen, 2);
+    assert_string_equal(sc->listen[0]->address, "127.0.0.1:9001");
+    assert_string_equal(sc->listen[1]->address, "[::1]:9002");
+    assert_int_equal(sc->event_loops, 3);
+    assert_int_equal(sc->accept_policy, SWS__SERVER_CONFIG__ACCEPT_POLICY__REUSEPORT);
+    assert_int_equal(sc->backlog, 511);
+    assert_string_equal(sc->user, "nobody");
+    assert_int_equal(sc->shutdown_timeout_ms, 500);
+    assert_int_equal(sc->table_size, 1 << 20);
+    assert_string_equal(sc->log_level, "debug");
+    assert_string_equal(sc->error_log, "/var/log/scalws/error.log");
+    assert_int_equal(st->keepalive_requests, 50);
+    assert_string_equal(st->server_name, "Test/1.0");
+    assert_int_equal(st->max_request_line, 4096);
+    assert_int_equal(st->max_header_size, 32768);
+    assert_int_equal(st->max_headers, 20);
+    assert_int_equal(st->max_body_size, 2ull << 30);
+    assert_int_equal(st->header_timeout_ms, 5000);
+    assert_int_equal(st->body_timeout_ms, 120000);
+    assert_int_equal(st->keepalive_timeout_ms, 3600000);
+    assert_int_equal(st->send_timeout_ms, 7000);
+    assert_int_equal(st->access_log->format, SWS__ACCESS_LOG__FORMAT__JSON);
+    assert_string_equal(st->access_log->path, "/var/log/scalws/access.log");
+
+    assert_int_equal(cfg->routes->n_hosts, 2);
+    Sws__Host *h = cfg->routes->hosts[0];
+    assert_int_equal(h->n_names, 2);
+    assert_string_equal(h->names[0], "example.com"); /* lowercased */
+    assert_string_equal(h->names[1], "*.example.com");
+    assert_true(h->https_redirect);
+    assert_int_equal(h->n_routes, 2);
+
+    Sws__Route *r = h->routes[0];
+    assert_string_equal(r->path, "/");
+    assert_int_equal(r->match, SWS__ROUTE__MATCH__EXACT);
+    assert_false(r->https_redirect);
+    assert_int_equal(r->action_case, SWS__ROUTE__ACTION_RESPOND);
+    assert_int_equal(r->respond->status, 404);
+    assert_int_equal(r->respond->n_headers, 3);
+    assert_string_equal(r->respond->headers[0]->name, "Content-Type");
+    assert_string_equal(r->respond->headers[0]->value, "text/plain");
+    assert_string_equal(r->respond->headers[1]->name, "Set-Cookie");
+    assert_string_equal(r->respond->headers[1]->value, "a=1");
+    assert_string_equal(r->respond->headers[2]->name, "Set-Cookie");
+    assert_string_equal(r->respond->headers[2]->value, "b=2");
+    assert_int_equal(r->respond->body.len, 5);
+    assert_memory_equal(r->respond->body.data, "no\0pe", 5);
+
+    r = h->routes[1];
+    assert_string_equal(r->path, "/static/");
+    assert_int_equal(r->match, SWS__ROUTE__MATCH__PREFIX);
+    assert_true(r->https_redirect);
+    assert_int_equal(r->action_case, SWS__ROUTE__ACTION_STATIC);
+    assert_string_equal(r->static_->root, real); /* canonical: no trailing '/' */
+    assert_string_equal(r->static_->index, "default.htm");
+    assert_true(r->static_->follow_symlinks);
+
+    h = cfg->routes->hosts[1];
+    assert_int_equal(h->n_names, 1);
+    assert_string_equal(h->names[0], "other.test");
+    assert_false(h->https_redirect);
+    assert_int_equal(h->n_routes, 2);
+    assert_int_equal(h->routes[0]->action_case, SWS__ROUTE__ACTION_REDIRECT);
+    assert_int_equal(h->routes[0]->redirect->status, 308);
+    assert_string_equal(h->routes[0]->redirect->location, "https://example.com/new");
+    assert_int_equal(h->routes[1]->match, SWS__ROUTE__MATCH__EXACT);
+    assert_int_equal(h->routes[1]->redirect->status, 302);
+    assert_string_equal(h->routes[1]->redirect->location, "/x");
+
+    /* The result is a well-formed message that survives the wire (the
+     * same RouteSet later travels over ZeroMQ). */
+    assert_true(protobuf_c_message_check(&cfg->base));
+    size_t n = protobuf_c_message_get_packed_size(&cfg->base);
+    uint8_t *buf = malloc(n);
+    assert_non_null(buf);
+    assert_int_equal(protobuf_c_message_pack(&cfg->base, buf), n);
+    Sws__Config *copy = sws__config__unpack(NULL, n, buf);
+    assert_non_null(copy);
+    assert_string_equal(copy->routes->hosts[0]->routes[1]->static_->root, real);
+    sws__config__free_unpacked(copy, NULL);
+    free(buf);
+
+    sws_config_free(cfg);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_value_forms(void **state)
+{
+    (void)state;
+    Sws__Config *cfg = parse_ok("server:\n"
+                                "  listen: \"*:81\"\n"
+                                "  event_loops: 0\n"
+                                "  server_header: false\n"
+                                "  logging: {access_log: off}\n"
+                                "hosts:\n"
+                                "  - name: \"*\"\n"
+                                "    https_redirect: False\n"
+                                "    routes: [{path: /, respond: {}}]\n");
+    assert_int_equal(cfg->server->n_listen, 1);
+    assert_string_equal(cfg->server->listen[0]->address, "*:81");
+    assert_int_equal(cfg->server->event_loops, 0);
+    assert_string_equal(cfg->routes->settings->server_name, "");
+    assert_int_equal(cfg->routes->settings->access_log->format, SWS__ACCESS_LOG__FORMAT__OFF);
+    assert_string_equal(cfg->routes->hosts[0]->names[0], "*");
+    Sws__Respond *rsp = cfg->routes->hosts[0]->routes[0]->respond;
+    assert_int_equal(rsp->status, 200);
+    assert_int_equal(rsp->n_headers, 0);
+    assert_int_equal(rsp->body.len, 0);
+    sws_config_free(cfg);
+
+    cfg = parse_ok("server: {event_loops: auto, server_header: \"\",\n"
+                   "         logging: {access_log: false}}\n");
+    assert_int_equal(cfg->server->event_loops, 0);
+    assert_string_equal(cfg->routes->settings->server_name, "");
+    assert_int_equal(cfg->routes->settings->access_log->format, SWS__ACCESS_LOG__FORMAT__OFF);
+    sws_config_free(cfg);
+}
+
+static void test_errors_keys_and_types(void **state)
+{
+    (void)state;
+    expect_error("serer: {}\n", "t.yaml:1:1: serer: ",
+                 "unknown key (expected one of: server, hosts)");
+    expect_error("server:\n  bakclog: 10\n", "t.yaml:2:3: server.bakclog: ", "unknown key");
+    expect_error("server:\n  backlog: 10\n  backlog: 20\n", "t.yaml:3:3: server.backlog: ",
+                 "duplicate key (first at line 2, column 3)");
+    expect_error("- a\n", "t.yaml:1:1: ", "expected a mapping");
+    expect_error("server: 5\n", "t.yaml:1:9: server: ", "expected a mapping");
+    expect_error("server:\n  backlog: [1]\n", "t.yaml:2:12: server.backlog: ",
+                 "expected a number from 1 to 65535, got a list");
+    expect_error("server:\n  user: \"a\\0b\"\n", "t.yaml:2:9: server.user: ",
+                 "must not contain a NUL byte");
+    expect_error("hosts: {a: b}\n", "t.yaml:1:8: hosts: ", "expected a list, got a mapping");
+    expect_error("hosts:\n  - name: a.test\n    https_redirect: maybe\n",
+                 "t.yaml:3:21: hosts[0].https_redirect: ", "expected true or false");
+    expect_error("server:\n  logging:\n    level: loud\n", "t.yaml:3:12: server.logging.level: ",
+                 "expected debug, info, notice, warn or error");
+    expect_error("server:\n  logging:\n    access_log: common\n",
+                 "t.yaml:3:17: server.logging.access_log: ", "expected off, combined or json");
+    expect_error("server:\n  event_loops: lots\n", "t.yaml:2:16: server.event_loops: ",
+                 "expected auto or a number");
+    expect_error("server:\n  server_header: \"a\\r\\nX-Evil: 1\"\n",
+                 "t.yaml:2:18: server.server_header: ", "control characters");
+}
+
+static void test_errors_ranges(void **state)
+{
+    (void)state;
+    expect_error("server:\n  backlog: 70000\n", "t.yaml:2:12: server.backlog: ",
+                 "expected a number from 1 to 65535, got \"70000\"");
+    expect_error("server:\n  backlog: -1\n", "t.yaml:2:12: server.backlog: ", "from 1 to 65535");
+    expect_error("server:\n  table_size: 1k\n", "t.yaml:2:15: server.table_size: ",
+                 "expected a size (bytes, or with a k/m/g suffix) from 64k to 1g");
+    expect_error("server:\n  timeouts:\n    header: 5x\n", "t.yaml:3:13: server.timeouts.header: ",
+                 "expected a duration");
+    expect_error("server:\n  timeouts:\n    send: 0\n", "t.yaml:3:11: server.timeouts.send: ",
+                 "from 1ms to 24h");
+    expect_error("server:\n  limits:\n    max_headers: 129\n",
+                 "t.yaml:3:18: server.limits.max_headers: ", "from 1 to 128");
+    expect_error("server:\n  limits: {max_body_size: 99999999999999999999}\n",
+                 "t.yaml:2:27: server.limits.max_body_size: ", "expected a size");
+    expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
+                 "        respond: {status: 600}\n",
+                 "t.yaml:5:27: hosts[0].routes[0].respond.status: ", "from 100 to 599");
+    expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
+                 "        redirect: {status: 304, location: /x}\n",
+                 "t.yaml:5:28: hosts[0].routes[0].redirect.status: ",
+                 "expected 301, 302, 303, 307 or 308");
+    expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
+                 "        respond: {status: 204, body: x}\n",
+                 "t.yaml:5:38: hosts[0].routes[0].respond.body: ", "a 204 response has no body");
+}
+
+static void test_errors_server(void **state)
+{
+    (void)state;
+    expect_error("server:\n  listen: \"1.2.3.4\"\n", "t.yaml:2:11: server.listen: ",
+                 "bad address \"1.2.3.4\"");
+    expect_error("server:\n  listen: [\":8080\", \":0\"]\n", "t.yaml:2:21: server.listen[1]: ",
+                 "the port must be a number from 1 to 65535");
+    expect_error("server:\n  listen: [\":8080\", \"*:8080\"]\n", "t.yaml:2:21: server.listen[1]: ",
+                 "0.0.0.0:8080 is already listed (line 2, column 12)");
+    expect_error("server:\n  listen: []\n", "t.yaml:2:11: server.listen: ",
+                 "needs at least one address");
+    expect_error("server:\n  accept_policy: least-loaded\n", "t.yaml:2:18: server.accept_policy: ",
+                 "\"least-loaded\" needs the eBPF accept policies, not built yet");
+    expect_error("server:\n  accept_policy: hash\n", "t.yaml:2:18: server.accept_policy: ",
+                 "needs the eBPF accept policies");
+    expect_error("server:\n  accept_policy: random\n", "t.yaml:2:18: server.accept_policy: ",
+                 "expected shared or reuseport");
+}
+
+static void test_errors_hosts_and_routes(void **state)
+{
+    (void)state;
+    expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n",
+                 "t.yaml:4:9: hosts[0].routes[0]: ",
+                 "a route needs one action: respond, static or redirect");
+    expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
+                 "        respond: {body: x}\n        redirect: {location: /y}\n",
+                 "t.yaml:6:19: hosts[0].routes[0].redirect: ",
+                 "a route has one action, not both respond and redirect");
+    expect_error("hosts:\n  - name: a.test\n    routes:\n      - respond: {}\n",
+                 "t.yaml:4:9: hosts[0].routes[0]: ", "a route needs a path");
+    expect_error("hosts:\n  - name: a.test\n  - names: [b.test, A.TEST]\n",
+                 "t.yaml:3:21: hosts[1].names[1]: ",
+                 "host name \"a.test\" is already used (line 2, column 11)");
+    expect_error("hosts:\n  - names: [a.test, a.test]\n", "t.yaml:2:21: hosts[0].names[1]: ",
+                 "already used (line 2, column 13)");
+    expect_error("hosts:\n  - name: a.test\n    routes:\n      - {path: /x, respond: {}}\n"
+                 "      - {path: /x, match: prefix, redirect: {location: /}}\n",
+                 "t.yaml:5:16: hosts[0].routes[1].path: ",
+                 "this host already has a prefix route for \"/x\" (line 4, column 16)");
+    expect_error("hosts:\n  - name: a.test\n    routes:\n"
+                 "      - {path: /x, match: regex, respond: {}}\n",
+                 "t.yaml:4:27: hosts[0].routes[0].match: ", "regex paths are not supported yet");
+    expect_error("hosts:\n  - name: a.test\n    routes:\n      - {path: x, respond: {}}\n",
+                 "t.yaml:4:16: hosts[0].routes[0].path: ", "must start with \"/\"");
+    expect_error("hosts:\n  - name: a.test\n    routes:\n      - {path: /x, proxy: {pool: p}}\n",
+                 "t.yaml:4:27: hosts[0].routes[0].proxy: ", "not built yet");
+    expect_error("hosts:\n  - name: \"a.*.test\"\n", "t.yaml:2:11: hosts[0].name: ",
+                 "a wildcard must be \"*.\" followed by a name");
+    expect_error("hosts:\n  - name: \"*example.com\"\n", "t.yaml:2:11: hosts[0].name: ",
+                 "a wildcard must be");
+    expect_error("hosts:\n  - name: a.test:8080\n", "t.yaml:2:11: hosts[0].name: ",
+                 "a host name has no port");
+    expect_error("hosts:\n  - name: a..test\n", "t.yaml:2:11: hosts[0].name: ", "empty label");
+    expect_error("hosts:\n  - https_redirect: true\n", "t.yaml:2:5: hosts[0]: ",
+                 "a host needs names");
+    expect_error("hosts:\n  - names: [a.test]\n    name: b.test\n", "t.yaml:3:11: hosts[0].name: ",
+                 "give names or name, not both");
+    expect_error("hosts:\n  - names: []\n", "t.yaml:2:12: hosts[0].names: ",
+                 "needs at least one name");
+}
+
+static void test_errors_respond_static_redirect(void **state)
+{
+    (void)state;
+    const char *pre = "hosts:\n  - name: a.test\n    routes:\n      - path: /\n";
+    char yaml[512];
+
+    snprintf(yaml, sizeof(yaml), "%s        respond: {headers: {\"Bad Name\": x}}\n", pre);
+    expect_error(yaml, "t.yaml:5:29: hosts[0].routes[0].respond.headers.Bad Name: ",
+                 "a header name may contain only");
+    snprintf(yaml, sizeof(yaml), "%s        respond: {headers: {X-A: \"a\\r\\nb\"}}\n", pre);
+    expect_error(yaml, "t.yaml:5:34: hosts[0].routes[0].respond.headers.X-A: ",
+                 "must not contain CR, LF");
+    snprintf(yaml, sizeof(yaml), "%s        respond: {headers: {Content-Length: 5}}\n", pre);
+    expect_error(yaml, "t.yaml:5:29: hosts[0].routes[0].respond.headers.Content-Length: ",
+                 "is set by the server");
+    snprintf(yaml, sizeof(yaml), "%s        static: {root: /nonexistent-sws-dir}\n", pre);
+    expect_error(yaml, "t.yaml:5:24: hosts[0].routes[0].static.root: ",
+                 "No such file or directory");
+    snprintf(yaml, sizeof(yaml), "%s        static: {root: /dev/null}\n", pre);
+    expect_error(yaml, "t.yaml:5:24: hosts[0].routes[0].static.root: ", "is not a directory");
+    snprintf(yaml, sizeof(yaml), "%s        static: {index: a.html}\n", pre);
+    expect_error(yaml, "t.yaml:5:17: hosts[0].routes[0].static: ", "static needs a root");
+    snprintf(yaml, sizeof(yaml), "%s        static: {root: /, index: a/b.html}\n", pre);
+    expect_error(yaml, "t.yaml:5:34: hosts[0].routes[0].static.index: ", "must be a file name");
+    snprintf(yaml, sizeof(yaml), "%s        redirect: {status: 301}\n", pre);
+    expect_error(yaml, "t.yaml:5:19: hosts[0].routes[0].redirect: ", "needs a location");
+    snprintf(yaml, sizeof(yaml), "%s        redirect: {location: \"/a b\"}\n", pre);
+    expect_error(yaml, "t.yaml:5:30: hosts[0].routes[0].redirect.location: ",
+                 "must not contain spaces");
+}
+
+static void test_errors_file(void **state)
+{
+    (void)state;
+    expect_error("", "t.yaml:1:1: ", "the file is empty");
+    expect_error("# only a comment\n\n", "t.yaml:1:1: ", "the file is empty");
+    expect_error("hosts: []\n---\nserver: {}\n", "t.yaml:3:1: ", "a second YAML document");
+    /* libyaml's own syntax errors keep their place too. */
+    expect_error("server:\n  backlog: 1\n    user: x\n", "t.yaml:3:9: ",
+                 "mapping values are not allowed in this context");
+    expect_error("hosts: [\n", "t.yaml:2:1: ", "did not find expected node content");
+    expect_error("hosts:\n  - name: *\n", "t.yaml:2:12: ", "quote it, as in name: \"*\"");
+}
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fputs(text, f) >= 0, 1);
+    assert_int_equal(fclose(f), 0);
+}
+
+static void test_static_root_relative_to_file(void **state)
+{
+    (void)state;
+    char dir[64], sub[128], www[128], file[160], err[512], real_www[PATH_MAX],
+        real_conf[PATH_MAX], cwd[PATH_MAX];
+    Sws__Config *cfg = NULL;
+
+    make_temp_dir(dir, sizeof(dir));
+    snprintf(sub, sizeof(sub), "%s/conf", dir);
+    snprintf(www, sizeof(www), "%s/www", dir);
+    snprintf(file, sizeof(file), "%s/scalws.yaml", sub);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(mkdir(www, 0700), 0);
+    assert_non_null(realpath(www, real_www));
+    assert_non_null(realpath(sub, real_conf));
+    write_file(file, "hosts:\n"
+                     "  - name: \"*\"\n"
+                     "    routes:\n"
+                     "      - {path: /a/, static: {root: ../www}}\n"
+                     "      - {path: /b/, static: {root: .}}\n"
+                     "      - {path: /c/, static: {root: ../conf/../www/}}\n");
+
+    assert_int_equal(sws_config_load(file, &cfg, err, sizeof(err)), 0);
+    Sws__Host *h = cfg->routes->hosts[0];
+    assert_string_equal(h->routes[0]->static_->root, real_www);
+    assert_string_equal(h->routes[1]->static_->root, real_conf);
+    assert_string_equal(h->routes[2]->static_->root, real_www);
+    assert_string_equal(h->routes[0]->static_->index, "index.html");
+    assert_false(h->routes[0]->static_->follow_symlinks);
+    sws_config_free(cfg);
+
+    /* A missing relative root names the file and the path it tried. */
+    write_file(file, "hosts:\n  - name: \"*\"\n    routes:\n"
+                     "      - {path: /, static: {root: ../nope}}\n");
+    assert_int_equal(sws_config_load(file, &cfg, err, sizeof(err)), -1);
+    assert_null(cfg);
+    char want[600];
+    snprintf(want, sizeof(want),
+             "%s:4:34: hosts[0].routes[0].static.root: \"../nope\" (%s/../nope): "
+             "No such file or directory", file, sub);
+    assert_string_equal(err, want);
+
+    /* From memory (no file), a relative root is relative to the cwd. */
+    cfg = parse_ok("hosts:\n  - name: \"*\"\n    routes:\n      - {path: /, static: {root: .}}\n");
+    assert_non_null(getcwd(cwd, sizeof(cwd)));
+    assert_non_null(realpath(cwd, real_www));
+    assert_string_equal(cfg->routes->hosts[0]->routes[0]->static_->root, real_www);
+    sws_config_free(cfg);
+
+    assert_int_equal(unlink(file), 0);
+    assert_int_equal(rmdir(sub), 0);
+    assert_int_equal(rmdir(www), 0);
+    assert_int_equal(rmdir(dir), 0);
+}
+
+static void test_load_errors(void **state)
+{
+    (void)state;
+    char err[512], dir[64];
+    Sws__Config *cfg = (Sws__Config *)1;
+
+    assert_int_equal(sws_config_load("/nonexistent-sws/scalws.yaml", &cfg, err, sizeof(err)), -1);
+    assert_null(cfg);
+    assert_string_equal(err, "/nonexistent-sws/scalws.yaml: cannot open the configuration file: "
+                             "No such file or directory");
+
+    make_temp_dir(dir, sizeof(dir));
+    assert_int_equal(sws_config_load(dir, &cfg, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "is a directory"));
+    assert_int_equal(rmdir(dir), 0);
+}
+
+/* The file `make run` uses must stay valid. */
+static void test_example_config(void **state)
+{
+    (void)state;
+    char err[512], real[PATH_MAX];
+    Sws__Config *cfg = NULL;
+
+    if (access("conf/scalws.yaml", R_OK) != 0)
+        skip(); /* not run from the repository root */
+    if (sws_config_load("conf/scalws.yaml", &cfg, err, sizeof(err)) != 0)
+        print_error("%s\n", err);
+    assert_non_null(cfg);
+    assert_string_equal(cfg->server->listen[0]->address, "127.0.0.1:8080");
+    Sws__Host *h = cfg->routes->hosts[0];
+    assert_string_equal(h->names[0], "*");
+    assert_string_equal(h->routes[0]->path, "/");
+    assert_int_equal(h->routes[0]->match, SWS__ROUTE__MATCH__EXACT);
+    assert_int_equal(h->routes[0]->respond->status, 200);
+    assert_memory_equal(h->routes[0]->respond->body.data, "hello, world\n", 13);
+    assert_string_equal(h->routes[1]->path, "/docs/");
+    assert_non_null(realpath(".", real));
+    assert_string_equal(h->routes[1]->static_->root, real);
+    sws_config_free(cfg);
+}
+
+static void expect_addr(const char *text, int family, const char *ip, unsigned port)
+{
+    struct sockaddr_storage ss;
+    unsigned len = 0;
+    char err[256] = "", got[INET6_ADDRSTRLEN];
+
+    if (sws_config_parse_address(text, &ss, &len, err, sizeof(err)) != 0)
+        print_error("%s: %s\n", text, err);
+    assert_int_equal(ss.ss_family, family);
+    if (family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        assert_int_equal(len, sizeof(*sin));
+        assert_non_null(inet_ntop(AF_INET, &sin->sin_addr, got, sizeof(got)));
+        assert_int_equal(ntohs(sin->sin_port), port);
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+        assert_int_equal(len, sizeof(*sin6));
+        assert_non_null(inet_ntop(AF_INET6, &sin6->sin6_addr, got, sizeof(got)));
+        assert_int_equal(ntohs(sin6->sin6_port), port);
+    }
+    assert_string_equal(got, ip);
+}
+
+static void expect_bad_addr(const char *text, const char *why)
+{
+    struct sockaddr_storage ss;
+    unsigned len = 0;
+    char err[256] = "";
+
+    assert_int_equal(sws_config_parse_address(text, &ss, &len, err, sizeof(err)), -1);
+    if (strstr(err, why) == NULL)
+        print_error("%s: got \"%s\", want \"%s\"\n", text, err, why);
+    assert_non_null(strstr(err, why));
+}
+
+static void test_parse_address(void **state)
+{
+    (void)state;
+    expect_addr("127.0.0.1:8080", AF_INET, "127.0.0.1", 8080);
+    expect_addr("[::1]:8080", AF_INET6, "::1", 8080);
+    expect_addr("[::]:443", AF_INET6, "::", 443);
+    expect_addr(":8080", AF_INET, "0.0.0.0", 8080);
+    expect_addr("*:1", AF_INET, "0.0.0.0", 1);
+    expect_addr("10.1.2.3:65535", AF_INET, "10.1.2.3", 65535);
+
+    struct sockaddr_storage ss;
+    unsigned len = 0;
+    char err[256];
+    assert_int_equal(sws_config_parse_address("localhost:8080", &ss, &len, err, sizeof(err)), 0);
+    if (ss.ss_family == AF_INET) {
+        assert_int_equal(ntohs(((struct sockaddr_in *)&ss)->sin_port), 8080);
+        assert_int_equal(ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr), INADDR_LOOPBACK);
+    } else {
+        assert_int_equal(ss.ss_family, AF_INET6);
+        assert_int_equal(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 8080);
+        assert_true(IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr));
+    }
+
+    expect_bad_addr("127.0.0.1", "expected HOST:PORT");
+    expect_bad_addr("127.0.0.1:0", "from 1 to 65535");
+    expect_bad_addr(":65536", "from 1 to 65535");
+    expect_bad_addr(":080800", "from 1 to 65535");
+    expect_bad_addr("1.2.3.4:http", "from 1 to 65535");
+    expect_bad_addr("1.2.3.4:", "from 1 to 65535");
+    expect_bad_addr("::1:80", "needs brackets");
+    expect_bad_addr("[::1:80", "missing ']'");
+    expect_bad_addr("[::1]80", "expected [IPv6]:PORT");
+    expect_bad_addr("[1.2.3.4]:80", "not an IPv6 address");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_full),
+        cmocka_unit_test(test_value_forms),
+        cmocka_unit_test(test_errors_keys_and_types),
+        cmocka_unit_test(test_errors_ranges),
+        cmocka_unit_test(test_errors_server),
+        cmocka_unit_test(test_errors_hosts_and_routes),
+        cmocka_unit_test(test_errors_respond_static_redirect),
+        cmocka_unit_test(test_errors_file),
+        cmocka_unit_test(test_static_root_relative_to_file),
+        cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_example_config),
+        cmocka_unit_test(test_parse_address),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
