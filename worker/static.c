@@ -1,7 +1,228 @@
-/* Placeholder until the static handler lands: answers 501. */
 #include "worker/static.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/http_date.h"
+#include "core/log.h"
+#include "worker/mime.h"
+#include "worker/static_cond.h"
+#include "worker/static_open.h"
+#include "worker/static_path.h"
+
+/* The root directories this worker holds open (static_open.h). Owner: the
+ * worker process; handlers get no per-worker context, and only workers
+ * call sws_static_handle, so the table lives here. */
+static sws_static_roots_t worker_roots;
+
+/* Content-Type, Last-Modified, ETag, Accept-Ranges, Content-Range. */
+#define HEADERS_MAX 512
+/* A Location must hold the raw path (up to 3 bytes per decoded byte) and
+ * the query string. */
+#define LOCATION_MAX (3 * PATH_MAX + 1024)
+
+static size_t put(char *dst, const char *src, size_t n)
+{
+    memcpy(dst, src, n);
+    return n;
+}
+
+#define PUT_LIT(dst, lit) put((dst), (lit), sizeof(lit) - 1)
+
+/* Map a failed open to the answer, logging what an operator must know. */
+static void answer_open_error(sws_request_t *r, const char *root, const char *rel, int err)
+{
+    switch (err) {
+    case ENOENT:
+    case ENOTDIR:
+    case ENAMETOOLONG:
+        sws_response_error(r, 404);
+        return;
+    case EACCES:
+    case EPERM:
+        sws_response_error(r, 403);
+        return;
+    case ELOOP:
+    case EXDEV:
+        sws_log_info("static: \"%s\" below %s leads out of the root through a symlink: refused",
+                     rel, root);
+        sws_response_error(r, 403);
+        return;
+    default:
+        sws_log_error("static: open \"%s\" below %s: %s", rel, root, strerror(err));
+        sws_response_error(r, 500);
+        return;
+    }
+}
+
+/* A directory asked for without its trailing slash: send the client to the
+ * name with one, so that relative links in its index resolve below it. */
+static void redirect_to_directory(sws_request_t *r)
+{
+    char buf[LOCATION_MAX];
+    size_t need = sizeof("Location: ") - 1 + r->path.len + 1 + 1 + r->query.len + 2;
+    size_t n = 0;
+
+    if (need > sizeof(buf)) {
+        sws_response_error(r, 414);
+        return;
+    }
+    n += PUT_LIT(buf + n, "Location: ");
+    n += put(buf + n, r->path.p, r->path.len);
+    buf[n++] = '/';
+    if (r->query.len > 0) {
+        buf[n++] = '?';
+        n += put(buf + n, r->query.p, r->query.len);
+    }
+    n += PUT_LIT(buf + n, "\r\n");
+    sws_response_send(r, 301, buf, n, "", 0);
+}
+
+/* 304 for a matching If-None-Match (it takes precedence) or, without one,
+ * an If-Modified-Since not older than the file (RFC 9110 13.2.2). */
+static int not_modified(const sws_request_t *r, sws_str_t etag, time_t mtime)
+{
+    const sws_str_t *inm = sws_request_header(r, "If-None-Match");
+    if (inm != NULL)
+        return sws_static_etag_listed(*inm, etag);
+    const sws_str_t *ims = sws_request_header(r, "If-Modified-Since");
+    time_t since;
+    return ims != NULL && sws_static_date_parse(*ims, &since) == 0 && mtime <= since;
+}
+
+/* Serve the open regular file fd (ownership passes to the response). */
+static void serve_file(sws_request_t *r, int fd, const struct stat *st, const char *name,
+                       size_t name_len)
+{
+    char hdr[HEADERS_MAX];
+    char etag_buf[SWS_STATIC_ETAG_MAX];
+    size_t n = 0;
+    uint64_t size = (uint64_t)st->st_size;
+    uint64_t first = 0, len = size;
+    unsigned status = 200;
+    sws_str_t etag;
+
+    etag.len = sws_static_etag(etag_buf, st->st_mtime, size);
+    etag.p = etag_buf;
+
+    /* Validators go on every answer about the file, 304 and 416 included. */
+    n += PUT_LIT(hdr + n, "Last-Modified: ");
+    n += sws_http_date_format(st->st_mtime, hdr + n);
+    n += PUT_LIT(hdr + n, "\r\nETag: ");
+    n += put(hdr + n, etag.p, etag.len);
+    n += PUT_LIT(hdr + n, "\r\n");
+
+    if (not_modified(r, etag, st->st_mtime)) {
+        close(fd);
+        sws_response_send(r, 304, hdr, n, "", 0);
+        return;
+    }
+
+    /* HEAD answers with the headers GET would get (RFC 9110 9.3.2), so a
+     * Range applies to it too: the 206 and its Content-Length. */
+    const sws_str_t *range = sws_request_header(r, "Range");
+    if (range != NULL) {
+        const sws_str_t *if_range = sws_request_header(r, "If-Range");
+        sws_static_range_rc_t rc = SWS_STATIC_RANGE_NONE;
+        if (if_range == NULL || sws_static_if_range_ok(*if_range, etag, st->st_mtime))
+            rc = sws_static_range_parse(*range, size, &first, &len);
+        if (rc == SWS_STATIC_RANGE_UNSATISFIABLE) {
+            close(fd);
+            n += PUT_LIT(hdr + n, "Content-Range: ");
+            n += sws_static_content_range(hdr + n, 0, 0, size);
+            n += PUT_LIT(hdr + n, "\r\n");
+            sws_response_send(r, 416, hdr, n, "", 0);
+            return;
+        }
+        if (rc == SWS_STATIC_RANGE_OK) {
+            status = 206;
+            n += PUT_LIT(hdr + n, "Content-Range: ");
+            n += sws_static_content_range(hdr + n, first, len, size);
+            n += PUT_LIT(hdr + n, "\r\n");
+        }
+    }
+    if (status == 200)
+        n += PUT_LIT(hdr + n, "Accept-Ranges: bytes\r\n");
+    sws_str_t type = sws_mime_type(name, name_len);
+    n += PUT_LIT(hdr + n, "Content-Type: ");
+    n += put(hdr + n, type.p, type.len);
+    n += PUT_LIT(hdr + n, "\r\n");
+    sws_response_sendfile(r, status, hdr, n, fd, (off_t)first, len);
+}
 
 void sws_static_handle(sws_request_t *r)
 {
-    sws_response_error(r, 501);
+    const sws_route_t *route = r->route;
+    char rel[PATH_MAX];
+    size_t rel_len;
+    struct stat st;
+
+    if (!r->is_head && !sws_str_eq(r->method, SWS_STR("GET"))) {
+        static const char allow[] = "Allow: GET, HEAD\r\n";
+        sws_response_send(r, 405, allow, sizeof(allow) - 1, "", 0);
+        return;
+    }
+    if (route == NULL) {
+        sws_response_error(r, 404);
+        return;
+    }
+    switch (sws_static_path_decode(r->path.p, r->path.len, rel, sizeof(rel), &rel_len)) {
+    case SWS_STATIC_PATH_OK:
+        break;
+    case SWS_STATIC_PATH_BAD:
+        sws_response_error(r, 400);
+        return;
+    case SWS_STATIC_PATH_TOO_LONG:
+        sws_response_error(r, 404);
+        return;
+    }
+
+    /* A name ending in '/' (or the root itself) asks for the directory's
+     * index: open that directly rather than the directory first. */
+    int want_dir = rel_len == 0 || rel[rel_len - 1] == '/';
+    if (want_dir) {
+        const char *index = route->index.len ? sws_table_str(r->table, route->index) : "index.html";
+        size_t index_len = route->index.len ? route->index.len : sizeof("index.html") - 1;
+        if (rel_len + index_len >= sizeof(rel)) {
+            sws_response_error(r, 404);
+            return;
+        }
+        memcpy(rel + rel_len, index, index_len + 1);
+        rel_len += index_len;
+    }
+
+    const char *root = sws_table_str(r->table, route->root);
+    int rootfd = sws_static_root_fd(&worker_roots, root, route->root.len, r->start_ms);
+    if (rootfd < 0) {
+        int err = errno;
+        sws_log_error("static: root %s: %s", root, strerror(err));
+        sws_response_error(r, err == EACCES ? 403 : 404);
+        return;
+    }
+    int fd = sws_static_open(&worker_roots, rootfd, rel, route->follow_symlinks);
+    if (fd < 0) {
+        answer_open_error(r, root, rel, errno);
+        return;
+    }
+    if (fstat(fd, &st) < 0) {
+        sws_log_error("static: fstat \"%s\" below %s: %s", rel, root, strerror(errno));
+        close(fd);
+        sws_response_error(r, 500);
+        return;
+    }
+    if (S_ISDIR(st.st_mode) && !want_dir) {
+        close(fd);
+        redirect_to_directory(r);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        /* A directory named like the index, a FIFO, a device, a socket. */
+        close(fd);
+        sws_response_error(r, 403);
+        return;
+    }
+    serve_file(r, fd, &st, rel, rel_len);
 }

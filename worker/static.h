@@ -1,12 +1,14 @@
 /*
  * The static action: serve a file below the route's root.
  *
- * URL mapping: the request path (percent-decoded, with "." and ".." segments
- * rejected rather than resolved) is appended to the root; a directory is
+ * URL mapping: the request path (percent-decoded; "." and ".." segments,
+ * encoded or not, and %00 are answered 400 rather than resolved: clients
+ * normalise dot segments, so only crafted requests carry them) is appended
+ * to the root, as nginx's `root` does; a directory is
  * served through its index file, a directory path without a trailing '/'
- * gets a 301 to the path with one. No escape from the root: encoded dots
- * and NUL are refused, and symlinks that lead out of the root are refused
- * unless the route's follow_symlinks is set.
+ * gets a 301 to the path with one. No escape from the root: symlinks that
+ * lead out of the root are refused (403) unless the route's follow_symlinks
+ * is set (openat2 RESOLVE_BENEATH below a kept-open handle on the root).
  *
  * Answers: 200 with sendfile, 206 for one satisfiable byte range, 416, 304
  * (If-None-Match / If-Modified-Since), 403 (not readable, a special file,
