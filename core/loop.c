@@ -131,6 +131,10 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
 {
     if (loop->tick != NULL)
         loop->tick(loop, loop->tick_data);
+    /* The tick may decide the loop is done (a drained worker): return
+     * before blocking in epoll_wait until some unrelated timer fires. */
+    if (loop->stop)
+        return 0;
     int wait = next_timeout(loop);
     if (max_wait_ms >= 0 && (wait < 0 || max_wait_ms < wait))
         wait = max_wait_ms;

@@ -1,0 +1,151 @@
+#include "supervisor/listen.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *sws_listen_policy_name(sws_accept_policy_t policy)
+{
+    switch (policy) {
+    case SWS_ACCEPT_SHARED:
+        return "shared";
+    case SWS_ACCEPT_REUSEPORT:
+        return "reuseport";
+    }
+    return "unknown";
+}
+
+void sws_listen_format(const struct sockaddr_storage *ss, char *buf, size_t len)
+{
+    char host[INET6_ADDRSTRLEN];
+    if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &sin6->sin6_addr, host, sizeof(host));
+        snprintf(buf, len, "[%s]:%u", host, ntohs(sin6->sin6_port));
+    } else if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host));
+        snprintf(buf, len, "%s:%u", host, ntohs(sin->sin_port));
+    } else {
+        snprintf(buf, len, "(family %d)", ss->ss_family);
+    }
+}
+
+static int set_flag(int fd, int level, int name)
+{
+    int one = 1;
+    return setsockopt(fd, level, name, &one, sizeof(one));
+}
+
+/* One listening socket on addr; -1 with err set. On success addr->ss holds
+ * the bound address, so a port 0 becomes the port the kernel chose and the
+ * next sockets of a reuseport group join that same port. */
+static int open_one(sws_listen_addr_t *addr, int reuseport, int backlog, char *err, size_t errlen)
+{
+    int family = addr->ss.ss_family;
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket %s: %s", addr->name, strerror(errno));
+        return -1;
+    }
+    const char *what = NULL;
+    if (set_flag(fd, SOL_SOCKET, SO_REUSEADDR) < 0)
+        what = "SO_REUSEADDR";
+    else if (reuseport && set_flag(fd, SOL_SOCKET, SO_REUSEPORT) < 0)
+        what = "SO_REUSEPORT";
+    else if (family == AF_INET6 && set_flag(fd, IPPROTO_IPV6, IPV6_V6ONLY) < 0)
+        what = "IPV6_V6ONLY";
+    else if (bind(fd, (struct sockaddr *)&addr->ss, addr->len) < 0)
+        what = "bind";
+    else if (listen(fd, backlog) < 0)
+        what = "listen";
+    if (what == NULL) {
+        socklen_t len = sizeof(addr->ss);
+        if (getsockname(fd, (struct sockaddr *)&addr->ss, &len) < 0)
+            what = "getsockname";
+        else
+            addr->len = len;
+    }
+    if (what != NULL) {
+        snprintf(err, errlen, "%s %s: %s", what, addr->name, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+int sws_listen_open(sws_listen_set_t *set, const sws_listen_addr_t *addrs, unsigned naddrs,
+                    sws_accept_policy_t policy, unsigned nworkers, int backlog, char *err,
+                    size_t errlen)
+{
+    memset(set, 0, sizeof(*set));
+    if (naddrs == 0 || nworkers == 0) {
+        snprintf(err, errlen, "no listen address or no worker");
+        return -1;
+    }
+    set->policy = policy;
+    set->naddrs = naddrs;
+    set->ngroups = policy == SWS_ACCEPT_SHARED ? 1 : nworkers;
+    set->addrs = calloc(naddrs, sizeof(*set->addrs));
+    set->fds = malloc((size_t)set->ngroups * naddrs * sizeof(*set->fds));
+    if (set->addrs == NULL || set->fds == NULL) {
+        snprintf(err, errlen, "out of memory for %u listening sockets", set->ngroups * naddrs);
+        sws_listen_close(set);
+        return -1;
+    }
+    memcpy(set->addrs, addrs, naddrs * sizeof(*addrs));
+    for (unsigned i = 0; i < set->ngroups * naddrs; i++)
+        set->fds[i] = -1;
+
+    int reuseport = policy != SWS_ACCEPT_SHARED;
+    for (unsigned g = 0; g < set->ngroups; g++) {
+        for (unsigned a = 0; a < naddrs; a++) {
+            int fd = open_one(&set->addrs[a], reuseport, backlog, err, errlen);
+            if (fd < 0) {
+                sws_listen_close(set);
+                return -1;
+            }
+            set->fds[g * naddrs + a] = fd;
+        }
+    }
+    return 0;
+}
+
+const int *sws_listen_worker_fds(const sws_listen_set_t *set, unsigned index)
+{
+    unsigned g = set->ngroups == 1 ? 0 : index % set->ngroups;
+    return &set->fds[g * set->naddrs];
+}
+
+void sws_listen_close_others(sws_listen_set_t *set, unsigned index)
+{
+    if (set->ngroups == 1)
+        return;
+    for (unsigned g = 0; g < set->ngroups; g++) {
+        if (g == index)
+            continue;
+        for (unsigned a = 0; a < set->naddrs; a++) {
+            int *fd = &set->fds[g * set->naddrs + a];
+            if (*fd >= 0)
+                close(*fd);
+            *fd = -1;
+        }
+    }
+}
+
+void sws_listen_close(sws_listen_set_t *set)
+{
+    if (set->fds != NULL) {
+        for (unsigned i = 0; i < set->ngroups * set->naddrs; i++) {
+            if (set->fds[i] >= 0)
+                close(set->fds[i]);
+        }
+    }
+    free(set->fds);
+    free(set->addrs);
+    memset(set, 0, sizeof(*set));
+}

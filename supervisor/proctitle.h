@@ -1,0 +1,30 @@
+/*
+ * Process titles: what `ps` shows for the supervisor and each worker.
+ *
+ *   scalwsd: supervisor -c /etc/scalws/scalws.yaml
+ *   scalwsd: worker 0
+ *
+ * Linux shows a process's argv memory as its command line, so the title is
+ * written over that memory. The environment strings that follow argv are
+ * moved aside first (copied to the heap, `environ` repointed) so the title
+ * may use their room too. The argv strings are copied as well and argv[i]
+ * repointed at the copies, so the caller's argv stays valid (getopt works).
+ * The comm name (/proc/PID/comm, what `pgrep` and `ps -C` match) is kept
+ * "scalwsd" in every process.
+ *
+ * Caller: main(), once, before anything reads argv or the environment's
+ * string addresses; then any process (the supervisor, a worker child after
+ * fork) may set its title. The state is the process's own (each forked
+ * child writes its copy of the memory).
+ */
+#ifndef SWS_SUPERVISOR_PROCTITLE_H
+#define SWS_SUPERVISOR_PROCTITLE_H
+
+/* 0, or -1 when out of memory (then titles are left alone). */
+int sws_proctitle_init(int argc, char **argv);
+
+/* Set the title; truncated to the room argv and the environment had.
+ * Does nothing if sws_proctitle_init() was not called or failed. */
+void sws_proctitle_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

@@ -1,0 +1,734 @@
+#include "supervisor/supervisor.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pwd.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/loop.h"
+#include "core/version.h"
+#include "shm/shm.h"
+#include "shm/table.h"
+#include "supervisor/config.h"
+#include "supervisor/listen.h"
+#include "supervisor/proctitle.h"
+#include "worker/worker.h"
+
+#define STOP_NOW_GRACE_MS 5000u      /* SIGTERM/SIGINT: then SIGKILL */
+#define STOP_GRACEFUL_EXTRA_MS 5000u /* SIGQUIT: shutdown_timeout plus this, then SIGKILL */
+#define PUBLISH_RETRY_MS 100u
+#define PUBLISH_RETRY_LOG_EVERY 100u /* retries between two "still waiting" lines */
+
+/* ---- policy: pure functions ---- */
+
+unsigned sws_restart_crashes(unsigned crashes, uint64_t uptime_ms)
+{
+    if (uptime_ms >= SWS_RESTART_MIN_UPTIME_MS)
+        return 1;
+    return crashes < UINT_MAX ? crashes + 1 : crashes;
+}
+
+uint64_t sws_restart_delay_ms(unsigned crashes)
+{
+    if (crashes <= 1)
+        return 0;
+    uint64_t delay = SWS_RESTART_FIRST_DELAY_MS;
+    for (unsigned i = 2; i < crashes && delay < SWS_RESTART_MAX_DELAY_MS; i++)
+        delay *= 2;
+    return delay < SWS_RESTART_MAX_DELAY_MS ? delay : SWS_RESTART_MAX_DELAY_MS;
+}
+
+unsigned sws_worker_count(uint32_t event_loops, const cpu_set_t *allowed)
+{
+    unsigned n = event_loops != 0 ? event_loops : (unsigned)CPU_COUNT(allowed);
+    if (n == 0)
+        n = 1;
+    return n < SWS_SHM_MAX_WORKERS ? n : SWS_SHM_MAX_WORKERS;
+}
+
+int sws_worker_cpu(const cpu_set_t *allowed, unsigned index)
+{
+    int count = CPU_COUNT(allowed);
+    if (count <= 0)
+        return -1;
+    unsigned skip = index % (unsigned)count;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (CPU_ISSET(cpu, allowed) && skip-- == 0)
+            return cpu;
+    }
+    return -1;
+}
+
+static int same_listen(const Sws__ServerConfig *a, const Sws__ServerConfig *b)
+{
+    if (a->n_listen != b->n_listen)
+        return 0;
+    for (size_t i = 0; i < a->n_listen; i++) {
+        if (strcmp(a->listen[i]->address, b->listen[i]->address) != 0)
+            return 0;
+    }
+    return 1;
+}
+
+size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__ServerConfig *next,
+                                char *out, size_t outlen)
+{
+    const struct {
+        const char *key;
+        int changed;
+    } keys[] = {
+        { "server.listen", !same_listen(running, next) },
+        { "server.event_loops", running->event_loops != next->event_loops },
+        { "server.accept_policy", running->accept_policy != next->accept_policy },
+        { "server.user", strcmp(running->user, next->user) != 0 },
+        { "server.backlog", running->backlog != next->backlog },
+        { "server.error_log", strcmp(running->error_log, next->error_log) != 0 },
+        { "server.table_size", running->table_size != next->table_size },
+    };
+    size_t len = 0;
+    if (outlen == 0)
+        return 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]) && len < outlen - 1; i++) {
+        if (!keys[i].changed)
+            continue;
+        int n = snprintf(out + len, outlen - len, "%s%s", len > 0 ? ", " : "", keys[i].key);
+        if (n > 0)
+            len += (size_t)n;
+    }
+    return len < outlen ? len : outlen - 1;
+}
+
+int sws_supervisor_check_table(const Sws__Config *cfg, char *err, size_t errlen)
+{
+    size_t need = sws_table_size(cfg->routes);
+    if (need > cfg->server->table_size) {
+        snprintf(err, errlen, "server.table_size: the routing table needs %zu bytes, more than %u",
+                 need, cfg->server->table_size);
+        return -1;
+    }
+    /* malloc's alignment (16) covers the arena's 8. */
+    void *scratch = malloc(need > 0 ? need : 8);
+    if (scratch == NULL) {
+        snprintf(err, errlen, "out of memory for a %zu-byte table", need);
+        return -1;
+    }
+    int rc = sws_table_build(scratch, need, 1, cfg->routes, err, errlen);
+    free(scratch);
+    return rc;
+}
+
+/* ---- the process manager ---- */
+
+typedef struct sws_supervisor sws_supervisor_t;
+
+typedef struct worker_proc {
+    sws_supervisor_t *sup;
+    unsigned index;
+    int cpu;
+    pid_t pid;           /* 0: not running */
+    uint64_t started_ms;
+    unsigned crashes;    /* deaths in a row, each after a short run */
+    /* A queue per worker, because each worker's backoff has its own
+     * duration (timer queues have one duration each, core/loop.h). */
+    sws_timer_queue_t restart_queue;
+    sws_timer_t restart_timer;
+} worker_proc_t;
+
+typedef enum sup_state {
+    SUP_RUNNING = 0,
+    SUP_DRAINING, /* SIGQUIT: workers finish in-flight requests */
+    SUP_STOPPING, /* SIGTERM/SIGINT: workers close everything now */
+} sup_state_t;
+
+/* Owner: sws_supervisor_run(), on its stack for the life of the process. */
+struct sws_supervisor {
+    const char *config_path;
+    Sws__Config *config;  /* as started: listeners, workers, user... */
+    Sws__Config *pending; /* reloaded, waiting for a free arena */
+    unsigned publish_retries;
+    sws_loop_t loop;
+    sws_io_t signals;     /* signalfd: the first mailbox */
+    sigset_t sigmask;
+    sws_listen_set_t listen;
+    sws_shm_t shm;
+    uint64_t generation;
+    cpu_set_t cpus;
+    unsigned nworkers;
+    unsigned running;     /* workers alive (not yet reaped) */
+    worker_proc_t *workers;
+    uid_t uid;
+    gid_t gid;
+    int drop_privileges;
+    uint32_t shutdown_timeout_ms;
+    pid_t pid;
+    sup_state_t state;
+    sws_timer_queue_t stop_queue;
+    sws_timer_t stop_timer;
+    sws_timer_queue_t publish_queue;
+    sws_timer_t publish_timer;
+};
+
+static void count_routes(const Sws__RouteSet *rs, size_t *hosts, size_t *routes)
+{
+    *hosts = rs->n_hosts;
+    *routes = 0;
+    for (size_t i = 0; i < rs->n_hosts; i++)
+        *routes += rs->hosts[i]->n_routes;
+}
+
+static void describe_exit(int status, char *buf, size_t len)
+{
+    if (WIFEXITED(status))
+        snprintf(buf, len, "exited with status %d", WEXITSTATUS(status));
+    else if (WIFSIGNALED(status))
+        snprintf(buf, len, "killed by signal %d%s", WTERMSIG(status),
+                 WCOREDUMP(status) ? " (core dumped)" : "");
+    else
+        snprintf(buf, len, "ended with wait status %d", status);
+}
+
+/* The child side of a fork: never returns. */
+static void run_worker(sws_supervisor_t *sup, worker_proc_t *w) __attribute__((noreturn));
+static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
+{
+    /* Die with the supervisor; if it is already gone, the death signal
+     * was missed, so leave now. */
+    prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+    if (getppid() != sup->pid)
+        _exit(0);
+
+    /* Default handlers and an open mask, except for the two signals the
+     * supervisor sends to workers: those stay blocked so that one sent
+     * before the worker has set up its signalfd waits there (pending)
+     * rather than killing it by default (SIGQUIT would even dump core). */
+    signal(SIGPIPE, SIG_DFL);
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sigismember(&sup->sigmask, sig) == 1)
+            signal(sig, SIG_DFL);
+    }
+    sigset_t handoff;
+    sigemptyset(&handoff);
+    sigaddset(&handoff, SIGTERM);
+    sigaddset(&handoff, SIGQUIT);
+    sigprocmask(SIG_SETMASK, &handoff, NULL);
+
+    close(sup->signals.fd);
+    sws_loop_close(&sup->loop);
+    sws_listen_close_others(&sup->listen, w->index);
+
+    sws_proctitle_set("scalwsd: worker %u", w->index);
+
+    sws_worker_config_t cfg = {
+        .index = w->index,
+        .cpu = w->cpu,
+        .listen_fds = sws_listen_worker_fds(&sup->listen, w->index),
+        .nlisten = sup->listen.naddrs,
+        .exclusive = sws_listen_is_shared(&sup->listen),
+        .shm = &sup->shm,
+        .uid = sup->uid,
+        .gid = sup->gid,
+        .drop_privileges = sup->drop_privileges,
+        .shutdown_timeout_ms = sup->shutdown_timeout_ms,
+    };
+    _exit(sws_worker_main(&cfg));
+}
+
+static int spawn_worker(sws_supervisor_t *sup, worker_proc_t *w)
+{
+    pid_t pid = fork();
+    if (pid < 0) {
+        sws_log_error("fork worker %u: %s", w->index, strerror(errno));
+        return -1;
+    }
+    if (pid == 0)
+        run_worker(sup, w);
+    w->pid = pid;
+    w->started_ms = sws_loop_now_ms(&sup->loop);
+    sup->running++;
+    if (w->cpu >= 0)
+        sws_log_info("worker %u (pid %d) started on cpu %d", w->index, (int)pid, w->cpu);
+    else
+        sws_log_info("worker %u (pid %d) started, not pinned", w->index, (int)pid);
+    return 0;
+}
+
+static void schedule_restart(worker_proc_t *w, uint64_t delay_ms)
+{
+    sws_timer_queue_set_duration(&w->restart_queue, delay_ms);
+    sws_timer_arm(&w->sup->loop, &w->restart_queue, &w->restart_timer);
+}
+
+/* Start w now, or after its backoff when it has been crashing. */
+static void restart_worker(sws_supervisor_t *sup, worker_proc_t *w)
+{
+    uint64_t delay = sws_restart_delay_ms(w->crashes);
+    if (delay > 0) {
+        sws_log_warn("worker %u crashed %u times in a row; restarting in %llu ms", w->index,
+                     w->crashes, (unsigned long long)delay);
+        schedule_restart(w, delay);
+        return;
+    }
+    if (spawn_worker(sup, w) < 0) {
+        /* Counts as a crash, so a fork that keeps failing backs off. */
+        w->crashes = sws_restart_crashes(w->crashes, 0);
+        schedule_restart(w, sws_restart_delay_ms(w->crashes));
+    }
+}
+
+static void on_restart_timer(sws_timer_t *t)
+{
+    worker_proc_t *w = sws_container_of(t, worker_proc_t, restart_timer);
+    if (w->sup->state != SUP_RUNNING || w->pid != 0)
+        return;
+    if (spawn_worker(w->sup, w) < 0) {
+        w->crashes = sws_restart_crashes(w->crashes, 0);
+        schedule_restart(w, sws_restart_delay_ms(w->crashes));
+    }
+}
+
+static worker_proc_t *find_worker(sws_supervisor_t *sup, pid_t pid)
+{
+    for (unsigned i = 0; i < sup->nworkers; i++) {
+        if (sup->workers[i].pid == pid)
+            return &sup->workers[i];
+    }
+    return NULL;
+}
+
+static void on_worker_exit(sws_supervisor_t *sup, worker_proc_t *w, int status)
+{
+    /* A dead worker holds no generation, whatever its slot says. */
+    sws_shm_reader_clear(&sup->shm, w->index);
+    char how[64];
+    describe_exit(status, how, sizeof(how));
+    pid_t pid = w->pid;
+    w->pid = 0;
+    sup->running--;
+    if (sup->state != SUP_RUNNING) {
+        sws_log_info("worker %u (pid %d) %s", w->index, (int)pid, how);
+        return;
+    }
+    sws_log_warn("worker %u (pid %d) %s", w->index, (int)pid, how);
+    uint64_t uptime = sws_loop_now_ms(&sup->loop) - w->started_ms;
+    w->crashes = sws_restart_crashes(w->crashes, uptime);
+    restart_worker(sup, w);
+}
+
+static void reap_children(sws_supervisor_t *sup)
+{
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+        worker_proc_t *w = find_worker(sup, pid);
+        if (w != NULL)
+            on_worker_exit(sup, w, status);
+    }
+    if (sup->state != SUP_RUNNING && sup->running == 0)
+        sup->loop.stop = 1;
+}
+
+static void signal_workers(sws_supervisor_t *sup, int sig)
+{
+    for (unsigned i = 0; i < sup->nworkers; i++) {
+        if (sup->workers[i].pid > 0 && kill(sup->workers[i].pid, sig) < 0 && errno != ESRCH)
+            sws_log_error("kill worker %u (pid %d): %s", i, (int)sup->workers[i].pid,
+                          strerror(errno));
+    }
+}
+
+/* ---- reload ---- */
+
+static void apply_log_level(const Sws__ServerConfig *sc)
+{
+    sws_log_level_t level;
+    if (sws_log_level_parse(sc->log_level, &level) == 0)
+        sws_log_set_level(level);
+}
+
+static void drop_pending(sws_supervisor_t *sup)
+{
+    sws_timer_disarm(&sup->publish_timer);
+    if (sup->pending != NULL)
+        sws_config_free(sup->pending);
+    sup->pending = NULL;
+    sup->publish_retries = 0;
+}
+
+/* Publish the pending config, or retry soon when every arena is still held
+ * by a worker that has not moved on from an older generation. */
+static void publish_pending(sws_supervisor_t *sup)
+{
+    char err[256];
+    uint64_t gen;
+    if (sws_shm_publish(&sup->shm, sup->pending->routes, &gen, err, sizeof(err)) < 0) {
+        if (sup->publish_retries % PUBLISH_RETRY_LOG_EVERY == 0)
+            sws_log_warn("reload: cannot publish yet (%s); retrying every %u ms", err,
+                         PUBLISH_RETRY_MS);
+        sup->publish_retries++;
+        sws_timer_arm(&sup->loop, &sup->publish_queue, &sup->publish_timer);
+        return;
+    }
+    sup->generation = gen;
+    size_t hosts, routes;
+    count_routes(sup->pending->routes, &hosts, &routes);
+    sws_log_notice("reload: generation %llu published (%zu hosts, %zu routes)",
+                   (unsigned long long)gen, hosts, routes);
+    drop_pending(sup);
+}
+
+static void on_publish_timer(sws_timer_t *t)
+{
+    sws_supervisor_t *sup = sws_container_of(t, sws_supervisor_t, publish_timer);
+    if (sup->pending != NULL && sup->state == SUP_RUNNING)
+        publish_pending(sup);
+}
+
+static void reload(sws_supervisor_t *sup)
+{
+    if (sup->state != SUP_RUNNING)
+        return;
+    char err[512];
+    Sws__Config *next = NULL;
+    if (sws_config_load(sup->config_path, &next, err, sizeof(err)) < 0) {
+        sws_log_error("reload failed: %s; still serving generation %llu", err,
+                      (unsigned long long)sup->generation);
+        return;
+    }
+    if (sws_supervisor_check_table(next, err, sizeof(err)) < 0) {
+        sws_log_error("reload failed: %s: %s; still serving generation %llu", sup->config_path,
+                      err, (unsigned long long)sup->generation);
+        sws_config_free(next);
+        return;
+    }
+    char keys[256];
+    if (sws_restart_only_changes(sup->config->server, next->server, keys, sizeof(keys)) > 0)
+        sws_log_warn("reload: changes to %s need a restart; not applied", keys);
+    apply_log_level(next->server);
+    sup->shutdown_timeout_ms = next->server->shutdown_timeout_ms;
+
+    drop_pending(sup); /* a newer file replaces one still waiting */
+    sup->pending = next;
+    publish_pending(sup);
+}
+
+/* ---- stop ---- */
+
+static void on_stop_timer(sws_timer_t *t)
+{
+    sws_supervisor_t *sup = sws_container_of(t, sws_supervisor_t, stop_timer);
+    sws_log_warn("%u worker(s) still running after %llu ms; killing them", sup->running,
+                 (unsigned long long)sup->stop_queue.duration_ms);
+    signal_workers(sup, SIGKILL);
+}
+
+static void begin_stop(sws_supervisor_t *sup, sup_state_t state, const char *why)
+{
+    if (state <= sup->state)
+        return;
+    sup->state = state;
+    for (unsigned i = 0; i < sup->nworkers; i++)
+        sws_timer_disarm(&sup->workers[i].restart_timer);
+    drop_pending(sup);
+
+    int graceful = state == SUP_DRAINING;
+    uint64_t deadline = graceful ? (uint64_t)sup->shutdown_timeout_ms + STOP_GRACEFUL_EXTRA_MS
+                                 : STOP_NOW_GRACE_MS;
+    sws_log_notice("%s: %s; waiting up to %llu ms for %u worker(s)", why,
+                   graceful ? "graceful stop" : "stopping now", (unsigned long long)deadline,
+                   sup->running);
+    signal_workers(sup, graceful ? SIGQUIT : SIGTERM);
+    sws_timer_queue_set_duration(&sup->stop_queue, deadline);
+    sws_timer_arm(&sup->loop, &sup->stop_queue, &sup->stop_timer);
+    if (sup->running == 0)
+        sup->loop.stop = 1;
+}
+
+/* A second Ctrl-C: the operator will not wait. */
+static void stop_at_once(sws_supervisor_t *sup)
+{
+    sws_log_warn("SIGINT again: killing %u worker(s)", sup->running);
+    signal_workers(sup, SIGKILL);
+    for (unsigned i = 0; i < sup->nworkers; i++) {
+        worker_proc_t *w = &sup->workers[i];
+        int status;
+        if (w->pid > 0 && waitpid(w->pid, &status, 0) == w->pid)
+            on_worker_exit(sup, w, status);
+    }
+    sup->loop.stop = 1;
+}
+
+static void on_signal(sws_io_t *io, uint32_t events)
+{
+    (void)events;
+    sws_supervisor_t *sup = sws_container_of(io, sws_supervisor_t, signals);
+    struct signalfd_siginfo si;
+    while (read(io->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        switch (si.ssi_signo) {
+        case SIGCHLD:
+            reap_children(sup);
+            break;
+        case SIGHUP:
+            reload(sup);
+            break;
+        case SIGQUIT:
+            begin_stop(sup, SUP_DRAINING, "SIGQUIT");
+            break;
+        case SIGTERM:
+            begin_stop(sup, SUP_STOPPING, "SIGTERM");
+            break;
+        case SIGINT:
+            if (sup->state == SUP_STOPPING)
+                stop_at_once(sup);
+            else
+                begin_stop(sup, SUP_STOPPING, "SIGINT");
+            break;
+        case SIGUSR2:
+            sws_log_warn("SIGUSR2: binary upgrade is not implemented yet");
+            break;
+        default:
+            break;
+        }
+    }
+}
+
+/* ---- startup ---- */
+
+static int apply_logging(const Sws__ServerConfig *sc)
+{
+    sws_log_level_t level;
+    if (sws_log_level_parse(sc->log_level, &level) < 0) {
+        sws_log_error("server.log_level: unknown level \"%s\"", sc->log_level);
+        return -1;
+    }
+    if (sws_log_open(sc->error_log) < 0) {
+        sws_log_error("error_log %s: %s", sc->error_log, strerror(errno));
+        return -1;
+    }
+    sws_log_set_level(level);
+    return 0;
+}
+
+static int resolve_user(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
+{
+    sup->uid = getuid();
+    sup->gid = getgid();
+    if (sc->user[0] == '\0')
+        return 0;
+    if (geteuid() != 0) {
+        sws_log_notice("not running as root: server.user \"%s\" ignored", sc->user);
+        return 0;
+    }
+    errno = 0;
+    struct passwd *pw = getpwnam(sc->user);
+    if (pw == NULL) {
+        sws_log_error("server.user: %s \"%s\"", errno != 0 ? strerror(errno) : "no such user",
+                      sc->user);
+        return -1;
+    }
+    sup->uid = pw->pw_uid;
+    sup->gid = pw->pw_gid;
+    sup->drop_privileges = 1;
+    return 0;
+}
+
+static int open_listeners(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
+{
+    char err[256];
+    if (sc->n_listen == 0) {
+        sws_log_error("server.listen: no address to listen on");
+        return -1;
+    }
+    sws_listen_addr_t *addrs = calloc(sc->n_listen, sizeof(*addrs));
+    if (addrs == NULL) {
+        sws_log_error("out of memory for %zu listen addresses", sc->n_listen);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < sc->n_listen && rc == 0; i++) {
+        const char *text = sc->listen[i]->address;
+        snprintf(addrs[i].name, sizeof(addrs[i].name), "%s", text);
+        unsigned len = 0;
+        rc = sws_config_parse_address(text, &addrs[i].ss, &len, err, sizeof(err));
+        addrs[i].len = (socklen_t)len;
+    }
+    if (rc == 0) {
+        sws_accept_policy_t policy = sc->accept_policy == SWS__SERVER_CONFIG__ACCEPT_POLICY__REUSEPORT
+                                         ? SWS_ACCEPT_REUSEPORT
+                                         : SWS_ACCEPT_SHARED;
+        rc = sws_listen_open(&sup->listen, addrs, (unsigned)sc->n_listen, policy, sup->nworkers,
+                             (int)sc->backlog, err, sizeof(err));
+    }
+    free(addrs);
+    if (rc < 0)
+        sws_log_error("%s", err);
+    return rc;
+}
+
+static int open_signals(sws_supervisor_t *sup)
+{
+    sigemptyset(&sup->sigmask);
+    const int sigs[] = { SIGCHLD, SIGHUP, SIGTERM, SIGINT, SIGQUIT, SIGUSR2 };
+    for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+        sigaddset(&sup->sigmask, sigs[i]);
+    /* Blocked before the first fork, so a worker that dies at once is
+     * still seen by the signalfd. */
+    if (sigprocmask(SIG_BLOCK, &sup->sigmask, NULL) < 0) {
+        sws_log_error("sigprocmask: %s", strerror(errno));
+        return -1;
+    }
+    signal(SIGPIPE, SIG_IGN);
+    sup->signals.fd = signalfd(-1, &sup->sigmask, SFD_NONBLOCK | SFD_CLOEXEC);
+    sup->signals.cb = on_signal;
+    if (sup->signals.fd < 0 || sws_loop_add(&sup->loop, &sup->signals, EPOLLIN) < 0) {
+        sws_log_error("signalfd: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void log_start(const sws_supervisor_t *sup)
+{
+    char where[512];
+    size_t len = 0;
+    where[0] = '\0';
+    for (unsigned i = 0; i < sup->listen.naddrs && len < sizeof(where); i++) {
+        char one[96];
+        sws_listen_format(&sup->listen.addrs[i].ss, one, sizeof(one));
+        int n = snprintf(where + len, sizeof(where) - len, "%s%s", i > 0 ? ", " : "", one);
+        if (n > 0)
+            len += (size_t)n;
+    }
+    sws_log_notice("scalwsd " SWS_VERSION " starting: %u workers, accept_policy %s, listening on %s",
+                   sup->nworkers, sws_listen_policy_name(sup->listen.policy), where);
+}
+
+static int create_table(sws_supervisor_t *sup)
+{
+    const Sws__ServerConfig *sc = sup->config->server;
+    char err[256];
+    if (sws_shm_create(&sup->shm, sc->table_size, SWS_SHM_DEFAULT_ARENAS, sup->nworkers, err,
+                       sizeof(err)) < 0) {
+        sws_log_error("shared memory: %s", err);
+        return -1;
+    }
+    if (sws_shm_publish(&sup->shm, sup->config->routes, &sup->generation, err, sizeof(err)) < 0) {
+        sws_log_error("publish the routing table: %s", err);
+        return -1;
+    }
+    size_t hosts, routes;
+    count_routes(sup->config->routes, &hosts, &routes);
+    sws_log_info("generation %llu published (%zu hosts, %zu routes)",
+                 (unsigned long long)sup->generation, hosts, routes);
+    return 0;
+}
+
+static int init_workers(sws_supervisor_t *sup)
+{
+    sup->workers = calloc(sup->nworkers, sizeof(*sup->workers));
+    if (sup->workers == NULL) {
+        sws_log_error("out of memory for %u workers", sup->nworkers);
+        return -1;
+    }
+    for (unsigned i = 0; i < sup->nworkers; i++) {
+        worker_proc_t *w = &sup->workers[i];
+        w->sup = sup;
+        w->index = i;
+        w->cpu = sws_worker_cpu(&sup->cpus, i);
+        sws_timer_queue_init(&sup->loop, &w->restart_queue, 0);
+        sws_timer_init(&w->restart_timer, on_restart_timer);
+    }
+    return 0;
+}
+
+static int setup(sws_supervisor_t *sup)
+{
+    char err[512];
+    if (sws_config_load(sup->config_path, &sup->config, err, sizeof(err)) < 0) {
+        sws_log_error("%s", err);
+        return -1;
+    }
+    if (sws_supervisor_check_table(sup->config, err, sizeof(err)) < 0) {
+        sws_log_error("%s: %s", sup->config_path, err);
+        return -1;
+    }
+    const Sws__ServerConfig *sc = sup->config->server;
+    sup->shutdown_timeout_ms = sc->shutdown_timeout_ms;
+    if (apply_logging(sc) < 0 || resolve_user(sup, sc) < 0)
+        return -1;
+
+    CPU_ZERO(&sup->cpus);
+    if (sched_getaffinity(0, sizeof(sup->cpus), &sup->cpus) < 0) {
+        sws_log_warn("sched_getaffinity: %s; workers are not pinned", strerror(errno));
+        CPU_ZERO(&sup->cpus);
+    }
+    sup->nworkers = sws_worker_count(sc->event_loops, &sup->cpus);
+    if (sc->event_loops > sup->nworkers)
+        sws_log_warn("server.event_loops: %u workers asked, %u is the most; starting %u",
+                     sc->event_loops, SWS_SHM_MAX_WORKERS, sup->nworkers);
+
+    if (open_listeners(sup, sc) < 0)
+        return -1;
+    log_start(sup);
+    if (create_table(sup) < 0)
+        return -1;
+    if (sws_loop_init(&sup->loop) < 0) {
+        sws_log_error("epoll: %s", strerror(errno));
+        return -1;
+    }
+    if (open_signals(sup) < 0 || init_workers(sup) < 0)
+        return -1;
+    sws_timer_queue_init(&sup->loop, &sup->stop_queue, STOP_NOW_GRACE_MS);
+    sws_timer_init(&sup->stop_timer, on_stop_timer);
+    sws_timer_queue_init(&sup->loop, &sup->publish_queue, PUBLISH_RETRY_MS);
+    sws_timer_init(&sup->publish_timer, on_publish_timer);
+    return 0;
+}
+
+static void teardown(sws_supervisor_t *sup)
+{
+    drop_pending(sup);
+    if (sup->config != NULL)
+        sws_config_free(sup->config);
+    free(sup->workers);
+    if (sup->signals.fd >= 0)
+        close(sup->signals.fd);
+    sws_loop_close(&sup->loop);
+    sws_listen_close(&sup->listen);
+    if (sup->shm.base != NULL)
+        sws_shm_close(&sup->shm);
+}
+
+int sws_supervisor_run(const char *config_path)
+{
+    sws_supervisor_t sup;
+    memset(&sup, 0, sizeof(sup));
+    sup.config_path = config_path;
+    sup.pid = getpid();
+    sup.signals.fd = -1;
+    sup.loop.epfd = -1;
+    sws_proctitle_set("scalwsd: supervisor -c %s", config_path);
+
+    if (setup(&sup) < 0) {
+        teardown(&sup);
+        return 1;
+    }
+    sws_loop_update_time(&sup.loop);
+    for (unsigned i = 0; i < sup.nworkers; i++)
+        restart_worker(&sup, &sup.workers[i]);
+
+    int rc = sws_loop_run(&sup.loop);
+    if (rc < 0)
+        sws_log_crit("event loop: %s", strerror(errno));
+    teardown(&sup);
+    sws_log_notice("stopped");
+    return rc < 0 ? 1 : 0;
+}

@@ -1,0 +1,70 @@
+/*
+ * The supervisor: the process that owns the listening sockets, the
+ * shared-memory region and the workers, and turns configuration into table
+ * generations. See docs/adr/0001-process-model.md.
+ *
+ * sws_supervisor_run() is the whole life of the process after the command
+ * line: read the config, bind, create the shm region and publish generation
+ * 1, fork and pin the workers, then run an event loop whose mailboxes are a
+ * signalfd and timers (restart backoff, stop deadlines, publish retries):
+ *
+ *   SIGCHLD  reap; restart the worker (backoff when it keeps dying young)
+ *   SIGHUP   reload the file and publish a new generation
+ *   SIGQUIT  graceful stop: workers finish what is in flight, then exit
+ *   SIGTERM, SIGINT  stop now (a second SIGINT: kill -9 and exit)
+ *   SIGUSR2  binary upgrade (not implemented yet: logged)
+ *
+ * Later mailboxes (the admin Unix socket, the ZeroMQ subscription, a
+ * child's readiness pipe) are further sws_io_t watchers on the same loop.
+ *
+ * The pure functions below hold the policy decisions so they can be unit
+ * tested without processes.
+ */
+#ifndef SWS_SUPERVISOR_SUPERVISOR_H
+#define SWS_SUPERVISOR_SUPERVISOR_H
+
+#include <sched.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "proto/scalws.pb-c.h"
+
+/* A worker that ran at least this long before dying is restarted at once
+ * and its crash count starts over. */
+#define SWS_RESTART_MIN_UPTIME_MS 10000u
+#define SWS_RESTART_FIRST_DELAY_MS 100u
+#define SWS_RESTART_MAX_DELAY_MS 10000u
+
+/* Run the supervisor with the configuration file at config_path (absolute,
+ * so reloads find it whatever the working directory). Returns the process
+ * exit status: 0 after a stop, 1 when it could not start. */
+int sws_supervisor_run(const char *config_path);
+
+/* Check that cfg's routes build into a table that fits server.table_size
+ * (what `scalwsd -t` and a reload check beyond parsing). 0, or -1 with a
+ * message in err. */
+int sws_supervisor_check_table(const Sws__Config *cfg, char *err, size_t errlen);
+
+/* Crash count after a worker died having run uptime_ms: one more when it
+ * died young, else 1 (this death starts a new run of crashes). */
+unsigned sws_restart_crashes(unsigned crashes, uint64_t uptime_ms);
+
+/* Delay before restarting a worker whose crash count is `crashes`: 0 for
+ * the first crash, then 100 ms, 200 ms, 400 ms, ... capped at 10 s. */
+uint64_t sws_restart_delay_ms(unsigned crashes);
+
+/* Number of workers: event_loops, or when it is 0 the number of CPUs in
+ * the affinity mask (at least 1); never more than SWS_SHM_MAX_WORKERS. */
+unsigned sws_worker_count(uint32_t event_loops, const cpu_set_t *allowed);
+
+/* The CPU worker `index` is pinned to: the (index mod count)-th CPU of the
+ * affinity mask, or -1 when the mask is empty. */
+int sws_worker_cpu(const cpu_set_t *allowed, unsigned index);
+
+/* Names of the server keys that differ between the running and the
+ * reloaded config and only take effect on a restart, ", "-separated
+ * ("server.listen, server.backlog"); "" when none. Returns the length. */
+size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__ServerConfig *next,
+                                char *out, size_t outlen);
+
+#endif
