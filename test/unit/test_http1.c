@@ -1,0 +1,645 @@
+/* worker/http1.c and worker/conn.c: a real connection over a socketpair,
+ * driven by the event loop, with a handler that echoes what it parsed. No
+ * table, no supervisor. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "worker/conn.h"
+
+typedef struct fixture {
+    sws_loop_t loop;
+    sws_conn_set_t set;
+    sws_shm_counters_t counters;
+    sws_settings_t st;
+    int peer;             /* the client's end */
+    sws_conn_t *conn;
+    char out[256 * 1024]; /* everything the server sent */
+    size_t out_len;
+    int eof;              /* the server closed its side */
+} fixture_t;
+
+/* Answers 200 with "METHOD path host=HOST body=N" so tests see the order
+ * of requests and what the parser made of them. */
+static void echo_handler(sws_request_t *r)
+{
+    char body[512];
+    int n = snprintf(body, sizeof(body), "%.*s %.*s host=%.*s body=%llu", (int)r->method.len,
+                     r->method.p, (int)r->path.len, r->path.p, (int)r->host.len, r->host.p,
+                     (unsigned long long)r->request_body_bytes);
+    sws_response_send(r, 200, "X-Test: 1\r\n", 11, body, (size_t)n);
+}
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    int sv[2];
+    assert_non_null(f);
+    sws_log_init("test", 2, SWS_LOG_ERROR);
+    assert_int_equal(sws_loop_init(&f->loop), 0);
+    sws_conn_set_init(&f->set, &f->loop, echo_handler, &f->counters);
+    f->st = sws_conn_default_settings;
+    sws_conn_set_configure(&f->set, NULL, &f->st, SWS_STR("scalws-test"));
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    f->peer = sv[1];
+    f->conn = sws_conn_open(&f->set, sv[0], NULL, 0);
+    assert_non_null(f->conn);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    sws_conn_set_destroy(&f->set);
+    sws_loop_close(&f->loop);
+    close(f->peer);
+    free(f);
+    return 0;
+}
+
+/* Settings changed by a test after setup. */
+static void apply(fixture_t *f)
+{
+    sws_conn_set_configure(&f->set, NULL, &f->st, f->set.server_name);
+}
+
+static void drain_peer(fixture_t *f)
+{
+    for (;;) {
+        ssize_t n = read(f->peer, f->out + f->out_len, sizeof(f->out) - 1 - f->out_len);
+        if (n > 0) {
+            f->out_len += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            f->eof = 1;
+        break;
+    }
+    f->out[f->out_len] = '\0';
+}
+
+/* Run the loop until nothing more happens: every step is local (a
+ * socketpair), so a few non-blocking iterations settle it. */
+static void pump(fixture_t *f)
+{
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+        sws_conn_set_reap(&f->set);
+        drain_peer(f);
+    }
+}
+
+static void send_bytes(fixture_t *f, const char *s, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = write(f->peer, s + off, len - off);
+        if (n < 0 && errno == EAGAIN) {
+            pump(f);
+            continue;
+        }
+        assert_true(n > 0);
+        off += (size_t)n;
+    }
+}
+
+static void send_str(fixture_t *f, const char *s)
+{
+    send_bytes(f, s, strlen(s));
+    pump(f);
+}
+
+/* Wait (bounded) for timers: the loop blocks until the next deadline. */
+static void run_until_eof(fixture_t *f, int max_iterations)
+{
+    for (int i = 0; i < max_iterations && !f->eof; i++) {
+        assert_int_equal(sws_loop_run_once(&f->loop, 200), 0);
+        sws_conn_set_reap(&f->set);
+        drain_peer(f);
+    }
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* The status of the n-th response (0-based) in the output, or 0. */
+static int status_at(fixture_t *f, int n)
+{
+    const char *p = f->out;
+    for (;;) {
+        p = strstr(p, "HTTP/1.1 ");
+        if (p == NULL)
+            return 0;
+        if (strncmp(p + 9, "100 ", 4) != 0 && n-- == 0)
+            return atoi(p + 9);
+        p++;
+    }
+}
+
+#define H11 " HTTP/1.1\r\nHost: a\r\n"
+
+static void test_keepalive_and_pipelining_in_order(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "GET /one" H11 "\r\nGET /two" H11 "\r\nGET /three" H11 "\r\n");
+    assert_int_equal(count(f->out, "HTTP/1.1 200 OK\r\n"), 3);
+    const char *a = strstr(f->out, "GET /one"), *b = strstr(f->out, "GET /two"),
+               *c = strstr(f->out, "GET /three");
+    assert_true(a != NULL && b != NULL && c != NULL && a < b && b < c);
+    assert_false(f->eof);
+    /* Still open: a later request on the same connection is answered. */
+    send_str(f, "GET /four" H11 "\r\n");
+    assert_non_null(strstr(f->out, "GET /four"));
+    assert_int_equal(f->counters.requests, 4);
+}
+
+static void test_request_split_across_reads(void **state)
+{
+    fixture_t *f = *state;
+    const char *req = "GET /split/path?q=1 HTTP/1.1\r\nHost: example\r\nX-Long: abcdef\r\n\r\n";
+    for (size_t i = 0; req[i] != '\0'; i++)
+        send_bytes(f, req + i, 1), pump(f);
+    assert_int_equal(status_at(f, 0), 200);
+    assert_non_null(strstr(f->out, "GET /split/path host=example body=0"));
+}
+
+static void test_headers_date_server_length(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "GET /" H11 "\r\n");
+    assert_non_null(strstr(f->out, "\r\nDate: "));
+    assert_non_null(strstr(f->out, "\r\nServer: scalws-test\r\n"));
+    assert_non_null(strstr(f->out, "\r\nContent-Length: 19\r\n"));
+    assert_non_null(strstr(f->out, "\r\nX-Test: 1\r\n"));
+    assert_null(strstr(f->out, "Connection:"));
+}
+
+static void test_server_header_omitted_when_empty(void **state)
+{
+    fixture_t *f = *state;
+    sws_conn_set_configure(&f->set, NULL, &f->st, SWS_STR(""));
+    send_str(f, "GET /" H11 "\r\n");
+    assert_int_equal(status_at(f, 0), 200);
+    assert_null(strstr(f->out, "Server:"));
+}
+
+static void test_head_keeps_length_without_body(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "HEAD /h" H11 "\r\n");
+    assert_non_null(strstr(f->out, "Content-Length: 21\r\n"));
+    assert_true(f->out_len >= 4 && memcmp(f->out + f->out_len - 4, "\r\n\r\n", 4) == 0);
+    assert_false(f->eof);
+}
+
+static void test_client_connection_close(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "GET /c" H11 "Connection: close\r\n\r\nGET /never" H11 "\r\n");
+    assert_int_equal(status_at(f, 0), 200);
+    assert_non_null(strstr(f->out, "Connection: close\r\n"));
+    assert_null(strstr(f->out, "/never"));
+    assert_true(f->eof);
+}
+
+static void test_http10_closes_by_default(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "GET /old HTTP/1.0\r\n\r\n");
+    assert_true(strncmp(f->out, "HTTP/1.1 200 OK\r\n", 17) == 0); /* answered as 1.1 */
+    assert_non_null(strstr(f->out, "Connection: close\r\n"));
+    assert_true(f->eof);
+}
+
+static void test_http10_keepalive_when_asked(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert_non_null(strstr(f->out, "Connection: keep-alive\r\n"));
+    assert_false(f->eof);
+    send_str(f, "GET /b HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    assert_non_null(strstr(f->out, "GET /b"));
+}
+
+static void test_content_length_body_then_next(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "POST /p" H11 "Content-Length: 5\r\n\r\nhelloGET /n" H11 "\r\n");
+    assert_non_null(strstr(f->out, "POST /p host=a body=5"));
+    assert_non_null(strstr(f->out, "GET /n host=a body=0"));
+}
+
+static void test_large_body_streams_through_small_buffer(void **state)
+{
+    fixture_t *f = *state;
+    static char body[100000];
+    memset(body, 'x', sizeof(body));
+    send_str(f, "POST /big" H11 "Content-Length: 100000\r\n\r\n");
+    send_bytes(f, body, sizeof(body));
+    pump(f);
+    send_str(f, "GET /after" H11 "\r\n");
+    assert_non_null(strstr(f->out, "POST /big host=a body=100000"));
+    assert_non_null(strstr(f->out, "GET /after"));
+}
+
+static void test_chunked_without_and_with_trailers(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "POST /c1" H11 "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2;ext=1\r\nde\r\n0\r\n\r\n");
+    assert_non_null(strstr(f->out, "POST /c1 host=a body=5"));
+    send_str(f, "POST /c2" H11 "Transfer-Encoding: chunked\r\n\r\n4\r\nwxyz\r\n0\r\n"
+                "Trailer-One: v\r\n\r\nGET /next" H11 "\r\n");
+    assert_non_null(strstr(f->out, "POST /c2 host=a body=4"));
+    assert_non_null(strstr(f->out, "GET /next"));
+    assert_false(f->eof);
+}
+
+static void test_expect_100_continue(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "POST /e" H11 "Content-Length: 3\r\nExpect: 100-continue\r\n\r\n");
+    assert_string_equal(f->out, "HTTP/1.1 100 Continue\r\n\r\n");
+    send_str(f, "abc");
+    assert_int_equal(status_at(f, 0), 200);
+    assert_non_null(strstr(f->out, "POST /e host=a body=3"));
+}
+
+static void test_expect_too_large_is_413_without_100(void **state)
+{
+    fixture_t *f = *state;
+    f->st.max_body_size = 10;
+    apply(f);
+    send_str(f, "POST /e" H11 "Content-Length: 11\r\nExpect: 100-continue\r\n\r\n");
+    assert_int_equal(status_at(f, 0), 413);
+    assert_null(strstr(f->out, "100 Continue"));
+    assert_true(f->eof);
+}
+
+static void test_other_expectation_is_417(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "POST /e" H11 "Content-Length: 1\r\nExpect: something\r\n\r\nx");
+    assert_int_equal(status_at(f, 0), 417);
+    assert_true(f->eof);
+}
+
+/* One rejection: its status, Connection: close, nothing after it answered,
+ * the connection closed. */
+static void expect_rejected(fixture_t *f, int status)
+{
+    if (status_at(f, 0) != status)
+        fail_msg("want %d, got: %s", status, f->out);
+    assert_int_equal(count(f->out, "HTTP/1.1 "), 1);
+    assert_non_null(strstr(f->out, "Connection: close\r\n"));
+    assert_non_null(strstr(f->out, "Content-Type: text/html\r\n"));
+    assert_null(strstr(f->out, "/after"));
+    assert_true(f->eof);
+}
+
+/* Each request, on a fresh connection, followed by a valid one: status,
+ * Connection: close, and the valid one never answered. */
+static void expect_each_rejected(const char *const *reqs, size_t n, int status)
+{
+    for (size_t i = 0; i < n; i++) {
+        fixture_t *f;
+        setup((void **)&f);
+        char req[512];
+        snprintf(req, sizeof(req), "%sGET /after" H11 "\r\n", reqs[i]);
+        send_str(f, req);
+        if (status_at(f, 0) != status || count(f->out, "HTTP/1.1 ") != 1 || f->eof != 1)
+            fail_msg("case %zu: %s", i, f->out);
+        expect_rejected(f, status);
+        teardown((void **)&f);
+    }
+}
+
+static void test_limit_request_line_414(void **state)
+{
+    fixture_t *f = *state;
+    f->st.max_request_line = 64;
+    apply(f);
+    char req[256];
+    snprintf(req, sizeof(req), "GET /%0100d HTTP/1.1\r\nHost: a\r\n\r\nGET /after" H11 "\r\n", 0);
+    send_str(f, req);
+    expect_rejected(f, 414);
+}
+
+static void test_limit_request_line_414_partial(void **state)
+{
+    fixture_t *f = *state;
+    f->st.max_request_line = 64;
+    apply(f);
+    char req[256];
+    snprintf(req, sizeof(req), "GET /%0150d", 0); /* no line end yet */
+    send_str(f, req);
+    expect_rejected(f, 414);
+}
+
+static void test_limit_header_size_431(void **state)
+{
+    fixture_t *f = *state;
+    f->st.max_header_size = 512;
+    apply(f);
+    char req[2048];
+    snprintf(req, sizeof(req), "GET /x" H11 "X-Big: %0900d\r\n\r\nGET /after" H11 "\r\n", 0);
+    send_str(f, req);
+    expect_rejected(f, 431);
+}
+
+static void test_limit_header_count_431(void **state)
+{
+    fixture_t *f = *state;
+    f->st.max_headers = 3;
+    apply(f);
+    send_str(f, "GET /x" H11 "A: 1\r\nB: 2\r\nC: 3\r\n\r\nGET /after" H11 "\r\n");
+    expect_rejected(f, 431);
+}
+
+static void test_head_larger_than_read_buffer(void **state)
+{
+    fixture_t *f = *state;
+    f->st.max_header_size = 40000;
+    apply(f);
+    static char req[40000];
+    int n = snprintf(req, sizeof(req), "GET /big-head" H11 "X-Big: %030000d\r\n\r\n", 0);
+    send_bytes(f, req, (size_t)n);
+    pump(f);
+    assert_int_equal(status_at(f, 0), 200);
+    assert_non_null(strstr(f->out, "GET /big-head host=a"));
+}
+
+static void test_limit_body_413_content_length(void **state)
+{
+    fixture_t *f = *state;
+    f->st.max_body_size = 4;
+    apply(f);
+    send_str(f, "POST /x" H11 "Content-Length: 5\r\n\r\nhelloGET /after" H11 "\r\n");
+    expect_rejected(f, 413);
+}
+
+static void test_limit_body_413_chunked(void **state)
+{
+    fixture_t *f = *state;
+    f->st.max_body_size = 4;
+    apply(f);
+    send_str(f, "POST /x" H11 "Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n3\r\ndef\r\n0\r\n\r\n"
+                "GET /after" H11 "\r\n");
+    expect_rejected(f, 413);
+}
+
+static void test_unsupported_versions_505(void **state)
+{
+    (void)state;
+    static const char *const lines[] = {
+        "GET / HTTP/2.0\r\nHost: a\r\n\r\n", "GET / HTTP/1.2\r\nHost: a\r\n\r\n",
+        "GET / HTTP/3.0\r\nHost: a\r\n\r\n", "PRI * HTTP/2.0\r\nHost: a\r\n\r\n",
+    };
+    expect_each_rejected(lines, sizeof(lines) / sizeof(lines[0]), 505);
+}
+
+static void test_malformed_400(void **state)
+{
+    (void)state;
+    static const char *const reqs[] = {
+        "GET / HTTP/1\r\nHost: a\r\n\r\n",       /* version without minor */
+        "GET /\r\nHost: a\r\n\r\n",              /* no version (HTTP/0.9) */
+        "FOO / HTTP/1.1\r\nHost: a\r\n\r\n",     /* unknown method */
+        "GET /a b HTTP/1.1\r\nHost: a\r\n\r\n",  /* space in the target */
+        "GET / HTTP/1.1\r\nHost: a\r\n: x\r\n\r\n", /* empty header name */
+        "GET / HTTP/1.1\r\nHost: a\x01\r\n\r\n", /* control character */
+        "GET x HTTP/1.1\r\nHost: a\r\n\r\n",     /* not a target form */
+    };
+    expect_each_rejected(reqs, sizeof(reqs) / sizeof(reqs[0]), 400);
+}
+
+/* Every smuggling vector: 400, Connection: close, and the request glued
+ * after it is never answered. */
+static void test_smuggling_rejected(void **state)
+{
+    (void)state;
+    static const char *const reqs[] = {
+        /* both framings */
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        /* duplicate Content-Length, even equal */
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\nabc",
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3, 3\r\n\r\nabc",
+        /* malformed Content-Length */
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: +3\r\n\r\nabc",
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: -1\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0x3\r\n\r\nabc",
+        "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: \r\n\r\n",
+        /* Transfer-Encoding other than a single final chunked */
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: xchunked\r\n\r\n0\r\n\r\n",
+        "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        /* obs-fold */
+        "GET / HTTP/1.1\r\nHost: a\r\nX: a\r\n b\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding:\r\n chunked\r\n\r\n0\r\n\r\n",
+        "GET / HTTP/1.1\r\n Host: a\r\n\r\n",
+        /* bare LF */
+        "GET / HTTP/1.1\nHost: a\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\n\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\nabc\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\nX: y\r\n\n",
+        /* obs-fold and whitespace before a colon in trailers */
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX: y\r\n z\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nX : y\r\n\r\n",
+        /* whitespace between a header name and its colon */
+        "GET / HTTP/1.1\r\nHost : a\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost: a\r\nContent-Length : 0\r\n\r\n",
+        "GET / HTTP/1.1\r\nHost\t: a\r\n\r\n",
+        /* invalid chunk sizes and extensions */
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3x\r\nabc\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n-3\r\nabc\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3 \r\nabc\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\nfffffffffffffffff\r\nabc\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n\r\nabc\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;\r\nabc\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;a\x01\r\nabc\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3;a=b\nabc\r\n0\r\n\r\n",
+        "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX0\r\n\r\n",
+    };
+    expect_each_rejected(reqs, sizeof(reqs) / sizeof(reqs[0]), 400);
+}
+
+static void test_host_rules(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *req;
+        int status;
+        const char *echo; /* what the handler saw */
+    } cases[] = {
+        { "GET /h HTTP/1.1\r\n\r\n", 400, NULL },
+        { "GET /h HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n", 400, NULL },
+        { "GET /h HTTP/1.1\r\nHost: a/b\r\n\r\n", 400, NULL },
+        { "GET /h HTTP/1.0\r\n\r\n", 200, "GET /h host= body=0" },
+        { "GET http://real.example:8080/p?q HTTP/1.1\r\nHost: other\r\n\r\n", 200,
+          "GET /p host=real.example:8080 body=0" },
+        { "GET http://real.example HTTP/1.1\r\nHost: other\r\n\r\n", 200,
+          "GET / host=real.example body=0" },
+        { "OPTIONS * HTTP/1.1\r\nHost: a\r\n\r\n", 200, "OPTIONS * host=a body=0" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fixture_t *f;
+        setup((void **)&f);
+        send_str(f, cases[i].req);
+        if (status_at(f, 0) != cases[i].status ||
+            (cases[i].echo != NULL && strstr(f->out, cases[i].echo) == NULL))
+            fail_msg("case %zu: %s", i, f->out);
+        teardown((void **)&f);
+    }
+}
+
+static void test_keepalive_requests_limit(void **state)
+{
+    fixture_t *f = *state;
+    f->st.keepalive_requests = 2;
+    apply(f);
+    send_str(f, "GET /1" H11 "\r\nGET /2" H11 "\r\nGET /3" H11 "\r\n");
+    assert_int_equal(count(f->out, "HTTP/1.1 200"), 2);
+    assert_int_equal(count(f->out, "Connection: close"), 1);
+    assert_null(strstr(f->out, "GET /3"));
+    assert_true(f->eof);
+}
+
+static void test_header_timeout_408(void **state)
+{
+    fixture_t *f = *state;
+    f->st.header_timeout_ms = 10;
+    apply(f);
+    send_str(f, "GET /slow HTTP/1.1\r\nHost: a\r\n");
+    assert_int_equal(f->out_len, 0);
+    run_until_eof(f, 50);
+    assert_int_equal(status_at(f, 0), 408);
+    assert_non_null(strstr(f->out, "Connection: close"));
+    assert_true(f->eof);
+}
+
+static void test_body_timeout_408(void **state)
+{
+    fixture_t *f = *state;
+    f->st.body_timeout_ms = 10;
+    apply(f);
+    send_str(f, "POST /slow" H11 "Content-Length: 10\r\n\r\nabc");
+    run_until_eof(f, 50);
+    assert_int_equal(status_at(f, 0), 408);
+    assert_true(f->eof);
+}
+
+static void test_idle_keepalive_closed_silently(void **state)
+{
+    fixture_t *f = *state;
+    f->st.keepalive_timeout_ms = 10;
+    apply(f);
+    send_str(f, "GET /1" H11 "\r\n");
+    size_t after_first = f->out_len;
+    run_until_eof(f, 50);
+    assert_true(f->eof);
+    assert_int_equal(f->out_len, after_first); /* nothing sent at the close */
+}
+
+static void test_drain_closes_idle_and_ends_busy(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "GET /partial HTTP/1.1\r\n");
+    sws_conn_set_drain(&f->set);
+    pump(f);
+    assert_false(f->eof); /* a request in progress is finished */
+    send_str(f, "Host: a\r\n\r\n");
+    assert_int_equal(status_at(f, 0), 200);
+    assert_non_null(strstr(f->out, "Connection: close"));
+    assert_true(f->eof);
+
+    fixture_t *g;
+    setup((void **)&g);
+    send_str(g, "GET /idle" H11 "\r\n");
+    assert_false(g->eof);
+    sws_conn_set_drain(&g->set);
+    pump(g);
+    assert_true(g->eof);
+    teardown((void **)&g);
+}
+
+static void test_output_high_water_mark_pauses_pipeline(void **state)
+{
+    fixture_t *f = *state;
+    /* Many pipelined requests whose answers exceed the high-water mark
+     * while the client does not read: all are answered, in order, once it
+     * does. */
+    static char reqs[1000 * 40];
+    size_t len = 0;
+    int small = 4096;
+    assert_int_equal(setsockopt(f->conn->io.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+    for (int i = 0; i < 1000; i++)
+        len += (size_t)snprintf(reqs + len, sizeof(reqs) - len, "GET /r%d" H11 "\r\n", i);
+    send_bytes(f, reqs, len);
+    pump(f);
+    for (int i = 0; i < 200 && count(f->out, "HTTP/1.1 200") < 1000; i++)
+        pump(f);
+    assert_int_equal(count(f->out, "HTTP/1.1 200"), 1000);
+    assert_true(strstr(f->out, "GET /r998 ") < strstr(f->out, "GET /r999 "));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_keepalive_and_pipelining_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_split_across_reads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_headers_date_server_length, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_server_header_omitted_when_empty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_keeps_length_without_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_client_connection_close, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http10_closes_by_default, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_http10_keepalive_when_asked, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_content_length_body_then_next, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_large_body_streams_through_small_buffer, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_chunked_without_and_with_trailers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expect_100_continue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expect_too_large_is_413_without_100, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_other_expectation_is_417, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit_request_line_414, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit_request_line_414_partial, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit_header_size_431, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit_header_count_431, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_larger_than_read_buffer, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit_body_413_content_length, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_limit_body_413_chunked, setup, teardown),
+        cmocka_unit_test(test_unsupported_versions_505),
+        cmocka_unit_test(test_malformed_400),
+        cmocka_unit_test(test_smuggling_rejected),
+        cmocka_unit_test(test_host_rules),
+        cmocka_unit_test_setup_teardown(test_keepalive_requests_limit, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_header_timeout_408, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_timeout_408, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_keepalive_closed_silently, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drain_closes_idle_and_ends_busy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_output_high_water_mark_pauses_pipeline, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,257 @@
+#include "worker/access_log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "proto/scalws.pb-c.h"
+
+/* Request bytes copied into one field at most; with the worst escaping
+ * (6 bytes per byte) and the fixed parts a line stays below 40 KiB, so one
+ * always fits an empty buffer. */
+#define FIELD_MAX 1536
+#define LINE_MAX_BYTES (6 * 5 * FIELD_MAX + 512)
+
+void sws_access_log_init(sws_access_log_t *l)
+{
+    memset(l, 0, sizeof(*l));
+    l->fd = -1;
+    l->format = SWS__ACCESS_LOG__FORMAT__OFF;
+}
+
+void sws_access_log_flush(sws_access_log_t *l)
+{
+    size_t off = 0;
+    while (off < l->len && l->fd >= 0) {
+        ssize_t n = write(l->fd, l->buf + off, l->len - off);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        /* A full disk or a closed pipe: drop the lines, keep serving. */
+        break;
+    }
+    l->len = 0;
+}
+
+static void close_fd(sws_access_log_t *l)
+{
+    if (l->owns_fd && l->fd >= 0)
+        close(l->fd);
+    l->fd = -1;
+    l->owns_fd = 0;
+}
+
+void sws_access_log_close(sws_access_log_t *l)
+{
+    sws_access_log_flush(l);
+    close_fd(l);
+    free(l->path);
+    free(l->buf);
+    l->path = NULL;
+    l->buf = NULL;
+}
+
+static int is_stdout(const char *path, size_t len)
+{
+    return len == 0 || (len == 1 && path[0] == '-');
+}
+
+int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *path,
+                             size_t path_len)
+{
+    if (is_stdout(path, path_len))
+        path_len = 0;
+    int same = l->path != NULL && strlen(l->path) == path_len &&
+               memcmp(l->path, path, path_len) == 0;
+    l->format = format;
+    if (format == SWS__ACCESS_LOG__FORMAT__OFF) {
+        sws_access_log_flush(l);
+        close_fd(l);
+        free(l->path);
+        l->path = NULL;
+        return 0;
+    }
+    if (l->buf == NULL && (l->buf = malloc(SWS_ACCESS_LOG_BUF)) == NULL) {
+        sws_log_error("access log: out of memory");
+        l->format = SWS__ACCESS_LOG__FORMAT__OFF;
+        return -1;
+    }
+    if (same && l->fd >= 0)
+        return 0;
+    char *copy = malloc(path_len + 1);
+    if (copy == NULL)
+        return -1;
+    memcpy(copy, path, path_len);
+    copy[path_len] = '\0';
+    int fd = 1, owns = 0;
+    if (path_len > 0) {
+        fd = open(copy, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+        if (fd < 0) {
+            sws_log_error("access log %s: %s", copy, strerror(errno));
+            free(copy);
+            return -1;
+        }
+        owns = 1;
+    }
+    sws_access_log_flush(l); /* lines so far belong to the old file */
+    close_fd(l);
+    free(l->path);
+    l->path = copy;
+    l->fd = fd;
+    l->owns_fd = owns;
+    return 0;
+}
+
+static void update_stamps(sws_access_log_t *l, time_t now)
+{
+    static const char months[12][4] = { "Jan", "Feb", "Mar", "Apr", "May", "Jun",
+                                        "Jul", "Aug", "Sep", "Oct", "Nov", "Dec" };
+    if (now == l->stamp_sec && l->stamp_iso[0] != '\0')
+        return;
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    snprintf(l->stamp_clf, sizeof(l->stamp_clf), "%02d/%s/%04d:%02d:%02d:%02d +0000",
+             tm.tm_mday, months[tm.tm_mon], tm.tm_year + 1900, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    snprintf(l->stamp_iso, sizeof(l->stamp_iso), "%04d-%02d-%02dT%02d:%02d:%02dZ",
+             tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec);
+    l->stamp_sec = now;
+}
+
+static char *put_str(char *o, const char *s)
+{
+    size_t n = strlen(s);
+    memcpy(o, s, n);
+    return o + n;
+}
+
+static char *put_u64(char *o, uint64_t v)
+{
+    char tmp[24];
+    int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v);
+    memcpy(o, tmp, (size_t)n);
+    return o + n;
+}
+
+static const char hex[] = "0123456789abcdef";
+
+/* nginx's escaping for combined: '"', '\' and bytes outside 0x20-0x7e as
+ * \xHH. An empty field is "-". */
+static char *put_clf(char *o, sws_str_t s)
+{
+    if (s.len == 0)
+        return put_str(o, "-");
+    size_t n = s.len < FIELD_MAX ? s.len : FIELD_MAX;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s.p[i];
+        if (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\') {
+            *o++ = '\\';
+            *o++ = 'x';
+            *o++ = hex[ch >> 4];
+            *o++ = hex[ch & 15];
+        } else {
+            *o++ = (char)ch;
+        }
+    }
+    return o;
+}
+
+/* A JSON string; bytes outside printable ASCII as \u00HH so the line is
+ * valid JSON whatever the client sent. */
+static char *put_json(char *o, sws_str_t s)
+{
+    size_t n = s.len < FIELD_MAX ? s.len : FIELD_MAX;
+    *o++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = (unsigned char)s.p[i];
+        if (ch == '"' || ch == '\\') {
+            *o++ = '\\';
+            *o++ = (char)ch;
+        } else if (ch < 0x20 || ch > 0x7e) {
+            o = put_str(o, "\\u00");
+            *o++ = hex[ch >> 4];
+            *o++ = hex[ch & 15];
+        } else {
+            *o++ = (char)ch;
+        }
+    }
+    *o++ = '"';
+    return o;
+}
+
+static sws_str_t header_or_empty(const sws_request_t *r, const char *name)
+{
+    const sws_str_t *v = sws_request_header(r, name);
+    return v != NULL ? *v : SWS_STR("");
+}
+
+static sws_str_t proto_of(const sws_request_t *r)
+{
+    return r->version_minor == 0 ? SWS_STR("HTTP/1.0") : SWS_STR("HTTP/1.1");
+}
+
+void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const char *remote,
+                            time_t now, uint64_t duration_ms)
+{
+    if (l->format == SWS__ACCESS_LOG__FORMAT__OFF || l->fd < 0 || l->buf == NULL)
+        return;
+    if (SWS_ACCESS_LOG_BUF - l->len < LINE_MAX_BYTES)
+        sws_access_log_flush(l);
+    update_stamps(l, now);
+    sws_str_t ua = header_or_empty(r, "User-Agent");
+    sws_str_t remote_s = { remote, strlen(remote) };
+    char *o = l->buf + l->len;
+    if (l->format == SWS__ACCESS_LOG__FORMAT__JSON) {
+        o = put_str(o, "{\"ts\":\"");
+        o = put_str(o, l->stamp_iso);
+        o = put_str(o, "\",\"remote\":");
+        o = put_json(o, remote_s);
+        o = put_str(o, ",\"method\":");
+        o = put_json(o, r->method);
+        o = put_str(o, ",\"path\":");
+        o = put_json(o, r->target);
+        o = put_str(o, ",\"proto\":");
+        o = put_json(o, proto_of(r));
+        o = put_str(o, ",\"status\":");
+        o = put_u64(o, r->status);
+        o = put_str(o, ",\"bytes\":");
+        o = put_u64(o, r->body_bytes);
+        o = put_str(o, ",\"duration_ms\":");
+        o = put_u64(o, duration_ms);
+        o = put_str(o, ",\"host\":");
+        o = put_json(o, r->host);
+        o = put_str(o, ",\"ua\":");
+        o = put_json(o, ua);
+        o = put_str(o, "}\n");
+    } else {
+        o = put_clf(o, remote_s);
+        o = put_str(o, " - - [");
+        o = put_str(o, l->stamp_clf);
+        o = put_str(o, "] \"");
+        if (r->target.len > 0) {
+            o = put_clf(o, r->method);
+            *o++ = ' ';
+            o = put_clf(o, r->target);
+            *o++ = ' ';
+            o = put_clf(o, proto_of(r));
+        } else {
+            *o++ = '-';
+        }
+        o = put_str(o, "\" ");
+        o = put_u64(o, r->status);
+        *o++ = ' ';
+        o = put_u64(o, r->body_bytes);
+        o = put_str(o, " \"");
+        o = put_clf(o, header_or_empty(r, "Referer"));
+        o = put_str(o, "\" \"");
+        o = put_clf(o, ua);
+        o = put_str(o, "\"\n");
+    }
+    l->len = (size_t)(o - l->buf);
+}

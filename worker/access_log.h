@@ -1,0 +1,60 @@
+/*
+ * The access log: one line per answered request, buffered per worker.
+ *
+ * Formats (settings access_log_format, Sws__AccessLog__Format):
+ *   OFF       nothing
+ *   COMBINED  nginx's "combined":
+ *             remote - - [30/Nov/2026:02:33:30 +0000] "GET / HTTP/1.1" 200 13 "referer" "ua"
+ *   JSON      one object per line: ts, remote, method, path, proto, status,
+ *             bytes, duration_ms, host, ua
+ *
+ * Lines go into a 64 KiB buffer that the worker flushes with one write(2)
+ * per loop iteration (its tick) or when the buffer is full, so logging
+ * costs no syscall per request. Request bytes are escaped (\xHH in
+ * combined, \u00HH in JSON) so a client cannot forge lines.
+ *
+ * Owner: the worker (one per process); not shared, not thread-safe.
+ */
+#ifndef SWS_WORKER_ACCESS_LOG_H
+#define SWS_WORKER_ACCESS_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "worker/request.h"
+
+#define SWS_ACCESS_LOG_BUF (64u * 1024)
+
+typedef struct sws_access_log {
+    int fd;               /* -1 when off */
+    int owns_fd;          /* 0 for standard output */
+    unsigned format;      /* Sws__AccessLog__Format */
+    char *path;           /* the configured path ("" = stdout); owned */
+    char *buf;            /* SWS_ACCESS_LOG_BUF bytes; owned */
+    size_t len;
+    time_t stamp_sec;     /* the second the cached stamps are for */
+    char stamp_clf[64];   /* "30/Nov/2026:02:33:30 +0000" */
+    char stamp_iso[64];   /* "2026-11-30T02:33:30Z" */
+} sws_access_log_t;
+
+void sws_access_log_init(sws_access_log_t *l);
+
+/* Apply a generation's settings: format, and path ("" or "-": standard
+ * output). Reopens only when the path changed. 0, or -1 when the file
+ * cannot be opened (logged; the previous destination stays). */
+int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *path,
+                             size_t path_len);
+
+/* Append the line for r, answered at wall-clock second `now` after
+ * duration_ms. remote is the client address as text. */
+void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const char *remote,
+                            time_t now, uint64_t duration_ms);
+
+/* Write out what is buffered (one write). */
+void sws_access_log_flush(sws_access_log_t *l);
+
+/* Flush, close the file, free the buffers. */
+void sws_access_log_close(sws_access_log_t *l);
+
+#endif

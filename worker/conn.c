@@ -1,0 +1,587 @@
+#include "worker/conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/sendfile.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/log.h"
+
+/* The config layer's defaults (docs/configuration.md), used until the
+ * first generation is adopted. */
+const sws_settings_t sws_conn_default_settings = {
+    .max_request_line = 8u << 10,
+    .max_header_size = 16u << 10,
+    .max_headers = 100,
+    .header_timeout_ms = 60000,
+    .max_body_size = 1u << 20,
+    .body_timeout_ms = 60000,
+    .keepalive_timeout_ms = 75000,
+    .send_timeout_ms = 60000,
+    .keepalive_requests = 1000,
+};
+
+static void conn_on_event(sws_io_t *io, uint32_t events);
+static void conn_on_timer(sws_timer_t *t);
+static void conn_run(sws_conn_t *c);
+
+void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, sws_request_handler_t handler,
+                       sws_shm_counters_t *counters)
+{
+    memset(s, 0, sizeof(*s));
+    s->loop = loop;
+    s->handler = handler;
+    s->counters = counters;
+    s->settings = &sws_conn_default_settings;
+    sws_timer_queue_init(loop, &s->header_q, s->settings->header_timeout_ms);
+    sws_timer_queue_init(loop, &s->body_q, s->settings->body_timeout_ms);
+    sws_timer_queue_init(loop, &s->idle_q, s->settings->keepalive_timeout_ms);
+    sws_timer_queue_init(loop, &s->send_q, s->settings->send_timeout_ms);
+    sws_timer_queue_init(loop, &s->linger_q, SWS_CONN_LINGER_MS);
+}
+
+void sws_conn_set_configure(sws_conn_set_t *s, const sws_table_t *t, const sws_settings_t *st,
+                            sws_str_t server_name)
+{
+    s->table = t;
+    s->settings = st != NULL ? st : &sws_conn_default_settings;
+    s->server_name = server_name;
+    sws_timer_queue_set_duration(&s->header_q, s->settings->header_timeout_ms);
+    sws_timer_queue_set_duration(&s->body_q, s->settings->body_timeout_ms);
+    sws_timer_queue_set_duration(&s->idle_q, s->settings->keepalive_timeout_ms);
+    sws_timer_queue_set_duration(&s->send_q, s->settings->send_timeout_ms);
+}
+
+static void conn_free(sws_conn_t *c)
+{
+    free(c->rbuf);
+    free(c->obuf);
+    free(c);
+}
+
+/* A connection with its buffers, from the free list when one is there. */
+static sws_conn_t *conn_alloc(sws_conn_set_t *s)
+{
+    sws_conn_t *c = s->free_list;
+    if (c != NULL) {
+        s->free_list = c->next;
+        s->nfree--;
+        return c;
+    }
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return NULL;
+    c->rbuf = malloc(SWS_CONN_READ_BUF);
+    c->obuf = malloc(SWS_CONN_OUT_BUF);
+    if (c->rbuf == NULL || c->obuf == NULL) {
+        conn_free(c);
+        return NULL;
+    }
+    c->rcap = SWS_CONN_READ_BUF;
+    c->ocap = SWS_CONN_OUT_BUF;
+    return c;
+}
+
+sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer,
+                          socklen_t peer_len)
+{
+    sws_conn_t *c = conn_alloc(s);
+    if (c == NULL) {
+        sws_log_error("connection dropped: out of memory");
+        close(fd);
+        return NULL;
+    }
+    c->io.fd = fd;
+    c->io.cb = conn_on_event;
+    sws_timer_init(&c->timer, conn_on_timer);
+    c->timer_q = NULL;
+    c->set = s;
+    c->phase = SWS_CONN_ACTIVE;
+    c->readable = c->rdhup = c->peer_eof = c->close_after = 0;
+    c->wrote = c->got_input = c->head_started = c->tls = 0;
+    c->rpos = c->rend = c->msg_start = 0;
+    c->olen = c->osent = 0;
+    c->file_fd = -1;
+    c->file_off = 0;
+    c->file_left = 0;
+    c->requests = 0;
+    if (peer_len > sizeof(c->peer))
+        peer_len = sizeof(c->peer);
+    memset(&c->peer, 0, sizeof(c->peer));
+    if (peer != NULL)
+        memcpy(&c->peer, peer, peer_len);
+    c->peer_len = peer_len;
+    c->peer_text[0] = '\0';
+    sws_http1_init(c);
+
+    if (sws_loop_add(s->loop, &c->io, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) < 0) {
+        sws_log_error("epoll_ctl(ADD) for a connection: %s", strerror(errno));
+        close(fd);
+        c->next = s->free_list;
+        s->free_list = c;
+        s->nfree++;
+        return NULL;
+    }
+    c->prev = NULL;
+    c->next = s->live;
+    if (s->live != NULL)
+        s->live->prev = c;
+    s->live = c;
+    s->nlive++;
+    /* The first head must arrive within the header timeout from accept. */
+    sws_timer_arm(s->loop, &s->header_q, &c->timer);
+    c->timer_q = &s->header_q;
+    return c;
+}
+
+void sws_conn_close(sws_conn_t *c)
+{
+    sws_conn_set_t *s = c->set;
+    if (c->phase == SWS_CONN_CLOSED)
+        return;
+    sws_timer_disarm(&c->timer);
+    c->timer_q = NULL;
+    /* close() also removes the fd from epoll: a worker never dups it. */
+    close(c->io.fd);
+    c->io.fd = -1;
+    if (c->file_fd >= 0)
+        close(c->file_fd);
+    c->file_fd = -1;
+    c->file_left = 0;
+    c->phase = SWS_CONN_CLOSED;
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        s->live = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    s->nlive--;
+    c->prev = NULL;
+    c->next = s->closed;
+    s->closed = c;
+}
+
+void sws_conn_set_reap(sws_conn_set_t *s)
+{
+    while (s->closed != NULL) {
+        sws_conn_t *c = s->closed;
+        s->closed = c->next;
+        /* A buffer grown for one large head or response goes back to the
+         * usual size, so memory stays flat. */
+        if (s->nfree >= SWS_CONN_FREE_MAX || c->rcap != SWS_CONN_READ_BUF ||
+            c->ocap != SWS_CONN_OUT_BUF) {
+            conn_free(c);
+            continue;
+        }
+        c->next = s->free_list;
+        s->free_list = c;
+        s->nfree++;
+    }
+}
+
+static int conn_output_empty(const sws_conn_t *c)
+{
+    return c->osent == c->olen && c->file_left == 0;
+}
+
+static int conn_is_idle(const sws_conn_t *c)
+{
+    return c->phase == SWS_CONN_ACTIVE && c->h1.state == SWS_H1_IDLE && c->rpos == c->rend &&
+           conn_output_empty(c);
+}
+
+void sws_conn_set_drain(sws_conn_set_t *s)
+{
+    s->draining = 1;
+    sws_conn_t *next;
+    for (sws_conn_t *c = s->live; c != NULL; c = next) {
+        next = c->next;
+        if (conn_is_idle(c))
+            sws_conn_close(c);
+    }
+}
+
+unsigned sws_conn_set_close_all(sws_conn_set_t *s)
+{
+    unsigned n = 0;
+    while (s->live != NULL) {
+        sws_conn_close(s->live);
+        n++;
+    }
+    return n;
+}
+
+void sws_conn_set_destroy(sws_conn_set_t *s)
+{
+    sws_conn_set_close_all(s);
+    sws_conn_set_reap(s);
+    while (s->free_list != NULL) {
+        sws_conn_t *c = s->free_list;
+        s->free_list = c->next;
+        conn_free(c);
+    }
+    s->nfree = 0;
+}
+
+const char *sws_conn_peer_text(sws_conn_t *c)
+{
+    if (c->peer_text[0] != '\0')
+        return c->peer_text;
+    const struct sockaddr *sa = (const struct sockaddr *)&c->peer;
+    const char *ok = NULL;
+    if (sa->sa_family == AF_INET)
+        ok = inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, c->peer_text,
+                       sizeof(c->peer_text));
+    else if (sa->sa_family == AF_INET6)
+        ok = inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, c->peer_text,
+                       sizeof(c->peer_text));
+    else if (sa->sa_family == AF_UNIX)
+        ok = strcpy(c->peer_text, "unix");
+    if (ok == NULL)
+        strcpy(c->peer_text, "-");
+    return c->peer_text;
+}
+
+int sws_conn_reserve(sws_conn_t *c, size_t n)
+{
+    if (c->ocap - c->olen >= n)
+        return 0;
+    if (c->osent > 0) {
+        memmove(c->obuf, c->obuf + c->osent, c->olen - c->osent);
+        c->olen -= c->osent;
+        c->osent = 0;
+        if (c->ocap - c->olen >= n)
+            return 0;
+    }
+    size_t cap = c->ocap;
+    while (cap - c->olen < n)
+        cap *= 2;
+    char *p = realloc(c->obuf, cap);
+    if (p == NULL)
+        return -1;
+    c->obuf = p;
+    c->ocap = cap;
+    return 0;
+}
+
+int sws_conn_append(sws_conn_t *c, const void *p, size_t n)
+{
+    if (sws_conn_reserve(c, n) < 0)
+        return -1;
+    memcpy(c->obuf + c->olen, p, n);
+    c->olen += n;
+    return 0;
+}
+
+void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len)
+{
+    if (len == 0 || c->file_fd >= 0) {
+        close(fd);
+        return;
+    }
+    c->file_fd = fd;
+    c->file_off = off;
+    c->file_left = len;
+}
+
+/* Slices of the request that point into the read buffer follow its bytes
+ * when they move (compaction, growth). Offsets are computed as integers so
+ * no pointer into freed memory is ever compared. */
+static void slice_move(sws_str_t *s, uintptr_t old_base, size_t old_cap, const char *new_base,
+                       size_t shift)
+{
+    uintptr_t off = (uintptr_t)s->p - old_base;
+    if (s->p != NULL && off <= old_cap)
+        s->p = new_base + off - shift;
+}
+
+static void conn_move_input(sws_conn_t *c, uintptr_t old_base, const char *new_base, size_t shift)
+{
+    sws_request_t *r = &c->req;
+    size_t cap = c->rcap;
+    slice_move(&r->target, old_base, cap, new_base, shift);
+    slice_move(&r->path, old_base, cap, new_base, shift);
+    slice_move(&r->query, old_base, cap, new_base, shift);
+    slice_move(&r->host, old_base, cap, new_base, shift);
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        slice_move(&r->headers[i].name, old_base, cap, new_base, shift);
+        slice_move(&r->headers[i].value, old_base, cap, new_base, shift);
+    }
+}
+
+/* The read buffer is full: drop what earlier requests used, or grow up to
+ * what the settings allow a head. 0, or -1 when the head cannot fit. */
+static int conn_make_room(sws_conn_t *c)
+{
+    if (c->msg_start > 0) {
+        uint32_t shift = c->msg_start;
+        conn_move_input(c, (uintptr_t)c->rbuf, c->rbuf, shift);
+        memmove(c->rbuf, c->rbuf + shift, c->rend - shift);
+        c->rpos -= shift;
+        c->rend -= shift;
+        c->msg_start = 0;
+        return 0;
+    }
+    size_t limit = (size_t)c->set->settings->max_header_size + 4096;
+    if (c->rcap >= limit)
+        return -1;
+    size_t cap = (size_t)c->rcap * 2;
+    if (cap > limit)
+        cap = limit;
+    uintptr_t old = (uintptr_t)c->rbuf;
+    char *p = realloc(c->rbuf, cap);
+    if (p == NULL)
+        return -1;
+    conn_move_input(c, old, p, 0);
+    c->rbuf = p;
+    c->rcap = (uint32_t)cap;
+    return 0;
+}
+
+/* 1: bytes arrived; 0: nothing more for now (drained, EOF, no room); -1:
+ * the connection was closed. */
+static int conn_read(sws_conn_t *c)
+{
+    if (c->rend == c->rcap && conn_make_room(c) < 0) {
+        sws_http1_fail(c, 431, "request head does not fit the buffer");
+        return 0;
+    }
+    size_t space = c->rcap - c->rend;
+    ssize_t n = read(c->io.fd, c->rbuf + c->rend, space);
+    if (n > 0) {
+        c->rend += (uint32_t)n;
+        c->got_input = 1;
+        /* Edge-triggered: a short read drained the socket, unless the peer
+         * also shut down (then read on to see the EOF). */
+        if ((size_t)n < space && !c->rdhup)
+            c->readable = 0;
+        return 1;
+    }
+    if (n == 0) {
+        c->readable = 0;
+        c->peer_eof = 1;
+        return 0;
+    }
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        c->readable = 0;
+        return 0;
+    }
+    if (errno == EINTR)
+        return 1;
+    sws_log_debug("client %s: read: %s", sws_conn_peer_text(c), strerror(errno));
+    sws_conn_close(c);
+    return -1;
+}
+
+/* A write or sendfile returned n <= 0: 1 retry, 0 the socket is full, -1
+ * the connection was closed (0 from sendfile: the file shrank under us, so
+ * the promised length cannot be kept). */
+static int conn_write_failed(sws_conn_t *c, ssize_t n, const char *what)
+{
+    if (n < 0 && errno == EINTR)
+        return 1;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        return 0;
+    sws_log_debug("client %s: %s: %s", sws_conn_peer_text(c), what,
+                  n == 0 ? "file truncated" : strerror(errno));
+    sws_conn_close(c);
+    return -1;
+}
+
+/* Write what is queued. 0 (all written, or the socket is full), -1 closed. */
+static int conn_flush(sws_conn_t *c)
+{
+    while (c->osent < c->olen) {
+        ssize_t n = send(c->io.fd, c->obuf + c->osent, c->olen - c->osent, MSG_NOSIGNAL);
+        if (n > 0) {
+            c->osent += (size_t)n;
+            c->wrote = 1;
+            continue;
+        }
+        int r = conn_write_failed(c, n, "write");
+        if (r <= 0)
+            return r;
+    }
+    c->osent = c->olen = 0;
+    if (c->ocap > SWS_CONN_OUT_HWM) {
+        char *p = realloc(c->obuf, SWS_CONN_OUT_BUF);
+        if (p != NULL) {
+            c->obuf = p;
+            c->ocap = SWS_CONN_OUT_BUF;
+        }
+    }
+    while (c->file_left > 0) {
+        size_t want = c->file_left > (1u << 30) ? (1u << 30) : (size_t)c->file_left;
+        ssize_t n = sendfile(c->io.fd, c->file_fd, &c->file_off, want);
+        if (n > 0) {
+            c->file_left -= (uint64_t)n;
+            c->wrote = 1;
+            continue;
+        }
+        int r = conn_write_failed(c, n, "sendfile");
+        if (r <= 0)
+            return r;
+    }
+    if (c->file_fd >= 0) {
+        close(c->file_fd);
+        c->file_fd = -1;
+    }
+    return 0;
+}
+
+/* Lingering close: input after our last response is read and dropped until
+ * the client's FIN (or the linger timer), so our response is not destroyed
+ * by a reset caused by unread data. */
+static void conn_linger_read(sws_conn_t *c)
+{
+    for (;;) {
+        ssize_t n = read(c->io.fd, c->rbuf, c->rcap);
+        if (n > 0)
+            continue;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            return;
+        sws_conn_close(c);
+        return;
+    }
+}
+
+/* Everything is written and the connection must end. */
+static void conn_finish(sws_conn_t *c)
+{
+    if (c->peer_eof) {
+        sws_conn_close(c);
+        return;
+    }
+    shutdown(c->io.fd, SHUT_WR);
+    c->phase = SWS_CONN_LINGER;
+    sws_timer_arm(c->set->loop, &c->set->linger_q, &c->timer);
+    c->timer_q = &c->set->linger_q;
+    conn_linger_read(c);
+}
+
+static void conn_arm(sws_conn_t *c, sws_timer_queue_t *q)
+{
+    sws_timer_arm(c->set->loop, q, &c->timer);
+    c->timer_q = q;
+}
+
+/* One timer, in the queue of what the connection waits for now. Header
+ * deadlines run from the start of the head (not re-armed per read, so a
+ * slow head cannot extend itself); body and send deadlines from the last
+ * progress; idle from the last response. */
+static void conn_update_timer(sws_conn_t *c)
+{
+    sws_conn_set_t *s = c->set;
+    if (!conn_output_empty(c)) {
+        if (c->timer_q != &s->send_q || c->wrote)
+            conn_arm(c, &s->send_q);
+        return;
+    }
+    switch (c->h1.state) {
+    case SWS_H1_IDLE:
+        if (c->requests > 0 && (c->timer_q != &s->idle_q || c->wrote))
+            conn_arm(c, &s->idle_q);
+        break;
+    case SWS_H1_HEAD:
+        if (c->timer_q != &s->header_q || c->head_started)
+            conn_arm(c, &s->header_q);
+        break;
+    case SWS_H1_BODY:
+        if (c->timer_q != &s->body_q || c->got_input)
+            conn_arm(c, &s->body_q);
+        break;
+    default:
+        break;
+    }
+}
+
+static void conn_run(sws_conn_t *c)
+{
+    if (c->phase == SWS_CONN_LINGER) {
+        conn_linger_read(c);
+        return;
+    }
+    c->wrote = 0;
+    c->got_input = 0;
+    c->head_started = 0;
+    for (;;) {
+        if (!c->close_after)
+            sws_http1_process(c);
+        if (sws_conn_output_blocked(c)) {
+            if (conn_flush(c) < 0)
+                return;
+            if (sws_conn_output_blocked(c)) {
+                conn_update_timer(c); /* EPOLLOUT will call us again */
+                return;
+            }
+            continue;
+        }
+        if (c->close_after || !c->readable)
+            break;
+        if (conn_read(c) < 0)
+            return;
+    }
+    /* The client is gone for input: answer what it completed, then close. */
+    if (c->peer_eof && !sws_conn_output_blocked(c))
+        c->close_after = 1;
+    if (conn_flush(c) < 0)
+        return;
+    if (!conn_output_empty(c)) {
+        conn_update_timer(c);
+        return;
+    }
+    if (c->close_after) {
+        conn_finish(c);
+        return;
+    }
+    if (c->set->draining && conn_is_idle(c)) {
+        sws_conn_close(c);
+        return;
+    }
+    conn_update_timer(c);
+}
+
+static void conn_on_event(sws_io_t *io, uint32_t events)
+{
+    sws_conn_t *c = sws_container_of(io, sws_conn_t, io);
+    if (c->phase == SWS_CONN_CLOSED)
+        return; /* closed earlier in this event batch */
+    if (events & EPOLLERR) {
+        sws_conn_close(c);
+        return;
+    }
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP))
+        c->readable = 1;
+    if (events & (EPOLLRDHUP | EPOLLHUP))
+        c->rdhup = 1;
+    conn_run(c);
+}
+
+static void conn_on_timer(sws_timer_t *t)
+{
+    sws_conn_t *c = sws_container_of(t, sws_conn_t, timer);
+    sws_conn_set_t *s = c->set;
+    sws_timer_queue_t *q = c->timer_q;
+    c->timer_q = NULL;
+    if (q == &s->send_q) {
+        sws_log_info("client %s: send timeout, closing", sws_conn_peer_text(c));
+        sws_conn_close(c);
+        return;
+    }
+    if (q == &s->header_q && c->h1.state == SWS_H1_IDLE) {
+        sws_conn_close(c); /* connected, never sent a byte: nothing to answer */
+        return;
+    }
+    if (q == &s->header_q || q == &s->body_q) {
+        sws_http1_fail(c, 408, q == &s->header_q ? "request head timeout" : "request body timeout");
+        conn_run(c);
+        return;
+    }
+    sws_conn_close(c); /* idle keep-alive, or the end of a lingering close */
+}

@@ -1,0 +1,174 @@
+/*
+ * A client connection and the per-worker set that owns all of them.
+ *
+ * Ownership: the worker owns one sws_conn_set_t; the set owns every
+ * connection (live, closed-this-iteration, and a free list for reuse) and
+ * each connection owns its fd, its read buffer, its output buffer and an
+ * optional file being sent. Everything runs in the worker's one thread.
+ *
+ * I/O model (the hot path; see worker/http1.c for the protocol):
+ *   - the fd is registered once, edge-triggered for IN|OUT|RDHUP; there is
+ *     no epoll_ctl per request;
+ *   - a read that fills less than the free space means the socket is
+ *     drained: no further read until the next edge;
+ *   - every response produced from one read is appended to one output
+ *     buffer and written with one write(2) right after parsing; EPOLLOUT is
+ *     only waited for after a short write;
+ *   - above the write high-water mark (or while a file body is pending)
+ *     parsing of further pipelined requests stops until the output drains.
+ *
+ * Timers: one per connection, armed in the set's per-purpose queues
+ * (core/loop.h): header (request head in progress), body (body read in
+ * progress), idle (keep-alive wait), send (a write is blocked), linger
+ * (after we shut down writing, waiting for the client's FIN).
+ *
+ * Closing: sws_conn_close() closes the fd at once but frees nothing: the
+ * connection moves to the closed list and sws_conn_set_reap(), called from
+ * the loop tick, recycles it. So an event batch never touches freed memory.
+ */
+#ifndef SWS_WORKER_CONN_H
+#define SWS_WORKER_CONN_H
+
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "core/loop.h"
+#include "core/str.h"
+#include "shm/shm.h"
+#include "shm/table.h"
+#include "worker/access_log.h"
+#include "worker/http1.h"
+#include "worker/request.h"
+
+#define SWS_CONN_READ_BUF (16u * 1024)   /* initial read buffer */
+#define SWS_CONN_OUT_BUF (8u * 1024)     /* initial output buffer */
+#define SWS_CONN_OUT_HWM (64u * 1024)    /* stop parsing while more is queued */
+#define SWS_CONN_LINGER_MS 2000          /* wait for the client's FIN after ours */
+#define SWS_CONN_FREE_MAX 128            /* recycled connections kept */
+
+typedef struct sws_conn_set sws_conn_set_t;
+
+/* Called with a complete request; answers it with the response API. */
+typedef void (*sws_request_handler_t)(sws_request_t *r);
+
+enum sws_conn_phase {
+    SWS_CONN_ACTIVE = 0, /* reading requests, writing responses */
+    SWS_CONN_LINGER,     /* we shut down writing; discard input until FIN */
+    SWS_CONN_CLOSED,     /* fd closed; memory waits for the tick */
+};
+
+struct sws_conn {
+    sws_io_t io;
+    sws_timer_t timer;
+    sws_timer_queue_t *timer_q;   /* queue the timer is armed in; NULL: none */
+    sws_conn_set_t *set;
+    sws_conn_t *prev, *next;      /* set->live list; `next` links closed/free lists */
+
+    uint8_t phase;                /* enum sws_conn_phase */
+    uint8_t readable;             /* the last edge has not been drained yet */
+    uint8_t rdhup;                /* peer shut down writing (EPOLLRDHUP) */
+    uint8_t peer_eof;             /* read returned 0 */
+    uint8_t close_after;          /* close once the queued output is written */
+    uint8_t wrote;                /* a write made progress in this run */
+    uint8_t got_input;            /* a read brought bytes in this run */
+    uint8_t head_started;         /* a request head began in this run */
+    uint8_t tls;                  /* roadmap 3 */
+
+    /* Input: rbuf[rpos, rend) is unparsed; the current request's head lives
+     * in rbuf[msg_start, ...) until the request is answered. */
+    char *rbuf;
+    uint32_t rcap, rpos, rend, msg_start;
+
+    /* Output: obuf[osent, olen) is queued, then file_left bytes of file_fd. */
+    char *obuf;
+    size_t ocap, olen, osent;
+    int file_fd;
+    off_t file_off;
+    uint64_t file_left;
+
+    sws_http1_t h1;
+    sws_request_t req;
+    unsigned requests;            /* answered on this connection */
+
+    struct sockaddr_storage peer;
+    socklen_t peer_len;
+    char peer_text[64];           /* "" until sws_conn_peer_text() formats it */
+};
+
+struct sws_conn_set {
+    sws_loop_t *loop;
+    sws_request_handler_t handler;
+    sws_shm_counters_t *counters;    /* never NULL */
+    sws_access_log_t *access_log;    /* NULL: no access log */
+
+    /* The generation in use (refreshed by the owner at each tick). */
+    const sws_table_t *table;        /* NULL before the first generation */
+    const sws_settings_t *settings;  /* never NULL */
+    sws_str_t server_name;
+
+    sws_timer_queue_t header_q, body_q, idle_q, send_q, linger_q;
+
+    sws_conn_t *live;                /* doubly linked */
+    sws_conn_t *closed;              /* singly linked, freed by the tick */
+    sws_conn_t *free_list;           /* singly linked */
+    unsigned nlive, nfree;
+    int draining;                    /* graceful stop: no keep-alive */
+};
+
+/* Defaults used before a generation is adopted (and by tests). */
+extern const sws_settings_t sws_conn_default_settings;
+
+/* Set up an empty set. handler answers complete requests; counters must
+ * outlive the set. */
+void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, sws_request_handler_t handler,
+                       sws_shm_counters_t *counters);
+
+/* Use table t with settings st (NULL: the defaults) and Server header
+ * value server_name (borrowed: must stay valid while t is held). Timer
+ * durations follow st; timers already armed keep their deadlines. */
+void sws_conn_set_configure(sws_conn_set_t *s, const sws_table_t *t, const sws_settings_t *st,
+                            sws_str_t server_name);
+
+/* Take ownership of an accepted, non-blocking fd and start reading.
+ * Returns the connection, or NULL (fd closed, error logged). */
+sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer,
+                          socklen_t peer_len);
+
+/* Graceful stop: from now on every response closes its connection; idle
+ * connections are closed at once. */
+void sws_conn_set_drain(sws_conn_set_t *s);
+
+/* Close every connection now (stop or end of drain); returns how many were
+ * open. */
+unsigned sws_conn_set_close_all(sws_conn_set_t *s);
+
+/* From the loop tick: recycle the connections closed since the last tick. */
+void sws_conn_set_reap(sws_conn_set_t *s);
+
+/* Free everything (after close_all and reap). */
+void sws_conn_set_destroy(sws_conn_set_t *s);
+
+/* Close now: fd closed, timer disarmed, memory recycled at the next tick.
+ * Safe to call twice. */
+void sws_conn_close(sws_conn_t *c);
+
+/* The client's address as text ("127.0.0.1", "::1"), formatted once. */
+const char *sws_conn_peer_text(sws_conn_t *c);
+
+/* Output buffer: make room for n more bytes. 0, or -1 (out of memory). */
+int sws_conn_reserve(sws_conn_t *c, size_t n);
+
+/* Append bytes to the output (reserving room). 0 or -1. */
+int sws_conn_append(sws_conn_t *c, const void *p, size_t n);
+
+/* Queue len bytes of fd from off after the queued output; takes fd. */
+void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len);
+
+/* Parsing of further requests must wait for the output to drain. */
+static inline int sws_conn_output_blocked(const sws_conn_t *c)
+{
+    return c->file_left > 0 || c->olen - c->osent >= SWS_CONN_OUT_HWM;
+}
+
+#endif

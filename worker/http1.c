@@ -1,0 +1,639 @@
+#include "worker/http1.h"
+
+#include <string.h>
+#include <strings.h>
+
+#include "core/log.h"
+#include "worker/conn.h"
+
+static const sws_str_t method_names[64] = {
+#define SWS_METHOD_NAME(num, name, string) [num] = { #string, sizeof(#string) - 1 },
+    HTTP_ALL_METHOD_MAP(SWS_METHOD_NAME)
+#undef SWS_METHOD_NAME
+};
+
+static sws_str_t method_name(uint8_t m)
+{
+    if (m < sizeof(method_names) / sizeof(method_names[0]) && method_names[m].p != NULL)
+        return method_names[m];
+    return SWS_STR("-");
+}
+
+static sws_conn_t *parser_conn(llhttp_t *p)
+{
+    return p->data;
+}
+
+/* A callback refuses the request: remember why, stop llhttp. */
+static int refuse(sws_conn_t *c, unsigned status, const char *why)
+{
+    c->h1.reject = (uint16_t)status;
+    c->h1.reject_why = why;
+    return HPE_USER;
+}
+
+/* Chunk framing and trailers, the bytes between body spans. llhttp 8.1
+ * accepts a bare LF in the last-chunk and trailer lines, and obs-fold and
+ * empty names in trailers; those are rejected here. */
+static int scan_framing(sws_http1_t *h, const char *from, const char *to)
+{
+    for (const char *p = from; p < to; p++) {
+        char b = *p;
+        if (b == '\n' && !h->gap_cr)
+            return -1;
+        if (h->gap_lf && (b == ' ' || b == '\t' || b == ':'))
+            return -1;
+        h->gap_cr = b == '\r';
+        h->gap_lf = b == '\n';
+    }
+    return 0;
+}
+
+static int on_url(llhttp_t *p, const char *at, size_t len)
+{
+    sws_request_t *r = &parser_conn(p)->req;
+    if (r->target.len > 0 && r->target.p + r->target.len == at)
+        r->target.len += len; /* the rest of a target split across reads */
+    else
+        r->target = (sws_str_t){ at, len };
+    return 0;
+}
+
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+    sws_conn_t *c = parser_conn(p);
+    sws_http1_t *h = &c->h1;
+    sws_request_t *r = &c->req;
+    if (h->state == SWS_H1_BODY) { /* a trailer: checked, counted, dropped */
+        h->trailer_bytes += (uint32_t)len;
+        if (memchr(at, ' ', len) != NULL || memchr(at, '\t', len) != NULL)
+            return refuse(c, 400, "whitespace before a colon in a trailer");
+        if (h->trailer_bytes > c->set->settings->max_header_size)
+            return refuse(c, 431, "trailers too large");
+        return 0;
+    }
+    h->line_done = 1;
+    if (r->nheaders > 0) {
+        sws_header_t *last = &r->headers[r->nheaders - 1];
+        if (last->name.p + last->name.len == at) {
+            last->name.len += len; /* split across reads */
+            return 0;
+        }
+    }
+    unsigned limit = c->set->settings->max_headers;
+    if (limit > SWS_REQUEST_MAX_HEADERS)
+        limit = SWS_REQUEST_MAX_HEADERS;
+    if (r->nheaders >= limit)
+        return refuse(c, 431, "too many headers");
+    sws_header_t *hd = &r->headers[r->nheaders++];
+    hd->name = (sws_str_t){ at, len };
+    hd->value = (sws_str_t){ at + len, 0 };
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+    sws_conn_t *c = parser_conn(p);
+    sws_http1_t *h = &c->h1;
+    sws_request_t *r = &c->req;
+    if (h->state == SWS_H1_BODY) {
+        h->trailer_bytes += (uint32_t)len;
+        if (h->trailer_bytes > c->set->settings->max_header_size)
+            return refuse(c, 431, "trailers too large");
+        return 0;
+    }
+    if (r->nheaders == 0)
+        return refuse(c, 400, "header value without a name");
+    sws_header_t *hd = &r->headers[r->nheaders - 1];
+    if (hd->value.len > 0 && hd->value.p + hd->value.len == at)
+        hd->value.len += len;
+    else
+        hd->value = (sws_str_t){ at, len };
+    return 0;
+}
+
+static int on_headers_complete(llhttp_t *p)
+{
+    /* Pause: the head is checked as a whole, outside llhttp, before any
+     * body byte is accepted. */
+    return parser_conn(p)->h1.state == SWS_H1_HEAD ? HPE_PAUSED : 0;
+}
+
+static int on_body(llhttp_t *p, const char *at, size_t len)
+{
+    sws_conn_t *c = parser_conn(p);
+    sws_http1_t *h = &c->h1;
+    sws_request_t *r = &c->req;
+    r->request_body_bytes += len;
+    if (r->request_body_bytes > c->set->settings->max_body_size)
+        return refuse(c, 413, "request body too large");
+    if (h->chunked) {
+        if (scan_framing(h, h->gap, at) < 0)
+            return refuse(c, 400, "bad chunk framing");
+        h->gap = at + len;
+        h->gap_cr = h->gap_lf = 0;
+    }
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *p)
+{
+    (void)p;
+    return HPE_PAUSED; /* the handler runs outside llhttp */
+}
+
+static const llhttp_settings_t parser_settings = {
+    .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_message_complete = on_message_complete,
+};
+
+void sws_http1_init(sws_conn_t *c)
+{
+    sws_http1_t *h = &c->h1;
+    memset(h, 0, sizeof(*h));
+    llhttp_init(&h->parser, HTTP_REQUEST, &parser_settings);
+    h->parser.data = c;
+    h->state = SWS_H1_IDLE;
+}
+
+static void begin_request(sws_conn_t *c)
+{
+    sws_http1_t *h = &c->h1;
+    sws_request_t *r = &c->req;
+    h->state = SWS_H1_HEAD;
+    h->line_done = 0;
+    h->chunked = 0;
+    h->reject = 0;
+    h->head_len = 0;
+    h->trailer_bytes = 0;
+    c->msg_start = c->rpos;
+    c->head_started = 1;
+
+    r->conn = c;
+    r->table = NULL;
+    r->route = NULL;
+    r->settings = c->set->settings;
+    r->method = SWS_STR("-");
+    r->method_id = 0;
+    r->version_major = 1;
+    r->version_minor = 1;
+    r->is_head = 0;
+    r->keep_alive = 0;
+    r->tls = c->tls;
+    r->target = SWS_STR("");
+    r->path = SWS_STR("");
+    r->query = SWS_STR("");
+    r->host = SWS_STR("");
+    r->nheaders = 0;
+    r->start_ms = sws_loop_now_ms(c->set->loop);
+    r->status = 0;
+    r->body_bytes = 0;
+    r->request_body_bytes = 0;
+}
+
+void sws_http1_fail(sws_conn_t *c, unsigned status, const char *why)
+{
+    sws_http1_t *h = &c->h1;
+    sws_request_t *r = &c->req;
+    if (h->state == SWS_H1_DEAD)
+        return;
+    if (h->state == SWS_H1_IDLE)
+        begin_request(c);
+    if (r->method.len == 1 && r->target.len > 0) /* the line was parsed */
+        r->method = method_name(h->parser.method);
+    sws_log_info("client %s: %s (%u)", sws_conn_peer_text(c), why, status);
+    h->state = SWS_H1_DEAD;
+    c->close_after = 1;
+    r->keep_alive = 0;
+    if (r->status == 0)
+        sws_response_error(r, status);
+}
+
+/* llhttp refused the bytes: which answer. */
+static void parse_error(sws_conn_t *c, llhttp_errno_t err)
+{
+    sws_http1_t *h = &c->h1;
+    sws_request_t *r = &c->req;
+    if (err == HPE_USER) {
+        sws_http1_fail(c, h->reject, h->reject_why);
+        return;
+    }
+    if (err == HPE_INVALID_VERSION || err == HPE_PAUSED_H2_UPGRADE) {
+        /* "HTTP/d.d" that is not 1.0 or 1.1 is unsupported (505); anything
+         * else in the version's place is malformed (400). */
+        const char *v = r->target.p + r->target.len;
+        const char *end = c->rbuf + c->rend;
+        int well_formed = r->target.len > 0 && end - v >= 10 && memcmp(v, " HTTP/", 6) == 0 &&
+                          v[6] >= '0' && v[6] <= '9' && v[7] == '.' && v[8] >= '0' &&
+                          v[8] <= '9' && (v[9] == '\r' || v[9] == '\n');
+        sws_http1_fail(c, well_formed ? 505 : 400, "unsupported HTTP version");
+        return;
+    }
+    if (err == HPE_PAUSED_UPGRADE) { /* not reached: upgrades close first */
+        h->state = SWS_H1_DEAD;
+        c->close_after = 1;
+        return;
+    }
+    sws_http1_fail(c, 400, llhttp_get_error_reason(&h->parser));
+}
+
+static int host_char_ok(unsigned char ch)
+{
+    /* RFC 3986 reg-name / IP-literal and a port: unreserved, pct-encoded,
+     * sub-delims, ':', '[', ']'. */
+    if ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9'))
+        return 1;
+    return ch != 0 && strchr("-._~%!$&'()*+,;=:[]", ch) != NULL;
+}
+
+static int host_ok(sws_str_t host)
+{
+    for (size_t i = 0; i < host.len; i++)
+        if (!host_char_ok((unsigned char)host.p[i]))
+            return 0;
+    return 1;
+}
+
+/* path, query and (absolute-form) host from the request-target. 0 or -1. */
+static int parse_target(sws_request_t *r)
+{
+    sws_str_t t = r->target;
+    sws_str_t rest = t;
+    if (t.len == 0)
+        return -1;
+    if (t.p[0] != '/') {
+        size_t scheme = 0;
+        if (t.len > 7 && strncasecmp(t.p, "http://", 7) == 0)
+            scheme = 7;
+        else if (t.len > 8 && strncasecmp(t.p, "https://", 8) == 0)
+            scheme = 8;
+        if (scheme == 0) {
+            /* authority-form (CONNECT) and asterisk-form (OPTIONS *) */
+            if (r->method_id == HTTP_CONNECT ||
+                (r->method_id == HTTP_OPTIONS && t.len == 1 && t.p[0] == '*')) {
+                r->path = t;
+                return 0;
+            }
+            return -1;
+        }
+        /* absolute-form: its authority wins over Host (RFC 9112 3.2.2). */
+        const char *a = t.p + scheme, *end = t.p + t.len, *e = a;
+        while (e < end && *e != '/' && *e != '?')
+            e++;
+        sws_str_t auth = { a, (size_t)(e - a) };
+        if (auth.len == 0 || !host_ok(auth) || memchr(auth.p, '@', auth.len) != NULL)
+            return -1;
+        r->host = auth;
+        rest = (sws_str_t){ e, (size_t)(end - e) };
+        if (rest.len == 0 || rest.p[0] == '?') {
+            r->path = SWS_STR("/");
+            if (rest.len > 0)
+                r->query = (sws_str_t){ rest.p + 1, rest.len - 1 };
+            return 0;
+        }
+    }
+    const char *q = memchr(rest.p, '?', rest.len);
+    if (q == NULL) {
+        r->path = rest;
+    } else {
+        r->path = (sws_str_t){ rest.p, (size_t)(q - rest.p) };
+        r->query = (sws_str_t){ q + 1, rest.len - r->path.len - 1 };
+    }
+    return 0;
+}
+
+/* Line structure of the head: every LF preceded by CR, no line starting
+ * with whitespace (obs-fold), the request line within its limit. Returns
+ * 0, or the status to answer with *why set. */
+static unsigned check_lines(const char *head, size_t len, uint32_t max_line, const char **why)
+{
+    const char *end = head + len;
+    const char *lf = memchr(head, '\n', len);
+    if (lf == NULL) {
+        *why = "no line end";
+        return 400;
+    }
+    if ((size_t)(lf - head) > max_line) {
+        *why = "request line too long";
+        return 414;
+    }
+    for (; lf != NULL; lf = memchr(lf + 1, '\n', (size_t)(end - lf - 1))) {
+        if (lf == head || lf[-1] != '\r') {
+            *why = "bare LF in the request head";
+            return 400;
+        }
+        if (lf + 1 < end && (lf[1] == ' ' || lf[1] == '\t')) {
+            *why = "obs-fold in the request head";
+            return 400;
+        }
+        if (lf + 1 == end)
+            break;
+    }
+    return 0;
+}
+
+static int value_is(sws_str_t v, const char *lit)
+{
+    return sws_str_caseeq_lit(v, lit);
+}
+
+/* The whole head is in rbuf[msg_start, pos): check it, fill the request.
+ * 0, or -1 when the request was rejected. */
+static int head_complete(sws_conn_t *c, const char *pos)
+{
+    sws_http1_t *h = &c->h1;
+    sws_request_t *r = &c->req;
+    llhttp_t *p = &h->parser;
+    const sws_settings_t *st = c->set->settings;
+    const char *head = c->rbuf + c->msg_start;
+    const char *why = NULL;
+
+    h->head_len = (uint32_t)(pos - head);
+    unsigned status = check_lines(head, h->head_len, st->max_request_line, &why);
+    if (status != 0)
+        goto reject;
+    if (h->head_len > st->max_header_size) {
+        why = "request head too large";
+        status = 431;
+        goto reject;
+    }
+    r->method_id = p->method;
+    r->method = method_name(p->method);
+    r->is_head = p->method == HTTP_HEAD;
+    r->version_major = p->http_major;
+    r->version_minor = p->http_minor;
+    if (p->http_major != 1 || p->http_minor > 1) {
+        /* llhttp reads a line without a version as HTTP/0.9. */
+        const char *v = r->target.p + r->target.len;
+        int has_version = v < pos && *v == ' ';
+        r->version_major = 1;
+        r->version_minor = 1;
+        why = "unsupported HTTP version";
+        status = has_version ? 505 : 400;
+        goto reject;
+    }
+
+    const sws_str_t *host = NULL, *te = NULL, *expect = NULL;
+    unsigned nhost = 0, nte = 0;
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        sws_header_t *hd = &r->headers[i];
+        if (hd->name.len == 0) {
+            why = "empty header name";
+            status = 400;
+            goto reject;
+        }
+        char last = hd->name.p[hd->name.len - 1];
+        if (last == ' ' || last == '\t') {
+            why = "whitespace before a header colon";
+            status = 400;
+            goto reject;
+        }
+        while (hd->value.len > 0 &&
+               (hd->value.p[hd->value.len - 1] == ' ' || hd->value.p[hd->value.len - 1] == '\t'))
+            hd->value.len--;
+        switch (hd->name.len) {
+        case 4:
+            if (sws_str_caseeq_lit(hd->name, "host")) {
+                host = &hd->value;
+                nhost++;
+            }
+            break;
+        case 6:
+            if (sws_str_caseeq_lit(hd->name, "expect"))
+                expect = &hd->value;
+            break;
+        case 17:
+            if (sws_str_caseeq_lit(hd->name, "transfer-encoding")) {
+                te = &hd->value;
+                nte++;
+            }
+            break;
+        default:
+            break;
+        }
+    }
+    if (nhost > 1 || (nhost == 0 && r->version_minor == 1) || (host != NULL && !host_ok(*host))) {
+        why = "missing, repeated or invalid Host";
+        status = 400;
+        goto reject;
+    }
+    if (host != NULL)
+        r->host = *host;
+    if (nte > 0 && (r->version_minor == 0 || nte > 1 || !value_is(*te, "chunked"))) {
+        why = "Transfer-Encoding other than a single chunked";
+        status = 400;
+        goto reject;
+    }
+    if (parse_target(r) < 0) {
+        why = "invalid request target";
+        status = 400;
+        goto reject;
+    }
+
+    h->chunked = (p->flags & F_CHUNKED) != 0;
+    uint64_t length = (p->flags & F_CONTENT_LENGTH) ? p->content_length : 0;
+    if (length > st->max_body_size) {
+        why = "request body too large";
+        status = 413;
+        goto reject;
+    }
+    if (expect != NULL && r->version_minor == 1) {
+        if (!value_is(*expect, "100-continue")) {
+            why = "unsupported expectation";
+            status = 417;
+            goto reject;
+        }
+        /* No 100 when the body is already here: the client did not wait. */
+        if ((h->chunked || length > 0) && pos == c->rbuf + c->rend &&
+            sws_conn_append(c, "HTTP/1.1 100 Continue\r\n\r\n", 25) < 0) {
+            why = "out of memory";
+            status = 500;
+            goto reject;
+        }
+    }
+    /* An upgrade or CONNECT is answered like any request, then the
+     * connection ends: what follows is not HTTP/1. */
+    int upgrade = p->method == HTTP_CONNECT ||
+                  ((p->flags & F_UPGRADE) && (p->flags & F_CONNECTION_UPGRADE));
+    r->keep_alive = llhttp_should_keep_alive(p) && !upgrade && !c->set->draining &&
+                    c->requests + 1 < st->keepalive_requests;
+    h->state = SWS_H1_BODY;
+    h->gap_cr = h->gap_lf = 0;
+    return 0;
+
+reject:
+    sws_http1_fail(c, status, why);
+    return -1;
+}
+
+static void message_complete(sws_conn_t *c)
+{
+    sws_request_t *r = &c->req;
+    sws_conn_set_t *s = c->set;
+    c->h1.state = SWS_H1_IDLE;
+    r->table = s->table;
+    r->settings = s->settings;
+    r->route = NULL;
+    s->handler(r);
+    if (r->status == 0) {
+        sws_log_error("no answer for %.*s %.*s", (int)r->method.len, r->method.p,
+                      (int)r->target.len, r->target.p);
+        sws_response_error(r, 500);
+    }
+    /* The head is no longer referenced: its bytes may be reused. */
+    if (c->rpos == c->rend)
+        c->rpos = c->rend = 0;
+    c->msg_start = c->rpos;
+}
+
+/* llhttp used up rbuf[rpos, rend) without completing the message. */
+static void input_used(sws_conn_t *c)
+{
+    sws_http1_t *h = &c->h1;
+    const sws_settings_t *st = c->set->settings;
+    if (h->state == SWS_H1_HEAD) {
+        size_t have = c->rend - c->msg_start;
+        if (!h->line_done && have > st->max_request_line)
+            sws_http1_fail(c, 414, "request line too long");
+        else if (have > st->max_header_size)
+            sws_http1_fail(c, 431, "request head too large");
+        c->rpos = c->rend;
+        return;
+    }
+    if (h->chunked && scan_framing(h, h->gap, c->rbuf + c->rend) < 0) {
+        sws_http1_fail(c, 400, "bad chunk framing");
+        return;
+    }
+    /* Body bytes are dropped as soon as they are parsed; the head stays. */
+    c->rpos = c->rend = c->msg_start + h->head_len;
+}
+
+void sws_http1_process(sws_conn_t *c)
+{
+    sws_http1_t *h = &c->h1;
+    for (;;) {
+        if (h->state == SWS_H1_DEAD || c->close_after || c->phase != SWS_CONN_ACTIVE ||
+            sws_conn_output_blocked(c))
+            return;
+        if (h->state == SWS_H1_IDLE) {
+            /* Empty lines before a request line are ignored (RFC 9112 2.2). */
+            while (c->rpos < c->rend && (c->rbuf[c->rpos] == '\r' || c->rbuf[c->rpos] == '\n'))
+                c->rpos++;
+            if (c->rpos == c->rend) {
+                c->rpos = c->rend = c->msg_start = 0;
+                return;
+            }
+            begin_request(c);
+        } else if (c->rpos == c->rend && h->state == SWS_H1_HEAD) {
+            return;
+        }
+        /* In the body state llhttp runs even on no new byte: it finishes a
+         * message whose head ended exactly at the end of the input. */
+        const char *p = c->rbuf + c->rpos;
+        h->gap = p;
+        llhttp_errno_t err = llhttp_execute(&h->parser, p, c->rend - c->rpos);
+        if (err == HPE_OK) {
+            input_used(c);
+            return;
+        }
+        if (err != HPE_PAUSED) {
+            parse_error(c, err);
+            return;
+        }
+        const char *pos = llhttp_get_error_pos(&h->parser);
+        llhttp_resume(&h->parser);
+        c->rpos = (uint32_t)(pos - c->rbuf);
+        if (h->state == SWS_H1_HEAD) {
+            if (head_complete(c, pos) < 0)
+                return;
+            continue;
+        }
+        if (h->chunked && scan_framing(h, h->gap, pos) < 0) {
+            sws_http1_fail(c, 400, "bad chunk framing");
+            return;
+        }
+        message_complete(c);
+    }
+}
+
+static char *put(char *o, const void *p, size_t n)
+{
+    memcpy(o, p, n);
+    return o + n;
+}
+
+#define PUT_LIT(o, lit) put((o), (lit), sizeof(lit) - 1)
+
+static char *put_u64(char *o, uint64_t v)
+{
+    char tmp[20];
+    size_t n = 0;
+    do {
+        tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v != 0);
+    return put(o, tmp + sizeof(tmp) - n, n);
+}
+
+int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const char *extra,
+                         size_t extra_len, uint64_t content_length, int with_length,
+                         size_t body_room)
+{
+    sws_conn_set_t *s = c->set;
+    sws_loop_t *loop = s->loop;
+    const char *reason = sws_http_reason(status);
+    size_t reason_len = strlen(reason);
+    if (s->draining)
+        r->keep_alive = 0;
+    size_t need = 16 + reason_len + 8 + loop->http_date_len + 10 + s->server_name.len +
+                  40 + 26 + extra_len + 2 + body_room;
+    if (sws_conn_reserve(c, need) < 0)
+        return -1;
+    char *o = c->obuf + c->olen;
+    o = PUT_LIT(o, "HTTP/1.1 ");
+    *o++ = (char)('0' + status / 100 % 10);
+    *o++ = (char)('0' + status / 10 % 10);
+    *o++ = (char)('0' + status % 10);
+    *o++ = ' ';
+    o = put(o, reason, reason_len);
+    o = PUT_LIT(o, "\r\nDate: ");
+    o = put(o, loop->http_date, loop->http_date_len);
+    o = PUT_LIT(o, "\r\n");
+    if (s->server_name.len > 0) {
+        o = PUT_LIT(o, "Server: ");
+        o = put(o, s->server_name.p, s->server_name.len);
+        o = PUT_LIT(o, "\r\n");
+    }
+    if (with_length) {
+        o = PUT_LIT(o, "Content-Length: ");
+        o = put_u64(o, content_length);
+        o = PUT_LIT(o, "\r\n");
+    }
+    if (!r->keep_alive)
+        o = PUT_LIT(o, "Connection: close\r\n");
+    else if (r->version_minor == 0)
+        o = PUT_LIT(o, "Connection: keep-alive\r\n");
+    if (extra_len > 0)
+        o = put(o, extra, extra_len);
+    o = PUT_LIT(o, "\r\n");
+    c->olen = (size_t)(o - c->obuf);
+    return 0;
+}
+
+void sws_http1_response_done(sws_conn_t *c, sws_request_t *r)
+{
+    sws_conn_set_t *s = c->set;
+    c->requests++;
+    s->counters->requests++;
+    if (s->access_log != NULL && s->access_log->fd >= 0)
+        sws_access_log_request(s->access_log, r, sws_conn_peer_text(c), s->loop->wall_sec,
+                               sws_loop_now_ms(s->loop) - r->start_ms);
+    if (!r->keep_alive) {
+        c->close_after = 1;
+        c->h1.state = SWS_H1_DEAD;
+    }
+}

@@ -1,0 +1,74 @@
+/*
+ * HTTP/1.x on a connection: llhttp glue, limits, anti-smuggling rules and
+ * response serialization.
+ *
+ * llhttp 8.1 runs with no lenient flag. It pauses twice per request: at the
+ * end of the head (so the head is checked as a whole before any body byte
+ * is accepted) and at the end of the message (so the handler runs outside
+ * llhttp's callbacks and the next pipelined request is parsed only when
+ * the output has room). Where llhttp 8.1 is lenient by itself (bare LF as a
+ * line end, obs-fold, whitespace before a colon, an empty header name,
+ * Transfer-Encoding on HTTP/1.0 or with codings before chunked, bare LF in
+ * the trailer section) the checks here reject the request.
+ *
+ * A rejected request gets its 4xx/5xx with Connection: close, parsing stops
+ * for good, and the connection is shut down once the answer is written: no
+ * byte after a rejected request is ever interpreted.
+ *
+ * All functions run in the worker that owns the connection.
+ */
+#ifndef SWS_WORKER_HTTP1_H
+#define SWS_WORKER_HTTP1_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "llhttp.h"
+#include "worker/request.h"
+
+enum sws_http1_state {
+    SWS_H1_IDLE = 0, /* between requests: no byte of the next one parsed */
+    SWS_H1_HEAD,     /* request line and headers in progress */
+    SWS_H1_BODY,     /* head accepted; body (and trailers) in progress */
+    SWS_H1_DEAD,     /* a request was rejected: nothing more is parsed */
+};
+
+typedef struct sws_http1 {
+    llhttp_t parser;
+    uint8_t state;          /* enum sws_http1_state */
+    uint8_t chunked;
+    uint8_t line_done;      /* the request line is complete */
+    uint8_t gap_cr;         /* chunk framing: the previous framing byte was CR */
+    uint8_t gap_lf;         /* chunk framing: the previous framing byte was LF */
+    uint16_t reject;        /* status chosen by a callback that failed */
+    const char *reject_why; /* for the log line */
+    uint32_t head_len;      /* bytes of the accepted head at rbuf + msg_start */
+    uint32_t trailer_bytes;
+    const char *gap;        /* chunk framing not yet scanned starts here */
+} sws_http1_t;
+
+/* Start HTTP/1 on a fresh connection. */
+void sws_http1_init(sws_conn_t *c);
+
+/* Parse the buffered input rbuf[rpos, rend), answering each complete
+ * request through the set's handler. Returns when the input is used up,
+ * the output is above its high-water mark, the connection is to close, or
+ * a request was rejected (then the rejection is queued). */
+void sws_http1_process(sws_conn_t *c);
+
+/* Answer status (408 on a timeout) with Connection: close, stop parsing. */
+void sws_http1_fail(sws_conn_t *c, unsigned status, const char *why);
+
+/* Serialize the status line and headers of r's response into the output:
+ * Date, Server, Content-Length (when with_length), Connection, extra.
+ * Reserves body_room more bytes after the head, so the body can follow
+ * without another allocation. 0, or -1 when out of memory (nothing
+ * written). */
+int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const char *extra,
+                         size_t extra_len, uint64_t content_length, int with_length,
+                         size_t body_room);
+
+/* After a response is queued: count and log it, decide keep-alive. */
+void sws_http1_response_done(sws_conn_t *c, sws_request_t *r);
+
+#endif

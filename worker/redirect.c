@@ -1,0 +1,75 @@
+/* The redirect action and the https redirect. */
+#include "worker/handlers.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "shm/table.h"
+
+/* Header lines of a redirect are built on the stack unless the target is
+ * unusually long. */
+#define SWS_REDIRECT_STACK 2048
+
+static void send_location(sws_request_t *r, unsigned status, const sws_str_t *parts, int nparts)
+{
+    static const char name[] = "Location: ";
+    size_t len = sizeof(name) - 1 + 2;
+    for (int i = 0; i < nparts; i++)
+        len += parts[i].len;
+    char stack[SWS_REDIRECT_STACK];
+    char *buf = len <= sizeof(stack) ? stack : malloc(len);
+    if (buf == NULL) {
+        sws_response_error(r, 500);
+        return;
+    }
+    char *o = buf;
+    memcpy(o, name, sizeof(name) - 1);
+    o += sizeof(name) - 1;
+    for (int i = 0; i < nparts; i++) {
+        memcpy(o, parts[i].p, parts[i].len);
+        o += parts[i].len;
+    }
+    memcpy(o, "\r\n", 2);
+    sws_response_send(r, status, buf, len, NULL, 0);
+    if (buf != stack)
+        free(buf);
+}
+
+void sws_redirect_handle(sws_request_t *r)
+{
+    const sws_route_t *rt = r->route;
+    sws_str_t loc = { sws_table_str(r->table, rt->location), rt->location.len };
+    send_location(r, rt->status, &loc, 1);
+}
+
+/* The host without ":port"; an IPv6 literal keeps its brackets. */
+static sws_str_t host_without_port(sws_str_t h)
+{
+    if (h.len > 0 && h.p[0] == '[') {
+        const char *end = memchr(h.p, ']', h.len);
+        if (end != NULL)
+            h.len = (size_t)(end - h.p) + 1;
+        return h;
+    }
+    const char *colon = memchr(h.p, ':', h.len);
+    if (colon != NULL)
+        h.len = (size_t)(colon - h.p);
+    return h;
+}
+
+void sws_https_redirect(sws_request_t *r)
+{
+    sws_str_t host = host_without_port(r->host);
+    if (host.len == 0) {
+        sws_response_error(r, 400);
+        return;
+    }
+    sws_str_t parts[5] = { SWS_STR("https://"), host, r->path, SWS_STR(""), SWS_STR("") };
+    int n = 3;
+    if (r->query.len > 0) {
+        parts[3] = SWS_STR("?");
+        parts[4] = r->query;
+        n = 5;
+    }
+    send_location(r, 308, parts, n);
+}

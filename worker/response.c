@@ -1,0 +1,199 @@
+/* The response API of worker/request.h, over the HTTP/1 serializer. (HTTP/2
+ * will choose its serializer by the connection's protocol here.) */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "worker/conn.h"
+#include "worker/http1.h"
+#include "worker/request.h"
+
+/* Files up to this size are read into the output buffer, so the response
+ * leaves in one write with the responses around it. */
+#define SWS_RESPONSE_INLINE_FILE (16u * 1024)
+
+const char *sws_http_reason(unsigned status)
+{
+    switch (status) {
+    case 100: return "Continue";
+    case 101: return "Switching Protocols";
+    case 200: return "OK";
+    case 201: return "Created";
+    case 202: return "Accepted";
+    case 204: return "No Content";
+    case 206: return "Partial Content";
+    case 301: return "Moved Permanently";
+    case 302: return "Found";
+    case 303: return "See Other";
+    case 304: return "Not Modified";
+    case 307: return "Temporary Redirect";
+    case 308: return "Permanent Redirect";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 409: return "Conflict";
+    case 410: return "Gone";
+    case 411: return "Length Required";
+    case 412: return "Precondition Failed";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 415: return "Unsupported Media Type";
+    case 416: return "Range Not Satisfiable";
+    case 417: return "Expectation Failed";
+    case 421: return "Misdirected Request";
+    case 429: return "Too Many Requests";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+    }
+}
+
+const sws_str_t *sws_request_header(const sws_request_t *r, const char *name)
+{
+    size_t n = strlen(name);
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        const sws_header_t *h = &r->headers[i];
+        if (h->name.len == n && strncasecmp(h->name.p, name, n) == 0)
+            return &h->value;
+    }
+    return NULL;
+}
+
+/* 1xx, 204 and 304 carry neither a body nor a Content-Length. */
+static int status_has_body(unsigned status)
+{
+    return status >= 200 && status != 204 && status != 304;
+}
+
+/* A handler answers once; the status must be a three-digit code. */
+static int response_allowed(sws_request_t *r, unsigned *status)
+{
+    if (r->status != 0) {
+        sws_log_error("%.*s %.*s answered twice (%u, then %u)", (int)r->method.len, r->method.p,
+                      (int)r->target.len, r->target.p, r->status, *status);
+        return 0;
+    }
+    if (*status < 100 || *status > 999)
+        *status = 500;
+    return 1;
+}
+
+/* Out of memory for the response: nothing of it was queued; end the
+ * connection after what is already queued. */
+static void response_failed(sws_request_t *r, unsigned status)
+{
+    sws_log_error("client %s: no memory for a %u response", sws_conn_peer_text(r->conn), status);
+    r->status = status;
+    r->keep_alive = 0;
+    sws_http1_response_done(r->conn, r);
+}
+
+void sws_response_send(sws_request_t *r, unsigned status, const char *extra, size_t extra_len,
+                       const void *body, size_t body_len)
+{
+    sws_conn_t *c = r->conn;
+    if (!response_allowed(r, &status))
+        return;
+    int has_body = status_has_body(status);
+    if (!has_body)
+        body_len = 0;
+    size_t send_len = r->is_head ? 0 : body_len;
+    if (sws_http1_write_head(c, r, status, extra, extra_len, body_len, has_body, send_len) < 0) {
+        response_failed(r, status);
+        return;
+    }
+    if (send_len > 0) {
+        memcpy(c->obuf + c->olen, body, send_len); /* room reserved with the head */
+        c->olen += send_len;
+    }
+    r->status = status;
+    r->body_bytes = send_len;
+    sws_http1_response_done(c, r);
+}
+
+void sws_response_sendfile(sws_request_t *r, unsigned status, const char *extra,
+                           size_t extra_len, int fd, off_t offset, uint64_t len)
+{
+    sws_conn_t *c = r->conn;
+    if (!response_allowed(r, &status)) {
+        close(fd);
+        return;
+    }
+    int has_body = status_has_body(status);
+    if (!has_body)
+        len = 0;
+    int inline_body = !r->is_head && len > 0 && len <= SWS_RESPONSE_INLINE_FILE;
+    size_t queued_before = c->olen - c->osent;
+    if (sws_http1_write_head(c, r, status, extra, extra_len, len, has_body,
+                             inline_body ? (size_t)len : 0) < 0) {
+        close(fd);
+        response_failed(r, status);
+        return;
+    }
+    if (r->is_head || len == 0) {
+        close(fd);
+        r->body_bytes = 0;
+    } else if (inline_body) {
+        ssize_t n = pread(fd, c->obuf + c->olen, (size_t)len, offset);
+        int err = n < 0 ? errno : 0;
+        close(fd);
+        if (n != (ssize_t)len) {
+            /* Take the head back: the promised length cannot be sent. */
+            c->olen = c->osent + queued_before;
+            sws_log_error("pread for a response: %s", n < 0 ? strerror(err) : "file shrank");
+            sws_response_error(r, 500);
+            return;
+        }
+        c->olen += (size_t)len;
+        r->body_bytes = len;
+    } else {
+        sws_conn_queue_file(c, fd, offset, len);
+        r->body_bytes = len;
+    }
+    r->status = status;
+    sws_http1_response_done(c, r);
+}
+
+/* Statuses after which the connection cannot be trusted to be in sync
+ * (or the body was not read): answer, then close. */
+static int status_closes(unsigned status)
+{
+    switch (status) {
+    case 400: case 408: case 413: case 414: case 417: case 431: case 505:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+void sws_response_error(sws_request_t *r, unsigned status)
+{
+    static const char type[] = "Content-Type: text/html\r\n";
+    char body[256];
+    const char *reason = sws_http_reason(status);
+    int n = snprintf(body, sizeof(body),
+                     "<!DOCTYPE html>\n<html><head><title>%u %s</title></head>"
+                     "<body><h1>%u %s</h1></body></html>\n",
+                     status, reason, status, reason);
+    if (n < 0 || (size_t)n >= sizeof(body))
+        n = 0;
+    if (status_closes(status))
+        r->keep_alive = 0;
+    sws_response_send(r, status, type, sizeof(type) - 1, body, (size_t)n);
+}
+
+void sws_response_close(sws_request_t *r)
+{
+    r->keep_alive = 0;
+}

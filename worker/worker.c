@@ -1,0 +1,317 @@
+#include "worker/worker.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "core/loop.h"
+#include "worker/access_log.h"
+#include "worker/conn.h"
+#include "worker/handlers.h"
+
+#define ACCEPT_BATCH 64          /* accepts per listener event */
+#define ACCEPT_PAUSE_MS 100      /* out of fds: retry accepting after this */
+#define ACCEPT_ERROR_LOG_MS 1000 /* at most one "out of fds" line per second */
+
+typedef struct listener {
+    sws_io_t io;
+    struct sws_worker *worker;
+} listener_t;
+
+/* Everything a worker process owns; lives on sws_worker_main's stack. */
+typedef struct sws_worker {
+    const sws_worker_config_t *cfg;
+    sws_loop_t loop;
+    sws_conn_set_t conns;
+    sws_access_log_t access_log;
+    sws_shm_counters_t *counters;
+    uint64_t generation;          /* of the table in use; 0: none */
+    pid_t pid;                    /* cached: the reader slot is stamped every tick */
+    sws_io_t signals;
+    listener_t *listeners;
+    unsigned nlisteners;
+    int listening;                /* listeners registered in epoll */
+    int draining;
+    sws_timer_queue_t accept_q;   /* accept pause after EMFILE */
+    sws_timer_t accept_timer;
+    uint64_t accept_error_logged_ms;
+    sws_timer_queue_t shutdown_q; /* graceful stop deadline */
+    sws_timer_t shutdown_timer;
+    sws_timer_queue_t wake_q;     /* 0 ms: makes the pending epoll_wait return at once */
+    sws_timer_t wake_timer;
+} sws_worker_t;
+
+static int listeners_register(sws_worker_t *w)
+{
+    uint32_t events = EPOLLIN | (w->cfg->exclusive ? EPOLLEXCLUSIVE : 0);
+    for (unsigned i = 0; i < w->nlisteners; i++) {
+        if (sws_loop_add(&w->loop, &w->listeners[i].io, events) < 0) {
+            sws_log_error("epoll_ctl(ADD) listener: %s", strerror(errno));
+            return -1;
+        }
+    }
+    w->listening = 1;
+    return 0;
+}
+
+static void listeners_unregister(sws_worker_t *w)
+{
+    if (!w->listening)
+        return;
+    for (unsigned i = 0; i < w->nlisteners; i++)
+        sws_loop_del(&w->loop, &w->listeners[i].io);
+    w->listening = 0;
+}
+
+static void accept_resume(sws_timer_t *t)
+{
+    sws_worker_t *w = sws_container_of(t, sws_worker_t, accept_timer);
+    if (!w->draining)
+        listeners_register(w);
+}
+
+/* Out of descriptors: stop accepting for a moment instead of spinning on
+ * a level-triggered listener that cannot be served. */
+static void accept_pause(sws_worker_t *w, int err)
+{
+    uint64_t now = sws_loop_now_ms(&w->loop);
+    if (w->accept_error_logged_ms == 0 || now - w->accept_error_logged_ms >= ACCEPT_ERROR_LOG_MS) {
+        sws_log_error("accept: %s; pausing accepts for %u ms", strerror(err), ACCEPT_PAUSE_MS);
+        w->accept_error_logged_ms = now;
+    }
+    listeners_unregister(w);
+    sws_timer_arm(&w->loop, &w->accept_q, &w->accept_timer);
+}
+
+static void on_listener(sws_io_t *io, uint32_t events)
+{
+    (void)events;
+    listener_t *l = sws_container_of(io, listener_t, io);
+    sws_worker_t *w = l->worker;
+    for (int i = 0; i < ACCEPT_BATCH && w->listening; i++) {
+        struct sockaddr_storage ss;
+        socklen_t len = sizeof(ss);
+        int fd = accept4(io->fd, (struct sockaddr *)&ss, &len, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
+                continue;
+            if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
+                accept_pause(w, errno);
+            else if (errno != EAGAIN && errno != EWOULDBLOCK)
+                sws_log_error("accept: %s", strerror(errno));
+            return;
+        }
+        if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
+            int one = 1;
+            setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        }
+        w->counters->connections_accepted++;
+        sws_conn_open(&w->conns, fd, (struct sockaddr *)&ss, len);
+    }
+}
+
+/* Adopt the newest table generation: settings, timers, access log. */
+static void adopt_generation(sws_worker_t *w)
+{
+    const sws_table_t *t = sws_shm_reader_acquire(w->cfg->shm, w->cfg->index, w->pid);
+    if (t == NULL) {
+        sws_conn_set_configure(&w->conns, NULL, NULL, SWS_STR(""));
+        return;
+    }
+    const sws_settings_t *st = sws_table_settings(t);
+    sws_str_t server = { sws_table_str(t, st->server_name), st->server_name.len };
+    sws_conn_set_configure(&w->conns, t, st, server);
+    uint64_t gen = sws_table_generation(t);
+    if (gen == w->generation)
+        return;
+    w->generation = gen;
+    sws_access_log_configure(&w->access_log, st->access_log_format,
+                             sws_table_str(t, st->access_log_path), st->access_log_path.len);
+    sws_log_debug("using table generation %llu", (unsigned long long)gen);
+}
+
+static void on_wake(sws_timer_t *t)
+{
+    (void)t;
+}
+
+/* The loop checks `stop` between iterations; the tick runs just before
+ * epoll_wait, so a stop decided there also arms a 0 ms timer to keep that
+ * wait from blocking. */
+static void stop_now(sws_worker_t *w)
+{
+    w->loop.stop = 1;
+    sws_timer_arm(&w->loop, &w->wake_q, &w->wake_timer);
+}
+
+static void on_tick(sws_loop_t *loop, void *data)
+{
+    (void)loop;
+    sws_worker_t *w = data;
+    sws_conn_set_reap(&w->conns);
+    sws_access_log_flush(&w->access_log);
+    adopt_generation(w);
+    w->counters->connections_active = w->conns.nlive;
+    if (w->draining && w->conns.nlive == 0 && !w->loop.stop)
+        stop_now(w);
+}
+
+static void on_shutdown_timeout(sws_timer_t *t)
+{
+    sws_worker_t *w = sws_container_of(t, sws_worker_t, shutdown_timer);
+    unsigned n = sws_conn_set_close_all(&w->conns);
+    sws_log_notice("graceful stop: timeout, %u connection%s cut", n, n == 1 ? "" : "s");
+    stop_now(w);
+}
+
+static void drain(sws_worker_t *w)
+{
+    if (w->draining)
+        return;
+    w->draining = 1;
+    listeners_unregister(w);
+    sws_timer_disarm(&w->accept_timer);
+    for (unsigned i = 0; i < w->nlisteners; i++) {
+        close(w->listeners[i].io.fd);
+        w->listeners[i].io.fd = -1;
+    }
+    sws_conn_set_drain(&w->conns);
+    sws_log_info("graceful stop: %u connection%s to finish", w->conns.nlive,
+                 w->conns.nlive == 1 ? "" : "s");
+    sws_timer_arm(&w->loop, &w->shutdown_q, &w->shutdown_timer);
+}
+
+static void on_signal(sws_io_t *io, uint32_t events)
+{
+    (void)events;
+    sws_worker_t *w = sws_container_of(io, sws_worker_t, signals);
+    struct signalfd_siginfo si;
+    while (read(io->fd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
+        if (si.ssi_signo == SIGTERM)
+            stop_now(w);
+        else if (si.ssi_signo == SIGQUIT)
+            drain(w);
+    }
+}
+
+static int setup_signals(sws_worker_t *w)
+{
+    static const int ignored[] = { SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE };
+    for (size_t i = 0; i < sizeof(ignored) / sizeof(ignored[0]); i++)
+        signal(ignored[i], SIG_IGN);
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGQUIT);
+    if (sigprocmask(SIG_BLOCK, &set, NULL) < 0) {
+        sws_log_error("sigprocmask: %s", strerror(errno));
+        return -1;
+    }
+    w->signals.fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
+    w->signals.cb = on_signal;
+    if (w->signals.fd < 0 || sws_loop_add(&w->loop, &w->signals, EPOLLIN) < 0) {
+        sws_log_error("signalfd: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static void pin_cpu(int cpu)
+{
+    if (cpu < 0)
+        return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof(set), &set) < 0)
+        sws_log_warn("cannot pin to cpu %d: %s", cpu, strerror(errno));
+}
+
+static int drop_privileges(const sws_worker_config_t *cfg)
+{
+    if (!cfg->drop_privileges)
+        return 0;
+    if (setgroups(1, &cfg->gid) < 0 || setgid(cfg->gid) < 0 || setuid(cfg->uid) < 0) {
+        sws_log_error("dropping privileges to uid %d gid %d: %s", (int)cfg->uid, (int)cfg->gid,
+                      strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+static int worker_setup(sws_worker_t *w)
+{
+    const sws_worker_config_t *cfg = w->cfg;
+    if (setup_signals(w) < 0 || drop_privileges(cfg) < 0)
+        return -1;
+    w->counters = sws_shm_counters(cfg->shm, cfg->index);
+    sws_conn_set_init(&w->conns, &w->loop, sws_handlers_dispatch, w->counters);
+    w->conns.access_log = &w->access_log;
+    sws_timer_queue_init(&w->loop, &w->accept_q, ACCEPT_PAUSE_MS);
+    sws_timer_init(&w->accept_timer, accept_resume);
+    sws_timer_queue_init(&w->loop, &w->shutdown_q, cfg->shutdown_timeout_ms);
+    sws_timer_init(&w->shutdown_timer, on_shutdown_timeout);
+    sws_timer_queue_init(&w->loop, &w->wake_q, 0);
+    sws_timer_init(&w->wake_timer, on_wake);
+    adopt_generation(w);
+
+    w->nlisteners = cfg->nlisten;
+    w->listeners = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*w->listeners));
+    if (w->listeners == NULL)
+        return -1;
+    for (unsigned i = 0; i < cfg->nlisten; i++) {
+        w->listeners[i].io.fd = cfg->listen_fds[i];
+        w->listeners[i].io.cb = on_listener;
+        w->listeners[i].worker = w;
+    }
+    if (listeners_register(w) < 0)
+        return -1;
+    sws_loop_set_tick(&w->loop, on_tick, w);
+    return 0;
+}
+
+int sws_worker_main(const sws_worker_config_t *cfg)
+{
+    char role[32];
+    snprintf(role, sizeof(role), "worker %u", cfg->index);
+    sws_log_set_role(role);
+    pin_cpu(cfg->cpu);
+
+    sws_worker_t w;
+    memset(&w, 0, sizeof(w));
+    w.cfg = cfg;
+    w.pid = getpid();
+    w.signals.fd = -1;
+    sws_access_log_init(&w.access_log);
+    if (sws_loop_init(&w.loop) < 0) {
+        sws_log_error("epoll_create: %s", strerror(errno));
+        return 1;
+    }
+    int status = 0;
+    if (worker_setup(&w) < 0) {
+        status = 1;
+    } else if (sws_loop_run(&w.loop) < 0) {
+        sws_log_error("epoll_wait: %s", strerror(errno));
+        status = 1;
+    }
+    sws_conn_set_destroy(&w.conns);
+    sws_access_log_close(&w.access_log);
+    sws_shm_reader_clear(cfg->shm, cfg->index);
+    if (w.counters != NULL)
+        w.counters->connections_active = 0;
+    if (w.signals.fd >= 0)
+        close(w.signals.fd);
+    free(w.listeners);
+    sws_loop_close(&w.loop);
+    return status;
+}
