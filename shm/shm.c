@@ -13,6 +13,8 @@
  */
 #include "shm/shm.h"
 
+#include "core/err.h"
+
 #include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -75,10 +77,6 @@ typedef struct region_layout {
     size_t arena_size, arena_stride, slots_off, arenas_off, total;
 } region_layout_t;
 
-/* The message for the caller, and the failure to return (err and errlen
- * are the parameters of every function that fails). */
-#define SHM_FAIL(...) (snprintf(err, errlen, __VA_ARGS__), -1)
-
 static size_t line_up(size_t n)
 {
     return (n + SHM_LINE - 1) & ~(size_t)(SHM_LINE - 1);
@@ -121,26 +119,26 @@ int sws_shm_create(sws_shm_t *shm, size_t arena_size, unsigned narenas, unsigned
     region_layout_t lay;
 
     if (narenas < 2 || narenas > SHM_MAX_ARENAS)
-        return SHM_FAIL("shm: %u arenas, need 2 to %u", narenas, SHM_MAX_ARENAS);
+        return sws_errf(err, errlen, "shm: %u arenas, need 2 to %u", narenas, SHM_MAX_ARENAS);
     if (max_workers < 1 || max_workers > SWS_SHM_MAX_WORKERS)
-        return SHM_FAIL("shm: %u workers, need 1 to %u", max_workers,
+        return sws_errf(err, errlen, "shm: %u workers, need 1 to %u", max_workers,
                         SWS_SHM_MAX_WORKERS);
     /* Table offsets are 32-bit. */
     if (arena_size < SHM_MIN_ARENA_SIZE || arena_size > UINT32_MAX - SHM_LINE)
-        return SHM_FAIL("shm: table size %zu bytes, need %u to %u", arena_size,
+        return sws_errf(err, errlen, "shm: table size %zu bytes, need %u to %u", arena_size,
                         SHM_MIN_ARENA_SIZE, UINT32_MAX - SHM_LINE);
     region_layout(arena_size, narenas, max_workers, &lay);
 
     int fd = memfd_create("scalws-shm", MFD_CLOEXEC);
     if (fd < 0)
-        return SHM_FAIL("shm: memfd_create: %s", strerror(errno));
+        return sws_errf(err, errlen, "shm: memfd_create: %s", strerror(errno));
     void *base = MAP_FAILED;
     if (ftruncate(fd, (off_t)lay.total) == 0)
         base = mmap(NULL, lay.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED) {
         int e = errno;
         close(fd);
-        return SHM_FAIL("shm: allocating %zu bytes: %s", lay.total, strerror(e));
+        return sws_errf(err, errlen, "shm: allocating %zu bytes: %s", lay.total, strerror(e));
     }
 
     /* A fresh memfd reads as zeros: every slot and arena starts empty. */
@@ -167,22 +165,22 @@ static int header_check(const shm_header_t *h, size_t size, char *err, size_t er
     region_layout_t lay;
 
     if (h->magic != SHM_MAGIC)
-        return SHM_FAIL("shm: not a ScalWS region (bad magic)");
+        return sws_errf(err, errlen, "shm: not a ScalWS region (bad magic)");
     if (h->version != SHM_VERSION)
-        return SHM_FAIL("shm: layout version %u, this binary speaks %u", h->version,
+        return sws_errf(err, errlen, "shm: layout version %u, this binary speaks %u", h->version,
                         SHM_VERSION);
     if (h->narenas < 2 || h->narenas > SHM_MAX_ARENAS || h->max_workers < 1 ||
         h->max_workers > SWS_SHM_MAX_WORKERS)
-        return SHM_FAIL("shm: header has %u arenas and %u slots", h->narenas,
+        return sws_errf(err, errlen, "shm: header has %u arenas and %u slots", h->narenas,
                         h->max_workers);
     region_layout(h->arena_size, h->narenas, h->max_workers, &lay);
     if (lay.arena_size != h->arena_size || lay.arena_stride != h->arena_stride ||
         lay.slots_off != h->slots_off || lay.arenas_off != h->arenas_off ||
         lay.total != h->total_size || lay.total != size)
-        return SHM_FAIL("shm: region is %zu bytes, header describes %llu", size,
+        return sws_errf(err, errlen, "shm: region is %zu bytes, header describes %llu", size,
                         (unsigned long long)h->total_size);
     if (WORD_ARENA(atomic_load(&h->current)) >= h->narenas)
-        return SHM_FAIL("shm: current word names a missing arena");
+        return sws_errf(err, errlen, "shm: current word names a missing arena");
     return 0;
 }
 
@@ -190,14 +188,14 @@ int sws_shm_attach(sws_shm_t *shm, int fd, char *err, size_t errlen)
 {
     struct stat st;
     if (fstat(fd, &st) != 0)
-        return SHM_FAIL("shm: fstat: %s", strerror(errno));
+        return sws_errf(err, errlen, "shm: fstat: %s", strerror(errno));
     if ((size_t)st.st_size < sizeof(shm_header_t))
-        return SHM_FAIL("shm: region is %lld bytes, too small for a header",
+        return sws_errf(err, errlen, "shm: region is %lld bytes, too small for a header",
                         (long long)st.st_size);
     size_t size = (size_t)st.st_size;
     void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (base == MAP_FAILED)
-        return SHM_FAIL("shm: mmap %zu bytes: %s", size, strerror(errno));
+        return sws_errf(err, errlen, "shm: mmap %zu bytes: %s", size, strerror(errno));
     if (header_check(base, size, err, errlen) != 0) {
         munmap(base, size);
         return -1;
@@ -253,14 +251,14 @@ int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, 
     shm_header_t *h = header(shm);
     size_t need = sws_table_size(rs);
     if (need > h->arena_size)
-        return SHM_FAIL("table needs %zu bytes, arena has %llu; raise server.table_size",
+        return sws_errf(err, errlen, "table needs %zu bytes, arena has %llu; raise server.table_size",
                         need, (unsigned long long)h->arena_size);
 
     /* Relaxed: this process is the only writer of the word. */
     uint64_t current = atomic_load_explicit(&h->current, memory_order_relaxed);
     int idx = arena_free(shm, current);
     if (idx < 0)
-        return SHM_FAIL("all %u table arenas are in use (generation %llu is current, "
+        return sws_errf(err, errlen, "all %u table arenas are in use (generation %llu is current, "
                         "workers hold the others); retry later",
                         h->narenas, (unsigned long long)WORD_GEN(current));
 

@@ -23,6 +23,8 @@
  */
 #include "shm/table.h"
 
+#include "core/err.h"
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -86,18 +88,6 @@ typedef struct table_writer {
     uint32_t empty; /* offset of the shared "" */
     int overflow;   /* a layout bug: refuse rather than write past the table */
 } table_writer_t;
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int fail(char *err, size_t errlen, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static inline unsigned char lower(unsigned char c)
 {
@@ -168,13 +158,13 @@ static int name_check(const char *name, char *err, size_t errlen)
 {
     size_t len = name_len(name);
     if (len == 0)
-        return fail(err, errlen, "empty host name");
+        return sws_errf(err, errlen, "empty host name");
     if (name_kind(name) == NAME_WILDCARD && (len < 3 || name[1] != '.'))
-        return fail(err, errlen, "host name \"%s\": a wildcard is \"*.\" and a domain", name);
+        return sws_errf(err, errlen, "host name \"%s\": a wildcard is \"*.\" and a domain", name);
     if (memchr(name + 1, '*', len - 1) != NULL)
-        return fail(err, errlen, "host name \"%s\": '*' may only be the first label", name);
+        return sws_errf(err, errlen, "host name \"%s\": '*' may only be the first label", name);
     if (memchr(name, ':', len) != NULL || memchr(name, '/', len) != NULL)
-        return fail(err, errlen, "host name \"%s\": a name has no port or path", name);
+        return sws_errf(err, errlen, "host name \"%s\": a name has no port or path", name);
     return 0;
 }
 
@@ -324,9 +314,9 @@ static int is_token(const char *s)
 static int header_check(const Sws__Header *hd, char *err, size_t errlen)
 {
     if (!is_token(hd->name))
-        return fail(err, errlen, "header name \"%s\" is not a token", hd->name);
+        return sws_errf(err, errlen, "header name \"%s\" is not a token", hd->name);
     if (strpbrk(hd->value, "\r\n") != NULL)
-        return fail(err, errlen, "header %s: value contains CR or LF", hd->name);
+        return sws_errf(err, errlen, "header %s: value contains CR or LF", hd->name);
     return 0;
 }
 
@@ -376,7 +366,7 @@ static int build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__R
     case SWS__ROUTE__ACTION_RESPOND: {
         const Sws__Respond *rp = r->respond;
         if (rp->status < 100 || rp->status > 599)
-            return fail(err, errlen, "respond status %u is not 100..599", rp->status);
+            return sws_errf(err, errlen, "respond status %u is not 100..599", rp->status);
         for (size_t i = 0; i < rp->n_headers; i++)
             if (header_check(rp->headers[i], err, errlen) != 0)
                 return -1;
@@ -389,9 +379,9 @@ static int build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__R
     case SWS__ROUTE__ACTION_STATIC: {
         const Sws__Static *st = r->static_;
         if (st->root[0] != '/')
-            return fail(err, errlen, "static root \"%s\" is not an absolute path", st->root);
+            return sws_errf(err, errlen, "static root \"%s\" is not an absolute path", st->root);
         if (st->index[0] == '\0' || strchr(st->index, '/') != NULL)
-            return fail(err, errlen, "static index \"%s\" is not a file name", st->index);
+            return sws_errf(err, errlen, "static index \"%s\" is not a file name", st->index);
         out->action = SWS_ACTION_STATIC;
         out->follow_symlinks = st->follow_symlinks ? 1 : 0;
         out->root = put_bytes(w, st->root, root_len(st->root));
@@ -401,10 +391,10 @@ static int build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__R
     case SWS__ROUTE__ACTION_REDIRECT: {
         const Sws__Redirect *rd = r->redirect;
         if (!is_redirect_status(rd->status))
-            return fail(err, errlen, "redirect status %u is not 301, 302, 303, 307 or 308",
+            return sws_errf(err, errlen, "redirect status %u is not 301, 302, 303, 307 or 308",
                         rd->status);
         if (rd->location[0] == '\0' || strpbrk(rd->location, "\r\n") != NULL)
-            return fail(err, errlen, "redirect location is empty or contains CR or LF");
+            return sws_errf(err, errlen, "redirect location is empty or contains CR or LF");
         out->action = SWS_ACTION_REDIRECT;
         out->status = (uint16_t)rd->status;
         out->location = put_bytes(w, rd->location, strlen(rd->location));
@@ -412,11 +402,11 @@ static int build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__R
     }
     case SWS__ROUTE__ACTION_PROXY:
         if (pool_index(rs, r->proxy->pool, &out->pool) != 0)
-            return fail(err, errlen, "proxy to unknown pool \"%s\"", r->proxy->pool);
+            return sws_errf(err, errlen, "proxy to unknown pool \"%s\"", r->proxy->pool);
         out->action = SWS_ACTION_PROXY;
         return 0;
     default:
-        return fail(err, errlen, "no action (respond, static, redirect or proxy)");
+        return sws_errf(err, errlen, "no action (respond, static, redirect or proxy)");
     }
 }
 
@@ -431,16 +421,16 @@ static int build_route(table_writer_t *w, const Sws__RouteSet *rs, const Sws__Ho
     /* Fields the action does not use still read as "". */
     out->path = out->headers = out->body = out->location = out->root = out->index = empty;
     if (r->match == SWS__ROUTE__MATCH__REGEX)
-        return fail(err, errlen, "host \"%s\" route \"%s\": regex paths are not supported yet",
+        return sws_errf(err, errlen, "host \"%s\" route \"%s\": regex paths are not supported yet",
                     hname, r->path);
     if (r->match != SWS__ROUTE__MATCH__PREFIX && r->match != SWS__ROUTE__MATCH__EXACT)
-        return fail(err, errlen, "host \"%s\" route \"%s\": unknown match type %d", hname,
+        return sws_errf(err, errlen, "host \"%s\" route \"%s\": unknown match type %d", hname,
                     r->path, (int)r->match);
     if (r->path[0] != '/')
-        return fail(err, errlen, "host \"%s\" route \"%s\": a path starts with '/'", hname,
+        return sws_errf(err, errlen, "host \"%s\" route \"%s\": a path starts with '/'", hname,
                     r->path);
     if (build_action(w, rs, r, out, why, sizeof(why)) != 0)
-        return fail(err, errlen, "host \"%s\" route \"%s\": %s", hname, r->path, why);
+        return sws_errf(err, errlen, "host \"%s\" route \"%s\": %s", hname, r->path, why);
     out->match = r->match == SWS__ROUTE__MATCH__EXACT ? SWS_MATCH_EXACT : SWS_MATCH_PREFIX;
     out->https_redirect = (r->https_redirect || host->https_redirect) ? 1 : 0;
     out->path = put_bytes(w, r->path, strlen(r->path));
@@ -498,7 +488,7 @@ static int build_names(table_writer_t *w, struct sws_table *t, const Sws__Host *
             return -1;
         if (kind == NAME_CATCHALL) {
             if (t->catchall != 0)
-                return fail(err, errlen, "host name \"*\" appears twice");
+                return sws_errf(err, errlen, "host name \"*\" appears twice");
             t->catchall = index + 1;
             continue;
         }
@@ -507,7 +497,7 @@ static int build_names(table_writer_t *w, struct sws_table *t, const Sws__Host *
         sws_tstr_t s = put_lower(w, name + skip, name_len(name) - skip);
         tbl_names_t *names = kind == NAME_WILDCARD ? &t->wild : &t->exact;
         if (name_insert(w->base, names, hash_name(w->base + s.off, s.len), s, index + 1) != 0)
-            return fail(err, errlen, "host name \"%s\" appears twice", name);
+            return sws_errf(err, errlen, "host name \"%s\" appears twice", name);
     }
     return 0;
 }
@@ -561,7 +551,7 @@ static int pools_check(const Sws__RouteSet *rs, char *err, size_t errlen)
     for (size_t p = 0; p < rs->n_pools; p++) {
         uint32_t first;
         if (pool_index(rs, rs->pools[p]->name, &first) == 0 && first != p)
-            return fail(err, errlen, "pool \"%s\" appears twice", rs->pools[p]->name);
+            return sws_errf(err, errlen, "pool \"%s\" appears twice", rs->pools[p]->name);
     }
     return 0;
 }
@@ -596,9 +586,9 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     table_layout_t lay;
     table_layout(rs, &lay);
     if (lay.total > arena_size)
-        return fail(err, errlen, "table needs %zu bytes, arena has %zu", lay.total, arena_size);
+        return sws_errf(err, errlen, "table needs %zu bytes, arena has %zu", lay.total, arena_size);
     if (lay.total > UINT32_MAX)
-        return fail(err, errlen, "table needs %zu bytes, more than 4 GiB", lay.total);
+        return sws_errf(err, errlen, "table needs %zu bytes, more than 4 GiB", lay.total);
     if (pools_check(rs, err, errlen) != 0)
         return -1;
 
@@ -617,7 +607,7 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     for (size_t h = 0; h < rs->n_hosts; h++) {
         const Sws__Host *host = rs->hosts[h];
         if (host->n_names == 0)
-            return fail(err, errlen, "host #%zu has no names", h + 1);
+            return sws_errf(err, errlen, "host #%zu has no names", h + 1);
         if (build_names(&w, t, host, (uint32_t)h, err, errlen) != 0)
             return -1;
         tbl_host_t *th = &hosts[h];
@@ -635,7 +625,7 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     }
     build_pools(&w, t, rs);
     if (w.overflow)
-        return fail(err, errlen, "table strings overflow the computed size (a bug)");
+        return sws_errf(err, errlen, "table strings overflow the computed size (a bug)");
     return 0;
 }
 

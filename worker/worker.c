@@ -47,8 +47,6 @@ typedef struct sws_worker {
     uint64_t accept_error_logged_ms;
     sws_timer_queue_t shutdown_q; /* graceful stop deadline */
     sws_timer_t shutdown_timer;
-    sws_timer_queue_t wake_q;     /* 0 ms: makes the pending epoll_wait return at once */
-    sws_timer_t wake_timer;
 } sws_worker_t;
 
 static int listeners_register(sws_worker_t *w)
@@ -140,18 +138,10 @@ static void adopt_generation(sws_worker_t *w)
     sws_log_debug("using table generation %llu", (unsigned long long)gen);
 }
 
-static void on_wake(sws_timer_t *t)
-{
-    (void)t;
-}
-
-/* The loop checks `stop` between iterations; the tick runs just before
- * epoll_wait, so a stop decided there also arms a 0 ms timer to keep that
- * wait from blocking. */
+/* sws_loop_run_once returns without waiting when the tick sets stop. */
 static void stop_now(sws_worker_t *w)
 {
     w->loop.stop = 1;
-    sws_timer_arm(&w->loop, &w->wake_q, &w->wake_timer);
 }
 
 static void on_tick(sws_loop_t *loop, void *data)
@@ -261,8 +251,6 @@ static int worker_setup(sws_worker_t *w)
     sws_timer_init(&w->accept_timer, accept_resume);
     sws_timer_queue_init(&w->loop, &w->shutdown_q, cfg->shutdown_timeout_ms);
     sws_timer_init(&w->shutdown_timer, on_shutdown_timeout);
-    sws_timer_queue_init(&w->loop, &w->wake_q, 0);
-    sws_timer_init(&w->wake_timer, on_wake);
     adopt_generation(w);
 
     w->nlisteners = cfg->nlisten;
