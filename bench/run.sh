@@ -1,0 +1,445 @@
+#!/usr/bin/env bash
+# bench/run.sh SCENARIO: ScalWS and nginx side by side on this machine.
+#
+# Each server runs with one worker, every server process on CPU 0; wrk (one
+# thread) and this script run on CPU 1. Runs alternate (scalws, nginx, nginx,
+# scalws, ...) so that drift of the machine falls on both alike. Each run
+# starts the server afresh, checks the answer, warms up, measures, reads the
+# server's own CPU time and peak RSS, and stops it. Any error response,
+# socket error, wrong body or restarted process fails the whole run loudly.
+#
+# Raw figures go to bench/results/<timestamp>-<scenario>/; bench/report.py
+# turns them into medians, ratios and a Markdown table. See bench/README.md.
+set -Eeuo pipefail
+# Nothing fails quietly: a failed command names itself.
+trap 'echo "run.sh: FAIL: line $LINENO: \"$BASH_COMMAND\" exited with $?" >&2' ERR
+
+BENCH=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$BENCH/.." && pwd)
+PY=/usr/bin/python3
+
+RUNS=${RUNS:-5}
+DURATION=${DURATION:-10}
+WARMUP=${WARMUP:-2}
+CONNECTIONS=${CONNECTIONS:-50}
+SERVERS=${SERVERS:-scalws nginx}
+SERVER_CPU=${SERVER_CPU:-0}
+LOAD_CPU=${LOAD_CPU:-1}
+SCALWSD=${SCALWSD:-$ROOT/build/scalwsd}
+NGINX=${NGINX:-/usr/sbin/nginx}
+WRK=${WRK:-wrk}
+START_TIMEOUT=${START_TIMEOUT:-10}
+STOP_TIMEOUT=${STOP_TIMEOUT:-5}
+
+usage() {
+    cat <<EOF
+usage: bench/run.sh SCENARIO          scenarios: respond, static-small
+
+Environment (shown with the values in force):
+  RUNS=$RUNS  measured runs per server
+  DURATION=$DURATION  seconds per measured run     WARMUP=$WARMUP  seconds of warm-up per run
+  CONNECTIONS=$CONNECTIONS  wrk connections
+  SERVERS="$SERVERS"  which servers, in the order of the first round
+  SERVER_CPU=$SERVER_CPU  LOAD_CPU=$LOAD_CPU  CPUs for the servers and for wrk
+  SCALWSD=$SCALWSD
+  NGINX=$NGINX  WRK=$WRK
+  OUT=bench/results/<timestamp>-SCENARIO  where results go
+EOF
+}
+
+die() {
+    echo "run.sh: FAIL: $*" >&2
+    exit 1
+}
+
+log() {
+    echo "run.sh: $*" >&2
+}
+
+is_uint() {
+    [[ $1 =~ ^[0-9]+$ ]]
+}
+
+# ---------------------------------------------------------------- arguments
+
+case ${1:-} in
+    -h|--help) usage; exit 0 ;;
+    respond|static-small) SCENARIO=$1 ;;
+    '') usage >&2; exit 2 ;;
+    *) echo "run.sh: unknown scenario '$1'" >&2; usage >&2; exit 2 ;;
+esac
+
+for v in RUNS DURATION WARMUP CONNECTIONS SERVER_CPU LOAD_CPU START_TIMEOUT STOP_TIMEOUT; do
+    is_uint "${!v}" || die "$v must be a whole number, not '${!v}'"
+done
+((RUNS >= 1 && DURATION >= 1 && CONNECTIONS >= 1)) || die "RUNS, DURATION and CONNECTIONS must be at least 1"
+((SERVER_CPU != LOAD_CPU)) || die "SERVER_CPU and LOAD_CPU must differ"
+read -r -a SERVER_LIST <<<"$SERVERS"
+for s in "${SERVER_LIST[@]}"; do
+    case $s in
+        scalws) [[ -x $SCALWSD ]] || die "no $SCALWSD: build it (make -j2) or set SCALWSD, or SERVERS=nginx" ;;
+        nginx) [[ -x $NGINX ]] || die "no $NGINX: apt-get install nginx-light, or set NGINX" ;;
+        *) die "unknown server '$s' in SERVERS (known: scalws nginx)" ;;
+    esac
+done
+((${#SERVER_LIST[@]} >= 1 && ${#SERVER_LIST[@]} <= 2)) || die "SERVERS names one or two servers"
+command -v "$WRK" >/dev/null || die "no wrk: apt-get install wrk"
+command -v curl >/dev/null || die "no curl: apt-get install curl"
+[[ -d /sys/devices/system/cpu/cpu$LOAD_CPU ]] || die "no CPU $LOAD_CPU on this machine"
+
+CLK_TCK=$(getconf CLK_TCK)
+STAMP=$(date +%Y%m%d-%H%M%S)
+OUT=${OUT:-$BENCH/results/$STAMP-$SCENARIO}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+
+# This script and everything it starts without saying otherwise (curl, wrk)
+# stay off the servers' CPU.
+taskset -pc "$LOAD_CPU" $$ >/dev/null || die "cannot pin myself to CPU $LOAD_CPU"
+
+# ---------------------------------------------------------------- cleanup
+
+TMP=$(mktemp -d /tmp/scalws-bench.XXXXXX)
+# nginx's worker runs as nobody and must reach the document root.
+chmod 755 "$TMP"
+SERVER_PID=     # the running server's main process, while one runs
+SERVER_PIDS=()  # it and its children, as last seen
+WRK_PID=        # timeout(1) running wrk, while it runs
+
+cleanup() {
+    local rc=$?
+    trap - EXIT INT TERM
+    # timeout passes the TERM on to wrk.
+    [[ -z $WRK_PID ]] || kill -TERM "$WRK_PID" 2>/dev/null || true
+    stop_server || true
+    cp -p "$TMP"/*.log "$OUT"/ 2>/dev/null || true
+    rm -rf "$TMP"
+    exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# ---------------------------------------------------------------- scenario
+
+# Sets URL_PATH and writes the body every server must answer to $TMP/expected.
+setup_scenario() {
+    local docroot=$TMP/docroot
+    mkdir -p "$docroot/static"
+    # A 1 KiB HTML file, the same bytes every time.
+    local page=$docroot/static/index.html i
+    {
+        printf '<!DOCTYPE html>\n<html><head><title>ScalWS bench</title></head><body>\n'
+        for i in $(seq 1 40); do printf '<p>static-small line %02d</p>\n' "$i"; done
+    } >"$page"
+    truncate -s 1023 "$page"
+    printf '\n' >>"$page"
+    chmod -R a+rX "$docroot"
+    DOCROOT=$docroot
+
+    case $SCENARIO in
+        respond)
+            URL_PATH=/
+            printf 'hello, world\n' >"$TMP/expected"
+            ;;
+        static-small)
+            URL_PATH=/static/index.html
+            cp "$docroot/static/index.html" "$TMP/expected"
+            ;;
+    esac
+}
+
+# ---------------------------------------------------------------- servers
+
+free_port() {
+    "$PY" -c 'import socket
+s = socket.socket()
+s.bind(("127.0.0.1", 0))
+print(s.getsockname()[1])'
+}
+
+render() {  # render TEMPLATE OUTPUT PORT
+    sed -e "s|@PORT@|$3|g" -e "s|@DOCROOT@|$DOCROOT|g" -e "s|@TMP@|$TMP|g" "$1" >"$2"
+}
+
+declare -A PORT
+for s in "${SERVER_LIST[@]}"; do
+    PORT[$s]=$(free_port)
+done
+
+# Starts server $1 on CPU $SERVER_CPU in the background; sets SERVER_PID.
+start_server() {
+    local s=$1 port=${PORT[$1]}
+    case $s in
+        nginx)
+            render "$BENCH/conf/nginx.conf.in" "$TMP/nginx.conf" "$port"
+            taskset -c "$SERVER_CPU" "$NGINX" -p "$TMP/" -c "$TMP/nginx.conf" \
+                -e "$TMP/nginx-error.log" >>"$TMP/nginx-stderr.log" 2>&1 &
+            ;;
+        scalws)
+            render "$BENCH/conf/scalws.yaml.in" "$TMP/scalws.yaml" "$port"
+            taskset -c "$SERVER_CPU" "$SCALWSD" -c "$TMP/scalws.yaml" \
+                >>"$TMP/scalwsd.log" 2>&1 &
+            ;;
+    esac
+    SERVER_PID=$!
+    SERVER_PIDS=("$SERVER_PID")
+}
+
+# Prints PID and all its descendants, one per line, parent first.
+proc_tree() {
+    local pid=$1 child
+    echo "$pid"
+    for child in $(cat /proc/"$pid"/task/*/children 2>/dev/null); do
+        proc_tree "$child"
+    done
+}
+
+# Waits (bounded) until the server answers on its port with a worker behind
+# it; sets SERVER_PIDS.
+wait_ready() {
+    local s=$1 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" deadline=$((SECONDS + START_TIMEOUT)) answered
+    while :; do
+        kill -0 "$SERVER_PID" 2>/dev/null || die "$s exited at start; see $OUT/*.log"
+        answered=0
+        if curl -s -o /dev/null --max-time 1 "$url"; then
+            answered=1
+            mapfile -t SERVER_PIDS < <(proc_tree "$SERVER_PID")
+            ((${#SERVER_PIDS[@]} >= 2)) && return 0
+        fi
+        ((SECONDS < deadline)) || die "$s not ready after ${START_TIMEOUT}s:" \
+            "$( ((answered)) && echo "answers $url but has no worker process" || echo "no answer on $url")"
+        sleep 0.05
+    done
+}
+
+# Stops the running server, if any: SIGTERM, then SIGKILL after STOP_TIMEOUT.
+stop_server() {
+    [[ -n $SERVER_PID ]] || return 0
+    local pids=("${SERVER_PIDS[@]}") p deadline=$((SECONDS + STOP_TIMEOUT))
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    while kill -0 "$SERVER_PID" 2>/dev/null && ((SECONDS < deadline)); do
+        sleep 0.05
+    done
+    for p in "${pids[@]}"; do
+        kill -0 "$p" 2>/dev/null || continue
+        log "pid $p still there after ${STOP_TIMEOUT}s: SIGKILL"
+        kill -KILL "$p" 2>/dev/null || true
+    done
+    wait "$SERVER_PID" 2>/dev/null || true
+    SERVER_PID=
+    SERVER_PIDS=()
+}
+
+# Every server process must be on SERVER_CPU alone.
+check_pinned() {
+    local s=$1 p cpus
+    for p in "${SERVER_PIDS[@]}"; do
+        cpus=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/"$p"/status)
+        [[ $cpus == "$SERVER_CPU" ]] || die "$s pid $p may run on CPUs $cpus, not only $SERVER_CPU"
+    done
+}
+
+# The processes must be the ones measured from the start: a restarted
+# worker would hide CPU time and memory.
+check_same_pids() {
+    local s=$1 now
+    now=$(proc_tree "$SERVER_PID" | tr '\n' ' ')
+    [[ $now == "${SERVER_PIDS[*]} " ]] || die "$s processes changed during the run: ${SERVER_PIDS[*]} -> $now"
+}
+
+# CPU time of the load generator: cutime + cstime of this shell, which
+# grow when it reaps timeout(1), which has reaped wrk.
+wrk_ticks() {
+    local f stat
+    stat=$(<"/proc/$$/stat")
+    read -r -a f <<<"${stat##*) }"
+    echo $((f[13] + f[14]))
+}
+
+# Busy time of the whole machine (all CPUs, /proc/stat: user, nice, system,
+# irq, softirq, steal), in clock ticks: what is neither the server nor wrk
+# was someone else, and disturbed the run.
+busy_ticks() {
+    awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
+}
+
+# utime + stime of all processes of server $1, in clock ticks.
+cpu_ticks() {
+    local s=$1 p stat t=0 f
+    for p in "${SERVER_PIDS[@]}"; do
+        stat=$(cat "/proc/$p/stat" 2>/dev/null) || die "$s pid $p is gone: a server process died during the run"
+        # Fields after "pid (comm) ": state is [0], utime (field 14) is [11].
+        read -r -a f <<<"${stat##*) }"
+        t=$((t + f[11] + f[12]))
+    done
+    echo "$t"
+}
+
+hwm_kib() {
+    awk '/^VmHWM:/ {print $2}' /proc/"$1"/status
+}
+
+# ---------------------------------------------------------------- checks
+
+# Fetches the scenario's URL from server $1: the body must be the expected
+# one and the status 200. Sets RESP_BYTES (head + body) for the byte check
+# of the wrk runs and keeps the response head in $OUT/headers-$1.txt.
+check_answer() {
+    local s=$1 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" w code hsize bsize
+    w=$(curl -s --max-time 5 -D "$TMP/head-$s" -o "$TMP/body-$s" \
+        -w '%{http_code} %{size_header} %{size_download}' "$url") || die "$s: curl $url failed"
+    read -r code hsize bsize <<<"$w"
+    [[ $code == 200 ]] || die "$s answers $code on $url, not 200"
+    if ! cmp -s "$TMP/body-$s" "$TMP/expected"; then
+        cp "$TMP/body-$s" "$OUT/"
+        die "$s: body of $url differs from the expected one (kept in $OUT/body-$s)"
+    fi
+    grep -qi '^date:' "$TMP/head-$s" || die "$s sends no Date header"
+    grep -qi '^server:' "$TMP/head-$s" || die "$s sends no Server header"
+    tr -d '\r' <"$TMP/head-$s" >"$OUT/headers-$s.txt"
+    RESP_BYTES=$((hsize + bsize))
+}
+
+# ---------------------------------------------------------------- wrk
+
+# Runs wrk against server $1 for $2 seconds; the result lines go to $3.
+# The Lua script only has done(), so wrk's hot path is unchanged.
+run_wrk() {
+    local s=$1 secs=$2 out=$3 rc=0
+    # In the background so that a signal to this script is handled at once
+    # (bash runs traps only between foreground commands).
+    taskset -c "$LOAD_CPU" timeout -k 5 $((secs + 30)) \
+        "$WRK" -t1 -c"$CONNECTIONS" -d"${secs}s" -s "$BENCH/summary.lua" \
+        "http://127.0.0.1:${PORT[$s]}$URL_PATH" >"$out" 2>&1 &
+    WRK_PID=$!
+    wait "$WRK_PID" || rc=$?
+    WRK_PID=
+    ((rc == 0)) || die "$s: wrk exited with $rc; output in $out"
+    grep -q '^BENCH ' "$out" || die "$s: no summary from wrk; output in $out"
+}
+
+# Reads one field of the BENCH line of a wrk output.
+wrk_field() {
+    sed -n "s/^BENCH .*\b$2=\([0-9.]*\).*/\1/p" "$1"
+}
+
+# Fails unless every response of a wrk run was a good one.
+check_wrk() {
+    local s=$1 out=$2 e n bytes
+    for e in connect read write timeout; do
+        n=$(wrk_field "$out" "$e")
+        [[ $n == 0 ]] || die "$s: $n socket $e errors; output in $out"
+    done
+    n=$(wrk_field "$out" status)
+    [[ $n == 0 ]] || die "$s: $n responses not 2xx or 3xx; output in $out"
+    n=$(wrk_field "$out" requests)
+    bytes=$(wrk_field "$out" bytes)
+    ((n > 0)) || die "$s: no request completed; output in $out"
+    # Each response must be the one curl saw (a 3xx or another answer has
+    # another size). Responses cut at the end add at most one per connection;
+    # 1 % leaves room for a "Connection: close" on the last response.
+    ((bytes * 100 >= n * RESP_BYTES * 99 && bytes * 100 <= (n + CONNECTIONS) * RESP_BYTES * 101)) ||
+        die "$s: $bytes bytes for $n responses, expected $RESP_BYTES each; output in $out"
+}
+
+# ---------------------------------------------------------------- one run
+
+CSV=$OUT/runs.csv
+echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib" >"$CSV"
+
+# measure SERVER RUN SLOT: one fresh server, warm-up, measured run, a CSV row.
+measure() {
+    local s=$1 run=$2 slot=$3 warm=$OUT/warmup-$1-$2.txt out=$OUT/wrk-$1-$2.txt
+    local t0 t1 w0 w1 b0 b1 p hwm worker_hwm=0 total_hwm=0
+    start_server "$s"
+    wait_ready "$s"
+    check_pinned "$s"
+    check_answer "$s"
+    if ((WARMUP > 0)); then
+        run_wrk "$s" "$WARMUP" "$warm"
+        check_wrk "$s" "$warm"
+    fi
+    check_same_pids "$s"
+    b0=$(busy_ticks)
+    t0=$(cpu_ticks "$s")
+    w0=$(wrk_ticks)
+    run_wrk "$s" "$DURATION" "$out"
+    w1=$(wrk_ticks)
+    t1=$(cpu_ticks "$s")
+    b1=$(busy_ticks)
+    check_same_pids "$s"
+    check_wrk "$s" "$out"
+    for p in "${SERVER_PIDS[@]}"; do
+        hwm=$(hwm_kib "$p")
+        total_hwm=$((total_hwm + hwm))
+        # The worker: the largest child (there is one; master is [0]).
+        if [[ $p != "$SERVER_PID" ]] && ((hwm > worker_hwm)); then worker_hwm=$hwm; fi
+    done
+    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm" >>"$CSV"
+    stop_server
+    awk -F, -v r="$run" 'END {
+        s = $6 / 1e6
+        printf "run.sh: run %d %-6s %9.0f req/s  p99 %6.3f ms  %6.3f us CPU/req  RSS worker %.1f MiB, all %.1f MiB  other load %.2f cores\n",
+            r, $4, $5 / s, $10 / 1000, $12 / $15 * 1e6 / $5, $17 / 1024, $18 / 1024, ($14 - $12 - $13) / $15 / s }' "$CSV" >&2
+}
+
+# ---------------------------------------------------------------- main
+
+setup_scenario
+
+{
+    echo "scenario=$SCENARIO"
+    echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "runs=$RUNS"
+    echo "duration_s=$DURATION"
+    echo "warmup_s=$WARMUP"
+    echo "connections=$CONNECTIONS"
+    echo "servers=${SERVER_LIST[*]}"
+    echo "server_cpu=$SERVER_CPU"
+    echo "load_cpu=$LOAD_CPU"
+    echo "url_path=$URL_PATH"
+    echo "body_bytes=$(stat -c %s "$TMP/expected")"
+    # --no-optional-locks: reading the revision must not write git's index.
+    echo "git=$(git --no-optional-locks -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+    echo "kernel=$(uname -r)"
+    echo "cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+    echo "ncpu=$(nproc --all)"
+    # wrk -v prints its version and exits with 1.
+    echo "wrk=$({ "$WRK" -v 2>&1 || true; } | awk 'NR == 1 {print $1, $2}')"
+    for s in "${SERVER_LIST[@]}"; do
+        case $s in
+            nginx) echo "nginx=$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')" ;;
+            scalws) echo "scalws=$({ "$SCALWSD" --version 2>&1 || true; } | awk 'NR == 1')" ;;
+        esac
+    done
+} >"$OUT/meta.txt"
+
+# Both servers must give the same body before anything is measured.
+for s in "${SERVER_LIST[@]}"; do
+    start_server "$s"
+    wait_ready "$s"
+    check_answer "$s"
+    log "$s answers $URL_PATH with $RESP_BYTES bytes ($(stat -c %s "$TMP/expected") of body) on port ${PORT[$s]}"
+    stop_server
+done
+if ((${#SERVER_LIST[@]} == 2)); then
+    cmp -s "$TMP/body-${SERVER_LIST[0]}" "$TMP/body-${SERVER_LIST[1]}" || die "the two servers answer different bodies"
+fi
+cp "$TMP"/nginx.conf "$TMP"/scalws.yaml "$OUT"/ 2>/dev/null || true
+
+# Order: A B, B A, A B, ... so that neither server always goes first.
+log "$SCENARIO: $RUNS runs of ${DURATION}s (+${WARMUP}s warm-up), $CONNECTIONS connections; results in $OUT"
+slot=0
+for ((run = 1; run <= RUNS; run++)); do
+    order=("${SERVER_LIST[@]}")
+    if ((run % 2 == 0)) && ((${#order[@]} == 2)); then
+        order=("${order[1]}" "${order[0]}")
+    fi
+    for s in "${order[@]}"; do
+        slot=$((slot + 1))
+        measure "$s" "$run" "$slot"
+    done
+done
+
+"$PY" "$BENCH/report.py" "$OUT"
