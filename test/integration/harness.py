@@ -1,0 +1,496 @@
+"""Fixtures shared by the integration tests.
+
+Server runs the real scalwsd from the build directory (run.py sets it) in a
+temp dir of its own, with its own config and logs; the tests drive it with
+Client (raw HTTP/1.1 over a socket), http.client or curl.
+
+Rules every test here follows: readiness is polled, never slept for; every
+loop is bounded in count and in time (TIMEOUT, scaled up under ASan); only
+127.0.0.1 and ::1 are used.
+"""
+
+import errno
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import textwrap
+import time
+import unittest
+
+# Set by run.py (--build); the environment is a fallback for running one
+# test file by hand.
+BUILD_DIR = os.environ.get("SCALWS_BUILD", "build")
+
+SANITIZER_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:")
+
+# Servers started and not yet stopped: run.py's watchdog kills them if a test
+# hangs past its bound.
+LIVE_SERVERS = set()
+
+
+def binary():
+    return os.path.abspath(os.path.join(BUILD_DIR, "scalwsd"))
+
+
+def sanitized():
+    return "sanitize" in os.path.basename(os.path.normpath(BUILD_DIR))
+
+
+def scale(seconds):
+    """A guard bound in seconds; ASan builds get more."""
+    return seconds * (4 if sanitized() else 1)
+
+
+TIMEOUT = scale(10)
+
+
+def poll(predicate, timeout=TIMEOUT, interval=0.01, what="condition"):
+    """Call predicate until it returns a true value (returned) or timeout
+    seconds pass (AssertionError naming `what`, a string or a function
+    giving one). Bounded in time and, through the interval, in count."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError("timed out after %.1fs waiting for %s"
+                                 % (timeout, what() if callable(what) else what))
+        time.sleep(interval)
+
+
+def free_port(family=socket.AF_INET):
+    addr = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((addr, 0))
+        return s.getsockname()[1]
+
+
+def make_config(hosts, server=""):
+    """A config file: the common server block (127.0.0.1:@PORT@, one event
+    loop) plus `server` (extra YAML lines for the server block, any
+    indentation) and `hosts` (the YAML list under "hosts:"). Placeholders
+    @PORT@ and @DIR@ (the server's temp dir) are replaced by Server."""
+    server = textwrap.indent(textwrap.dedent(server).strip("\n"), "  ")
+    hosts = textwrap.indent(textwrap.dedent(hosts).strip("\n"), "  ")
+    text = 'server:\n  listen: "127.0.0.1:@PORT@"\n'
+    if "event_loops" not in server:
+        text += "  event_loops: 1\n"
+    if server:
+        text += server + "\n"
+    return text + "hosts:\n" + hosts + "\n"
+
+
+HELLO_HOSTS = """
+- name: "*"
+  routes:
+    - path: /
+      respond: {status: 200, headers: {Content-Type: text/plain}, body: "hello, world\\n"}
+"""
+
+
+class Server:
+    """One scalwsd with a temp dir holding its config (scalws.yaml), its
+    stderr (error.log) and stdout (access.log). stop() leaves no process of
+    it behind."""
+
+    def __init__(self, config_text, port=None):
+        self.dir = tempfile.mkdtemp(prefix="scalws-it-")
+        self.port = port or free_port()
+        self.config_path = os.path.join(self.dir, "scalws.yaml")
+        self.err_path = os.path.join(self.dir, "error.log")
+        self.out_path = os.path.join(self.dir, "access.log")
+        self.proc = None
+        self.write_config(config_text)
+
+    def expand(self, text):
+        return text.replace("@PORT@", str(self.port)).replace("@DIR@", self.dir)
+
+    def write_config(self, text):
+        """Replace the config file atomically, so a reload never reads half
+        a file."""
+        tmp = self.config_path + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(self.expand(text))
+        os.replace(tmp, self.config_path)
+
+    def start(self, wait=True):
+        with open(self.err_path, "ab") as err, open(self.out_path, "ab") as out:
+            # Own session: the terminal's Ctrl-C does not reach it, and the
+            # process group lets stop() kill workers the supervisor left.
+            self.proc = subprocess.Popen(
+                [binary(), "-c", self.config_path], stdin=subprocess.DEVNULL,
+                stdout=out, stderr=err, cwd=self.dir, start_new_session=True)
+        LIVE_SERVERS.add(self)
+        if wait:
+            self.wait_ready()
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def url(self, path="/"):
+        return "http://127.0.0.1:%d%s" % (self.port, path)
+
+    def running(self):
+        # Not Popen.poll(): it would reap the supervisor, and only while its
+        # zombie holds the pid may stop() kill the process group.
+        return self.proc is not None and self.wait_exit(0) is None
+
+    def wait_ready(self, port=None, family=socket.AF_INET):
+        addr = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+
+        def accepts():
+            if not self.running():
+                raise AssertionError("scalwsd exited with %s before accepting:\n%s"
+                                     % (self.wait_exit(0), self.log_tail()))
+            try:
+                socket.create_connection((addr, port or self.port), timeout=1).close()
+                return True
+            except OSError:
+                return False
+        poll(accepts, what="scalwsd to accept on port %d" % (port or self.port))
+        # The port opens before the supervisor has set up its signal
+        # handling; a worker exists only after that. Tests send signals.
+        poll(self.worker_pids, what="a worker process")
+
+    def worker_pids(self):
+        """The supervisor's children, from /proc (a dead worker not yet reaped
+        is left out)."""
+        path = "/proc/%d/task/%d/children" % (self.pid, self.pid)
+        try:
+            with open(path) as f:
+                pids = [int(p) for p in f.read().split()]
+        except OSError:
+            return []
+        return sorted(p for p in pids if process_state(p) not in (None, "Z"))
+
+    def wait_workers(self, n, exclude=(), timeout=TIMEOUT):
+        """Poll until exactly n live workers exist, none of them in exclude;
+        returns their pids."""
+        def ready():
+            pids = self.worker_pids()
+            return pids if len(pids) == n and not set(pids) & set(exclude) else None
+        return poll(ready, timeout=timeout, what="%d workers (not %s)" % (n, list(exclude)))
+
+    def signal(self, sig):
+        os.kill(self.pid, sig)
+
+    def wait_exit(self, timeout=TIMEOUT):
+        """The supervisor's exit status, or None if it still runs after
+        timeout seconds. The zombie is left for stop() to reap, so that its
+        pid (and process group) cannot be reused meanwhile."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.returncode is not None:
+                return self.proc.returncode
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if info is not None:
+                if info.si_code == os.CLD_EXITED:
+                    return info.si_status
+                return -info.si_status
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+
+    def stop(self, sig=None, timeout=TIMEOUT):
+        """Signal the supervisor and wait for it; SIGKILL the group if it
+        does not exit in time. Returns the exit status as wait_exit()."""
+        if self.proc is None:
+            return None
+        status = None
+        if self.proc.returncode is None:
+            if self.wait_exit(0) is None:
+                try:
+                    self.signal(sig or signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            status = self.wait_exit(timeout)
+            # The zombie still holds the pid: the group id is ours to kill.
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.proc.wait(timeout=TIMEOUT)
+        LIVE_SERVERS.discard(self)
+        return status if status is not None else self.proc.returncode
+
+    def kill(self):
+        """Last resort (watchdog): kill the whole group, do not wait."""
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def log(self):
+        try:
+            with open(self.err_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n=30):
+        return "\n".join(self.log().splitlines()[-n:])
+
+    def access_log(self):
+        with open(self.out_path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+
+    def wait_log(self, pattern, timeout=TIMEOUT):
+        """Poll the error log until the regex matches; returns the match."""
+        rx = re.compile(pattern)
+        return poll(lambda: rx.search(self.log()), timeout=timeout,
+                    what=lambda: "log line /%s/; log tail:\n%s" % (pattern, self.log_tail()))
+
+    def sanitizer_errors(self):
+        return [line for line in self.log().splitlines()
+                if any(p in line for p in SANITIZER_PATTERNS)]
+
+
+def process_state(pid):
+    """The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), None if gone."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            return f.read().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return None
+
+
+class ServerTestCase(unittest.TestCase):
+    """Base class: self.server(config) starts a server that tearDown stops;
+    a sanitizer report in its log fails the test."""
+
+    def setUp(self):
+        self.servers = []
+
+    def server(self, config_text, start=True, port=None):
+        srv = Server(config_text, port=port)
+        self.servers.append(srv)
+        if start:
+            srv.start()
+        return srv
+
+    def tearDown(self):
+        reports = []
+        for srv in self.servers:
+            try:
+                srv.stop()
+            except Exception as e:  # keep stopping the others; report it below
+                srv.kill()
+                reports.append("stopping scalwsd: %r" % e)
+            errors = srv.sanitizer_errors()
+            if errors:
+                reports.append("sanitizer report in the server log:\n%s\n%s"
+                               % ("\n".join(errors[:5]), srv.log_tail(60)))
+            shutil.rmtree(srv.dir, ignore_errors=True)
+        if reports:
+            self.fail("\n".join(reports))
+
+    def client(self, srv, **kw):
+        return Client(srv.port, **kw)
+
+
+class Response:
+    def __init__(self, version, status, reason, headers, body):
+        self.version = version
+        self.status = status
+        self.reason = reason
+        self.headers = headers  # [(name, value)] as received
+        self.body = body
+
+    def header(self, name):
+        """The first value of header `name` (case-insensitive), or None."""
+        for k, v in self.headers:
+            if k.lower() == name.lower():
+                return v
+        return None
+
+    def header_all(self, name):
+        return [v for k, v in self.headers if k.lower() == name.lower()]
+
+    def __repr__(self):
+        return "<Response %s %d %r headers=%r body=%r>" % (
+            self.version, self.status, self.reason, self.headers, self.body[:200])
+
+
+class ConnectionClosed(ConnectionError):
+    pass
+
+
+class Client:
+    """A raw HTTP/1.1 client over one TCP connection: send bytes exactly as
+    given, read responses strictly (a malformed response is an error)."""
+
+    def __init__(self, port, host="127.0.0.1", timeout=TIMEOUT, rcvbuf=None):
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        self.sock = socket.socket(family, socket.SOCK_STREAM)
+        if rcvbuf:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(timeout)
+        self.sock.connect((host, port))
+        self.buf = b""
+        self.eof = False
+        self.reset = False
+
+    def close(self):
+        self.sock.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def send(self, data):
+        if isinstance(data, str):
+            data = data.encode("latin-1")
+        self.sock.sendall(data)
+
+    def get(self, path="/", host="x", headers=(), method="GET"):
+        """Send a simple request and read its response."""
+        self.send(request(method, path, host=host, headers=headers))
+        return self.read_response(method)
+
+    def _fill(self):
+        if self.eof:
+            return False
+        try:
+            data = self.sock.recv(65536)
+        except ConnectionResetError:
+            data = b""
+            self.reset = True
+        if not data:
+            self.eof = True
+            return False
+        self.buf += data
+        return True
+
+    def _read_until(self, marker, limit=1 << 20):
+        while marker not in self.buf:
+            if len(self.buf) > limit or not self._fill():
+                raise ConnectionClosed("connection closed (or head too long) with %r unparsed"
+                                       % self.buf[:200])
+        i = self.buf.index(marker) + len(marker)
+        out, self.buf = self.buf[:i], self.buf[i:]
+        return out
+
+    def _read_exact(self, n):
+        while len(self.buf) < n:
+            if not self._fill():
+                raise ConnectionClosed("connection closed %d bytes short of %d"
+                                       % (n - len(self.buf), n))
+        out, self.buf = self.buf[:n], self.buf[n:]
+        return out
+
+    def read_head(self):
+        """The next status line and headers (a 1xx too)."""
+        head = self._read_until(b"\r\n\r\n").decode("latin-1")
+        lines = head[:-4].split("\r\n")
+        m = re.match(r"^(HTTP/\d\.\d) (\d{3}) ?(.*)$", lines[0])
+        if not m:
+            raise AssertionError("bad status line %r" % lines[0])
+        headers = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(":")
+            if not sep or not name or name != name.strip():
+                raise AssertionError("bad header line %r" % line)
+            headers.append((name, value.strip(" \t")))
+        return Response(m.group(1), int(m.group(2)), m.group(3), headers, b"")
+
+    def read_response(self, method="GET", allow_1xx=False):
+        """The next response with its body; 1xx heads are returned as they
+        are when allow_1xx, else an error."""
+        r = self.read_head()
+        if 100 <= r.status < 200:
+            if not allow_1xx:
+                raise AssertionError("unexpected interim response %r" % r)
+            return r
+        te = r.header("Transfer-Encoding")
+        cl = r.header("Content-Length")
+        if method == "HEAD" or r.status in (204, 304):
+            return r
+        if te is not None:
+            if te.lower() != "chunked":
+                raise AssertionError("response Transfer-Encoding %r" % te)
+            r.body = self._read_chunked()
+        elif cl is not None:
+            r.body = self._read_exact(int(cl))
+        else:
+            while self._fill():
+                pass
+            r.body, self.buf = self.buf, b""
+        return r
+
+    def _read_chunked(self):
+        body = b""
+        for _ in range(100000):
+            size = int(self._read_until(b"\r\n").split(b";")[0], 16)
+            if size == 0:
+                while self._read_until(b"\r\n") != b"\r\n":
+                    pass
+                return body
+            body += self._read_exact(size)
+            if self._read_exact(2) != b"\r\n":
+                raise AssertionError("bad chunk end")
+        raise AssertionError("too many chunks")
+
+    def read_until_close(self):
+        """Read until EOF or reset (bounded by the socket timeout); True if
+        the connection closed, False if it stayed open. Data read stays in
+        self.buf."""
+        try:
+            while self._fill():
+                pass
+        except socket.timeout:
+            return False
+        return True
+
+    def responses_until_close(self, method="GET"):
+        """Everything the server sends until it closes: (responses, closed)."""
+        closed = self.read_until_close()
+        out = []
+        while self.buf:
+            out.append(self.read_response(method))
+        return out, closed
+
+    def wait_closed(self):
+        """True if the server closes without sending anything more."""
+        closed = self.read_until_close()
+        if self.buf:
+            raise AssertionError("data after the expected close: %r" % self.buf[:300])
+        return closed
+
+
+def request(method="GET", path="/", host="x", headers=(), body=b"", version="HTTP/1.1"):
+    """The bytes of one request. host=None sends no Host header; headers is a
+    sequence of (name, value) or of raw "Name: value" lines."""
+    lines = ["%s %s %s" % (method, path, version)]
+    if host is not None:
+        lines.append("Host: " + host)
+    for h in headers:
+        lines.append(h if isinstance(h, str) else "%s: %s" % h)
+    if isinstance(body, str):
+        body = body.encode("latin-1")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+def curl(*args, timeout=TIMEOUT):
+    """Run curl (silent, errors shown); returns CompletedProcess with bytes."""
+    return subprocess.run(["curl", "-sS", "--max-time", str(int(timeout))] + list(args),
+                          capture_output=True, timeout=timeout + 5)
+
+
+def connect_refused(port, host="127.0.0.1"):
+    try:
+        socket.create_connection((host, port), timeout=2).close()
+        return False
+    except ConnectionRefusedError:
+        return True
+    except OSError as e:
+        return e.errno == errno.ECONNREFUSED

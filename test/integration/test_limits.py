@@ -1,0 +1,117 @@
+"""Limits and malformed input: each gets its status, and after a request the
+parser cannot trust the connection is closed."""
+
+from harness import Client, ServerTestCase, make_config, request, HELLO_HOSTS
+
+LIMITS = """
+limits: {max_request_line: 1k, max_header_size: 4k, max_headers: 20, max_body_size: 1k}
+timeouts: {header: 1s, body: 60s, keepalive: 1s, send: 60s}
+"""
+
+
+class Limits(ServerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.srv = self.server(make_config(HELLO_HOSTS, LIMITS))
+
+    def conn(self):
+        c = Client(self.srv.port)
+        self.addCleanup(c.close)
+        return c
+
+    def expect_status_and_close(self, raw, status):
+        c = self.conn()
+        c.send(raw)
+        responses, closed = c.responses_until_close()
+        self.assertEqual([r.status for r in responses], [status], responses)
+        self.assertTrue(closed, "connection left open after %d" % status)
+        return responses[0]
+
+    def test_request_line_within_limit(self):
+        self.assertEqual(self.conn().get("/" + "a" * 900).status, 200)
+
+    def test_414_request_line_too_long(self):
+        self.expect_status_and_close(request("GET", "/" + "a" * 1100), 414)
+
+    def test_414_request_line_far_too_long(self):
+        # More than any read buffer: the limit must hold while reading too.
+        self.expect_status_and_close(request("GET", "/" + "a" * 100000), 414)
+
+    def test_headers_within_limit(self):
+        headers = [("X-H%d" % i, "v" * 100) for i in range(18)]
+        self.assertEqual(self.conn().get("/", headers=headers).status, 200)
+
+    def test_431_header_too_big(self):
+        self.expect_status_and_close(request("GET", "/", headers=[("X-Big", "b" * 5000)]), 431)
+
+    def test_431_headers_total_too_big(self):
+        headers = [("X-H%d" % i, "v" * 300) for i in range(15)]
+        self.expect_status_and_close(request("GET", "/", headers=headers), 431)
+
+    def test_431_too_many_headers(self):
+        headers = [("X-H%d" % i, "v") for i in range(25)]
+        self.expect_status_and_close(request("GET", "/", headers=headers), 431)
+
+    def test_body_within_limit(self):
+        c = self.conn()
+        c.send(request("POST", "/", headers=[("Content-Length", "1000")], body=b"b" * 1000))
+        self.assertEqual(c.read_response().status, 200)
+
+    def test_413_content_length(self):
+        c = self.conn()
+        c.send(request("POST", "/", headers=[("Content-Length", "2000")]))
+        r = c.read_response()
+        self.assertEqual(r.status, 413)
+
+    def test_413_chunked(self):
+        c = self.conn()
+        chunks = (b"320\r\n" + b"c" * 800 + b"\r\n") * 2 + b"0\r\n\r\n"
+        c.send(request("POST", "/", headers=[("Transfer-Encoding", "chunked")]) + chunks)
+        responses, closed = c.responses_until_close()
+        self.assertEqual([r.status for r in responses], [413])
+        self.assertTrue(closed)
+
+    def test_413_expect_100_continue_too_large(self):
+        c = self.conn()
+        c.send(request("POST", "/", headers=[("Content-Length", "5000"), ("Expect", "100-continue")]))
+        r = c.read_response(allow_1xx=True)
+        self.assertEqual(r.status, 413, "expected 413 without a 100 Continue first")
+
+    def test_408_header_timeout(self):
+        c = self.conn()
+        c.send(b"GET / HTTP/1.1\r\nHost: x\r\nX-Slow: ")
+        r = c.read_response()  # bounded by the client's socket timeout
+        self.assertEqual(r.status, 408)
+        self.assertTrue(c.wait_closed())
+
+    def test_408_header_timeout_nothing_sent(self):
+        # A connection that never sends a byte is closed too (408 or a
+        # silent close, both fine); it must not stay open forever.
+        c = self.conn()
+        c.read_until_close()
+        self.assertTrue(c.eof, "idle new connection not closed")
+        if c.buf:
+            self.assertEqual(c.read_response().status, 408)
+
+    def test_idle_keepalive_closed(self):
+        c = self.conn()
+        self.assertEqual(c.get("/").status, 200)
+        self.assertTrue(c.wait_closed(), "idle keep-alive connection not closed")
+
+    def test_400_malformed_request_line(self):
+        self.expect_status_and_close(b"GARBAGE\r\n\r\n", 400)
+
+    def test_400_malformed_header(self):
+        self.expect_status_and_close(request("GET", "/", headers=["NoColonHere"]), 400)
+
+    def test_400_http11_without_host(self):
+        self.expect_status_and_close(request("GET", "/", host=None), 400)
+
+    def test_400_http11_two_hosts(self):
+        self.expect_status_and_close(request("GET", "/", headers=[("Host", "y")]), 400)
+
+    def test_505_http2_version(self):
+        self.expect_status_and_close(request("GET", "/", version="HTTP/2.0"), 505)
+
+    def test_505_http3_version(self):
+        self.expect_status_and_close(request("GET", "/", version="HTTP/3.0"), 505)

@@ -1,0 +1,209 @@
+"""Processes: workers and their restart, crash-loop backoff, signals
+(SIGQUIT graceful, SIGTERM/SIGINT now), process titles, accept policies."""
+
+import hashlib
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+
+from harness import (Client, ServerTestCase, HELLO_HOSTS, TIMEOUT, connect_refused, make_config,
+                     poll, process_state, scale)
+
+BACKOFF_LINE = r"crashed \d+ times in a row; restarting in \d+ ms"
+BIG_SIZE = 30 * 1024 * 1024
+
+
+def listening_sockets(port):
+    """How many TCP sockets listen on port (IPv4, this network namespace)."""
+    n = 0
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if int(fields[1].split(":")[1], 16) == port and fields[3] == "0A":
+                n += 1
+    return n
+
+
+def ps_args(pid):
+    p = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True,
+                       timeout=TIMEOUT)
+    return p.stdout.strip()
+
+
+def comm(pid):
+    with open("/proc/%d/comm" % pid) as f:
+        return f.read().strip()
+
+
+class Process(ServerTestCase):
+    def answers(self, srv):
+        try:
+            with Client(srv.port, timeout=2) as c:
+                return c.get("/").body == b"hello, world\n"
+        except OSError:
+            return False
+
+    def test_event_loops_gives_workers(self):
+        srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2"))
+        self.assertEqual(len(srv.wait_workers(2)), 2)
+        for _ in range(10):
+            with Client(srv.port) as c:
+                self.assertEqual(c.get("/").status, 200)
+        self.assertEqual(listening_sockets(srv.port), 1, "shared policy: one socket")
+
+    def test_ps_titles(self):
+        srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2"))
+        workers = srv.wait_workers(2)
+        self.assertRegex(ps_args(srv.pid), r"^scalwsd: supervisor")
+        titles = sorted(ps_args(p) for p in workers)
+        self.assertRegex(titles[0], r"^scalwsd: worker 0\b")
+        self.assertRegex(titles[1], r"^scalwsd: worker 1\b")
+        for pid in [srv.pid] + workers:
+            self.assertTrue(comm(pid).startswith("scalwsd"), comm(pid))
+
+    def test_reuseport_serves(self):
+        srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2\naccept_policy: reuseport"))
+        srv.wait_workers(2)
+        poll(lambda: listening_sockets(srv.port) == 2, what="a listening socket per worker")
+        for _ in range(30):
+            with Client(srv.port) as c:
+                r = c.get("/")
+                self.assertEqual((r.status, r.body), (200, b"hello, world\n"))
+
+    def test_kill9_worker_is_replaced(self):
+        srv = self.server(make_config(HELLO_HOSTS))
+        old = srv.wait_workers(1)
+        self.assertTrue(self.answers(srv))
+        t0 = time.monotonic()
+        os.kill(old[0], signal.SIGKILL)
+        new = srv.wait_workers(1, exclude=old)
+        poll(lambda: self.answers(srv), what="the new worker to answer")
+        took = time.monotonic() - t0
+        print("worker restart after kill -9: new pid %d serving after %.0f ms" % (new[0], took * 1000))
+        self.assertLess(took, scale(5))
+        self.assertTrue(srv.running())
+
+    def test_kill9_one_of_two_workers(self):
+        srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2"))
+        old = srv.wait_workers(2)
+        os.kill(old[1], signal.SIGKILL)
+        new = srv.wait_workers(2, exclude=old[1:])
+        self.assertIn(old[0], new, "the other worker must not be restarted")
+        for _ in range(10):
+            self.assertTrue(self.answers(srv))
+
+    def test_crash_loop_backoff_logged(self):
+        srv = self.server(make_config(HELLO_HOSTS))
+        killed = []
+        for _ in range(6):
+            pid = srv.wait_workers(1, exclude=killed, timeout=scale(30))[0]
+            if re.search(BACKOFF_LINE, srv.log()):
+                break
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        srv.wait_log(BACKOFF_LINE, timeout=scale(30))
+        self.assertTrue(srv.running(), "supervisor gave up")
+        # The backoff ends: a worker serves again.
+        srv.wait_workers(1, exclude=killed, timeout=scale(60))
+        poll(lambda: self.answers(srv), timeout=scale(60), what="a worker after the crash loop")
+
+    def test_sigquit_finishes_request_in_flight(self):
+        srv = self.server(make_config("""
+            - name: "*"
+              routes:
+                - path: /
+                  static: {root: www}
+            """, "shutdown_timeout: 120s"), start=False)
+        os.makedirs(os.path.join(srv.dir, "www"))
+        block = hashlib.sha256(b"scalws").digest() * (1024 * 1024 // 32)
+        with open(os.path.join(srv.dir, "www", "big.bin"), "wb") as f:
+            for i in range(BIG_SIZE // len(block)):
+                f.write(i.to_bytes(4, "big") + block[4:])
+        with open(os.path.join(srv.dir, "www", "big.bin"), "rb") as f:
+            want = hashlib.sha256(f.read()).hexdigest()
+        with open(os.path.join(srv.dir, "www", "small.txt"), "wb") as f:
+            f.write(b"small\n")
+        srv.start()
+        idle = Client(srv.port)
+        self.addCleanup(idle.close)
+        self.assertEqual(idle.get("/small.txt").body, b"small\n")
+
+        c = Client(srv.port, rcvbuf=4096)
+        self.addCleanup(c.close)
+        c.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = c.read_head()
+        self.assertEqual((r.status, r.header("Content-Length")), (200, str(BIG_SIZE)))
+        digest = hashlib.sha256(c.buf)  # body bytes read along with the head
+        received = len(c.buf)
+        c.buf = b""
+        for _ in range(100000):  # the first MiB, then the stop
+            if received >= 1 << 20:
+                break
+            chunk = c.sock.recv(4096)
+            self.assertTrue(chunk, "closed early")
+            digest.update(chunk)
+            received += len(chunk)
+        self.assertLess(received, BIG_SIZE)
+        srv.signal(signal.SIGQUIT)
+        # The idle keep-alive connection is closed at once, while the
+        # transfer is still in flight.
+        self.assertTrue(idle.wait_closed(), "idle keep-alive connection not closed on SIGQUIT")
+        # Read the rest slowly: small buffer, small reads.
+        for _ in range(BIG_SIZE):
+            if received >= BIG_SIZE:
+                break
+            chunk = c.sock.recv(min(16384, BIG_SIZE - received))
+            if not chunk:
+                break
+            digest.update(chunk)
+            received += len(chunk)
+        self.assertEqual(received, BIG_SIZE, "body cut short")
+        self.assertEqual(digest.hexdigest(), want, "body corrupted")
+        self.assertTrue(c.wait_closed(), "connection not closed after the graceful stop")
+        self.assertEqual(srv.wait_exit(), 0, srv.log_tail())
+        self.assertTrue(connect_refused(srv.port), "port still accepts after the stop")
+
+    def test_sigquit_idle_server_exits(self):
+        # Far beyond the wait below: the workers must exit because nothing is
+        # left to finish, not because the timeout ran out.
+        srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2\nshutdown_timeout: 120s"))
+        workers = srv.wait_workers(2)
+        srv.signal(signal.SIGQUIT)
+        self.assertEqual(srv.wait_exit(), 0, srv.log_tail())
+        self.assertTrue(all(process_state(p) in (None, "Z") for p in workers), "workers left")
+        self.assertTrue(connect_refused(srv.port))
+
+    def check_stops_now(self, sig):
+        srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2"))
+        workers = srv.wait_workers(2)
+        busy = Client(srv.port)  # an open keep-alive connection must not delay the stop
+        self.addCleanup(busy.close)
+        busy.get("/")
+        t0 = time.monotonic()
+        srv.signal(sig)
+        self.assertEqual(srv.wait_exit(), 0, srv.log_tail())
+        took = time.monotonic() - t0
+        print("stop on %s: %.0f ms" % (signal.Signals(sig).name, took * 1000))
+        poll(lambda: all(process_state(p) in (None, "Z") for p in workers), what="workers to exit")
+        self.assertTrue(connect_refused(srv.port))
+        self.assertTrue(busy.wait_closed())
+
+    def test_sigterm_stops_now(self):
+        self.check_stops_now(signal.SIGTERM)
+
+    def test_sigint_stops_now(self):
+        self.check_stops_now(signal.SIGINT)
+
+    def test_port_in_use_fails_to_start(self):
+        with socket.socket() as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen(1)
+            srv = self.server(make_config(HELLO_HOSTS), start=False, port=taken.getsockname()[1])
+            srv.start(wait=False)
+            status = srv.wait_exit()
+            self.assertIsNotNone(status, "scalwsd did not exit although its port is taken")
+            self.assertNotEqual(status, 0)
+            self.assertIn(str(srv.port), srv.log())
