@@ -675,16 +675,19 @@ static int setup(sws_supervisor_t *sup)
         sws_log_warn("server.event_loops: %u workers asked, %u is the most; starting %u",
                      sc->event_loops, SWS_SHM_MAX_WORKERS, sup->nworkers);
 
-    if (open_listeners(sup, sc) < 0)
-        return -1;
-    log_start(sup);
-    if (create_table(sup) < 0)
-        return -1;
+    /* Signals are blocked (and queued in the signalfd) before the port
+     * opens: a SIGHUP sent as soon as the port answers must be a reload,
+     * not the default action that kills the process. */
     if (sws_loop_init(&sup->loop) < 0) {
         sws_log_error("epoll: %s", strerror(errno));
         return -1;
     }
-    if (open_signals(sup) < 0 || init_workers(sup) < 0)
+    if (open_signals(sup) < 0)
+        return -1;
+    if (open_listeners(sup, sc) < 0)
+        return -1;
+    log_start(sup);
+    if (create_table(sup) < 0 || init_workers(sup) < 0)
         return -1;
     sws_timer_queue_init(&sup->loop, &sup->stop_queue, STOP_NOW_GRACE_MS);
     sws_timer_init(&sup->stop_timer, on_stop_timer);
