@@ -138,7 +138,14 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
     int wait = next_timeout(loop);
     if (max_wait_ms >= 0 && (wait < 0 || max_wait_ms < wait))
         wait = max_wait_ms;
+    /* After an iteration that had work, look once more without sleeping:
+     * under load the next events are usually already there, and going to
+     * sleep and being woken costs both sides far more than this extra
+     * epoll_wait (docs/adr/0005-poll-once-before-sleeping.md). */
+    if (loop->busy)
+        wait = 0;
     int n = epoll_wait(loop->epfd, loop->events, SWS_LOOP_MAX_EVENTS, wait);
+    loop->busy = n > 0;
     sws_loop_update_time(loop);
     if (n < 0)
         return errno == EINTR ? 0 : -1;

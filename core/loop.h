@@ -64,6 +64,7 @@ struct sws_timer_queue {
 struct sws_loop {
     int epfd;
     int stop;                     /* set by anyone: sws_loop_run returns */
+    int busy;                     /* the last epoll_wait returned events */
     uint64_t now_ms;              /* monotonic, updated each iteration */
     time_t wall_sec;              /* CLOCK_REALTIME seconds at now_ms */
     char http_date[32];           /* "Mon, 30 Nov 2026 02:33:30 GMT", for wall_sec */
