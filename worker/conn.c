@@ -25,6 +25,9 @@ const sws_settings_t sws_conn_default_settings = {
     .keepalive_requests = 1000,
 };
 
+/* Registered once, edge-triggered (conn.h). */
+#define CONN_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
+
 static void conn_on_event(sws_io_t *io, uint32_t events);
 static void conn_on_timer(sws_timer_t *t);
 static void conn_run(sws_conn_t *c);
@@ -86,6 +89,12 @@ static sws_conn_t *conn_alloc(sws_conn_set_t *s)
     return c;
 }
 
+static void conn_arm(sws_conn_t *c, sws_timer_queue_t *q)
+{
+    sws_timer_arm(c->set->loop, q, &c->timer);
+    c->timer_q = q;
+}
+
 sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer,
                           socklen_t peer_len)
 {
@@ -118,7 +127,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->peer_text[0] = '\0';
     sws_http1_init(c);
 
-    if (sws_loop_add(s->loop, &c->io, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) < 0) {
+    if (sws_loop_add(s->loop, &c->io, CONN_EVENTS) < 0) {
         sws_log_error("epoll_ctl(ADD) for a connection: %s", strerror(errno));
         close(fd);
         c->next = s->free_list;
@@ -133,8 +142,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     s->live = c;
     s->nlive++;
     /* The first head must arrive within the header timeout from accept. */
-    sws_timer_arm(s->loop, &s->header_q, &c->timer);
-    c->timer_q = &s->header_q;
+    conn_arm(c, &s->header_q);
     return c;
 }
 
@@ -433,22 +441,36 @@ static int conn_flush(sws_conn_t *c)
     return 0;
 }
 
+/* The connection used its reads for this turn while input is still
+ * waiting: a client that sends as fast as we read (a flood of empty lines,
+ * an endless pipeline) must not keep the worker from its other connections
+ * and its timers. Re-registering makes epoll report the pending input
+ * again in the next iteration, since edge-triggered mode would not. 0, or
+ * -1 when the connection was closed. */
+static int conn_yield(sws_conn_t *c)
+{
+    if (sws_loop_mod(c->set->loop, &c->io, CONN_EVENTS) == 0)
+        return 0;
+    sws_log_error("epoll_ctl(MOD) for a connection: %s", strerror(errno));
+    sws_conn_close(c);
+    return -1;
+}
+
 /* Lingering close: input after our last response is read and dropped until
  * the client's FIN (or the linger timer), so our response is not destroyed
  * by a reset caused by unread data. */
 static void conn_linger_read(sws_conn_t *c)
 {
-    for (;;) {
+    for (unsigned i = 0; i < SWS_CONN_READS_PER_RUN; i++) {
         ssize_t n = read(c->io.fd, c->rbuf, c->rcap);
-        if (n > 0)
-            continue;
-        if (n < 0 && errno == EINTR)
+        if (n > 0 || (n < 0 && errno == EINTR))
             continue;
         if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
             return;
         sws_conn_close(c);
         return;
     }
+    conn_yield(c);
 }
 
 /* Everything is written and the connection must end. */
@@ -460,15 +482,8 @@ static void conn_finish(sws_conn_t *c)
     }
     shutdown(c->io.fd, SHUT_WR);
     c->phase = SWS_CONN_LINGER;
-    sws_timer_arm(c->set->loop, &c->set->linger_q, &c->timer);
-    c->timer_q = &c->set->linger_q;
+    conn_arm(c, &c->set->linger_q);
     conn_linger_read(c);
-}
-
-static void conn_arm(sws_conn_t *c, sws_timer_queue_t *q)
-{
-    sws_timer_arm(c->set->loop, q, &c->timer);
-    c->timer_q = q;
 }
 
 /* One timer, in the queue of what the connection waits for now. Header
@@ -510,6 +525,7 @@ static void conn_run(sws_conn_t *c)
     c->wrote = 0;
     c->got_input = 0;
     c->head_started = 0;
+    unsigned reads = 0;
     for (;;) {
         if (!c->close_after)
             sws_http1_process(c);
@@ -524,6 +540,11 @@ static void conn_run(sws_conn_t *c)
         }
         if (c->close_after || !c->readable)
             break;
+        if (reads++ == SWS_CONN_READS_PER_RUN) {
+            if (conn_yield(c) < 0)
+                return;
+            break;
+        }
         if (conn_read(c) < 0)
             return;
     }

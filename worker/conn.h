@@ -15,7 +15,9 @@
  *     buffer and written with one write(2) right after parsing; EPOLLOUT is
  *     only waited for after a short write;
  *   - above the write high-water mark (or while a file body is pending)
- *     parsing of further pipelined requests stops until the output drains.
+ *     parsing of further pipelined requests stops until the output drains;
+ *   - one event reads at most SWS_CONN_READS_PER_RUN times; input still
+ *     waiting then is reported again in the next loop iteration.
  *
  * Timers: one per connection, armed in the set's per-purpose queues
  * (core/loop.h): header (request head in progress), body (body read in
@@ -46,6 +48,7 @@
 #define SWS_CONN_OUT_HWM (64u * 1024)    /* stop parsing while more is queued */
 #define SWS_CONN_LINGER_MS 2000          /* wait for the client's FIN after ours */
 #define SWS_CONN_FREE_MAX 128            /* recycled connections kept */
+#define SWS_CONN_READS_PER_RUN 16        /* reads per event before others get a turn */
 
 typedef struct sws_conn_set sws_conn_set_t;
 

@@ -34,15 +34,27 @@ static int refuse(sws_conn_t *c, unsigned status, const char *why)
 
 /* Chunk framing and trailers, the bytes between body spans. llhttp 8.1
  * accepts a bare LF in the last-chunk and trailer lines, and obs-fold and
- * empty names in trailers; those are rejected here. */
-static int scan_framing(sws_http1_t *h, const char *from, const char *to)
+ * empty names in trailers; those are rejected here. It also accepts any
+ * number of leading zeros in a chunk size and extensions of any length,
+ * and drops them: without a bound a client could stream a body that never
+ * reaches max_body_size (CVE-2024-22019 in Node). So the framing may be as
+ * large as the body and head limits together, far above what a client
+ * sends, and no larger. Returns 0, or the status to refuse with. */
+static unsigned scan_framing(sws_conn_t *c, const char *from, const char *to, const char **why)
 {
+    sws_http1_t *h = &c->h1;
+    const sws_settings_t *st = c->set->settings;
+    h->framing_bytes += (uint64_t)(to - from);
+    if (h->framing_bytes > st->max_body_size + st->max_header_size) {
+        *why = "chunk framing too large";
+        return 413;
+    }
     for (const char *p = from; p < to; p++) {
         char b = *p;
-        if (b == '\n' && !h->gap_cr)
-            return -1;
-        if (h->gap_lf && (b == ' ' || b == '\t' || b == ':'))
-            return -1;
+        if ((b == '\n' && !h->gap_cr) || (h->gap_lf && (b == ' ' || b == '\t' || b == ':'))) {
+            *why = "bad chunk framing";
+            return 400;
+        }
         h->gap_cr = b == '\r';
         h->gap_lf = b == '\n';
     }
@@ -128,8 +140,10 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     if (r->request_body_bytes > c->set->settings->max_body_size)
         return refuse(c, 413, "request body too large");
     if (h->chunked) {
-        if (scan_framing(h, h->gap, at) < 0)
-            return refuse(c, 400, "bad chunk framing");
+        const char *why;
+        unsigned status = scan_framing(c, h->gap, at, &why);
+        if (status != 0)
+            return refuse(c, status, why);
         h->gap = at + len;
         h->gap_cr = h->gap_lf = 0;
     }
@@ -170,6 +184,7 @@ static void begin_request(sws_conn_t *c)
     h->reject = 0;
     h->head_len = 0;
     h->trailer_bytes = 0;
+    h->framing_bytes = 0;
     c->msg_start = c->rpos;
     c->head_started = 1;
 
@@ -230,7 +245,9 @@ static void parse_error(sws_conn_t *c, llhttp_errno_t err)
         int well_formed = r->target.len > 0 && end - v >= 10 && memcmp(v, " HTTP/", 6) == 0 &&
                           v[6] >= '0' && v[6] <= '9' && v[7] == '.' && v[8] >= '0' &&
                           v[8] <= '9' && (v[9] == '\r' || v[9] == '\n');
-        sws_http1_fail(c, well_formed ? 505 : 400, "unsupported HTTP version");
+        /* 1.0 and 1.1 are supported: llhttp refused what follows them. */
+        int supported = well_formed && v[6] == '1' && (v[8] == '0' || v[8] == '1');
+        sws_http1_fail(c, well_formed && !supported ? 505 : 400, "unsupported HTTP version");
         return;
     }
     if (err == HPE_PAUSED_UPGRADE) { /* not reached: upgrades close first */
@@ -336,9 +353,13 @@ static unsigned check_lines(const char *head, size_t len, uint32_t max_line, con
     return 0;
 }
 
-static int value_is(sws_str_t v, const char *lit)
+/* The request line is exactly method SP request-target SP HTTP-version
+ * CRLF (RFC 9112 3). llhttp 8.1 also takes several spaces before the
+ * target or the version, which a proxy in front could split differently. */
+static int request_line_ok(const char *head, sws_str_t method, sws_str_t target)
 {
-    return sws_str_caseeq_lit(v, lit);
+    const char *v = target.p + target.len;
+    return target.p == head + method.len + 1 && memcmp(v, " HTTP/", 6) == 0 && v[9] == '\r';
 }
 
 /* The whole head is in rbuf[msg_start, pos): check it, fill the request.
@@ -374,6 +395,11 @@ static int head_complete(sws_conn_t *c, const char *pos)
         r->version_minor = 1;
         why = "unsupported HTTP version";
         status = has_version ? 505 : 400;
+        goto reject;
+    }
+    if (!request_line_ok(head, r->method, r->target)) {
+        why = "malformed request line";
+        status = 400;
         goto reject;
     }
 
@@ -423,7 +449,7 @@ static int head_complete(sws_conn_t *c, const char *pos)
     }
     if (host != NULL)
         r->host = *host;
-    if (nte > 0 && (r->version_minor == 0 || nte > 1 || !value_is(*te, "chunked"))) {
+    if (nte > 0 && (r->version_minor == 0 || nte > 1 || !sws_str_caseeq_lit(*te, "chunked"))) {
         why = "Transfer-Encoding other than a single chunked";
         status = 400;
         goto reject;
@@ -442,7 +468,7 @@ static int head_complete(sws_conn_t *c, const char *pos)
         goto reject;
     }
     if (expect != NULL && r->version_minor == 1) {
-        if (!value_is(*expect, "100-continue")) {
+        if (!sws_str_caseeq_lit(*expect, "100-continue")) {
             why = "unsupported expectation";
             status = 417;
             goto reject;
@@ -490,6 +516,17 @@ static void message_complete(sws_conn_t *c)
     c->msg_start = c->rpos;
 }
 
+/* The framing from the last body span up to `to`: 1 if acceptable, else 0
+ * with the request rejected. */
+static int framing_ok(sws_conn_t *c, const char *to)
+{
+    const char *why;
+    unsigned status = scan_framing(c, c->h1.gap, to, &why);
+    if (status != 0)
+        sws_http1_fail(c, status, why);
+    return status == 0;
+}
+
 /* llhttp used up rbuf[rpos, rend) without completing the message. */
 static void input_used(sws_conn_t *c)
 {
@@ -504,10 +541,8 @@ static void input_used(sws_conn_t *c)
         c->rpos = c->rend;
         return;
     }
-    if (h->chunked && scan_framing(h, h->gap, c->rbuf + c->rend) < 0) {
-        sws_http1_fail(c, 400, "bad chunk framing");
+    if (h->chunked && !framing_ok(c, c->rbuf + c->rend))
         return;
-    }
     /* Body bytes are dropped as soon as they are parsed; the head stays. */
     c->rpos = c->rend = c->msg_start + h->head_len;
 }
@@ -552,10 +587,8 @@ void sws_http1_process(sws_conn_t *c)
                 return;
             continue;
         }
-        if (h->chunked && scan_framing(h, h->gap, pos) < 0) {
-            sws_http1_fail(c, 400, "bad chunk framing");
+        if (h->chunked && !framing_ok(c, pos))
             return;
-        }
         message_complete(c);
     }
 }

@@ -44,6 +44,7 @@ typedef struct sws_http1 {
     const char *reject_why; /* for the log line */
     uint32_t head_len;      /* bytes of the accepted head at rbuf + msg_start */
     uint32_t trailer_bytes;
+    uint64_t framing_bytes; /* chunk sizes, extensions, CRLFs, trailers */
     const char *gap;        /* chunk framing not yet scanned starts here */
 } sws_http1_t;
 

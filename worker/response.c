@@ -70,13 +70,15 @@ const sws_str_t *sws_request_header(const sws_request_t *r, const char *name)
     return NULL;
 }
 
-/* 1xx, 204 and 304 carry neither a body nor a Content-Length. */
+/* 204 and 304 carry neither a body nor a Content-Length. */
 static int status_has_body(unsigned status)
 {
-    return status >= 200 && status != 204 && status != 304;
+    return status != 204 && status != 304;
 }
 
-/* A handler answers once; the status must be a three-digit code. */
+/* A handler answers once, with a final status: a 1xx is interim, so the
+ * client would wait for another answer that never comes (or, for 101, take
+ * the connection for another protocol). */
 static int response_allowed(sws_request_t *r, unsigned *status)
 {
     if (r->status != 0) {
@@ -84,8 +86,11 @@ static int response_allowed(sws_request_t *r, unsigned *status)
                       (int)r->target.len, r->target.p, r->status, *status);
         return 0;
     }
-    if (*status < 100 || *status > 999)
+    if (*status < 200 || *status > 999) {
+        sws_log_error("%.*s %.*s: %u is not a final status; answering 500", (int)r->method.len,
+                      r->method.p, (int)r->target.len, r->target.p, *status);
         *status = 500;
+    }
     return 1;
 }
 

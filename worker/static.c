@@ -59,11 +59,18 @@ static void answer_open_error(sws_request_t *r, const char *root, const char *re
 }
 
 /* A directory asked for without its trailing slash: send the client to the
- * name with one, so that relative links in its index resolve below it. */
+ * name with one, so that relative links in its index resolve below it.
+ * Repeated leading slashes are sent as one: "//name/" would be a
+ * network-path reference, a redirect to the host "name". */
 static void redirect_to_directory(sws_request_t *r)
 {
     char buf[LOCATION_MAX];
-    size_t need = sizeof("Location: ") - 1 + r->path.len + 1 + 1 + r->query.len + 2;
+    sws_str_t path = r->path;
+    while (path.len > 1 && path.p[1] == '/') {
+        path.p++;
+        path.len--;
+    }
+    size_t need = sizeof("Location: ") - 1 + path.len + 1 + 1 + r->query.len + 2;
     size_t n = 0;
 
     if (need > sizeof(buf)) {
@@ -71,7 +78,7 @@ static void redirect_to_directory(sws_request_t *r)
         return;
     }
     n += PUT_LIT(buf + n, "Location: ");
-    n += put(buf + n, r->path.p, r->path.len);
+    n += put(buf + n, path.p, path.len);
     buf[n++] = '/';
     if (r->query.len > 0) {
         buf[n++] = '?';

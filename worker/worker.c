@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -227,13 +228,25 @@ static void pin_cpu(int cpu)
         sws_log_warn("cannot pin to cpu %d: %s", cpu, strerror(errno));
 }
 
+/* Linux clears the parent-death signal when the credentials change, so
+ * it is set again after the drop. The supervisor may have died in between,
+ * unsignalled: then the parent is no longer the one that forked us. */
 static int drop_privileges(const sws_worker_config_t *cfg)
 {
     if (!cfg->drop_privileges)
         return 0;
+    pid_t supervisor = getppid();
     if (setgroups(1, &cfg->gid) < 0 || setgid(cfg->gid) < 0 || setuid(cfg->uid) < 0) {
         sws_log_error("dropping privileges to uid %d gid %d: %s", (int)cfg->uid, (int)cfg->gid,
                       strerror(errno));
+        return -1;
+    }
+    if (prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0) < 0) {
+        sws_log_error("prctl(PR_SET_PDEATHSIG): %s", strerror(errno));
+        return -1;
+    }
+    if (getppid() != supervisor) {
+        sws_log_notice("the supervisor is gone: exiting");
         return -1;
     }
     return 0;

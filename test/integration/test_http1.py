@@ -5,6 +5,7 @@ redirects."""
 import datetime
 import email.utils
 import json
+import os
 import socket
 
 from harness import Client, ServerTestCase, free_port, make_config, request, HELLO_HOSTS
@@ -251,6 +252,24 @@ class Http1Config(ServerTestCase):
             self.assertEqual(c.get("/").body, b"hello, world\n")
         with Client(port6, host="::1") as c:
             self.assertEqual(c.get("/").body, b"hello, world\n")
+
+    def test_directory_redirect_stays_on_this_host(self):
+        # "//docs" names the directory docs; "Location: //docs/" would send
+        # the browser to the host "docs".
+        srv = self.server(make_config("""
+            - name: "*"
+              routes:
+                - path: /
+                  static: {root: "@DIR@/www"}
+            """), start=False)
+        os.makedirs(os.path.join(srv.dir, "www", "docs"))
+        srv.start()
+        with Client(srv.port) as c:
+            r = c.get("//docs")
+            self.assertEqual(r.status, 301, r)
+            self.assertEqual(r.header("Location"), "/docs/")
+            r = c.get("/docs?q=1")
+            self.assertEqual(r.header("Location"), "/docs/?q=1")
 
     def test_access_log_combined(self):
         srv = self.server(make_config(HELLO_HOSTS, "logging: {access_log: combined}"))

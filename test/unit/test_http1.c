@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -425,6 +426,9 @@ static void test_malformed_400(void **state)
         "GET / HTTP/1.1\r\nHost: a\r\n: x\r\n\r\n", /* empty header name */
         "GET / HTTP/1.1\r\nHost: a\x01\r\n\r\n", /* control character */
         "GET x HTTP/1.1\r\nHost: a\r\n\r\n",     /* not a target form */
+        "GET  /a HTTP/1.1\r\nHost: a\r\n\r\n",   /* two spaces before the target */
+        "GET /a  HTTP/1.1\r\nHost: a\r\n\r\n",   /* two spaces before the version */
+        "GET / HTTP/1.1\rHost: a\r\n\r\n",      /* bare CR after a supported version */
     };
     expect_each_rejected(reqs, sizeof(reqs) / sizeof(reqs[0]), 400);
 }
@@ -483,6 +487,34 @@ static void test_smuggling_rejected(void **state)
         "POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcX0\r\n\r\n",
     };
     expect_each_rejected(reqs, sizeof(reqs) / sizeof(reqs[0]), 400);
+}
+
+/* llhttp drops leading zeros of a chunk size and chunk extensions however
+ * long: the framing is bounded all the same (max_body_size +
+ * max_header_size), or a body could stream forever within its limit. */
+static void test_chunk_framing_bounded_413(void **state)
+{
+    (void)state;
+    static const char fillers[] = "0a";
+    static const char *const formats[] = {
+        "%s1\r\nx\r\n0\r\n\r\n", /* leading zeros in a chunk size */
+        "1;%s\r\nx\r\n0\r\n\r\n", /* a long chunk extension */
+    };
+    static char pad[3000], body[4096], req[8192];
+    for (size_t i = 0; i < 2; i++) {
+        fixture_t *f;
+        setup((void **)&f);
+        f->st.max_body_size = 16;
+        f->st.max_header_size = 512;
+        apply(f);
+        memset(pad, fillers[i], sizeof(pad) - 1);
+        snprintf(body, sizeof(body), formats[i], pad);
+        snprintf(req, sizeof(req),
+                 "POST /c" H11 "Transfer-Encoding: chunked\r\n\r\n%sGET /after" H11 "\r\n", body);
+        send_str(f, req);
+        expect_rejected(f, 413);
+        teardown((void **)&f);
+    }
 }
 
 static void test_host_rules(void **state)
@@ -604,6 +636,56 @@ static void test_output_high_water_mark_pauses_pipeline(void **state)
     assert_true(strstr(f->out, "GET /r998 ") < strstr(f->out, "GET /r999 "));
 }
 
+/* A client that sends as fast as the worker reads must not hold it: one
+ * event reads a bounded amount, and the rest is read in later iterations
+ * (when other connections and timers have had their turn). */
+static void test_input_flood_read_in_turns(void **state)
+{
+    fixture_t *f = *state;
+    static char crlf[64 * 1024];
+    for (size_t i = 0; i < sizeof(crlf); i += 2)
+        memcpy(crlf + i, "\r\n", 2);
+    int big = 4 << 20;
+    if (setsockopt(f->peer, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)) < 0)
+        assert_int_equal(setsockopt(f->peer, SOL_SOCKET, SO_SNDBUF, &big, sizeof(big)), 0);
+    size_t queued = 0;
+    for (;;) {
+        ssize_t n = write(f->peer, crlf, sizeof(crlf));
+        if (n <= 0)
+            break;
+        queued += (size_t)n;
+    }
+    assert_true(queued > 2 * SWS_CONN_READS_PER_RUN * SWS_CONN_READ_BUF);
+
+    int left = 0;
+    assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+    assert_int_equal(ioctl(f->conn->io.fd, FIONREAD, &left), 0);
+    assert_true(left > 0);
+    for (int i = 0; i < 1000 && left > 0; i++) {
+        assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+        assert_int_equal(ioctl(f->conn->io.fd, FIONREAD, &left), 0);
+    }
+    assert_int_equal(left, 0);
+    send_str(f, "GET /after-flood" H11 "\r\n");
+    assert_non_null(strstr(f->out, "GET /after-flood host=a"));
+}
+
+/* A 1xx is interim: a handler that answers with one gets a 500 instead,
+ * or the client would wait for a final answer that never comes. */
+static void interim_handler(sws_request_t *r)
+{
+    sws_response_send(r, 103, NULL, 0, NULL, 0);
+}
+
+static void test_interim_status_from_handler_is_500(void **state)
+{
+    fixture_t *f = *state;
+    f->set.handler = interim_handler;
+    send_str(f, "GET /1" H11 "\r\n");
+    assert_null(strstr(f->out, "HTTP/1.1 103"));
+    assert_int_equal(status_at(f, 0), 500);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -632,6 +714,7 @@ int main(void)
         cmocka_unit_test(test_unsupported_versions_505),
         cmocka_unit_test(test_malformed_400),
         cmocka_unit_test(test_smuggling_rejected),
+        cmocka_unit_test(test_chunk_framing_bounded_413),
         cmocka_unit_test(test_host_rules),
         cmocka_unit_test_setup_teardown(test_keepalive_requests_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_timeout_408, setup, teardown),
@@ -640,6 +723,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_drain_closes_idle_and_ends_busy, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_high_water_mark_pauses_pipeline, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_input_flood_read_in_turns, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_interim_status_from_handler_is_500, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
