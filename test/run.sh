@@ -17,11 +17,12 @@ for t in "$BUILD"/test/test_*; do
     name=$(basename "$t")
     log="$BUILD/test-logs/$name.log"
     if timeout 300 "$t" >"$log" 2>&1; then
-        n=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+        # A binary may run several groups: add up every group's count.
+        n=$(sed -n 's/^\[  PASSED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s += $1} END {print s}')
         passed=$((passed + ${n:-1}))
         echo "unit $name: ${n:-1} passed"
     else
-        n=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | tail -n 1)
+        n=$(sed -n 's/^\[  FAILED  \] \([0-9]*\) test.*/\1/p' "$log" | awk '{s += $1} END {print s}')
         failed=$((failed + ${n:-1}))
         failed_names+=("$name")
         echo "unit $name: FAILED"

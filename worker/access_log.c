@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/fmt.h"
 #include "core/log.h"
 #include "proto/scalws.pb-c.h"
 
@@ -131,14 +132,6 @@ static char *put_str(char *o, const char *s)
     return o + n;
 }
 
-static char *put_u64(char *o, uint64_t v)
-{
-    char tmp[24];
-    int n = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v);
-    memcpy(o, tmp, (size_t)n);
-    return o + n;
-}
-
 static const char hex[] = "0123456789abcdef";
 
 /* nginx's escaping for combined: '"', '\' and bytes outside 0x20-0x7e as
@@ -219,11 +212,11 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
         o = put_str(o, ",\"proto\":");
         o = put_json(o, proto_of(r));
         o = put_str(o, ",\"status\":");
-        o = put_u64(o, r->status);
+        o = sws_put_u64(o, r->status);
         o = put_str(o, ",\"bytes\":");
-        o = put_u64(o, r->body_bytes);
+        o = sws_put_u64(o, r->body_bytes);
         o = put_str(o, ",\"duration_ms\":");
-        o = put_u64(o, duration_ms);
+        o = sws_put_u64(o, duration_ms);
         o = put_str(o, ",\"host\":");
         o = put_json(o, r->host);
         o = put_str(o, ",\"ua\":");
@@ -244,9 +237,9 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
             *o++ = '-';
         }
         o = put_str(o, "\" ");
-        o = put_u64(o, r->status);
+        o = sws_put_u64(o, r->status);
         *o++ = ' ';
-        o = put_u64(o, r->body_bytes);
+        o = sws_put_u64(o, r->body_bytes);
         o = put_str(o, " \"");
         o = put_clf(o, header_or_empty(r, "Referer"));
         o = put_str(o, "\" \"");

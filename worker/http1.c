@@ -1,5 +1,7 @@
 #include "worker/http1.h"
 
+#include "core/fmt.h"
+
 #include <string.h>
 #include <strings.h>
 
@@ -593,25 +595,6 @@ void sws_http1_process(sws_conn_t *c)
     }
 }
 
-static char *put(char *o, const void *p, size_t n)
-{
-    memcpy(o, p, n);
-    return o + n;
-}
-
-#define PUT_LIT(o, lit) put((o), (lit), sizeof(lit) - 1)
-
-static char *put_u64(char *o, uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[sizeof(tmp) - 1 - n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    return put(o, tmp + sizeof(tmp) - n, n);
-}
-
 int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const char *extra,
                          size_t extra_len, uint64_t content_length, int with_length,
                          size_t body_room)
@@ -627,32 +610,32 @@ int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const
     if (sws_conn_reserve(c, need) < 0)
         return -1;
     char *o = c->obuf + c->olen;
-    o = PUT_LIT(o, "HTTP/1.1 ");
+    o = SWS_PUT_LIT(o, "HTTP/1.1 ");
     *o++ = (char)('0' + status / 100 % 10);
     *o++ = (char)('0' + status / 10 % 10);
     *o++ = (char)('0' + status % 10);
     *o++ = ' ';
-    o = put(o, reason, reason_len);
-    o = PUT_LIT(o, "\r\nDate: ");
-    o = put(o, loop->http_date, loop->http_date_len);
-    o = PUT_LIT(o, "\r\n");
+    o = sws_put(o, reason, reason_len);
+    o = SWS_PUT_LIT(o, "\r\nDate: ");
+    o = sws_put(o, loop->http_date, loop->http_date_len);
+    o = SWS_PUT_LIT(o, "\r\n");
     if (s->server_name.len > 0) {
-        o = PUT_LIT(o, "Server: ");
-        o = put(o, s->server_name.p, s->server_name.len);
-        o = PUT_LIT(o, "\r\n");
+        o = SWS_PUT_LIT(o, "Server: ");
+        o = sws_put(o, s->server_name.p, s->server_name.len);
+        o = SWS_PUT_LIT(o, "\r\n");
     }
     if (with_length) {
-        o = PUT_LIT(o, "Content-Length: ");
-        o = put_u64(o, content_length);
-        o = PUT_LIT(o, "\r\n");
+        o = SWS_PUT_LIT(o, "Content-Length: ");
+        o = sws_put_u64(o, content_length);
+        o = SWS_PUT_LIT(o, "\r\n");
     }
     if (!r->keep_alive)
-        o = PUT_LIT(o, "Connection: close\r\n");
+        o = SWS_PUT_LIT(o, "Connection: close\r\n");
     else if (r->version_minor == 0)
-        o = PUT_LIT(o, "Connection: keep-alive\r\n");
+        o = SWS_PUT_LIT(o, "Connection: keep-alive\r\n");
     if (extra_len > 0)
-        o = put(o, extra, extra_len);
-    o = PUT_LIT(o, "\r\n");
+        o = sws_put(o, extra, extra_len);
+    o = SWS_PUT_LIT(o, "\r\n");
     c->olen = (size_t)(o - c->obuf);
     return 0;
 }

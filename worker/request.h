@@ -17,8 +17,9 @@
  *
  * Extra header lines are complete "Name: value\r\n" lines; the bytes are
  * copied before the call returns, so a handler may build them on its stack.
- * HEAD: the HTTP layer omits the body and keeps Content-Length. 1xx, 204 and
- * 304 get neither body nor Content-Length.
+ * HEAD: the HTTP layer omits the body and keeps Content-Length. 204 and 304
+ * get neither body nor Content-Length. A handler cannot answer 1xx (the HTTP
+ * layer sends 100 Continue itself): a 1xx from a handler becomes a 500.
  */
 #ifndef SWS_WORKER_REQUEST_H
 #define SWS_WORKER_REQUEST_H

@@ -2,42 +2,18 @@
 
 #include <string.h>
 
-static size_t put_hex(char *out, uint64_t v)
-{
-    char tmp[16];
-    size_t n = 0;
-    do {
-        tmp[n++] = "0123456789abcdef"[v & 0xf];
-        v >>= 4;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
-}
-
-static size_t put_dec(char *out, uint64_t v)
-{
-    char tmp[20];
-    size_t n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    for (size_t i = 0; i < n; i++)
-        out[i] = tmp[n - 1 - i];
-    return n;
-}
+#include "core/fmt.h"
 
 size_t sws_static_etag(char *out, time_t mtime, uint64_t size)
 {
-    size_t n = 0;
-    out[n++] = '"';
-    n += put_hex(out + n, (uint64_t)mtime);
-    out[n++] = '-';
-    n += put_hex(out + n, size);
-    out[n++] = '"';
-    out[n] = '\0';
-    return n;
+    char *o = out;
+    *o++ = '"';
+    o = sws_put_hex(o, (uint64_t)mtime);
+    *o++ = '-';
+    o = sws_put_hex(o, size);
+    *o++ = '"';
+    *o = '\0';
+    return (size_t)(o - out);
 }
 
 static int is_ows(char c)
@@ -264,18 +240,16 @@ sws_static_range_rc_t sws_static_range_parse(sws_str_t range, uint64_t size, uin
 
 size_t sws_static_content_range(char *out, uint64_t first, uint64_t len, uint64_t size)
 {
-    size_t n = 0;
-    memcpy(out, "bytes ", 6);
-    n = 6;
+    char *o = SWS_PUT_LIT(out, "bytes ");
     if (len == 0) {
-        out[n++] = '*';
+        *o++ = '*';
     } else {
-        n += put_dec(out + n, first);
-        out[n++] = '-';
-        n += put_dec(out + n, first + len - 1);
+        o = sws_put_u64(o, first);
+        *o++ = '-';
+        o = sws_put_u64(o, first + len - 1);
     }
-    out[n++] = '/';
-    n += put_dec(out + n, size);
-    out[n] = '\0';
-    return n;
+    *o++ = '/';
+    o = sws_put_u64(o, size);
+    *o = '\0';
+    return (size_t)(o - out);
 }
