@@ -113,11 +113,12 @@ static sws_table_t *arena_table(const sws_shm_t *shm, unsigned i)
     return (sws_table_t *)(arena_at(shm, i) + 1);
 }
 
-int sws_shm_create(sws_shm_t *shm, size_t arena_size, unsigned narenas, unsigned max_workers,
-                   char *err, size_t errlen)
+/* The limits create() enforces and attach() re-checks: a header read from
+ * a region is not trusted, and an arena size near 2^64 would wrap the
+ * layout arithmetic into a size that matches the region. */
+static int geometry_check(uint64_t arena_size, unsigned narenas, unsigned max_workers, char *err,
+                          size_t errlen)
 {
-    region_layout_t lay;
-
     if (narenas < 2 || narenas > SHM_MAX_ARENAS)
         return sws_errf(err, errlen, "shm: %u arenas, need 2 to %u", narenas, SHM_MAX_ARENAS);
     if (max_workers < 1 || max_workers > SWS_SHM_MAX_WORKERS)
@@ -125,8 +126,18 @@ int sws_shm_create(sws_shm_t *shm, size_t arena_size, unsigned narenas, unsigned
                         SWS_SHM_MAX_WORKERS);
     /* Table offsets are 32-bit. */
     if (arena_size < SHM_MIN_ARENA_SIZE || arena_size > UINT32_MAX - SHM_LINE)
-        return sws_errf(err, errlen, "shm: table size %zu bytes, need %u to %u", arena_size,
-                        SHM_MIN_ARENA_SIZE, UINT32_MAX - SHM_LINE);
+        return sws_errf(err, errlen, "shm: table size %llu bytes, need %u to %u",
+                        (unsigned long long)arena_size, SHM_MIN_ARENA_SIZE, UINT32_MAX - SHM_LINE);
+    return 0;
+}
+
+int sws_shm_create(sws_shm_t *shm, size_t arena_size, unsigned narenas, unsigned max_workers,
+                   char *err, size_t errlen)
+{
+    region_layout_t lay;
+
+    if (geometry_check(arena_size, narenas, max_workers, err, errlen) != 0)
+        return -1;
     region_layout(arena_size, narenas, max_workers, &lay);
 
     int fd = memfd_create("scalws-shm", MFD_CLOEXEC);
@@ -169,10 +180,8 @@ static int header_check(const shm_header_t *h, size_t size, char *err, size_t er
     if (h->version != SHM_VERSION)
         return sws_errf(err, errlen, "shm: layout version %u, this binary speaks %u", h->version,
                         SHM_VERSION);
-    if (h->narenas < 2 || h->narenas > SHM_MAX_ARENAS || h->max_workers < 1 ||
-        h->max_workers > SWS_SHM_MAX_WORKERS)
-        return sws_errf(err, errlen, "shm: header has %u arenas and %u slots", h->narenas,
-                        h->max_workers);
+    if (geometry_check(h->arena_size, h->narenas, h->max_workers, err, errlen) != 0)
+        return -1;
     region_layout(h->arena_size, h->narenas, h->max_workers, &lay);
     if (lay.arena_size != h->arena_size || lay.arena_stride != h->arena_stride ||
         lay.slots_off != h->slots_off || lay.arenas_off != h->arenas_off ||

@@ -24,6 +24,7 @@
 #include "shm/table.h"
 
 #include "core/err.h"
+#include "core/log.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -522,8 +523,19 @@ static void build_pools(table_writer_t *w, struct sws_table *t, const Sws__Route
     }
 }
 
+static int settings_check(const Sws__Settings *s, char *err, size_t errlen)
+{
+    sws_log_level_t level;
+    if (s != NULL && s->log_level[0] != '\0' && sws_log_level_parse(s->log_level, &level) != 0)
+        return sws_errf(err, errlen, "log level \"%s\" is not debug, info, notice, warn, error "
+                        "or crit", s->log_level);
+    return 0;
+}
+
+/* After settings_check(). */
 static void build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Settings *s)
 {
+    sws_log_level_t level;
     memset(out, 0, sizeof(*out));
     out->server_name = out->access_log_path = (sws_tstr_t){ w->empty, 0 };
     if (s == NULL)
@@ -538,6 +550,8 @@ static void build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Se
     out->send_timeout_ms = s->send_timeout_ms;
     out->keepalive_requests = s->keepalive_requests;
     out->server_name = put_bytes(w, s->server_name, strlen(s->server_name));
+    if (sws_log_level_parse(s->log_level, &level) == 0)
+        out->log_level = (uint32_t)level + 1;
     if (s->access_log != NULL) {
         const char *path = s->access_log->path;
         out->access_log_format = (uint32_t)s->access_log->format;
@@ -589,7 +603,7 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
         return sws_errf(err, errlen, "table needs %zu bytes, arena has %zu", lay.total, arena_size);
     if (lay.total > UINT32_MAX)
         return sws_errf(err, errlen, "table needs %zu bytes, more than 4 GiB", lay.total);
-    if (pools_check(rs, err, errlen) != 0)
+    if (pools_check(rs, err, errlen) != 0 || settings_check(rs->settings, err, errlen) != 0)
         return -1;
 
     char *base = arena;

@@ -84,10 +84,18 @@ typedef struct sws_settings {
     uint32_t send_timeout_ms;
     uint32_t keepalive_requests;
     uint32_t access_log_format; /* Sws__AccessLog__Format */
-    uint32_t reserved;
+    uint32_t log_level;         /* sws_log_level_t + 1; 0: not set (see below) */
     sws_tstr_t server_name;     /* "" = no Server header */
     sws_tstr_t access_log_path; /* "" = standard output */
 } sws_settings_t;
+
+/* The error-log level a worker applies when it adopts this generation (so
+ * a reload reaches running workers, not only restarted ones), or -1 when
+ * the RouteSet does not say and the worker keeps the level it has. */
+static inline int sws_settings_log_level(const sws_settings_t *st)
+{
+    return (int)st->log_level - 1;
+}
 
 /* Upstream pools (roadmap 2): carried in the table, not served yet. A
  * proxy route's `pool` indexes them; a pool's members are the
@@ -120,7 +128,7 @@ size_t sws_table_size(const Sws__RouteSet *rs);
  * route without action, a respond status outside 100..599, a redirect
  * status other than 301/302/303/307/308, a header name that is not a token
  * or a value with CR/LF, a relative static root or an index with '/', a
- * proxy to an unknown pool, two pools with one name. Normalised: host names
+ * proxy to an unknown pool, two pools with one name, an unknown log level. Normalised: host names
  * lowercased without a trailing dot, static roots without trailing '/',
  * access_log path "-" stored as "". On failure the arena holds garbage. */
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,

@@ -53,6 +53,13 @@
 #define CFG_MAX_EVENT_LOOPS 1024
 #define CFG_DAY_MS (24ull * 3600 * 1000)
 #define CFG_MAX_FIELDS 16
+/* YAML aliases let a small file name the same body or route list many
+ * times over, and the parse copies each use: without a bound, a 1 MiB file
+ * can ask for gigabytes. Everything parsed goes into the routing table, and
+ * no item takes more than 16 times the memory here that it takes there (the
+ * worst is a short header: ~50 bytes of messages, 5 bytes in the table), so
+ * a parse larger than 16 x server.table_size could never be published. */
+#define CFG_MEMORY_PER_TABLE_BYTE 16u
 
 typedef struct cfg_parser {
     const char *name;       /* file name for messages */
@@ -62,6 +69,8 @@ typedef struct cfg_parser {
     size_t errlen;
     char path[256];         /* key path of the node being read */
     size_t pathlen;
+    uint64_t used;          /* bytes of messages and strings built so far */
+    uint64_t limit;         /* 0 until server.table_size is known */
 } cfg_parser_t;
 
 /* The values of one mapping, by key, after every key was checked to be known
@@ -211,6 +220,19 @@ static int cfg_bool_text(const char *s, int *out)
     return -1;
 }
 
+/* Count bytes the result is about to take; -1 (reported at `at`) past the
+ * limit, see CFG_MEMORY_PER_TABLE_BYTE. */
+static int cfg_charge(cfg_parser_t *p, const yaml_node_t *at, size_t bytes)
+{
+    p->used += bytes;
+    if (p->limit == 0 || p->used <= p->limit)
+        return 0;
+    return cfg_fail(p, at, "the configuration takes more than %llu bytes once YAML aliases are "
+                    "expanded; a routing table of server.table_size (%llu bytes) could not hold it",
+                    (unsigned long long)p->limit,
+                    (unsigned long long)(p->limit / CFG_MEMORY_PER_TABLE_BYTE));
+}
+
 /* A scalar as a C string: one without NUL bytes inside. */
 static int cfg_want_string(cfg_parser_t *p, const yaml_node_t *n)
 {
@@ -225,8 +247,11 @@ static int cfg_want_string(cfg_parser_t *p, const yaml_node_t *n)
  * with a malloc'ed copy of s. */
 static int cfg_set_str(cfg_parser_t *p, const yaml_node_t *at, char **dst, const char *s)
 {
-    char *copy = strdup(s);
+    char *copy;
 
+    if (cfg_charge(p, at, strlen(s) + 1) < 0)
+        return -1;
+    copy = strdup(s);
     if (copy == NULL)
         return cfg_oom(p, at);
     if (*dst != NULL && *dst != protobuf_c_empty_string)
@@ -240,8 +265,12 @@ static int cfg_set_str(cfg_parser_t *p, const yaml_node_t *at, char **dst, const
 static void *cfg_new(cfg_parser_t *p, const yaml_node_t *at,
                      const ProtobufCMessageDescriptor *desc)
 {
-    ProtobufCMessage *m = malloc(desc->sizeof_message);
+    ProtobufCMessage *m;
 
+    /* The message and its pointer in the parent's array. */
+    if (cfg_charge(p, at, desc->sizeof_message + sizeof(void *)) < 0)
+        return NULL;
+    m = malloc(desc->sizeof_message);
     if (m == NULL) {
         cfg_oom(p, at);
         return NULL;
@@ -901,7 +930,9 @@ static int cfg_timeouts(cfg_parser_t *p, yaml_node_t *node, Sws__Settings *st)
     return 0;
 }
 
-static int cfg_log_level(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerConfig *sc)
+/* One level for every process: the supervisor reads it from the settings,
+ * and the running workers get it with the table. */
+static int cfg_log_level(cfg_parser_t *p, const cfg_fields_t *f, Sws__Settings *st)
 {
     yaml_node_t *n = cfg_field(f, "level");
     sws_log_level_t level;
@@ -916,7 +947,7 @@ static int cfg_log_level(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerConf
         rc = cfg_fail(p, n, "expected debug, info, notice, warn or error, got %s",
                       cfg_quote(n, got, sizeof(got)));
     else
-        rc = cfg_set_str(p, n, &sc->log_level, cfg_text(n));
+        rc = cfg_set_str(p, n, &st->log_level, cfg_text(n));
     cfg_pop(p, mark);
     return rc;
 }
@@ -951,7 +982,7 @@ static int cfg_logging(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc
                                         NULL };
     cfg_fields_t f;
 
-    if (cfg_map(p, node, keys, &f) < 0 || cfg_log_level(p, &f, sc) < 0 ||
+    if (cfg_map(p, node, keys, &f) < 0 || cfg_log_level(p, &f, st) < 0 ||
         cfg_string(p, &f, "error_log", &sc->error_log) < 0 ||
         cfg_access_log(p, &f, st->access_log) < 0 ||
         cfg_string(p, &f, "access_log_path", &st->access_log->path) < 0)
@@ -1066,6 +1097,8 @@ static int cfg_host_name(cfg_parser_t *p, yaml_node_t *n, Sws__Host *h, cfg_set_
     why = cfg_host_name_problem(cfg_text(n));
     if (why != NULL)
         return cfg_fail(p, n, "\"%s\": %s", cfg_text(n), why);
+    if (cfg_charge(p, n, n->data.scalar.length + 1 + sizeof(void *)) < 0)
+        return -1;
     name = strdup(cfg_text(n));
     if (name == NULL)
         return cfg_oom(p, n);
@@ -1305,6 +1338,8 @@ static int cfg_respond(cfg_parser_t *p, yaml_node_t *node, Sws__Respond *rsp)
         return cfg_fail(p, body, "a %u response has no body", rsp->status);
     if (body->data.scalar.length > 0) {
         /* bytes: may hold NUL ("\0" in a double-quoted string). */
+        if (cfg_charge(p, body, body->data.scalar.length) < 0)
+            return -1;
         rsp->body.data = malloc(body->data.scalar.length);
         if (rsp->body.data == NULL)
             return cfg_oom(p, body);
@@ -1338,6 +1373,10 @@ static int cfg_static_root(cfg_parser_t *p, yaml_node_t *n, Sws__Static *st)
     real = realpath(joined, NULL);
     if (real == NULL)
         return cfg_fail(p, n, "\"%s\" (%s): %s", root, joined, strerror(errno));
+    if (cfg_charge(p, n, strlen(real) + 1) < 0) {
+        free(real);
+        return -1;
+    }
     if (stat(real, &sb) < 0 || !S_ISDIR(sb.st_mode)) {
         cfg_fail(p, n, "\"%s\" (%s) is not a directory", root, real);
         free(real);
@@ -1571,7 +1610,7 @@ static int cfg_defaults(cfg_parser_t *p, yaml_node_t *at, Sws__Config *cfg)
     st->access_log->format = SWS__ACCESS_LOG__FORMAT__COMBINED;
     if (cfg_set_str(p, at, &st->server_name, CFG_DEFAULT_SERVER_NAME) < 0 ||
         cfg_set_str(p, at, &st->access_log->path, CFG_DEFAULT_LOG_PATH) < 0 ||
-        cfg_set_str(p, at, &sc->log_level, CFG_DEFAULT_LOG_LEVEL) < 0 ||
+        cfg_set_str(p, at, &st->log_level, CFG_DEFAULT_LOG_LEVEL) < 0 ||
         cfg_set_str(p, at, &sc->error_log, CFG_DEFAULT_LOG_PATH) < 0)
         return -1;
     return 0;
@@ -1589,6 +1628,7 @@ static int cfg_build(cfg_parser_t *p, yaml_node_t *root, Sws__Config *cfg)
     if (cfg_server(p, cfg_field(&f, "server"), cfg->server, cfg->routes->settings) < 0)
         return -1;
     cfg_pop(p, mark);
+    p->limit = (uint64_t)CFG_MEMORY_PER_TABLE_BYTE * cfg->server->table_size;
     mark = cfg_push(p, "hosts");
     if (cfg_repeated(p, cfg_field(&f, "hosts"), &sws__host__descriptor, &cfg->routes->n_hosts,
                      (void ***)&cfg->routes->hosts, cfg_host) < 0)

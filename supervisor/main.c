@@ -57,7 +57,7 @@ static int test_config(const char *path)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    int rc = sws_supervisor_check_table(cfg, err, sizeof(err));
+    int rc = sws_supervisor_check_table(cfg->routes, cfg->server->table_size, err, sizeof(err));
     sws_config_free(cfg);
     if (rc < 0) {
         fprintf(stderr, "%s: %s\n", path, err);

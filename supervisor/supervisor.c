@@ -107,12 +107,13 @@ size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__Ser
     return len < outlen ? len : outlen - 1;
 }
 
-int sws_supervisor_check_table(const Sws__Config *cfg, char *err, size_t errlen)
+int sws_supervisor_check_table(const Sws__RouteSet *routes, uint32_t table_size, char *err,
+                               size_t errlen)
 {
-    size_t need = sws_table_size(cfg->routes);
-    if (need > cfg->server->table_size) {
+    size_t need = sws_table_size(routes);
+    if (need > table_size) {
         snprintf(err, errlen, "server.table_size: the routing table needs %zu bytes, more than %u",
-                 need, cfg->server->table_size);
+                 need, table_size);
         return -1;
     }
     /* malloc's alignment (16) covers the arena's 8. */
@@ -121,7 +122,7 @@ int sws_supervisor_check_table(const Sws__Config *cfg, char *err, size_t errlen)
         snprintf(err, errlen, "out of memory for a %zu-byte table", need);
         return -1;
     }
-    int rc = sws_table_build(scratch, need, 1, cfg->routes, err, errlen);
+    int rc = sws_table_build(scratch, need, 1, routes, err, errlen);
     free(scratch);
     return rc;
 }
@@ -224,6 +225,10 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
     close(sup->signals.fd);
     sws_loop_close(&sup->loop);
     sws_listen_close_others(&sup->listen, w->index);
+    /* The worker reads through the inherited mapping; with the memfd it
+     * could also ftruncate the region and kill the supervisor (SIGBUS). */
+    close(sup->shm.fd);
+    sup->shm.fd = -1;
 
     sws_proctitle_set("scalwsd: worker %u", w->index);
 
@@ -347,10 +352,10 @@ static void signal_workers(sws_supervisor_t *sup, int sig)
 
 /* ---- reload ---- */
 
-static void apply_log_level(const Sws__ServerConfig *sc)
+static void apply_log_level(const Sws__Settings *st)
 {
     sws_log_level_t level;
-    if (sws_log_level_parse(sc->log_level, &level) == 0)
+    if (sws_log_level_parse(st->log_level, &level) == 0)
         sws_log_set_level(level);
 }
 
@@ -394,8 +399,10 @@ static void on_publish_timer(sws_timer_t *t)
 
 static void reload(sws_supervisor_t *sup)
 {
-    if (sup->state != SUP_RUNNING)
+    if (sup->state != SUP_RUNNING) {
+        sws_log_notice("SIGHUP: stopping; not reloaded");
         return;
+    }
     char err[512];
     Sws__Config *next = NULL;
     if (sws_config_load(sup->config_path, &next, err, sizeof(err)) < 0) {
@@ -403,16 +410,20 @@ static void reload(sws_supervisor_t *sup)
                       (unsigned long long)sup->generation);
         return;
     }
-    if (sws_supervisor_check_table(next, err, sizeof(err)) < 0) {
+    char keys[256];
+    if (sws_restart_only_changes(sup->config->server, next->server, keys, sizeof(keys)) > 0)
+        sws_log_warn("reload: changes to %s need a restart; not applied", keys);
+    /* Against the arenas as they were made at start, not the file's new
+     * table_size: a table that only fits the new size could never be
+     * published, and would be retried for ever. */
+    if (sws_supervisor_check_table(next->routes, sup->config->server->table_size, err,
+                                   sizeof(err)) < 0) {
         sws_log_error("reload failed: %s: %s; still serving generation %llu", sup->config_path,
                       err, (unsigned long long)sup->generation);
         sws_config_free(next);
         return;
     }
-    char keys[256];
-    if (sws_restart_only_changes(sup->config->server, next->server, keys, sizeof(keys)) > 0)
-        sws_log_warn("reload: changes to %s need a restart; not applied", keys);
-    apply_log_level(next->server);
+    apply_log_level(next->routes->settings);
     sup->shutdown_timeout_ms = next->server->shutdown_timeout_ms;
 
     drop_pending(sup); /* a newer file replaces one still waiting */
@@ -502,11 +513,11 @@ static void on_signal(sws_io_t *io, uint32_t events)
 
 /* ---- startup ---- */
 
-static int apply_logging(const Sws__ServerConfig *sc)
+static int apply_logging(const Sws__ServerConfig *sc, const Sws__Settings *st)
 {
     sws_log_level_t level;
-    if (sws_log_level_parse(sc->log_level, &level) < 0) {
-        sws_log_error("server.log_level: unknown level \"%s\"", sc->log_level);
+    if (sws_log_level_parse(st->log_level, &level) < 0) {
+        sws_log_error("server.logging.level: unknown level \"%s\"", st->log_level);
         return -1;
     }
     if (sws_log_open(sc->error_log) < 0) {
@@ -656,13 +667,14 @@ static int setup(sws_supervisor_t *sup)
         sws_log_error("%s", err);
         return -1;
     }
-    if (sws_supervisor_check_table(sup->config, err, sizeof(err)) < 0) {
+    if (sws_supervisor_check_table(sup->config->routes, sup->config->server->table_size, err,
+                                   sizeof(err)) < 0) {
         sws_log_error("%s: %s", sup->config_path, err);
         return -1;
     }
     const Sws__ServerConfig *sc = sup->config->server;
     sup->shutdown_timeout_ms = sc->shutdown_timeout_ms;
-    if (apply_logging(sc) < 0 || resolve_user(sup, sc) < 0)
+    if (apply_logging(sc, sup->config->routes->settings) < 0 || resolve_user(sup, sc) < 0)
         return -1;
 
     CPU_ZERO(&sup->cpus);

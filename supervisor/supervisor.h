@@ -40,10 +40,12 @@
  * exit status: 0 after a stop, 1 when it could not start. */
 int sws_supervisor_run(const char *config_path);
 
-/* Check that cfg's routes build into a table that fits server.table_size
- * (what `scalwsd -t` and a reload check beyond parsing). 0, or -1 with a
- * message in err. */
-int sws_supervisor_check_table(const Sws__Config *cfg, char *err, size_t errlen);
+/* Check that routes build into a table of at most table_size bytes: what
+ * `scalwsd -t` and the start check against the file's server.table_size,
+ * and a reload against the running arenas' size (arenas are sized once, at
+ * start). 0, or -1 with a message in err. */
+int sws_supervisor_check_table(const Sws__RouteSet *routes, uint32_t table_size, char *err,
+                               size_t errlen);
 
 /* Crash count after a worker died having run uptime_ms: one more when it
  * died young, else 1 (this death starts a new run of crashes). */

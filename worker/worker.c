@@ -134,6 +134,9 @@ static void adopt_generation(sws_worker_t *w)
     if (gen == w->generation)
         return;
     w->generation = gen;
+    /* A reload's logging.level reaches running workers with the table. */
+    if (sws_settings_log_level(st) >= 0)
+        sws_log_set_level((sws_log_level_t)sws_settings_log_level(st));
     sws_access_log_configure(&w->access_log, st->access_log_format,
                              sws_table_str(t, st->access_log_path), st->access_log_path.len);
     sws_log_debug("using table generation %llu", (unsigned long long)gen);

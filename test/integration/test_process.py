@@ -54,6 +54,20 @@ class Process(ServerTestCase):
                 self.assertEqual(c.get("/").status, 200)
         self.assertEqual(listening_sockets(srv.port), 1, "shared policy: one socket")
 
+    def test_workers_hold_no_shm_fd(self):
+        # A worker reads the table through the mapping it inherited; holding
+        # the memfd as well would let it ftruncate the region under the
+        # supervisor (SIGBUS).
+        srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2"))
+        supervisor_fds = [os.readlink("/proc/%d/fd/%s" % (srv.pid, fd))
+                          for fd in os.listdir("/proc/%d/fd" % srv.pid)]
+        self.assertTrue(any("memfd:scalws-shm" in t for t in supervisor_fds), supervisor_fds)
+        for pid in srv.wait_workers(2):
+            targets = [os.readlink("/proc/%d/fd/%s" % (pid, fd))
+                       for fd in os.listdir("/proc/%d/fd" % pid)]
+            self.assertFalse([t for t in targets if "memfd:" in t], "worker %d: %s" % (pid, targets))
+        self.assertTrue(self.answers(srv))
+
     def test_ps_titles(self):
         srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2"))
         workers = srv.wait_workers(2)

@@ -7,7 +7,7 @@ import signal
 import threading
 import time
 
-from harness import Client, ServerTestCase, TIMEOUT, make_config, poll
+from harness import Client, HELLO_HOSTS, ServerTestCase, TIMEOUT, make_config, poll
 
 RELOADS = 50
 CLIENTS = 4
@@ -142,6 +142,23 @@ class Reload(ServerTestCase):
         with Client(srv.port) as c:
             self.assertEqual(c.get("/").header("Server"), "second")
 
+    def test_reload_log_level_reaches_workers(self):
+        """logging.level is applied by running workers, not only by the
+        supervisor: after a reload to debug, a worker logs its adoption of
+        the new generation (a debug line it would not write at warn)."""
+        hosts = """
+            - name: "*"
+              routes:
+                - path: /
+                  respond: {status: 200, body: "%s"}
+            """
+        srv = self.server(make_config(hosts % "one", "logging: {level: warn, access_log: off}"))
+        srv.write_config(make_config(hosts % "two", "logging: {level: debug, access_log: off}"))
+        srv.signal(signal.SIGHUP)
+        self.wait_route(srv, "/", b"two")
+        srv.wait_log(r"worker 0\[\d+\]: using table generation 2")
+        self.assertNotIn("using table generation 1", srv.log())
+
     def test_invalid_config_keeps_old_table(self):
         srv = self.server(generation_config(1))
         bad = generation_config(2).replace("        match: exact\n",
@@ -160,6 +177,26 @@ class Reload(ServerTestCase):
         srv.write_config(generation_config(3))
         srv.signal(signal.SIGHUP)
         self.wait_route(srv, "/g3", b"gen 3")
+
+    def test_table_larger_than_running_arena_is_refused(self):
+        # The arenas are sized at start: a reload whose table only fits the
+        # file's new table_size fails at once instead of waiting for ever.
+        srv = self.server(make_config(HELLO_HOSTS, "table_size: 64k"))
+        big = "".join('    - path: /big%d\n'
+                      '      respond: {status: 200, body: "%s"}\n' % (i, "x" * 30000)
+                      for i in range(4))
+        srv.write_config(make_config(HELLO_HOSTS.rstrip("\n") + "\n" + big, "table_size: 1m"))
+        srv.signal(signal.SIGHUP)
+        srv.wait_log(r"changes to server\.table_size need a restart")
+        srv.wait_log(r"reload failed: [^\n]*the routing table needs \d+ bytes, more than 65536")
+        self.assertNotRegex(srv.log(), "cannot publish yet")
+        with Client(srv.port) as c:
+            self.assertEqual(c.get("/").body, b"hello, world\n")
+            self.assertEqual(c.get("/big0").body, b"hello, world\n")  # still generation 1
+        small = '    - path: /small\n      respond: {status: 200, body: "small"}\n'
+        srv.write_config(make_config(HELLO_HOSTS.rstrip("\n") + "\n" + small, "table_size: 64k"))
+        srv.signal(signal.SIGHUP)
+        self.wait_route(srv, "/small", b"small")
 
     def test_invalid_yaml_syntax_keeps_old_table(self):
         srv = self.server(generation_config(1))

@@ -64,7 +64,7 @@ static void test_defaults(void **state)
     assert_int_equal(sc->backlog, 4096);
     assert_string_equal(sc->user, "");
     assert_string_equal(sc->error_log, "-");
-    assert_string_equal(sc->log_level, "info");
+    assert_string_equal(cfg->routes->settings->log_level, "info");
     assert_int_equal(sc->shutdown_timeout_ms, 30000);
     assert_int_equal(sc->table_size, 8 << 20);
 
@@ -158,7 +158,7 @@ static void test_full(void **state)
     assert_string_equal(sc->user, "nobody");
     assert_int_equal(sc->shutdown_timeout_ms, 500);
     assert_int_equal(sc->table_size, 1 << 20);
-    assert_string_equal(sc->log_level, "debug");
+    assert_string_equal(st->log_level, "debug");
     assert_string_equal(sc->error_log, "/var/log/scalws/error.log");
     assert_int_equal(st->keepalive_requests, 50);
     assert_string_equal(st->server_name, "Test/1.0");
@@ -428,6 +428,46 @@ static void test_errors_file(void **state)
     expect_error("hosts:\n  - name: *\n", "t.yaml:2:12: ", "quote it, as in name: \"*\"");
 }
 
+/* YAML aliases multiply a small file: 200 uses of a 4 KiB body are 800 KiB
+ * of parse, fine with a 1m table. With a 64k table, 400 uses cross the
+ * bound (16 x 64 KiB) and are refused at the use that crosses it, before
+ * the memory is taken. */
+static char *aliased_bodies(const char *table_size, unsigned uses)
+{
+    size_t cap = 8192 + uses * 64;
+    char *yaml = malloc(cap);
+    assert_non_null(yaml);
+    int n = snprintf(yaml, cap, "server:\n  table_size: %s\n  server_header: &b \"", table_size);
+    for (int i = 0; i < 4096; i++)
+        yaml[n++] = 'b';
+    n += snprintf(yaml + n, cap - (size_t)n, "\"\nhosts:\n  - name: \"*\"\n    routes:\n");
+    for (unsigned i = 0; i < uses; i++)
+        n += snprintf(yaml + n, cap - (size_t)n, "      - {path: /r%u, respond: {body: *b}}\n", i);
+    return yaml;
+}
+
+static void test_alias_expansion_is_bounded(void **state)
+{
+    (void)state;
+    char *yaml = aliased_bodies("1m", 200);
+    Sws__Config *cfg = parse_ok(yaml);
+    assert_int_equal(cfg->routes->hosts[0]->n_routes, 200);
+    assert_int_equal(cfg->routes->hosts[0]->routes[199]->respond->body.len, 4096);
+    sws_config_free(cfg);
+    free(yaml);
+
+    yaml = aliased_bodies("64k", 400);
+    char err[512] = "";
+    cfg = (Sws__Config *)1;
+    assert_int_equal(sws_config_parse(yaml, strlen(yaml), "t.yaml", &cfg, err, sizeof(err)), -1);
+    assert_null(cfg);
+    assert_non_null(strstr(err, ": hosts[0].routes["));
+    assert_non_null(strstr(err, "].respond.body: the configuration takes more than 1048576 bytes "
+                                "once YAML aliases are expanded"));
+    assert_non_null(strstr(err, "server.table_size (65536 bytes)"));
+    free(yaml);
+}
+
 static void write_file(const char *path, const char *text)
 {
     FILE *f = fopen(path, "w");
@@ -615,6 +655,7 @@ int main(void)
         cmocka_unit_test(test_errors_hosts_and_routes),
         cmocka_unit_test(test_errors_respond_static_redirect),
         cmocka_unit_test(test_errors_file),
+        cmocka_unit_test(test_alias_expansion_is_bounded),
         cmocka_unit_test(test_static_root_relative_to_file),
         cmocka_unit_test(test_load_errors),
         cmocka_unit_test(test_example_config),

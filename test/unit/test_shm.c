@@ -396,6 +396,20 @@ static void test_attach_rejects_foreign(void **state)
     close(fd);
     munmap(shm.base, shm.size); /* its tail is gone: unmap without touching it */
     close(shm.fd);
+
+    /* A header whose arena size is off by 2^63 (and its stride with it)
+     * describes the same total size, the products wrapping; refused before
+     * any arena address is computed from it. The header starts: magic,
+     * version, narenas, then arena_size and arena_stride. */
+    create(&shm, 2, 1);
+    uint64_t *geometry = (uint64_t *)((char *)shm.base + 16);
+    geometry[0] += 1ull << 63;
+    geometry[1] += 1ull << 63;
+    fd = dup(shm.fd);
+    assert_int_equal(sws_shm_attach(&again, fd, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "table size"));
+    close(fd);
+    sws_shm_close(&shm);
 }
 
 static void test_create_rejects_bad_geometry(void **state)

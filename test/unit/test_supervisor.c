@@ -114,7 +114,6 @@ static void server_pair_init(server_pair_t *p)
     p->listen_a[0] = p->listen_b[0] = &p->l1;
     p->listen_a[1] = p->listen_b[1] = &p->l2;
     s.backlog = 4096;
-    s.log_level = "info";
     s.table_size = 1 << 20;
     p->a = p->b = s;
     p->a.listen = p->listen_a;
@@ -131,8 +130,8 @@ static void test_restart_only_changes_names_the_keys(void **state)
     assert_int_equal(sws_restart_only_changes(&p.a, &p.b, out, sizeof(out)), 0);
     assert_string_equal(out, "");
 
-    /* Log level and shutdown timeout apply on reload: not listed. */
-    p.b.log_level = "debug";
+    /* The shutdown timeout applies on reload: not listed. (The log level
+     * is a RouteSet setting now, so it never was a server key here.) */
     p.b.shutdown_timeout_ms = 1234;
     assert_int_equal(sws_restart_only_changes(&p.a, &p.b, out, sizeof(out)), 0);
 
@@ -170,17 +169,11 @@ static void test_check_table_reports_a_table_too_large(void **state)
     Sws__AccessLog access_log = SWS__ACCESS_LOG__INIT;
     settings.access_log = &access_log;
     rs.settings = &settings;
-    Sws__ServerConfig server = SWS__SERVER_CONFIG__INIT;
-    Sws__Config cfg = SWS__CONFIG__INIT;
-    cfg.server = &server;
-    cfg.routes = &rs;
     char err[256];
 
-    server.table_size = 16 << 20;
-    assert_int_equal(sws_supervisor_check_table(&cfg, err, sizeof(err)), 0);
+    assert_int_equal(sws_supervisor_check_table(&rs, 16 << 20, err, sizeof(err)), 0);
 
-    server.table_size = 8;
-    assert_int_equal(sws_supervisor_check_table(&cfg, err, sizeof(err)), -1);
+    assert_int_equal(sws_supervisor_check_table(&rs, 8, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "server.table_size"));
 }
 

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/log.h"
 #include "shm/table.h"
 
 /* ---- building RouteSets: heap messages, freed by free_unpacked ---------- */
@@ -438,7 +439,24 @@ static void test_settings_round_trip(void **state)
     assert_int_equal(got->access_log_format, SWS__ACCESS_LOG__FORMAT__JSON);
     assert_tstr(b.t, got->server_name, "scalws");
     assert_tstr(b.t, got->access_log_path, "/var/log/scalws/access.log");
+    assert_int_equal(sws_settings_log_level(got), -1); /* not set: workers keep theirs */
     free(b.arena);
+
+    /* A reload's log level reaches the workers through the table. */
+    s->log_level = strdup("debug");
+    b = build(rs);
+    assert_int_equal(sws_settings_log_level(sws_table_settings(b.t)), SWS_LOG_DEBUG);
+    free(b.arena);
+    free(s->log_level);
+    s->log_level = strdup("crit");
+    b = build(rs);
+    assert_int_equal(sws_settings_log_level(sws_table_settings(b.t)), SWS_LOG_CRIT);
+    free(b.arena);
+    free(s->log_level);
+    s->log_level = strdup("loud");
+    assert_true(build_fails(rs, "log level \"loud\" is not"));
+    free(s->log_level);
+    s->log_level = strdup("");
 
     /* "-" is standard output, which the table says as "". */
     free(s->access_log->path);
