@@ -1319,7 +1319,9 @@ static int cfg_respond(cfg_parser_t *p, yaml_node_t *node, Sws__Respond *rsp)
     size_t mark;
 
     if (cfg_map(p, node, keys, &f) < 0 ||
-        cfg_u32(p, &f, "status", CFG_COUNT, 100, 599, &rsp->status) < 0)
+        /* No 1xx: an interim answer is never a final response, and the
+         * HTTP layer sends 100 Continue itself. */
+        cfg_u32(p, &f, "status", CFG_COUNT, 200, 599, &rsp->status) < 0)
         return -1;
     if (cfg_field(&f, "headers") != NULL) {
         mark = cfg_push(p, "headers");
@@ -1334,7 +1336,7 @@ static int cfg_respond(cfg_parser_t *p, yaml_node_t *node, Sws__Respond *rsp)
     if (body->type != YAML_SCALAR_NODE)
         return cfg_fail(p, body, "expected a string, got %s", cfg_kind(body));
     if (body->data.scalar.length > 0 &&
-        (rsp->status < 200 || rsp->status == 204 || rsp->status == 304))
+        (rsp->status == 204 || rsp->status == 304))
         return cfg_fail(p, body, "a %u response has no body", rsp->status);
     if (body->data.scalar.length > 0) {
         /* bytes: may hold NUL ("\0" in a double-quoted string). */

@@ -1,10 +1,7 @@
 """Limits and malformed input: each gets its status, and after a request the
 parser cannot trust the connection is closed."""
 
-import os
-import signal
-
-from harness import (Client, ServerTestCase, make_config, poll, process_state, request,
+from harness import (Client, ServerTestCase, make_config, request,
                      HELLO_HOSTS)
 
 LIMITS = """
@@ -119,31 +116,3 @@ class Limits(ServerTestCase):
 
     def test_505_http3_version(self):
         self.expect_status_and_close(request("GET", "/", version="HTTP/3.0"), 505)
-
-
-def real_uid(pid):
-    """The real uid from /proc/PID/status (the /proc/PID files belong to
-    root once a process changed its credentials), or None if gone."""
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                if line.startswith("Uid:"):
-                    return int(line.split()[1])
-    except OSError:
-        return None
-    return None
-
-
-class SupervisorDeath(ServerTestCase):
-    # Linux clears the parent-death signal when credentials change: a worker
-    # that dropped privileges must set it again, or it outlives a supervisor
-    # killed with -9 and keeps serving with nobody to restart or stop it.
-    def test_worker_with_dropped_privileges_exits_with_supervisor(self):
-        if os.geteuid() != 0:
-            self.skipTest("dropping privileges needs root")
-        srv = self.server(make_config(HELLO_HOSTS, "user: nobody"))
-        worker = srv.wait_workers(1)[0]
-        poll(lambda: real_uid(worker) not in (None, 0), what="the worker to drop privileges")
-        os.kill(srv.pid, signal.SIGKILL)
-        poll(lambda: process_state(worker) in (None, "Z"),
-             what="the worker to exit after its supervisor")

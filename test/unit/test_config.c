@@ -312,7 +312,10 @@ static void test_errors_ranges(void **state)
                  "t.yaml:2:27: server.limits.max_body_size: ", "expected a size");
     expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
                  "        respond: {status: 600}\n",
-                 "t.yaml:5:27: hosts[0].routes[0].respond.status: ", "from 100 to 599");
+                 "t.yaml:5:27: hosts[0].routes[0].respond.status: ", "from 200 to 599");
+    expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
+                 "        respond: {status: 103}\n",
+                 "t.yaml:5:27: hosts[0].routes[0].respond.status: ", "from 200 to 599");
     expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
                  "        redirect: {status: 304, location: /x}\n",
                  "t.yaml:5:28: hosts[0].routes[0].redirect.status: ",
