@@ -11,11 +11,9 @@
 #include "core/log.h"
 #include "proto/scalws.pb-c.h"
 
-/* Request bytes copied into one field at most; with the worst escaping
- * (6 bytes per byte) and the fixed parts a line stays below 40 KiB, so one
- * always fits an empty buffer. */
-#define FIELD_MAX 1536
-#define LINE_MAX_BYTES (6 * 5 * FIELD_MAX + 512)
+#define FIELD_MAX SWS_ACCESS_LOG_FIELD_MAX
+
+_Static_assert(SWS_ACCESS_LOG_LINE_MAX <= SWS_ACCESS_LOG_BUF, "a line must fit an empty buffer");
 
 void sws_access_log_init(sws_access_log_t *l)
 {
@@ -71,24 +69,29 @@ int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *p
         path_len = 0;
     int same = l->path != NULL && strlen(l->path) == path_len &&
                memcmp(l->path, path, path_len) == 0;
-    l->format = format;
     if (format == SWS__ACCESS_LOG__FORMAT__OFF) {
         sws_access_log_flush(l);
         close_fd(l);
         free(l->path);
         l->path = NULL;
+        l->format = format;
         return 0;
     }
+    /* On any failure below the previous format and destination stay:
+     * switching the format alone would mix two formats in one file. */
     if (l->buf == NULL && (l->buf = malloc(SWS_ACCESS_LOG_BUF)) == NULL) {
         sws_log_error("access log: out of memory");
-        l->format = SWS__ACCESS_LOG__FORMAT__OFF;
         return -1;
     }
-    if (same && l->fd >= 0)
+    if (same && l->fd >= 0) {
+        l->format = format;
         return 0;
+    }
     char *copy = malloc(path_len + 1);
-    if (copy == NULL)
+    if (copy == NULL) {
+        sws_log_error("access log: out of memory");
         return -1;
+    }
     memcpy(copy, path, path_len);
     copy[path_len] = '\0';
     int fd = 1, owns = 0;
@@ -107,6 +110,7 @@ int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *p
     l->path = copy;
     l->fd = fd;
     l->owns_fd = owns;
+    l->format = format;
     return 0;
 }
 
@@ -194,7 +198,7 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
 {
     if (l->format == SWS__ACCESS_LOG__FORMAT__OFF || l->fd < 0 || l->buf == NULL)
         return;
-    if (SWS_ACCESS_LOG_BUF - l->len < LINE_MAX_BYTES)
+    if (SWS_ACCESS_LOG_BUF - l->len < SWS_ACCESS_LOG_LINE_MAX)
         sws_access_log_flush(l);
     update_stamps(l, now);
     sws_str_t ua = header_or_empty(r, "User-Agent");

@@ -26,6 +26,13 @@
 
 #define SWS_ACCESS_LOG_BUF (64u * 1024)
 
+/* Request bytes kept per field (longer values are cut, not dropped), and
+ * the longest line that can result: five such fields at the worst escaping
+ * (6 bytes per byte in JSON) plus the fixed parts. A line is appended only
+ * when this much room is left, so one always fits and lands whole. */
+#define SWS_ACCESS_LOG_FIELD_MAX 1536u
+#define SWS_ACCESS_LOG_LINE_MAX (6u * 5 * SWS_ACCESS_LOG_FIELD_MAX + 512)
+
 typedef struct sws_access_log {
     int fd;               /* -1 when off */
     int owns_fd;          /* 0 for standard output */
@@ -41,8 +48,9 @@ typedef struct sws_access_log {
 void sws_access_log_init(sws_access_log_t *l);
 
 /* Apply a generation's settings: format, and path ("" or "-": standard
- * output). Reopens only when the path changed. 0, or -1 when the file
- * cannot be opened (logged; the previous destination stays). */
+ * output). Reopens only when the path changed; lines buffered so far go to
+ * the file they were logged for. 0, or -1 when the file cannot be opened
+ * (logged; the previous format and destination stay). */
 int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *path,
                              size_t path_len);
 
