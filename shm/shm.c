@@ -29,6 +29,10 @@ _Static_assert(ATOMIC_LONG_LOCK_FREE == 2 && ATOMIC_LLONG_LOCK_FREE == 2,
 _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
 
 #define SHM_MAGIC 0x4d48535357534c41ULL /* "ALSWSSHM" little-endian */
+/* Covers the region layout and the table layout inside the arenas
+ * (shm/table.h: sws_route_t, sws_settings_t, ...): once a release exists,
+ * any change to either bumps it, so a binary upgrade that attaches an older
+ * region refuses it instead of misreading it. Unreleased so far: 1. */
 #define SHM_VERSION 1u
 #define SHM_LINE 64u
 #define SHM_MAX_ARENAS 64u

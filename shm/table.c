@@ -549,6 +549,7 @@ static void build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Se
     out->keepalive_timeout_ms = s->keepalive_timeout_ms;
     out->send_timeout_ms = s->send_timeout_ms;
     out->keepalive_requests = s->keepalive_requests;
+    out->shutdown_timeout_ms = s->shutdown_timeout_ms;
     out->server_name = put_bytes(w, s->server_name, strlen(s->server_name));
     if (sws_log_level_parse(s->log_level, &level) == 0)
         out->log_level = (uint32_t)level + 1;

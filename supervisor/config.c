@@ -1011,7 +1011,7 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
         cfg_u32(p, &f, "backlog", CFG_COUNT, 1, 65535, &sc->backlog) < 0 ||
         cfg_string(p, &f, "user", &sc->user) < 0 ||
         cfg_u32(p, &f, "shutdown_timeout", CFG_DURATION, 0, CFG_DAY_MS,
-                &sc->shutdown_timeout_ms) < 0 ||
+                &st->shutdown_timeout_ms) < 0 ||
         cfg_u32(p, &f, "table_size", CFG_SIZE, 64u << 10, 1u << 30, &sc->table_size) < 0 ||
         cfg_u32(p, &f, "keepalive_requests", CFG_COUNT, 1, 1000000000,
                 &st->keepalive_requests) < 0 ||
@@ -1597,7 +1597,6 @@ static int cfg_defaults(cfg_parser_t *p, yaml_node_t *at, Sws__Config *cfg)
     sc->event_loops = 0;
     sc->accept_policy = SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED;
     sc->backlog = CFG_DEFAULT_BACKLOG;
-    sc->shutdown_timeout_ms = CFG_DEFAULT_SHUTDOWN_MS;
     sc->table_size = CFG_DEFAULT_TABLE_SIZE;
     st = cfg->routes->settings;
     st->max_request_line = CFG_DEFAULT_MAX_REQUEST_LINE;
@@ -1609,6 +1608,7 @@ static int cfg_defaults(cfg_parser_t *p, yaml_node_t *at, Sws__Config *cfg)
     st->keepalive_timeout_ms = CFG_DEFAULT_KEEPALIVE_TIMEOUT_MS;
     st->send_timeout_ms = CFG_DEFAULT_SEND_TIMEOUT_MS;
     st->keepalive_requests = CFG_DEFAULT_KEEPALIVE_REQUESTS;
+    st->shutdown_timeout_ms = CFG_DEFAULT_SHUTDOWN_MS;
     st->access_log->format = SWS__ACCESS_LOG__FORMAT__COMBINED;
     if (cfg_set_str(p, at, &st->server_name, CFG_DEFAULT_SERVER_NAME) < 0 ||
         cfg_set_str(p, at, &st->access_log->path, CFG_DEFAULT_LOG_PATH) < 0 ||

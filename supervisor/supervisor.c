@@ -169,7 +169,7 @@ struct sws_supervisor {
     uid_t uid;
     gid_t gid;
     int drop_privileges;
-    uint32_t shutdown_timeout_ms;
+    uint32_t shutdown_timeout_ms; /* of the generation published last, which workers use */
     pid_t pid;
     sup_state_t state;
     sws_timer_queue_t stop_queue;
@@ -242,7 +242,6 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
         .uid = sup->uid,
         .gid = sup->gid,
         .drop_privileges = sup->drop_privileges,
-        .shutdown_timeout_ms = sup->shutdown_timeout_ms,
     };
     _exit(sws_worker_main(&cfg));
 }
@@ -383,6 +382,8 @@ static void publish_pending(sws_supervisor_t *sup)
         return;
     }
     sup->generation = gen;
+    /* Not at reload: a config still waiting here never reaches a worker. */
+    sup->shutdown_timeout_ms = sup->pending->routes->settings->shutdown_timeout_ms;
     size_t hosts, routes;
     count_routes(sup->pending->routes, &hosts, &routes);
     sws_log_notice("reload: generation %llu published (%zu hosts, %zu routes)",
@@ -424,7 +425,6 @@ static void reload(sws_supervisor_t *sup)
         return;
     }
     apply_log_level(next->routes->settings);
-    sup->shutdown_timeout_ms = next->server->shutdown_timeout_ms;
 
     drop_pending(sup); /* a newer file replaces one still waiting */
     sup->pending = next;
@@ -635,6 +635,7 @@ static int create_table(sws_supervisor_t *sup)
         sws_log_error("publish the routing table: %s", err);
         return -1;
     }
+    sup->shutdown_timeout_ms = sup->config->routes->settings->shutdown_timeout_ms;
     size_t hosts, routes;
     count_routes(sup->config->routes, &hosts, &routes);
     sws_log_info("generation %llu published (%zu hosts, %zu routes)",
@@ -673,7 +674,6 @@ static int setup(sws_supervisor_t *sup)
         return -1;
     }
     const Sws__ServerConfig *sc = sup->config->server;
-    sup->shutdown_timeout_ms = sc->shutdown_timeout_ms;
     if (apply_logging(sc, sup->config->routes->settings) < 0 || resolve_user(sup, sc) < 0)
         return -1;
 

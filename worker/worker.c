@@ -42,6 +42,7 @@ typedef struct sws_worker {
     listener_t *listeners;
     unsigned nlisteners;
     int listening;                /* listeners registered in epoll */
+    int quit_requested;           /* SIGQUIT seen; the next tick drains */
     int draining;
     sws_timer_queue_t accept_q;   /* accept pause after EMFILE */
     sws_timer_t accept_timer;
@@ -148,18 +149,6 @@ static void stop_now(sws_worker_t *w)
     w->loop.stop = 1;
 }
 
-static void on_tick(sws_loop_t *loop, void *data)
-{
-    (void)loop;
-    sws_worker_t *w = data;
-    sws_conn_set_reap(&w->conns);
-    sws_access_log_flush(&w->access_log);
-    adopt_generation(w);
-    w->counters->connections_active = w->conns.nlive;
-    if (w->draining && w->conns.nlive == 0 && !w->loop.stop)
-        stop_now(w);
-}
-
 static void on_shutdown_timeout(sws_timer_t *t)
 {
     sws_worker_t *w = sws_container_of(t, sws_worker_t, shutdown_timer);
@@ -168,6 +157,11 @@ static void on_shutdown_timeout(sws_timer_t *t)
     stop_now(w);
 }
 
+/* Called by the tick after adopt_generation(): a worker idle since before
+ * a reload adopts the new table only when it wakes, and it may switch
+ * generations only between iterations (shm.h), so the signal handler
+ * leaves the stop to the tick, which reads the timeout from the newest
+ * generation. */
 static void drain(sws_worker_t *w)
 {
     if (w->draining)
@@ -182,7 +176,22 @@ static void drain(sws_worker_t *w)
     sws_conn_set_drain(&w->conns);
     sws_log_info("graceful stop: %u connection%s to finish", w->conns.nlive,
                  w->conns.nlive == 1 ? "" : "s");
+    sws_timer_queue_set_duration(&w->shutdown_q, w->conns.settings->shutdown_timeout_ms);
     sws_timer_arm(&w->loop, &w->shutdown_q, &w->shutdown_timer);
+}
+
+static void on_tick(sws_loop_t *loop, void *data)
+{
+    (void)loop;
+    sws_worker_t *w = data;
+    sws_conn_set_reap(&w->conns);
+    sws_access_log_flush(&w->access_log);
+    adopt_generation(w);
+    if (w->quit_requested)
+        drain(w);
+    w->counters->connections_active = w->conns.nlive;
+    if (w->draining && w->conns.nlive == 0 && !w->loop.stop)
+        stop_now(w);
 }
 
 static void on_signal(sws_io_t *io, uint32_t events)
@@ -194,7 +203,7 @@ static void on_signal(sws_io_t *io, uint32_t events)
         if (si.ssi_signo == SIGTERM)
             stop_now(w);
         else if (si.ssi_signo == SIGQUIT)
-            drain(w);
+            w->quit_requested = 1;
     }
 }
 
@@ -265,7 +274,7 @@ static int worker_setup(sws_worker_t *w)
     w->conns.access_log = &w->access_log;
     sws_timer_queue_init(&w->loop, &w->accept_q, ACCEPT_PAUSE_MS);
     sws_timer_init(&w->accept_timer, accept_resume);
-    sws_timer_queue_init(&w->loop, &w->shutdown_q, cfg->shutdown_timeout_ms);
+    sws_timer_queue_init(&w->loop, &w->shutdown_q, 0); /* set by drain() */
     sws_timer_init(&w->shutdown_timer, on_shutdown_timeout);
     adopt_generation(w);
 

@@ -9,6 +9,8 @@
  *            close idle keep-alive connections at once and busy ones after
  *            their current response, exit 0 when none is left (or when the
  *            shutdown timeout passes: then exit 0 and log how many were cut).
+ *            The timeout is the one of the newest table generation when
+ *            the stop begins, so a reload before the SIGQUIT sets it.
  *   SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE: ignored.
  *
  * Exit status: 0 after a stop, 1 on a setup error (logged). Anything else
@@ -32,7 +34,6 @@ typedef struct sws_worker_config {
     uid_t uid;               /* drop to uid/gid after setup when drop_privileges */
     gid_t gid;
     int drop_privileges;
-    uint32_t shutdown_timeout_ms;
 } sws_worker_config_t;
 
 /* Run the worker until it stops; returns the process exit status. */

@@ -27,6 +27,52 @@ def listening_sockets(port):
     return n
 
 
+def write_big_file(root):
+    """root/big.bin: BIG_SIZE bytes, every MiB different; returns its sha256."""
+    os.makedirs(root, exist_ok=True)
+    block = hashlib.sha256(b"scalws").digest() * (1024 * 1024 // 32)
+    digest = hashlib.sha256()
+    with open(os.path.join(root, "big.bin"), "wb") as f:
+        for i in range(BIG_SIZE // len(block)):
+            data = i.to_bytes(4, "big") + block[4:]
+            f.write(data)
+            digest.update(data)
+    return digest.hexdigest()
+
+
+class SlowDownload:
+    """GET /big.bin through a 4 KiB receive buffer: the server has most of
+    the body still to send when a test stops it, and for as long as the
+    test does not read."""
+
+    def __init__(self, port):
+        self.c = Client(port, rcvbuf=4096)
+        self.c.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        r = self.c.read_head()
+        if (r.status, r.header("Content-Length")) != (200, str(BIG_SIZE)):
+            raise AssertionError("GET /big.bin: %d, Content-Length %s"
+                                 % (r.status, r.header("Content-Length")))
+        self.digest = hashlib.sha256(self.c.buf)  # body bytes read along with the head
+        self.received = len(self.c.buf)
+        self.c.buf = b""
+
+    def close(self):
+        self.c.close()
+
+    def read(self, upto):
+        """Read in small pieces until upto bytes of body or the end of the
+        stream; returns the body bytes received in all."""
+        for _ in range(BIG_SIZE):
+            if self.received >= upto:
+                break
+            chunk = self.c.sock.recv(min(16384, upto - self.received))
+            if not chunk:
+                break
+            self.digest.update(chunk)
+            self.received += len(chunk)
+        return self.received
+
+
 def ps_args(pid):
     p = subprocess.run(["ps", "-o", "args=", "-p", str(pid)], capture_output=True, text=True,
                        timeout=TIMEOUT)
@@ -131,13 +177,7 @@ class Process(ServerTestCase):
                 - path: /
                   static: {root: www}
             """, "shutdown_timeout: 120s"), start=False)
-        os.makedirs(os.path.join(srv.dir, "www"))
-        block = hashlib.sha256(b"scalws").digest() * (1024 * 1024 // 32)
-        with open(os.path.join(srv.dir, "www", "big.bin"), "wb") as f:
-            for i in range(BIG_SIZE // len(block)):
-                f.write(i.to_bytes(4, "big") + block[4:])
-        with open(os.path.join(srv.dir, "www", "big.bin"), "rb") as f:
-            want = hashlib.sha256(f.read()).hexdigest()
+        want = write_big_file(os.path.join(srv.dir, "www"))
         with open(os.path.join(srv.dir, "www", "small.txt"), "wb") as f:
             f.write(b"small\n")
         srv.start()
@@ -145,38 +185,16 @@ class Process(ServerTestCase):
         self.addCleanup(idle.close)
         self.assertEqual(idle.get("/small.txt").body, b"small\n")
 
-        c = Client(srv.port, rcvbuf=4096)
-        self.addCleanup(c.close)
-        c.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
-        r = c.read_head()
-        self.assertEqual((r.status, r.header("Content-Length")), (200, str(BIG_SIZE)))
-        digest = hashlib.sha256(c.buf)  # body bytes read along with the head
-        received = len(c.buf)
-        c.buf = b""
-        for _ in range(100000):  # the first MiB, then the stop
-            if received >= 1 << 20:
-                break
-            chunk = c.sock.recv(4096)
-            self.assertTrue(chunk, "closed early")
-            digest.update(chunk)
-            received += len(chunk)
-        self.assertLess(received, BIG_SIZE)
+        d = SlowDownload(srv.port)
+        self.addCleanup(d.close)
+        self.assertEqual(d.read(1 << 20), 1 << 20, "closed early")  # the first MiB, then the stop
         srv.signal(signal.SIGQUIT)
         # The idle keep-alive connection is closed at once, while the
         # transfer is still in flight.
         self.assertTrue(idle.wait_closed(), "idle keep-alive connection not closed on SIGQUIT")
-        # Read the rest slowly: small buffer, small reads.
-        for _ in range(BIG_SIZE):
-            if received >= BIG_SIZE:
-                break
-            chunk = c.sock.recv(min(16384, BIG_SIZE - received))
-            if not chunk:
-                break
-            digest.update(chunk)
-            received += len(chunk)
-        self.assertEqual(received, BIG_SIZE, "body cut short")
-        self.assertEqual(digest.hexdigest(), want, "body corrupted")
-        self.assertTrue(c.wait_closed(), "connection not closed after the graceful stop")
+        self.assertEqual(d.read(BIG_SIZE), BIG_SIZE, "body cut short")
+        self.assertEqual(d.digest.hexdigest(), want, "body corrupted")
+        self.assertTrue(d.c.wait_closed(), "connection not closed after the graceful stop")
         self.assertEqual(srv.wait_exit(), 0, srv.log_tail())
         self.assertTrue(connect_refused(srv.port), "port still accepts after the stop")
 

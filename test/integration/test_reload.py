@@ -2,12 +2,14 @@
 requests in flight keep working; an invalid file leaves the old table."""
 
 import http.client
+import os
 import re
 import signal
 import threading
 import time
 
 from harness import Client, HELLO_HOSTS, ServerTestCase, TIMEOUT, make_config, poll
+from test_process import BIG_SIZE, SlowDownload, write_big_file
 
 RELOADS = 50
 CLIENTS = 4
@@ -158,6 +160,38 @@ class Reload(ServerTestCase):
         self.wait_route(srv, "/", b"two")
         srv.wait_log(r"worker 0\[\d+\]: using table generation 2")
         self.assertNotIn("using table generation 1", srv.log())
+
+    def test_reload_shutdown_timeout_reaches_workers(self):
+        """A download in flight since generation 1 (shutdown_timeout 1s)
+        outlives a SIGQUIT sent after a reload to 120s: the worker takes the
+        timeout from the newest generation when the stop begins."""
+        hosts = """
+            - name: "*"
+              routes:
+                - path: /
+                  static: {root: www}
+            """
+        srv = self.server(make_config(hosts, "event_loops: 1\nshutdown_timeout: 1s"), start=False)
+        want = write_big_file(os.path.join(srv.dir, "www"))
+        srv.start()
+        d = SlowDownload(srv.port)
+        self.addCleanup(d.close)
+        self.assertEqual(d.read(1 << 20), 1 << 20, "closed early")
+
+        srv.write_config(make_config(hosts, "event_loops: 1\nshutdown_timeout: 120s"))
+        srv.signal(signal.SIGHUP)
+        srv.wait_log(r"reload: generation 2 published")
+        srv.signal(signal.SIGQUIT)
+        srv.wait_log(r"worker 0\[\d+\]: graceful stop: 1 connection to finish")
+        # The supervisor's kill deadline follows too: 120 s + its 5 s margin.
+        self.assertRegex(srv.log(), r"graceful stop; waiting up to 125000 ms")
+        # A client that stalls past the old timeout: with 1 s the worker
+        # would cut the transfer while this sleeps.
+        time.sleep(2)
+        self.assertEqual(d.read(BIG_SIZE), BIG_SIZE, "body cut short")
+        self.assertEqual(d.digest.hexdigest(), want, "body corrupted")
+        self.assertEqual(srv.wait_exit(), 0, srv.log_tail())
+        self.assertNotIn("connection cut", srv.log())
 
     def test_invalid_config_keeps_old_table(self):
         srv = self.server(generation_config(1))

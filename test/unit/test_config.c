@@ -65,7 +65,7 @@ static void test_defaults(void **state)
     assert_string_equal(sc->user, "");
     assert_string_equal(sc->error_log, "-");
     assert_string_equal(cfg->routes->settings->log_level, "info");
-    assert_int_equal(sc->shutdown_timeout_ms, 30000);
+    assert_int_equal(st->shutdown_timeout_ms, 30000);
     assert_int_equal(sc->table_size, 8 << 20);
 
     assert_int_equal(st->max_request_line, 8192);
@@ -156,7 +156,7 @@ static void test_full(void **state)
     assert_int_equal(sc->accept_policy, SWS__SERVER_CONFIG__ACCEPT_POLICY__REUSEPORT);
     assert_int_equal(sc->backlog, 511);
     assert_string_equal(sc->user, "nobody");
-    assert_int_equal(sc->shutdown_timeout_ms, 500);
+    assert_int_equal(st->shutdown_timeout_ms, 500);
     assert_int_equal(sc->table_size, 1 << 20);
     assert_string_equal(st->log_level, "debug");
     assert_string_equal(sc->error_log, "/var/log/scalws/error.log");

@@ -130,11 +130,6 @@ static void test_restart_only_changes_names_the_keys(void **state)
     assert_int_equal(sws_restart_only_changes(&p.a, &p.b, out, sizeof(out)), 0);
     assert_string_equal(out, "");
 
-    /* The shutdown timeout applies on reload: not listed. (The log level
-     * is a RouteSet setting now, so it never was a server key here.) */
-    p.b.shutdown_timeout_ms = 1234;
-    assert_int_equal(sws_restart_only_changes(&p.a, &p.b, out, sizeof(out)), 0);
-
     p.b.n_listen = 1;
     p.b.backlog = 511;
     size_t n = sws_restart_only_changes(&p.a, &p.b, out, sizeof(out));

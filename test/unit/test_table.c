@@ -421,6 +421,7 @@ static void test_settings_round_trip(void **state)
     s->keepalive_timeout_ms = 13000;
     s->send_timeout_ms = 14000;
     s->keepalive_requests = 1000;
+    s->shutdown_timeout_ms = 120000; /* workers read it when SIGQUIT arrives */
     s->access_log = NEW(Sws__AccessLog, SWS__ACCESS_LOG__INIT);
     s->access_log->format = SWS__ACCESS_LOG__FORMAT__JSON;
     s->access_log->path = strdup("/var/log/scalws/access.log");
@@ -436,6 +437,7 @@ static void test_settings_round_trip(void **state)
     assert_int_equal(got->keepalive_timeout_ms, 13000);
     assert_int_equal(got->send_timeout_ms, 14000);
     assert_int_equal(got->keepalive_requests, 1000);
+    assert_int_equal(got->shutdown_timeout_ms, 120000);
     assert_int_equal(got->access_log_format, SWS__ACCESS_LOG__FORMAT__JSON);
     assert_tstr(b.t, got->server_name, "scalws");
     assert_tstr(b.t, got->access_log_path, "/var/log/scalws/access.log");
