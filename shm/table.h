@@ -114,6 +114,34 @@ typedef struct sws_pool {
     uint32_t nmembers;
 } sws_pool_t;
 
+/* The defaults of the per-request settings (docs/configuration.md), in
+ * one place: the config layer fills them into every RouteSet it builds,
+ * and a worker applies them while it holds no table generation. */
+#define SWS_DEFAULT_MAX_REQUEST_LINE (8u << 10)
+#define SWS_DEFAULT_MAX_HEADER_SIZE (16u << 10)
+#define SWS_DEFAULT_MAX_HEADERS 100u
+#define SWS_DEFAULT_MAX_BODY_SIZE (1u << 20)
+#define SWS_DEFAULT_HEADER_TIMEOUT_MS 60000u
+#define SWS_DEFAULT_BODY_TIMEOUT_MS 60000u
+#define SWS_DEFAULT_KEEPALIVE_TIMEOUT_MS 75000u
+#define SWS_DEFAULT_SEND_TIMEOUT_MS 60000u
+#define SWS_DEFAULT_KEEPALIVE_REQUESTS 1000u
+#define SWS_DEFAULT_SHUTDOWN_TIMEOUT_MS 30000u
+
+#define SWS_SETTINGS_DEFAULTS                                                  \
+    {                                                                          \
+        .max_request_line = SWS_DEFAULT_MAX_REQUEST_LINE,                      \
+        .max_header_size = SWS_DEFAULT_MAX_HEADER_SIZE,                        \
+        .max_headers = SWS_DEFAULT_MAX_HEADERS,                                \
+        .header_timeout_ms = SWS_DEFAULT_HEADER_TIMEOUT_MS,                    \
+        .max_body_size = SWS_DEFAULT_MAX_BODY_SIZE,                            \
+        .body_timeout_ms = SWS_DEFAULT_BODY_TIMEOUT_MS,                        \
+        .keepalive_timeout_ms = SWS_DEFAULT_KEEPALIVE_TIMEOUT_MS,              \
+        .send_timeout_ms = SWS_DEFAULT_SEND_TIMEOUT_MS,                        \
+        .keepalive_requests = SWS_DEFAULT_KEEPALIVE_REQUESTS,                  \
+        .shutdown_timeout_ms = SWS_DEFAULT_SHUTDOWN_TIMEOUT_MS,                \
+    }
+
 /* Bytes sws_table_build() would write for rs (exact), so the caller can
  * check an arena is large enough before touching it. */
 size_t sws_table_size(const Sws__RouteSet *rs);

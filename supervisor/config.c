@@ -27,22 +27,13 @@
 #include <yaml.h>
 
 #include "core/log.h"
+#include "shm/table.h"
 
 /* The defaults; docs/configuration.md lists the same values. */
 #define CFG_DEFAULT_LISTEN ":8080"
 #define CFG_DEFAULT_BACKLOG 4096
-#define CFG_DEFAULT_SHUTDOWN_MS 30000
 #define CFG_DEFAULT_TABLE_SIZE (8u << 20)
-#define CFG_DEFAULT_KEEPALIVE_REQUESTS 1000
 #define CFG_DEFAULT_SERVER_NAME "scalws"
-#define CFG_DEFAULT_MAX_REQUEST_LINE (8u << 10)
-#define CFG_DEFAULT_MAX_HEADER_SIZE (16u << 10)
-#define CFG_DEFAULT_MAX_HEADERS 100
-#define CFG_DEFAULT_MAX_BODY_SIZE (1u << 20)
-#define CFG_DEFAULT_HEADER_TIMEOUT_MS 60000
-#define CFG_DEFAULT_BODY_TIMEOUT_MS 60000
-#define CFG_DEFAULT_KEEPALIVE_TIMEOUT_MS 75000
-#define CFG_DEFAULT_SEND_TIMEOUT_MS 60000
 #define CFG_DEFAULT_LOG_LEVEL "info"
 #define CFG_DEFAULT_LOG_PATH "-"
 #define CFG_DEFAULT_INDEX "index.html"
@@ -1599,16 +1590,16 @@ static int cfg_defaults(cfg_parser_t *p, yaml_node_t *at, Sws__Config *cfg)
     sc->backlog = CFG_DEFAULT_BACKLOG;
     sc->table_size = CFG_DEFAULT_TABLE_SIZE;
     st = cfg->routes->settings;
-    st->max_request_line = CFG_DEFAULT_MAX_REQUEST_LINE;
-    st->max_header_size = CFG_DEFAULT_MAX_HEADER_SIZE;
-    st->max_headers = CFG_DEFAULT_MAX_HEADERS;
-    st->max_body_size = CFG_DEFAULT_MAX_BODY_SIZE;
-    st->header_timeout_ms = CFG_DEFAULT_HEADER_TIMEOUT_MS;
-    st->body_timeout_ms = CFG_DEFAULT_BODY_TIMEOUT_MS;
-    st->keepalive_timeout_ms = CFG_DEFAULT_KEEPALIVE_TIMEOUT_MS;
-    st->send_timeout_ms = CFG_DEFAULT_SEND_TIMEOUT_MS;
-    st->keepalive_requests = CFG_DEFAULT_KEEPALIVE_REQUESTS;
-    st->shutdown_timeout_ms = CFG_DEFAULT_SHUTDOWN_MS;
+    st->max_request_line = SWS_DEFAULT_MAX_REQUEST_LINE;
+    st->max_header_size = SWS_DEFAULT_MAX_HEADER_SIZE;
+    st->max_headers = SWS_DEFAULT_MAX_HEADERS;
+    st->max_body_size = SWS_DEFAULT_MAX_BODY_SIZE;
+    st->header_timeout_ms = SWS_DEFAULT_HEADER_TIMEOUT_MS;
+    st->body_timeout_ms = SWS_DEFAULT_BODY_TIMEOUT_MS;
+    st->keepalive_timeout_ms = SWS_DEFAULT_KEEPALIVE_TIMEOUT_MS;
+    st->send_timeout_ms = SWS_DEFAULT_SEND_TIMEOUT_MS;
+    st->keepalive_requests = SWS_DEFAULT_KEEPALIVE_REQUESTS;
+    st->shutdown_timeout_ms = SWS_DEFAULT_SHUTDOWN_TIMEOUT_MS;
     st->access_log->format = SWS__ACCESS_LOG__FORMAT__COMBINED;
     if (cfg_set_str(p, at, &st->server_name, CFG_DEFAULT_SERVER_NAME) < 0 ||
         cfg_set_str(p, at, &st->access_log->path, CFG_DEFAULT_LOG_PATH) < 0 ||

@@ -11,19 +11,8 @@
 
 #include "core/log.h"
 
-/* The config layer's defaults (docs/configuration.md), used until the
- * first generation is adopted. */
-const sws_settings_t sws_conn_default_settings = {
-    .max_request_line = 8u << 10,
-    .max_header_size = 16u << 10,
-    .max_headers = 100,
-    .header_timeout_ms = 60000,
-    .max_body_size = 1u << 20,
-    .body_timeout_ms = 60000,
-    .keepalive_timeout_ms = 75000,
-    .send_timeout_ms = 60000,
-    .keepalive_requests = 1000,
-};
+/* Used until the first generation is adopted (shm/table.h). */
+const sws_settings_t sws_conn_default_settings = SWS_SETTINGS_DEFAULTS;
 
 /* Registered once, edge-triggered (conn.h). */
 #define CONN_EVENTS (EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET)
