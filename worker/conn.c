@@ -287,13 +287,19 @@ void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len)
 
 /* Slices of the request that point into the read buffer follow its bytes
  * when they move (compaction, growth). Offsets are computed as integers so
- * no pointer into freed memory is ever compared. */
+ * no pointer into freed memory is ever compared. A slice into the bytes
+ * that compaction drops (an answered request's) is emptied rather than
+ * pointed before the buffer. */
 static void slice_move(sws_str_t *s, uintptr_t old_base, size_t old_cap, const char *new_base,
                        size_t shift)
 {
     uintptr_t off = (uintptr_t)s->p - old_base;
-    if (s->p != NULL && off <= old_cap)
-        s->p = new_base + off - shift;
+    if (s->p == NULL || off > old_cap)
+        return;
+    if (off < shift)
+        *s = SWS_STR("");
+    else
+        s->p = new_base + (off - shift);
 }
 
 static void conn_move_input(sws_conn_t *c, uintptr_t old_base, const char *new_base, size_t shift)

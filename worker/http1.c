@@ -230,6 +230,19 @@ void sws_http1_fail(sws_conn_t *c, unsigned status, const char *why)
         sws_response_error(r, status);
 }
 
+/* The request line's version is not one we serve: 505 when it is a
+ * well-formed "HTTP/d.d" other than 1.0 and 1.1, 400 when anything else
+ * stands in its place (none at all: llhttp reads that as HTTP/0.9). */
+static unsigned version_refusal(const sws_request_t *r, const char *end)
+{
+    const char *v = r->target.p + r->target.len;
+    int well_formed = r->target.len > 0 && end - v >= 10 && memcmp(v, " HTTP/", 6) == 0 &&
+                      v[6] >= '0' && v[6] <= '9' && v[7] == '.' && v[8] >= '0' && v[8] <= '9' &&
+                      (v[9] == '\r' || v[9] == '\n');
+    int supported = well_formed && v[6] == '1' && (v[8] == '0' || v[8] == '1');
+    return well_formed && !supported ? 505 : 400;
+}
+
 /* llhttp refused the bytes: which answer. */
 static void parse_error(sws_conn_t *c, llhttp_errno_t err)
 {
@@ -240,16 +253,7 @@ static void parse_error(sws_conn_t *c, llhttp_errno_t err)
         return;
     }
     if (err == HPE_INVALID_VERSION || err == HPE_PAUSED_H2_UPGRADE) {
-        /* "HTTP/d.d" that is not 1.0 or 1.1 is unsupported (505); anything
-         * else in the version's place is malformed (400). */
-        const char *v = r->target.p + r->target.len;
-        const char *end = c->rbuf + c->rend;
-        int well_formed = r->target.len > 0 && end - v >= 10 && memcmp(v, " HTTP/", 6) == 0 &&
-                          v[6] >= '0' && v[6] <= '9' && v[7] == '.' && v[8] >= '0' &&
-                          v[8] <= '9' && (v[9] == '\r' || v[9] == '\n');
-        /* 1.0 and 1.1 are supported: llhttp refused what follows them. */
-        int supported = well_formed && v[6] == '1' && (v[8] == '0' || v[8] == '1');
-        sws_http1_fail(c, well_formed && !supported ? 505 : 400, "unsupported HTTP version");
+        sws_http1_fail(c, version_refusal(r, c->rbuf + c->rend), "unsupported HTTP version");
         return;
     }
     if (err == HPE_PAUSED_UPGRADE) { /* not reached: upgrades close first */
@@ -390,13 +394,10 @@ static int head_complete(sws_conn_t *c, const char *pos)
     r->version_major = p->http_major;
     r->version_minor = p->http_minor;
     if (p->http_major != 1 || p->http_minor > 1) {
-        /* llhttp reads a line without a version as HTTP/0.9. */
-        const char *v = r->target.p + r->target.len;
-        int has_version = v < pos && *v == ' ';
         r->version_major = 1;
         r->version_minor = 1;
         why = "unsupported HTTP version";
-        status = has_version ? 505 : 400;
+        status = version_refusal(r, pos);
         goto reject;
     }
     if (!request_line_ok(head, r->method, r->target)) {
@@ -487,7 +488,8 @@ static int head_complete(sws_conn_t *c, const char *pos)
      * connection ends: what follows is not HTTP/1. */
     int upgrade = p->method == HTTP_CONNECT ||
                   ((p->flags & F_UPGRADE) && (p->flags & F_CONNECTION_UPGRADE));
-    r->keep_alive = llhttp_should_keep_alive(p) && !upgrade && !c->set->draining &&
+    /* (A graceful stop clears it when the response is written.) */
+    r->keep_alive = llhttp_should_keep_alive(p) && !upgrade &&
                     c->requests + 1 < st->keepalive_requests;
     h->state = SWS_H1_BODY;
     h->gap_cr = h->gap_lf = 0;
