@@ -26,6 +26,10 @@ void sws_respond_handle(sws_request_t *r);
  * when the location ends with '/'), and no body. */
 void sws_redirect_handle(sws_request_t *r);
 
+/* Answer status with "Location: " + the parts concatenated, and no body
+ * (the redirect action, the https redirect, a directory's trailing slash). */
+void sws_redirect_send(sws_request_t *r, unsigned status, const sws_str_t *parts, int nparts);
+
 /* 308 to "https://" + the request's host without its port + path and
  * query. A request without a host gets 400. */
 void sws_https_redirect(sws_request_t *r);

@@ -4,13 +4,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fmt.h"
 #include "shm/table.h"
 
 /* Header lines of a redirect are built on the stack unless the target is
  * unusually long. */
 #define SWS_REDIRECT_STACK 2048
 
-static void send_location(sws_request_t *r, unsigned status, const sws_str_t *parts, int nparts)
+void sws_redirect_send(sws_request_t *r, unsigned status, const sws_str_t *parts, int nparts)
 {
     static const char name[] = "Location: ";
     size_t len = sizeof(name) - 1 + 2;
@@ -22,14 +23,10 @@ static void send_location(sws_request_t *r, unsigned status, const sws_str_t *pa
         sws_response_error(r, 500);
         return;
     }
-    char *o = buf;
-    memcpy(o, name, sizeof(name) - 1);
-    o += sizeof(name) - 1;
-    for (int i = 0; i < nparts; i++) {
-        memcpy(o, parts[i].p, parts[i].len);
-        o += parts[i].len;
-    }
-    memcpy(o, "\r\n", 2);
+    char *o = SWS_PUT_LIT(buf, name);
+    for (int i = 0; i < nparts; i++)
+        o = sws_put(o, parts[i].p, parts[i].len);
+    SWS_PUT_LIT(o, "\r\n");
     sws_response_send(r, status, buf, len, NULL, 0);
     if (buf != stack)
         free(buf);
@@ -39,7 +36,7 @@ void sws_redirect_handle(sws_request_t *r)
 {
     const sws_route_t *rt = r->route;
     sws_str_t loc = { sws_table_str(r->table, rt->location), rt->location.len };
-    send_location(r, rt->status, &loc, 1);
+    sws_redirect_send(r, rt->status, &loc, 1);
 }
 
 /* The host without ":port"; an IPv6 literal keeps its brackets. */
@@ -71,5 +68,5 @@ void sws_https_redirect(sws_request_t *r)
         parts[4] = r->query;
         n = 5;
     }
-    send_location(r, 308, parts, n);
+    sws_redirect_send(r, 308, parts, n);
 }

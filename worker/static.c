@@ -6,8 +6,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "core/fmt.h"
 #include "core/http_date.h"
 #include "core/log.h"
+#include "worker/handlers.h"
 #include "worker/mime.h"
 #include "worker/static_cond.h"
 #include "worker/static_open.h"
@@ -20,17 +22,6 @@ static sws_static_roots_t worker_roots;
 
 /* Content-Type, Last-Modified, ETag, Accept-Ranges, Content-Range. */
 #define HEADERS_MAX 512
-/* A Location must hold the raw path (up to 3 bytes per decoded byte) and
- * the query string. */
-#define LOCATION_MAX (3 * PATH_MAX + 1024)
-
-static size_t put(char *dst, const char *src, size_t n)
-{
-    memcpy(dst, src, n);
-    return n;
-}
-
-#define PUT_LIT(dst, lit) put((dst), (lit), sizeof(lit) - 1)
 
 /* Map a failed open to the answer, logging what an operator must know. */
 static void answer_open_error(sws_request_t *r, const char *root, const char *rel, int err)
@@ -64,28 +55,19 @@ static void answer_open_error(sws_request_t *r, const char *root, const char *re
  * network-path reference, a redirect to the host "name". */
 static void redirect_to_directory(sws_request_t *r)
 {
-    char buf[LOCATION_MAX];
     sws_str_t path = r->path;
     while (path.len > 1 && path.p[1] == '/') {
         path.p++;
         path.len--;
     }
-    size_t need = sizeof("Location: ") - 1 + path.len + 1 + 1 + r->query.len + 2;
-    size_t n = 0;
-
-    if (need > sizeof(buf)) {
-        sws_response_error(r, 414);
-        return;
-    }
-    n += PUT_LIT(buf + n, "Location: ");
-    n += put(buf + n, path.p, path.len);
-    buf[n++] = '/';
+    sws_str_t parts[4] = { path, SWS_STR("/"), SWS_STR(""), SWS_STR("") };
+    int n = 2;
     if (r->query.len > 0) {
-        buf[n++] = '?';
-        n += put(buf + n, r->query.p, r->query.len);
+        parts[2] = SWS_STR("?");
+        parts[3] = r->query;
+        n = 4;
     }
-    n += PUT_LIT(buf + n, "\r\n");
-    sws_response_send(r, 301, buf, n, "", 0);
+    sws_redirect_send(r, 301, parts, n);
 }
 
 /* 304 for a matching If-None-Match (it takes precedence) or, without one,
@@ -106,7 +88,7 @@ static void serve_file(sws_request_t *r, int fd, const struct stat *st, const ch
 {
     char hdr[HEADERS_MAX];
     char etag_buf[SWS_STATIC_ETAG_MAX];
-    size_t n = 0;
+    char *o = hdr;
     uint64_t size = (uint64_t)st->st_size;
     uint64_t first = 0, len = size;
     unsigned status = 200;
@@ -116,15 +98,15 @@ static void serve_file(sws_request_t *r, int fd, const struct stat *st, const ch
     etag.p = etag_buf;
 
     /* Validators go on every answer about the file, 304 and 416 included. */
-    n += PUT_LIT(hdr + n, "Last-Modified: ");
-    n += sws_http_date_format(st->st_mtime, hdr + n);
-    n += PUT_LIT(hdr + n, "\r\nETag: ");
-    n += put(hdr + n, etag.p, etag.len);
-    n += PUT_LIT(hdr + n, "\r\n");
+    o = SWS_PUT_LIT(o, "Last-Modified: ");
+    o += sws_http_date_format(st->st_mtime, o);
+    o = SWS_PUT_LIT(o, "\r\nETag: ");
+    o = sws_put(o, etag.p, etag.len);
+    o = SWS_PUT_LIT(o, "\r\n");
 
     if (not_modified(r, etag, st->st_mtime)) {
         close(fd);
-        sws_response_send(r, 304, hdr, n, "", 0);
+        sws_response_send(r, 304, hdr, (size_t)(o - hdr), "", 0);
         return;
     }
 
@@ -136,28 +118,27 @@ static void serve_file(sws_request_t *r, int fd, const struct stat *st, const ch
         sws_static_range_rc_t rc = SWS_STATIC_RANGE_NONE;
         if (if_range == NULL || sws_static_if_range_ok(*if_range, etag, st->st_mtime))
             rc = sws_static_range_parse(*range, size, &first, &len);
-        if (rc == SWS_STATIC_RANGE_UNSATISFIABLE) {
-            close(fd);
-            n += PUT_LIT(hdr + n, "Content-Range: ");
-            n += sws_static_content_range(hdr + n, 0, 0, size);
-            n += PUT_LIT(hdr + n, "\r\n");
-            sws_response_send(r, 416, hdr, n, "", 0);
-            return;
-        }
-        if (rc == SWS_STATIC_RANGE_OK) {
+        if (rc != SWS_STATIC_RANGE_NONE) {
+            /* Unsatisfiable: the range is written as "*" with the size. */
+            int ok = rc == SWS_STATIC_RANGE_OK;
+            o = SWS_PUT_LIT(o, "Content-Range: ");
+            o += sws_static_content_range(o, ok ? first : 0, ok ? len : 0, size);
+            o = SWS_PUT_LIT(o, "\r\n");
+            if (!ok) {
+                close(fd);
+                sws_response_send(r, 416, hdr, (size_t)(o - hdr), "", 0);
+                return;
+            }
             status = 206;
-            n += PUT_LIT(hdr + n, "Content-Range: ");
-            n += sws_static_content_range(hdr + n, first, len, size);
-            n += PUT_LIT(hdr + n, "\r\n");
         }
     }
     if (status == 200)
-        n += PUT_LIT(hdr + n, "Accept-Ranges: bytes\r\n");
+        o = SWS_PUT_LIT(o, "Accept-Ranges: bytes\r\n");
     sws_str_t type = sws_mime_type(name, name_len);
-    n += PUT_LIT(hdr + n, "Content-Type: ");
-    n += put(hdr + n, type.p, type.len);
-    n += PUT_LIT(hdr + n, "\r\n");
-    sws_response_sendfile(r, status, hdr, n, fd, (off_t)first, len);
+    o = SWS_PUT_LIT(o, "Content-Type: ");
+    o = sws_put(o, type.p, type.len);
+    o = SWS_PUT_LIT(o, "\r\n");
+    sws_response_sendfile(r, status, hdr, (size_t)(o - hdr), fd, (off_t)first, len);
 }
 
 void sws_static_handle(sws_request_t *r)
@@ -170,10 +151,6 @@ void sws_static_handle(sws_request_t *r)
     if (!r->is_head && !sws_str_eq(r->method, SWS_STR("GET"))) {
         static const char allow[] = "Allow: GET, HEAD\r\n";
         sws_response_send(r, 405, allow, sizeof(allow) - 1, "", 0);
-        return;
-    }
-    if (route == NULL) {
-        sws_response_error(r, 404);
         return;
     }
     switch (sws_static_path_decode(r->path.p, r->path.len, rel, sizeof(rel), &rel_len)) {
@@ -191,8 +168,9 @@ void sws_static_handle(sws_request_t *r)
      * index: open that directly rather than the directory first. */
     int want_dir = rel_len == 0 || rel[rel_len - 1] == '/';
     if (want_dir) {
-        const char *index = route->index.len ? sws_table_str(r->table, route->index) : "index.html";
-        size_t index_len = route->index.len ? route->index.len : sizeof("index.html") - 1;
+        /* Never empty: the config layer fills it and the table refuses "". */
+        const char *index = sws_table_str(r->table, route->index);
+        size_t index_len = route->index.len;
         if (rel_len + index_len >= sizeof(rel)) {
             sws_response_error(r, 404);
             return;
