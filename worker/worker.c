@@ -42,8 +42,7 @@ typedef struct sws_worker {
     listener_t *listeners;
     unsigned nlisteners;
     int listening;                /* listeners registered in epoll */
-    int quit_requested;           /* SIGQUIT seen; the next tick drains */
-    int draining;
+    int quit_requested;           /* SIGQUIT seen; the next tick drains (conns.draining) */
     sws_timer_queue_t accept_q;   /* accept pause after EMFILE */
     sws_timer_t accept_timer;
     uint64_t accept_error_logged_ms;
@@ -76,7 +75,7 @@ static void listeners_unregister(sws_worker_t *w)
 static void accept_resume(sws_timer_t *t)
 {
     sws_worker_t *w = sws_container_of(t, sws_worker_t, accept_timer);
-    if (!w->draining)
+    if (!w->conns.draining)
         listeners_register(w);
 }
 
@@ -123,18 +122,19 @@ static void on_listener(sws_io_t *io, uint32_t events)
 /* Adopt the newest table generation: settings, timers, access log. */
 static void adopt_generation(sws_worker_t *w)
 {
+    /* Every tick, so cheap when nothing changed: one load and a compare in
+     * shm, one compare here. (Before the first publish there is no table:
+     * the connection set keeps its defaults.) */
     const sws_table_t *t = sws_shm_reader_acquire(w->cfg->shm, w->cfg->index, w->pid);
-    if (t == NULL) {
-        sws_conn_set_configure(&w->conns, NULL, NULL, SWS_STR(""));
+    if (t == NULL)
         return;
-    }
-    const sws_settings_t *st = sws_table_settings(t);
-    sws_str_t server = { sws_table_str(t, st->server_name), st->server_name.len };
-    sws_conn_set_configure(&w->conns, t, st, server);
     uint64_t gen = sws_table_generation(t);
     if (gen == w->generation)
         return;
     w->generation = gen;
+    const sws_settings_t *st = sws_table_settings(t);
+    sws_str_t server = { sws_table_str(t, st->server_name), st->server_name.len };
+    sws_conn_set_configure(&w->conns, t, st, server);
     /* A reload's logging.level reaches running workers with the table. */
     if (sws_settings_log_level(st) >= 0)
         sws_log_set_level((sws_log_level_t)sws_settings_log_level(st));
@@ -164,9 +164,8 @@ static void on_shutdown_timeout(sws_timer_t *t)
  * generation. */
 static void drain(sws_worker_t *w)
 {
-    if (w->draining)
+    if (w->conns.draining)
         return;
-    w->draining = 1;
     listeners_unregister(w);
     sws_timer_disarm(&w->accept_timer);
     for (unsigned i = 0; i < w->nlisteners; i++) {
@@ -190,7 +189,7 @@ static void on_tick(sws_loop_t *loop, void *data)
     if (w->quit_requested)
         drain(w);
     w->counters->connections_active = w->conns.nlive;
-    if (w->draining && w->conns.nlive == 0 && !w->loop.stop)
+    if (w->conns.draining && w->conns.nlive == 0 && !w->loop.stop)
         stop_now(w);
 }
 
