@@ -143,7 +143,7 @@ static const char hex[] = "0123456789abcdef";
 static char *put_clf(char *o, sws_str_t s)
 {
     if (s.len == 0)
-        return put_str(o, "-");
+        return SWS_PUT_LIT(o, "-");
     size_t n = s.len < FIELD_MAX ? s.len : FIELD_MAX;
     for (size_t i = 0; i < n; i++) {
         unsigned char ch = (unsigned char)s.p[i];
@@ -171,7 +171,7 @@ static char *put_json(char *o, sws_str_t s)
             *o++ = '\\';
             *o++ = (char)ch;
         } else if (ch < 0x20 || ch > 0x7e) {
-            o = put_str(o, "\\u00");
+            o = SWS_PUT_LIT(o, "\\u00");
             *o++ = hex[ch >> 4];
             *o++ = hex[ch & 15];
         } else {
@@ -205,32 +205,32 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
     sws_str_t remote_s = { remote, strlen(remote) };
     char *o = l->buf + l->len;
     if (l->format == SWS__ACCESS_LOG__FORMAT__JSON) {
-        o = put_str(o, "{\"ts\":\"");
+        o = SWS_PUT_LIT(o, "{\"ts\":\"");
         o = put_str(o, l->stamp_iso);
-        o = put_str(o, "\",\"remote\":");
+        o = SWS_PUT_LIT(o, "\",\"remote\":");
         o = put_json(o, remote_s);
-        o = put_str(o, ",\"method\":");
+        o = SWS_PUT_LIT(o, ",\"method\":");
         o = put_json(o, r->method);
-        o = put_str(o, ",\"path\":");
+        o = SWS_PUT_LIT(o, ",\"path\":");
         o = put_json(o, r->target);
-        o = put_str(o, ",\"proto\":");
+        o = SWS_PUT_LIT(o, ",\"proto\":");
         o = put_json(o, proto_of(r));
-        o = put_str(o, ",\"status\":");
+        o = SWS_PUT_LIT(o, ",\"status\":");
         o = sws_put_u64(o, r->status);
-        o = put_str(o, ",\"bytes\":");
+        o = SWS_PUT_LIT(o, ",\"bytes\":");
         o = sws_put_u64(o, r->body_bytes);
-        o = put_str(o, ",\"duration_ms\":");
+        o = SWS_PUT_LIT(o, ",\"duration_ms\":");
         o = sws_put_u64(o, duration_ms);
-        o = put_str(o, ",\"host\":");
+        o = SWS_PUT_LIT(o, ",\"host\":");
         o = put_json(o, r->host);
-        o = put_str(o, ",\"ua\":");
+        o = SWS_PUT_LIT(o, ",\"ua\":");
         o = put_json(o, ua);
-        o = put_str(o, "}\n");
+        o = SWS_PUT_LIT(o, "}\n");
     } else {
         o = put_clf(o, remote_s);
-        o = put_str(o, " - - [");
+        o = SWS_PUT_LIT(o, " - - [");
         o = put_str(o, l->stamp_clf);
-        o = put_str(o, "] \"");
+        o = SWS_PUT_LIT(o, "] \"");
         if (r->target.len > 0) {
             o = put_clf(o, r->method);
             *o++ = ' ';
@@ -240,15 +240,15 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
         } else {
             *o++ = '-';
         }
-        o = put_str(o, "\" ");
+        o = SWS_PUT_LIT(o, "\" ");
         o = sws_put_u64(o, r->status);
         *o++ = ' ';
         o = sws_put_u64(o, r->body_bytes);
-        o = put_str(o, " \"");
+        o = SWS_PUT_LIT(o, " \"");
         o = put_clf(o, header_or_empty(r, "Referer"));
-        o = put_str(o, "\" \"");
+        o = SWS_PUT_LIT(o, "\" \"");
         o = put_clf(o, ua);
-        o = put_str(o, "\"\n");
+        o = SWS_PUT_LIT(o, "\"\n");
     }
     l->len = (size_t)(o - l->buf);
 }
