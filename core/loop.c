@@ -1,9 +1,6 @@
 #include "core/loop.h"
 
-#include "core/http_date.h"
-
 #include <errno.h>
-#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 

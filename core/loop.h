@@ -30,6 +30,8 @@
 #include <sys/epoll.h>
 #include <time.h>
 
+#include "core/http_date.h"
+
 #define sws_container_of(ptr, type, member) \
     ((type *)(void *)((char *)(ptr) - offsetof(type, member)))
 
@@ -67,7 +69,7 @@ struct sws_loop {
     int busy;                     /* the last epoll_wait returned events */
     uint64_t now_ms;              /* monotonic, updated each iteration */
     time_t wall_sec;              /* CLOCK_REALTIME seconds at now_ms */
-    char http_date[32];           /* "Mon, 30 Nov 2026 02:33:30 GMT", for wall_sec */
+    char http_date[SWS_HTTP_DATE_BUF]; /* "Mon, 30 Nov 2026 02:33:30 GMT", for wall_sec */
     size_t http_date_len;
     sws_timer_queue_t *queues;
     sws_tick_cb tick;             /* called once per iteration, before waiting */

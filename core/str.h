@@ -35,4 +35,22 @@ static inline int sws_str_caseeq_lit(sws_str_t a, const char *lit)
     return a.len == n && strncasecmp(a.p, lit, n) == 0;
 }
 
+/* RFC 9110 tchar: what a header name is made of. */
+static inline int sws_is_tchar(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+}
+
+/* A non-empty NUL-terminated string of tchars (RFC 9110 token). */
+static inline int sws_is_token(const char *s)
+{
+    if (*s == '\0')
+        return 0;
+    for (; *s != '\0'; s++)
+        if (!sws_is_tchar((unsigned char)*s))
+            return 0;
+    return 1;
+}
+
 #endif

@@ -17,7 +17,6 @@
 
 #include <errno.h>
 #include <stdatomic.h>
-#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -270,10 +269,12 @@ int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, 
     /* Relaxed: this process is the only writer of the word. */
     uint64_t current = atomic_load_explicit(&h->current, memory_order_relaxed);
     int idx = arena_free(shm, current);
-    if (idx < 0)
-        return sws_errf(err, errlen, "all %u table arenas are in use (generation %llu is current, "
-                        "workers hold the others); retry later",
-                        h->narenas, (unsigned long long)WORD_GEN(current));
+    if (idx < 0) {
+        sws_errf(err, errlen, "all %u table arenas are in use (generation %llu is current, "
+                 "workers hold the others); retry later",
+                 h->narenas, (unsigned long long)WORD_GEN(current));
+        return SWS_SHM_BUSY;
+    }
 
     uint64_t gen = WORD_GEN(current) + 1;
     shm_arena_t *arena = arena_at(shm, (unsigned)idx);

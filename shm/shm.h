@@ -68,10 +68,15 @@ int sws_shm_attach(sws_shm_t *shm, int fd, char *err, size_t errlen);
 /* Unmap, and close the fd (after a successful create or attach only). */
 void sws_shm_close(sws_shm_t *shm);
 
+/* publish: every arena is still held by a reader; nothing changed, and a
+ * later call may succeed once the readers move on. */
+#define SWS_SHM_BUSY (-2)
+
 /* Supervisor: build rs into a free arena and publish it as the next
- * generation. On success *gen_out is the new generation number (starting
- * at 1). -1 with a message in err when rs does not fit an arena, is
- * invalid, or every arena is still held (retry later: nothing changed). */
+ * generation. On success 0 and *gen_out is the new generation number
+ * (starting at 1). Else a message in err and nothing changed: -1 when rs
+ * does not fit an arena or is invalid (retrying cannot help), SWS_SHM_BUSY
+ * when no arena is free yet. */
 int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, char *err,
                     size_t errlen);
 

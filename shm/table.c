@@ -24,10 +24,10 @@
 #include "shm/table.h"
 
 #include "core/err.h"
+#include "core/fmt.h"
 #include "core/log.h"
+#include "core/str.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 #define TABLE_MAGIC 0x314c425453575353ULL /* "SSWSTBL1" little-endian */
@@ -298,23 +298,9 @@ static sws_tstr_t put_lower(table_writer_t *w, const char *p, size_t len)
     return s;
 }
 
-/* RFC 9110 token: what a header name may be made of. */
-static int is_token(const char *s)
-{
-    if (*s == '\0')
-        return 0;
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (!((c >= '0' && c <= '9') || (lower(c) >= 'a' && lower(c) <= 'z') ||
-              strchr("!#$%&'*+-.^_`|~", c) != NULL))
-            return 0;
-    }
-    return 1;
-}
-
 static int header_check(const Sws__Header *hd, char *err, size_t errlen)
 {
-    if (!is_token(hd->name))
+    if (!sws_is_token(hd->name))
         return sws_errf(err, errlen, "header name \"%s\" is not a token", hd->name);
     if (strpbrk(hd->value, "\r\n") != NULL)
         return sws_errf(err, errlen, "header %s: value contains CR or LF", hd->name);
@@ -331,12 +317,11 @@ static sws_tstr_t put_header_lines(table_writer_t *w, const Sws__Respond *rp)
     s.len = (uint32_t)len;
     char *p = w->base + w->next;
     for (size_t i = 0; i < rp->n_headers; i++) {
-        size_t n = strlen(rp->headers[i]->name), v = strlen(rp->headers[i]->value);
-        memcpy(p, rp->headers[i]->name, n);
-        memcpy(p + n, ": ", 2);
-        memcpy(p + n + 2, rp->headers[i]->value, v);
-        memcpy(p + n + 2 + v, "\r\n", 2);
-        p += n + 2 + v + 2;
+        const Sws__Header *hd = rp->headers[i];
+        p = sws_put(p, hd->name, strlen(hd->name));
+        p = SWS_PUT_LIT(p, ": ");
+        p = sws_put(p, hd->value, strlen(hd->value));
+        p = SWS_PUT_LIT(p, "\r\n");
     }
     *p = '\0';
     w->next += len + 1;
@@ -415,7 +400,7 @@ static int build_route(table_writer_t *w, const Sws__RouteSet *rs, const Sws__Ho
                        const Sws__Route *r, sws_route_t *out, char *err, size_t errlen)
 {
     char why[256];
-    const char *hname = host->n_names ? host->names[0] : "?";
+    const char *hname = host->names[0]; /* sws_table_build refused a host without names */
 
     sws_tstr_t empty = { w->empty, 0 };
     memset(out, 0, sizeof(*out));
@@ -523,23 +508,20 @@ static void build_pools(table_writer_t *w, struct sws_table *t, const Sws__Route
     }
 }
 
-static int settings_check(const Sws__Settings *s, char *err, size_t errlen)
-{
-    sws_log_level_t level;
-    if (s != NULL && s->log_level[0] != '\0' && sws_log_level_parse(s->log_level, &level) != 0)
-        return sws_errf(err, errlen, "log level \"%s\" is not debug, info, notice, warn, error "
-                        "or crit", s->log_level);
-    return 0;
-}
-
-/* After settings_check(). */
-static void build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Settings *s)
+static int build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Settings *s,
+                          char *err, size_t errlen)
 {
     sws_log_level_t level;
     memset(out, 0, sizeof(*out));
     out->server_name = out->access_log_path = (sws_tstr_t){ w->empty, 0 };
     if (s == NULL)
-        return;
+        return 0;
+    /* "" leaves log_level 0: workers keep the level they have. */
+    if (sws_log_level_parse(s->log_level, &level) == 0)
+        out->log_level = (uint32_t)level + 1;
+    else if (s->log_level[0] != '\0')
+        return sws_errf(err, errlen, "log level \"%s\" is not debug, info, notice, warn, error "
+                        "or crit", s->log_level);
     out->max_request_line = s->max_request_line;
     out->max_header_size = s->max_header_size;
     out->max_headers = s->max_headers;
@@ -551,14 +533,13 @@ static void build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Se
     out->keepalive_requests = s->keepalive_requests;
     out->shutdown_timeout_ms = s->shutdown_timeout_ms;
     out->server_name = put_bytes(w, s->server_name, strlen(s->server_name));
-    if (sws_log_level_parse(s->log_level, &level) == 0)
-        out->log_level = (uint32_t)level + 1;
     if (s->access_log != NULL) {
         const char *path = s->access_log->path;
         out->access_log_format = (uint32_t)s->access_log->format;
         /* "-" and "" both mean standard output; the table says it one way. */
         out->access_log_path = put_bytes(w, path, strcmp(path, "-") == 0 ? 0 : strlen(path));
     }
+    return 0;
 }
 
 static int pools_check(const Sws__RouteSet *rs, char *err, size_t errlen)
@@ -604,7 +585,7 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
         return sws_errf(err, errlen, "table needs %zu bytes, arena has %zu", lay.total, arena_size);
     if (lay.total > UINT32_MAX)
         return sws_errf(err, errlen, "table needs %zu bytes, more than 4 GiB", lay.total);
-    if (pools_check(rs, err, errlen) != 0 || settings_check(rs->settings, err, errlen) != 0)
+    if (pools_check(rs, err, errlen) != 0)
         return -1;
 
     char *base = arena;
@@ -614,7 +595,8 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     memset(base + lay.exact_off, 0, lay.pools_off - lay.exact_off);
     base[lay.strings_off] = '\0';
     header_init(t, &lay, gen);
-    build_settings(&w, &t->settings, rs->settings);
+    if (build_settings(&w, &t->settings, rs->settings, err, errlen) != 0)
+        return -1;
 
     tbl_host_t *hosts = (tbl_host_t *)(base + t->hosts_off);
     sws_route_t *routes = (sws_route_t *)(base + t->routes_off);

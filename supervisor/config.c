@@ -26,8 +26,11 @@
 #include <unistd.h>
 #include <yaml.h>
 
+#include "core/err.h"
 #include "core/log.h"
+#include "core/str.h"
 #include "shm/table.h"
+#include "supervisor/listen.h"
 
 /* The defaults; docs/configuration.md lists the same values. */
 #define CFG_DEFAULT_LISTEN ":8080"
@@ -280,12 +283,6 @@ static int cfg_field_value_ok(const char *s)
             return 0;
     }
     return 1;
-}
-
-static int cfg_is_tchar(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL);
 }
 
 /* ---- mappings and their keys ---- */
@@ -631,16 +628,13 @@ static void cfg_set_free(cfg_set_t *s)
 
 static int cfg_addr_fail(char *err, size_t errlen, const char *text, const char *why)
 {
-    if (err != NULL && errlen > 0)
-        snprintf(err, errlen, "bad address \"%s\": %s", text, why);
-    return -1;
+    return sws_errf(err, errlen, "bad address \"%s\": %s", text, why);
 }
 
 static int cfg_resolve(const char *host, struct sockaddr_storage *ss, unsigned *sslen,
                        const char *text, char *err, size_t errlen)
 {
     struct addrinfo hints, *res;
-    char why[160];
     int rc;
 
     memset(&hints, 0, sizeof(hints));
@@ -648,10 +642,9 @@ static int cfg_resolve(const char *host, struct sockaddr_storage *ss, unsigned *
     hints.ai_socktype = SOCK_STREAM;
     hints.ai_flags = AI_PASSIVE;
     rc = getaddrinfo(host, NULL, &hints, &res);
-    if (rc != 0) {
-        snprintf(why, sizeof(why), "cannot resolve \"%.100s\": %s", host, gai_strerror(rc));
-        return cfg_addr_fail(err, errlen, text, why);
-    }
+    if (rc != 0)
+        return sws_errf(err, errlen, "bad address \"%s\": cannot resolve \"%.100s\": %s", text,
+                        host, gai_strerror(rc));
     memcpy(ss, res->ai_addr, res->ai_addrlen);
     *sslen = (unsigned)res->ai_addrlen;
     freeaddrinfo(res);
@@ -726,23 +719,6 @@ int sws_config_parse_address(const char *text, struct sockaddr_storage *ss, unsi
     return 0;
 }
 
-/* "127.0.0.1:8080" / "[::1]:8080": the same text for the same socket
- * address, whatever way it was written. */
-static void cfg_addr_key(const struct sockaddr_storage *ss, char *buf, size_t len)
-{
-    char ip[INET6_ADDRSTRLEN];
-
-    if (ss->ss_family == AF_INET6) {
-        const struct sockaddr_in6 *sin6 = (const struct sockaddr_in6 *)ss;
-        inet_ntop(AF_INET6, &sin6->sin6_addr, ip, sizeof(ip));
-        snprintf(buf, len, "[%s]:%u", ip, ntohs(sin6->sin6_port));
-    } else {
-        const struct sockaddr_in *sin = (const struct sockaddr_in *)ss;
-        inet_ntop(AF_INET, &sin->sin_addr, ip, sizeof(ip));
-        snprintf(buf, len, "%s:%u", ip, ntohs(sin->sin_port));
-    }
-}
-
 static int cfg_listen_one(cfg_parser_t *p, yaml_node_t *n, Sws__ServerConfig *sc, cfg_set_t *seen,
                           char keys[][INET6_ADDRSTRLEN + 8])
 {
@@ -758,8 +734,9 @@ static int cfg_listen_one(cfg_parser_t *p, yaml_node_t *n, Sws__ServerConfig *sc
     if (sws_config_parse_address(cfg_text(n), &ss, &sslen, why, sizeof(why)) < 0)
         return cfg_fail(p, n, "%s", why);
 
+    /* The same text for the same socket address, however it was written. */
     char *key = keys[sc->n_listen];
-    cfg_addr_key(&ss, key, INET6_ADDRSTRLEN + 8);
+    sws_listen_format(&ss, key, INET6_ADDRSTRLEN + 8);
     dup = cfg_set_add(seen, key, 0, n, &oom);
     if (oom)
         return cfg_oom(p, n);
@@ -1218,9 +1195,8 @@ static int cfg_header_name_problem(const char *s, const char **why)
     *why = NULL;
     if (s[0] == '\0')
         *why = "a header name must not be empty";
-    for (const char *c = s; *c != '\0' && *why == NULL; c++)
-        if (!cfg_is_tchar((unsigned char)*c))
-            *why = "a header name may contain only letters, digits and !#$%&'*+-.^_`|~";
+    else if (!sws_is_token(s))
+        *why = "a header name may contain only letters, digits and !#$%&'*+-.^_`|~";
     for (size_t i = 0; i < 3 && *why == NULL; i++)
         if (strcasecmp(s, framing[i]) == 0)
             *why = "is set by the server (from the body and the connection state)";
@@ -1302,13 +1278,15 @@ static int cfg_headers(cfg_parser_t *p, yaml_node_t *node, Sws__Respond *rsp)
     return 0;
 }
 
-static int cfg_respond(cfg_parser_t *p, yaml_node_t *node, Sws__Respond *rsp)
+static int cfg_respond(cfg_parser_t *p, yaml_node_t *node, void *msg)
 {
     static const char *const keys[] = { "status", "headers", "body", NULL };
+    Sws__Respond *rsp = msg;
     yaml_node_t *body;
     cfg_fields_t f;
     size_t mark;
 
+    rsp->status = CFG_DEFAULT_RESPOND_STATUS;
     if (cfg_map(p, node, keys, &f) < 0 ||
         /* No 1xx: an interim answer is never a final response, and the
          * HTTP layer sends 100 Continue itself. */
@@ -1381,9 +1359,10 @@ static int cfg_static_root(cfg_parser_t *p, yaml_node_t *n, Sws__Static *st)
     return 0;
 }
 
-static int cfg_static(cfg_parser_t *p, yaml_node_t *node, Sws__Static *st)
+static int cfg_static(cfg_parser_t *p, yaml_node_t *node, void *msg)
 {
     static const char *const keys[] = { "root", "index", "follow_symlinks", NULL };
+    Sws__Static *st = msg;
     yaml_node_t *root, *index;
     cfg_fields_t f;
     size_t mark;
@@ -1410,13 +1389,15 @@ static int cfg_static(cfg_parser_t *p, yaml_node_t *node, Sws__Static *st)
     return 0;
 }
 
-static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, Sws__Redirect *rd)
+static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, void *msg)
 {
     static const char *const keys[] = { "status", "location", NULL };
+    Sws__Redirect *rd = msg;
     yaml_node_t *loc;
     cfg_fields_t f;
     size_t mark;
 
+    rd->status = CFG_DEFAULT_REDIRECT_STATUS;
     if (cfg_map(p, node, keys, &f) < 0 ||
         cfg_u32(p, &f, "status", CFG_COUNT, 301, 308, &rd->status) < 0)
         return -1;
@@ -1440,62 +1421,69 @@ static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, Sws__Redirect *rd)
     return 0;
 }
 
+/* The route actions. Each key is also the name of the Route field (a
+ * member of its oneof) that holds the action's message; fill is NULL for an
+ * action that is not built yet. */
+static const struct cfg_action {
+    const char *key;
+    int (*fill)(cfg_parser_t *p, yaml_node_t *node, void *msg);
+} cfg_actions[] = {
+    { "respond", cfg_respond },
+    { "static", cfg_static },
+    { "redirect", cfg_redirect },
+    { "proxy", NULL },
+};
+
+/* A new message for parent's oneof member `field`, attached and chosen the
+ * way the generated code does it (the case holds the field number), so
+ * parent frees it; NULL after reporting at. */
+static void *cfg_new_oneof(cfg_parser_t *p, const yaml_node_t *at, ProtobufCMessage *parent,
+                           const char *field)
+{
+    const ProtobufCFieldDescriptor *fd =
+        protobuf_c_message_descriptor_get_field_by_name(parent->descriptor, field);
+    void *m = cfg_new(p, at, fd->descriptor);
+
+    if (m == NULL)
+        return NULL;
+    *(void **)((char *)parent + fd->offset) = m;
+    *(uint32_t *)((char *)parent + fd->quantifier_offset) = fd->id;
+    return m;
+}
+
 /* Exactly one of the action keys; the later of two is the one reported. */
 static int cfg_route_action(cfg_parser_t *p, yaml_node_t *route, const cfg_fields_t *f,
                             Sws__Route *r)
 {
-    static const char *const actions[] = { "respond", "static", "redirect", "proxy" };
-    const char *which = NULL;
+    const struct cfg_action *action = NULL;
     yaml_node_t *node = NULL;
+    void *msg;
     size_t mark;
-    int rc;
 
-    for (size_t i = 0; i < 4; i++) {
-        yaml_node_t *n = cfg_field(f, actions[i]);
+    for (size_t i = 0; i < sizeof(cfg_actions) / sizeof(cfg_actions[0]); i++) {
+        yaml_node_t *n = cfg_field(f, cfg_actions[i].key);
         if (n == NULL)
             continue;
         if (node != NULL) {
             int later = n->start_mark.index > node->start_mark.index;
-            cfg_push(p, later ? actions[i] : which);
+            cfg_push(p, later ? cfg_actions[i].key : action->key);
             return cfg_fail(p, later ? n : node, "a route has one action, not both %s and %s",
-                            which, actions[i]);
+                            action->key, cfg_actions[i].key);
         }
-        which = actions[i];
+        action = &cfg_actions[i];
         node = n;
     }
     if (node == NULL)
         return cfg_fail(p, route, "a route needs one action: respond, static or redirect");
 
-    mark = cfg_push(p, which);
-    if (strcmp(which, "respond") == 0) {
-        Sws__Respond *rsp = cfg_new(p, node, &sws__respond__descriptor);
-        if (rsp == NULL)
-            return -1;
-        rsp->status = CFG_DEFAULT_RESPOND_STATUS;
-        r->respond = rsp;
-        r->action_case = SWS__ROUTE__ACTION_RESPOND;
-        rc = cfg_respond(p, node, rsp);
-    } else if (strcmp(which, "static") == 0) {
-        Sws__Static *st = cfg_new(p, node, &sws__static__descriptor);
-        if (st == NULL)
-            return -1;
-        r->static_ = st;
-        r->action_case = SWS__ROUTE__ACTION_STATIC;
-        rc = cfg_static(p, node, st);
-    } else if (strcmp(which, "redirect") == 0) {
-        Sws__Redirect *rd = cfg_new(p, node, &sws__redirect__descriptor);
-        if (rd == NULL)
-            return -1;
-        rd->status = CFG_DEFAULT_REDIRECT_STATUS;
-        r->redirect = rd;
-        r->action_case = SWS__ROUTE__ACTION_REDIRECT;
-        rc = cfg_redirect(p, node, rd);
-    } else {
-        rc = cfg_fail(p, node, "proxy needs the reverse proxy (pools), not built yet");
-    }
-    if (rc == 0)
-        cfg_pop(p, mark);
-    return rc;
+    mark = cfg_push(p, action->key);
+    if (action->fill == NULL)
+        return cfg_fail(p, node, "%s needs the reverse proxy (pools), not built yet", action->key);
+    msg = cfg_new_oneof(p, node, &r->base, action->key);
+    if (msg == NULL || action->fill(p, node, msg) < 0)
+        return -1;
+    cfg_pop(p, mark);
+    return 0;
 }
 
 /* A repeated message field from a YAML list: each item gets a message of
@@ -1728,49 +1716,44 @@ int sws_config_parse(const char *text, size_t len, const char *name, Sws__Config
  * st_size, so that a pipe (-c /dev/stdin) works too. */
 static char *cfg_read_file(const char *path, size_t *len, char *err, size_t errlen)
 {
-    size_t cap = 4096, n = 0;
+    size_t cap = 0, n = 0;
     char *buf = NULL;
     struct stat sb;
     FILE *f = fopen(path, "rb");
 
     if (f == NULL) {
-        snprintf(err, errlen, "%s: cannot open the configuration file: %s", path, strerror(errno));
+        sws_errf(err, errlen, "%s: cannot open the configuration file: %s", path, strerror(errno));
         return NULL;
     }
     if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        snprintf(err, errlen, "%s: is a directory, not a configuration file", path);
+        sws_errf(err, errlen, "%s: is a directory, not a configuration file", path);
         fclose(f);
         return NULL;
     }
     for (;;) {
-        if (n == cap || buf == NULL) {
-            char *grown;
-            if (buf != NULL)
-                cap *= 2;
-            if (cap > CFG_MAX_FILE_SIZE * 2u) {
-                snprintf(err, errlen, "%s: larger than %u MiB; is it the configuration file?",
-                         path, CFG_MAX_FILE_SIZE >> 20);
-                break;
-            }
-            grown = realloc(buf, cap);
+        if (n == cap) {
+            size_t grown_cap = cap ? cap * 2 : 4096;
+            char *grown = realloc(buf, grown_cap);
             if (grown == NULL) {
-                snprintf(err, errlen, "%s: out of memory", path);
+                sws_errf(err, errlen, "%s: out of memory", path);
                 break;
             }
             buf = grown;
+            cap = grown_cap;
         }
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
+        /* Checked as it grows, not at EOF: a pipe may never end. */
+        if (n > CFG_MAX_FILE_SIZE) {
+            sws_errf(err, errlen, "%s: larger than %u MiB; is it the configuration file?", path,
+                     CFG_MAX_FILE_SIZE >> 20);
+            break;
+        }
+        if (got == 0 && ferror(f)) {
+            sws_errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+            break;
+        }
         if (got == 0) {
-            if (ferror(f)) {
-                snprintf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-                break;
-            }
-            if (n > CFG_MAX_FILE_SIZE) {
-                snprintf(err, errlen, "%s: larger than %u MiB; is it the configuration file?",
-                         path, CFG_MAX_FILE_SIZE >> 20);
-                break;
-            }
             fclose(f);
             *len = n;
             return buf;
@@ -1783,17 +1766,13 @@ static char *cfg_read_file(const char *path, size_t *len, char *err, size_t errl
 
 int sws_config_load(const char *path, Sws__Config **out, char *err, size_t errlen)
 {
-    char dir[PATH_MAX], dummy[1];
+    char dir[PATH_MAX];
     const char *slash = strrchr(path, '/');
     size_t len;
     char *text;
     int rc;
 
     *out = NULL;
-    if (err == NULL || errlen == 0) {
-        err = dummy;
-        errlen = sizeof(dummy);
-    }
     if (slash == NULL)
         snprintf(dir, sizeof(dir), ".");
     else if (slash == path)

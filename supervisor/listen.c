@@ -1,5 +1,7 @@
 #include "supervisor/listen.h"
 
+#include "core/err.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
@@ -48,10 +50,8 @@ static int open_one(sws_listen_addr_t *addr, int reuseport, int backlog, char *e
 {
     int family = addr->ss.ss_family;
     int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "socket %s: %s", addr->name, strerror(errno));
-        return -1;
-    }
+    if (fd < 0)
+        return sws_errf(err, errlen, "socket %s: %s", addr->name, strerror(errno));
     const char *what = NULL;
     if (set_flag(fd, SOL_SOCKET, SO_REUSEADDR) < 0)
         what = "SO_REUSEADDR";
@@ -71,9 +71,9 @@ static int open_one(sws_listen_addr_t *addr, int reuseport, int backlog, char *e
             addr->len = len;
     }
     if (what != NULL) {
-        snprintf(err, errlen, "%s %s: %s", what, addr->name, strerror(errno));
+        int e = errno;
         close(fd);
-        return -1;
+        return sws_errf(err, errlen, "%s %s: %s", what, addr->name, strerror(e));
     }
     return fd;
 }
@@ -83,22 +83,20 @@ int sws_listen_open(sws_listen_set_t *set, const sws_listen_addr_t *addrs, unsig
                     size_t errlen)
 {
     memset(set, 0, sizeof(*set));
-    if (naddrs == 0 || nworkers == 0) {
-        snprintf(err, errlen, "no listen address or no worker");
-        return -1;
-    }
+    if (naddrs == 0 || nworkers == 0)
+        return sws_errf(err, errlen, "no listen address or no worker");
     set->policy = policy;
     set->naddrs = naddrs;
     set->ngroups = policy == SWS_ACCEPT_SHARED ? 1 : nworkers;
+    unsigned nfds = set->ngroups * naddrs;
     set->addrs = calloc(naddrs, sizeof(*set->addrs));
-    set->fds = malloc((size_t)set->ngroups * naddrs * sizeof(*set->fds));
+    set->fds = malloc((size_t)nfds * sizeof(*set->fds));
     if (set->addrs == NULL || set->fds == NULL) {
-        snprintf(err, errlen, "out of memory for %u listening sockets", set->ngroups * naddrs);
         sws_listen_close(set);
-        return -1;
+        return sws_errf(err, errlen, "out of memory for %u listening sockets", nfds);
     }
     memcpy(set->addrs, addrs, naddrs * sizeof(*addrs));
-    for (unsigned i = 0; i < set->ngroups * naddrs; i++)
+    for (unsigned i = 0; i < nfds; i++)
         set->fds[i] = -1;
 
     int reuseport = policy != SWS_ACCEPT_SHARED;
@@ -115,18 +113,21 @@ int sws_listen_open(sws_listen_set_t *set, const sws_listen_addr_t *addrs, unsig
     return 0;
 }
 
+/* The group worker `index` accepts on: its own, or the one shared group. */
+static unsigned group_of(const sws_listen_set_t *set, unsigned index)
+{
+    return index % set->ngroups;
+}
+
 const int *sws_listen_worker_fds(const sws_listen_set_t *set, unsigned index)
 {
-    unsigned g = set->ngroups == 1 ? 0 : index % set->ngroups;
-    return &set->fds[g * set->naddrs];
+    return &set->fds[group_of(set, index) * set->naddrs];
 }
 
 void sws_listen_close_others(sws_listen_set_t *set, unsigned index)
 {
-    if (set->ngroups == 1)
-        return;
     for (unsigned g = 0; g < set->ngroups; g++) {
-        if (g == index)
+        if (g == group_of(set, index))
             continue;
         for (unsigned a = 0; a < set->naddrs; a++) {
             int *fd = &set->fds[g * set->naddrs + a];

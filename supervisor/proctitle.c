@@ -17,18 +17,22 @@ static struct sws_proctitle {
     char **env_copy;
 } proctitle;
 
+/* Free an array from copy_strings(); NULL is fine. */
+static void free_strings(char **s)
+{
+    for (size_t i = 0; s != NULL && s[i] != NULL; i++)
+        free(s[i]);
+    free(s);
+}
+
 /* Copy n strings into a new NULL-terminated array of heap copies. */
 static char **copy_strings(char *const *src, size_t n)
 {
     char **dst = calloc(n + 1, sizeof(*dst));
-    if (dst == NULL)
-        return NULL;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; dst != NULL && i < n; i++) {
         dst[i] = strdup(src[i]);
         if (dst[i] == NULL) {
-            while (i > 0)
-                free(dst[--i]);
-            free(dst);
+            free_strings(dst);
             return NULL;
         }
     }
@@ -60,12 +64,8 @@ int sws_proctitle_init(int argc, char **argv)
     char **env_copy = copy_strings(environ, nenv);
     char **argv_copy = copy_strings(argv, (size_t)argc);
     if (env_copy == NULL || argv_copy == NULL) {
-        for (size_t i = 0; env_copy != NULL && i < nenv; i++)
-            free(env_copy[i]);
-        for (int i = 0; argv_copy != NULL && i < argc; i++)
-            free(argv_copy[i]);
-        free(env_copy);
-        free(argv_copy);
+        free_strings(env_copy);
+        free_strings(argv_copy);
         return -1;
     }
     proctitle.area = argv[0];

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/version.h"
@@ -107,21 +108,28 @@ size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__Ser
     return len < outlen ? len : outlen - 1;
 }
 
+/* The size check alone: the table's layout is computed, not built. */
+static int table_fits(const Sws__RouteSet *routes, uint32_t table_size, size_t *need, char *err,
+                      size_t errlen)
+{
+    *need = sws_table_size(routes);
+    if (*need > table_size)
+        return sws_errf(err, errlen,
+                        "server.table_size: the routing table needs %zu bytes, more than %u", *need,
+                        table_size);
+    return 0;
+}
+
 int sws_supervisor_check_table(const Sws__RouteSet *routes, uint32_t table_size, char *err,
                                size_t errlen)
 {
-    size_t need = sws_table_size(routes);
-    if (need > table_size) {
-        snprintf(err, errlen, "server.table_size: the routing table needs %zu bytes, more than %u",
-                 need, table_size);
+    size_t need;
+    if (table_fits(routes, table_size, &need, err, errlen) < 0)
         return -1;
-    }
     /* malloc's alignment (16) covers the arena's 8. */
     void *scratch = malloc(need > 0 ? need : 8);
-    if (scratch == NULL) {
-        snprintf(err, errlen, "out of memory for a %zu-byte table", need);
-        return -1;
-    }
+    if (scratch == NULL)
+        return sws_errf(err, errlen, "out of memory for a %zu-byte table", need);
     int rc = sws_table_build(scratch, need, 1, routes, err, errlen);
     free(scratch);
     return rc;
@@ -161,10 +169,8 @@ struct sws_supervisor {
     sigset_t sigmask;
     sws_listen_set_t listen;
     sws_shm_t shm;
-    uint64_t generation;
     cpu_set_t cpus;
     unsigned nworkers;
-    unsigned running;     /* workers alive (not yet reaped) */
     worker_proc_t *workers;
     uid_t uid;
     gid_t gid;
@@ -178,12 +184,13 @@ struct sws_supervisor {
     sws_timer_t publish_timer;
 };
 
-static void count_routes(const Sws__RouteSet *rs, size_t *hosts, size_t *routes)
+/* Workers alive: forked and not yet reaped. */
+static unsigned workers_running(const sws_supervisor_t *sup)
 {
-    *hosts = rs->n_hosts;
-    *routes = 0;
-    for (size_t i = 0; i < rs->n_hosts; i++)
-        *routes += rs->hosts[i]->n_routes;
+    unsigned n = 0;
+    for (unsigned i = 0; i < sup->nworkers; i++)
+        n += sup->workers[i].pid != 0;
+    return n;
 }
 
 static void describe_exit(int status, char *buf, size_t len)
@@ -246,29 +253,30 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
     _exit(sws_worker_main(&cfg));
 }
 
-static int spawn_worker(sws_supervisor_t *sup, worker_proc_t *w)
+static void schedule_restart(worker_proc_t *w, uint64_t delay_ms)
+{
+    sws_timer_queue_set_duration(&w->restart_queue, delay_ms);
+    sws_timer_arm(&w->sup->loop, &w->restart_queue, &w->restart_timer);
+}
+
+static void spawn_worker(sws_supervisor_t *sup, worker_proc_t *w)
 {
     pid_t pid = fork();
     if (pid < 0) {
         sws_log_error("fork worker %u: %s", w->index, strerror(errno));
-        return -1;
+        /* Counts as a crash, so a fork that keeps failing backs off. */
+        w->crashes = sws_restart_crashes(w->crashes, 0);
+        schedule_restart(w, sws_restart_delay_ms(w->crashes));
+        return;
     }
     if (pid == 0)
         run_worker(sup, w);
     w->pid = pid;
     w->started_ms = sws_loop_now_ms(&sup->loop);
-    sup->running++;
     if (w->cpu >= 0)
         sws_log_info("worker %u (pid %d) started on cpu %d", w->index, (int)pid, w->cpu);
     else
         sws_log_info("worker %u (pid %d) started, not pinned", w->index, (int)pid);
-    return 0;
-}
-
-static void schedule_restart(worker_proc_t *w, uint64_t delay_ms)
-{
-    sws_timer_queue_set_duration(&w->restart_queue, delay_ms);
-    sws_timer_arm(&w->sup->loop, &w->restart_queue, &w->restart_timer);
 }
 
 /* Start w now, or after its backoff when it has been crashing. */
@@ -281,22 +289,14 @@ static void restart_worker(sws_supervisor_t *sup, worker_proc_t *w)
         schedule_restart(w, delay);
         return;
     }
-    if (spawn_worker(sup, w) < 0) {
-        /* Counts as a crash, so a fork that keeps failing backs off. */
-        w->crashes = sws_restart_crashes(w->crashes, 0);
-        schedule_restart(w, sws_restart_delay_ms(w->crashes));
-    }
+    spawn_worker(sup, w);
 }
 
 static void on_restart_timer(sws_timer_t *t)
 {
     worker_proc_t *w = sws_container_of(t, worker_proc_t, restart_timer);
-    if (w->sup->state != SUP_RUNNING || w->pid != 0)
-        return;
-    if (spawn_worker(w->sup, w) < 0) {
-        w->crashes = sws_restart_crashes(w->crashes, 0);
-        schedule_restart(w, sws_restart_delay_ms(w->crashes));
-    }
+    if (w->sup->state == SUP_RUNNING && w->pid == 0)
+        spawn_worker(w->sup, w);
 }
 
 static worker_proc_t *find_worker(sws_supervisor_t *sup, pid_t pid)
@@ -316,7 +316,6 @@ static void on_worker_exit(sws_supervisor_t *sup, worker_proc_t *w, int status)
     describe_exit(status, how, sizeof(how));
     pid_t pid = w->pid;
     w->pid = 0;
-    sup->running--;
     if (sup->state != SUP_RUNNING) {
         sws_log_info("worker %u (pid %d) %s", w->index, (int)pid, how);
         return;
@@ -336,7 +335,7 @@ static void reap_children(sws_supervisor_t *sup)
         if (w != NULL)
             on_worker_exit(sup, w, status);
     }
-    if (sup->state != SUP_RUNNING && sup->running == 0)
+    if (sup->state != SUP_RUNNING && workers_running(sup) == 0)
         sup->loop.stop = 1;
 }
 
@@ -351,11 +350,33 @@ static void signal_workers(sws_supervisor_t *sup, int sig)
 
 /* ---- reload ---- */
 
+/* The config layer accepts only known level names, so this always sets one. */
 static void apply_log_level(const Sws__Settings *st)
 {
     sws_log_level_t level;
     if (sws_log_level_parse(st->log_level, &level) == 0)
         sws_log_set_level(level);
+}
+
+/* Publish routes as the next generation: 0, or what sws_shm_publish
+ * returned, with err set. */
+static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, int reloaded, char *err,
+                   size_t errlen)
+{
+    uint64_t gen;
+    int rc = sws_shm_publish(&sup->shm, routes, &gen, err, errlen);
+    if (rc < 0)
+        return rc;
+    /* Here, not at reload: a config still waiting for an arena never
+     * reaches a worker. */
+    sup->shutdown_timeout_ms = routes->settings->shutdown_timeout_ms;
+    size_t nroutes = 0;
+    for (size_t i = 0; i < routes->n_hosts; i++)
+        nroutes += routes->hosts[i]->n_routes;
+    sws_log(reloaded ? SWS_LOG_NOTICE : SWS_LOG_INFO,
+            "%sgeneration %llu published (%zu hosts, %zu routes)", reloaded ? "reload: " : "",
+            (unsigned long long)gen, routes->n_hosts, nroutes);
+    return 0;
 }
 
 static void drop_pending(sws_supervisor_t *sup)
@@ -371,9 +392,9 @@ static void drop_pending(sws_supervisor_t *sup)
  * by a worker that has not moved on from an older generation. */
 static void publish_pending(sws_supervisor_t *sup)
 {
-    char err[256];
-    uint64_t gen;
-    if (sws_shm_publish(&sup->shm, sup->pending->routes, &gen, err, sizeof(err)) < 0) {
+    char err[512];
+    int rc = publish(sup, sup->pending->routes, 1, err, sizeof(err));
+    if (rc == SWS_SHM_BUSY) {
         if (sup->publish_retries % PUBLISH_RETRY_LOG_EVERY == 0)
             sws_log_warn("reload: cannot publish yet (%s); retrying every %u ms", err,
                          PUBLISH_RETRY_MS);
@@ -381,13 +402,10 @@ static void publish_pending(sws_supervisor_t *sup)
         sws_timer_arm(&sup->loop, &sup->publish_queue, &sup->publish_timer);
         return;
     }
-    sup->generation = gen;
-    /* Not at reload: a config still waiting here never reaches a worker. */
-    sup->shutdown_timeout_ms = sup->pending->routes->settings->shutdown_timeout_ms;
-    size_t hosts, routes;
-    count_routes(sup->pending->routes, &hosts, &routes);
-    sws_log_notice("reload: generation %llu published (%zu hosts, %zu routes)",
-                   (unsigned long long)gen, hosts, routes);
+    /* Refused: the table builder found what the config layer let through. */
+    if (rc < 0)
+        sws_log_error("reload failed: %s: %s; still serving generation %llu", sup->config_path,
+                      err, (unsigned long long)sws_shm_current_generation(&sup->shm));
     drop_pending(sup);
 }
 
@@ -408,7 +426,7 @@ static void reload(sws_supervisor_t *sup)
     Sws__Config *next = NULL;
     if (sws_config_load(sup->config_path, &next, err, sizeof(err)) < 0) {
         sws_log_error("reload failed: %s; still serving generation %llu", err,
-                      (unsigned long long)sup->generation);
+                      (unsigned long long)sws_shm_current_generation(&sup->shm));
         return;
     }
     char keys[256];
@@ -417,10 +435,10 @@ static void reload(sws_supervisor_t *sup)
     /* Against the arenas as they were made at start, not the file's new
      * table_size: a table that only fits the new size could never be
      * published, and would be retried for ever. */
-    if (sws_supervisor_check_table(next->routes, sup->config->server->table_size, err,
-                                   sizeof(err)) < 0) {
+    size_t need;
+    if (table_fits(next->routes, sup->config->server->table_size, &need, err, sizeof(err)) < 0) {
         sws_log_error("reload failed: %s: %s; still serving generation %llu", sup->config_path,
-                      err, (unsigned long long)sup->generation);
+                      err, (unsigned long long)sws_shm_current_generation(&sup->shm));
         sws_config_free(next);
         return;
     }
@@ -436,7 +454,7 @@ static void reload(sws_supervisor_t *sup)
 static void on_stop_timer(sws_timer_t *t)
 {
     sws_supervisor_t *sup = sws_container_of(t, sws_supervisor_t, stop_timer);
-    sws_log_warn("%u worker(s) still running after %llu ms; killing them", sup->running,
+    sws_log_warn("%u worker(s) still running after %llu ms; killing them", workers_running(sup),
                  (unsigned long long)sup->stop_queue.duration_ms);
     signal_workers(sup, SIGKILL);
 }
@@ -453,20 +471,21 @@ static void begin_stop(sws_supervisor_t *sup, sup_state_t state, const char *why
     int graceful = state == SUP_DRAINING;
     uint64_t deadline = graceful ? (uint64_t)sup->shutdown_timeout_ms + STOP_GRACEFUL_EXTRA_MS
                                  : STOP_NOW_GRACE_MS;
+    unsigned running = workers_running(sup);
     sws_log_notice("%s: %s; waiting up to %llu ms for %u worker(s)", why,
                    graceful ? "graceful stop" : "stopping now", (unsigned long long)deadline,
-                   sup->running);
+                   running);
     signal_workers(sup, graceful ? SIGQUIT : SIGTERM);
     sws_timer_queue_set_duration(&sup->stop_queue, deadline);
     sws_timer_arm(&sup->loop, &sup->stop_queue, &sup->stop_timer);
-    if (sup->running == 0)
+    if (running == 0)
         sup->loop.stop = 1;
 }
 
 /* A second Ctrl-C: the operator will not wait. */
 static void stop_at_once(sws_supervisor_t *sup)
 {
-    sws_log_warn("SIGINT again: killing %u worker(s)", sup->running);
+    sws_log_warn("SIGINT again: killing %u worker(s)", workers_running(sup));
     signal_workers(sup, SIGKILL);
     for (unsigned i = 0; i < sup->nworkers; i++) {
         worker_proc_t *w = &sup->workers[i];
@@ -515,16 +534,11 @@ static void on_signal(sws_io_t *io, uint32_t events)
 
 static int apply_logging(const Sws__ServerConfig *sc, const Sws__Settings *st)
 {
-    sws_log_level_t level;
-    if (sws_log_level_parse(st->log_level, &level) < 0) {
-        sws_log_error("server.logging.level: unknown level \"%s\"", st->log_level);
-        return -1;
-    }
     if (sws_log_open(sc->error_log) < 0) {
         sws_log_error("error_log %s: %s", sc->error_log, strerror(errno));
         return -1;
     }
-    sws_log_set_level(level);
+    apply_log_level(st);
     return 0;
 }
 
@@ -554,10 +568,6 @@ static int resolve_user(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
 static int open_listeners(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
 {
     char err[256];
-    if (sc->n_listen == 0) {
-        sws_log_error("server.listen: no address to listen on");
-        return -1;
-    }
     sws_listen_addr_t *addrs = calloc(sc->n_listen, sizeof(*addrs));
     if (addrs == NULL) {
         sws_log_error("out of memory for %zu listen addresses", sc->n_listen);
@@ -631,15 +641,10 @@ static int create_table(sws_supervisor_t *sup)
         sws_log_error("shared memory: %s", err);
         return -1;
     }
-    if (sws_shm_publish(&sup->shm, sup->config->routes, &sup->generation, err, sizeof(err)) < 0) {
+    if (publish(sup, sup->config->routes, 0, err, sizeof(err)) < 0) {
         sws_log_error("publish the routing table: %s", err);
         return -1;
     }
-    sup->shutdown_timeout_ms = sup->config->routes->settings->shutdown_timeout_ms;
-    size_t hosts, routes;
-    count_routes(sup->config->routes, &hosts, &routes);
-    sws_log_info("generation %llu published (%zu hosts, %zu routes)",
-                 (unsigned long long)sup->generation, hosts, routes);
     return 0;
 }
 

@@ -41,9 +41,11 @@
 int sws_supervisor_run(const char *config_path);
 
 /* Check that routes build into a table of at most table_size bytes: what
- * `scalwsd -t` and the start check against the file's server.table_size,
- * and a reload against the running arenas' size (arenas are sized once, at
- * start). 0, or -1 with a message in err. */
+ * `scalwsd -t` and the start check against the file's server.table_size.
+ * A reload checks only the size, against the running arenas' size (arenas
+ * are sized once, at start), and leaves the build to the publication, which
+ * tells a table it refuses from one that waits for a free arena.
+ * 0, or -1 with a message in err. */
 int sws_supervisor_check_table(const Sws__RouteSet *routes, uint32_t table_size, char *err,
                                size_t errlen);
 

@@ -5,16 +5,39 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shm/shm.h"
 
 #define ARENA 4096
+
+/* A hang guard for the forked tests, never a pass condition: the work takes
+ * well under a second, ASan included. */
+#define FORK_TEST_LIMIT_MS 60000
+
+static uint64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* In a forked child: die with the test binary, whatever it is doing (a
+ * failed assert in the parent leaves it running to the next test). */
+static void child_dies_with_parent(void)
+{
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0)
+        _exit(4);
+}
 
 /* A RouteSet of one catch-all host with one respond route whose body tells
  * the generations apart. Everything lives in the struct. */
@@ -151,7 +174,7 @@ static void test_held_arena_never_reused(void **state)
     assert_int_equal(sws_table_generation(t1), 11);
     assert_int_equal(publish(&shm, "last free"), 12);
     one_route_init(&o, "too many");
-    assert_int_equal(sws_shm_publish(&shm, &o.rs, &gen, err, sizeof(err)), -1);
+    assert_int_equal(sws_shm_publish(&shm, &o.rs, &gen, err, sizeof(err)), SWS_SHM_BUSY);
     assert_non_null(strstr(err, "all 3 table arenas are in use"));
     assert_int_equal(sws_shm_current_generation(&shm), 12); /* nothing changed */
     assert_memory_equal(held, snapshot, size);
@@ -213,11 +236,15 @@ static void test_invalid_routeset_keeps_current(void **state)
     sws_shm_close(&shm);
 }
 
-/* Reads one line the child wrote; an empty string if it died first. */
+/* Reads one line the child wrote; an empty string if it died first or
+ * wrote nothing within the limit. */
 static void read_report(int fd, char *buf, size_t len)
 {
     size_t got = 0;
+    struct pollfd pfd = { .fd = fd, .events = POLLIN };
     while (got + 1 < len) {
+        if (poll(&pfd, 1, FORK_TEST_LIMIT_MS) != 1)
+            break;
         ssize_t n = read(fd, buf + got, 1);
         if (n <= 0 || buf[got] == '\n')
             break;
@@ -254,6 +281,7 @@ static void test_forked_reader(void **state)
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
+        child_dies_with_parent();
         close(report[0]);
         close(go[1]);
         child_report(&shm, report[1]);
@@ -289,11 +317,16 @@ static void test_forked_reader(void **state)
 
 /* Child of the stress test: acquire over and over and check that the table
  * it holds is whole: its body names its own generation. Exit 0 when it has
- * seen the last generation, 1 if a table ever changed under it. */
+ * seen the last generation, 1 if a table ever changed under it, 2 if the
+ * last generation never came. */
 static void child_verify(sws_shm_t *shm, uint64_t last)
 {
     char want[32];
-    for (;;) {
+    uint64_t deadline = now_ms() + FORK_TEST_LIMIT_MS;
+    child_dies_with_parent();
+    for (unsigned long round = 0;; round++) {
+        if ((round & 1023) == 0 && now_ms() > deadline)
+            _exit(2);
         const sws_table_t *t = sws_shm_reader_acquire(shm, 0, getpid());
         if (t == NULL)
             continue;
@@ -327,17 +360,26 @@ static void test_concurrent_reader_sees_whole_tables(void **state)
 
     int status = -1;
     pid_t done = 0;
+    uint64_t deadline = now_ms() + FORK_TEST_LIMIT_MS;
     for (uint64_t gen = 2; gen <= last && done == 0;) {
+        if (now_ms() > deadline) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            fail_msg("published up to generation %llu of %llu before the limit",
+                     (unsigned long long)gen - 1, (unsigned long long)last);
+        }
         uint64_t got;
         snprintf(body, sizeof(body), "gen %llu", (unsigned long long)gen);
         one_route_init(&o, body);
-        if (sws_shm_publish(&shm, &o.rs, &got, err, sizeof(err)) == 0) {
+        int rc = sws_shm_publish(&shm, &o.rs, &got, err, sizeof(err));
+        if (rc == 0) {
             assert_int_equal(got, gen);
             gen++;
             continue;
         }
         /* The reader holds the other arena: wait for it to move on (or
          * to have died, which the waitpid below reports). */
+        assert_int_equal(rc, SWS_SHM_BUSY);
         assert_non_null(strstr(err, "in use"));
         done = waitpid(pid, &status, WNOHANG);
     }
