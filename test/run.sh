@@ -12,8 +12,10 @@ failed_names=()
 # cmocka prints its summary on stderr; keep a log per binary and show it
 # only when the binary fails.
 mkdir -p "$BUILD/test-logs"
+ran=0
 for t in "$BUILD"/test/test_*; do
     [ -x "$t" ] || continue
+    ran=$((ran + 1))
     name=$(basename "$t")
     log="$BUILD/test-logs/$name.log"
     if timeout 300 "$t" >"$log" 2>&1; then
@@ -29,6 +31,14 @@ for t in "$BUILD"/test/test_*; do
         cat "$log"
     fi
 done
+
+# No binaries means the unit tests were not built: a failure, not a pass
+# with nothing counted.
+if [ "$ran" -eq 0 ]; then
+    echo "unit: FAILED no test binaries in $BUILD/test (build them first: make -j2)"
+    failed=$((failed + 1))
+    failed_names+=("unit (not built)")
+fi
 
 # Integration tests: Debian's python3 (stdlib only), against the real binary.
 summary="$BUILD/test-logs/integration.summary"

@@ -91,6 +91,19 @@ HELLO_HOSTS = """
     - path: /
       respond: {status: 200, headers: {Content-Type: text/plain}, body: "hello, world\\n"}
 """
+HELLO_BODY = b"hello, world\n"
+
+
+def static_hosts(root="www", extra=""):
+    """The hosts list of one catch-all host serving `root` (relative to
+    the server's dir, or "@DIR@/..."); `extra` is more of the static
+    mapping, e.g. ", follow_symlinks: true"."""
+    return """
+- name: "*"
+  routes:
+    - path: /
+      static: {root: %s%s}
+""" % (root, extra)
 
 
 class Server:
@@ -171,11 +184,13 @@ class Server:
         return sorted(p for p in pids if process_state(p) not in (None, "Z"))
 
     def wait_workers(self, n, exclude=(), timeout=TIMEOUT):
-        """Poll until exactly n live workers exist, none of them in exclude;
-        returns their pids."""
+        """Poll until exactly n live workers exist, none of them in exclude,
+        each done with its start (worker_started); returns their pids."""
         def ready():
             pids = self.worker_pids()
-            return pids if len(pids) == n and not set(pids) & set(exclude) else None
+            if len(pids) != n or set(pids) & set(exclude):
+                return None
+            return pids if all(worker_started(p) for p in pids) else None
         return poll(ready, timeout=timeout, what="%d workers (not %s)" % (n, list(exclude)))
 
     def signal(self, sig):
@@ -242,6 +257,22 @@ class Server:
         with open(self.out_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
 
+    def answers(self, path="/", body=HELLO_BODY, timeout=2):
+        """True if a GET of path on a fresh connection answers 200 with
+        body; False on any connection error (a worker restarting)."""
+        try:
+            with Client(self.port, timeout=timeout) as c:
+                r = c.get(path)
+                return r.status == 200 and r.body == body
+        except OSError:
+            return False
+
+    def wait_answer(self, path="/", body=HELLO_BODY, timeout=TIMEOUT):
+        """Poll on fresh connections until path answers body (a reload
+        published, a worker replaced)."""
+        poll(lambda: self.answers(path, body), timeout=timeout, interval=0.005,
+             what="%s to answer %r" % (path, body))
+
     def wait_log(self, pattern, timeout=TIMEOUT):
         """Poll the error log until the regex matches; returns the match."""
         rx = re.compile(pattern)
@@ -251,6 +282,18 @@ class Server:
     def sanitizer_errors(self):
         return [line for line in self.log().splitlines()
                 if any(p in line for p in SANITIZER_PATTERNS)]
+
+
+def worker_started(pid):
+    """True once a forked worker has done its start: it sets its title
+    ("scalwsd: worker N") only after closing what it must not keep from the
+    supervisor (the shm memfd, other workers' sockets). Until then a test
+    would see the supervisor's fds and title in it."""
+    try:
+        with open("/proc/%d/cmdline" % pid, "rb") as f:
+            return f.read().startswith(b"scalwsd: worker")
+    except OSError:
+        return False
 
 
 def process_state(pid):
@@ -293,7 +336,10 @@ class ServerTestCase(unittest.TestCase):
             self.fail("\n".join(reports))
 
     def client(self, srv, **kw):
-        return Client(srv.port, **kw)
+        """A Client to srv, closed when the test ends."""
+        c = Client(srv.port, **kw)
+        self.addCleanup(c.close)
+        return c
 
 
 class Response:
@@ -327,7 +373,12 @@ class Client:
     """A raw HTTP/1.1 client over one TCP connection: send bytes exactly as
     given, read responses strictly (a malformed response is an error)."""
 
+    # The most read_until_close takes in: a server that streams without
+    # end fails the test instead of filling memory.
+    READ_LIMIT = 64 << 20
+
     def __init__(self, port, host="127.0.0.1", timeout=TIMEOUT, rcvbuf=None):
+        self.timeout = timeout
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
         if rcvbuf:
@@ -422,8 +473,7 @@ class Client:
         elif cl is not None:
             r.body = self._read_exact(int(cl))
         else:
-            while self._fill():
-                pass
+            self._fill_until_eof()
             r.body, self.buf = self.buf, b""
         return r
 
@@ -432,21 +482,30 @@ class Client:
         for _ in range(100000):
             size = int(self._read_until(b"\r\n").split(b";")[0], 16)
             if size == 0:
-                while self._read_until(b"\r\n") != b"\r\n":
-                    pass
-                return body
+                for _ in range(1000):
+                    if self._read_until(b"\r\n") == b"\r\n":
+                        return body
+                raise AssertionError("too many trailer lines")
             body += self._read_exact(size)
             if self._read_exact(2) != b"\r\n":
                 raise AssertionError("bad chunk end")
         raise AssertionError("too many chunks")
 
+    def _fill_until_eof(self):
+        """Read until EOF or reset. Each read is bounded by the socket
+        timeout, the whole by the same time again and by READ_LIMIT, so a
+        server that trickles bytes for ever fails the test."""
+        deadline = time.monotonic() + self.timeout
+        while self._fill():
+            if len(self.buf) > self.READ_LIMIT or time.monotonic() > deadline:
+                raise AssertionError("server still sending after %d bytes" % len(self.buf))
+
     def read_until_close(self):
-        """Read until EOF or reset (bounded by the socket timeout); True if
-        the connection closed, False if it stayed open. Data read stays in
-        self.buf."""
+        """Read until EOF or reset (bounded as _fill_until_eof); True if the
+        connection closed, False if it stayed open for the socket timeout.
+        Data read stays in self.buf."""
         try:
-            while self._fill():
-                pass
+            self._fill_until_eof()
         except socket.timeout:
             return False
         return True

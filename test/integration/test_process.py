@@ -10,7 +10,7 @@ import subprocess
 import time
 
 from harness import (Client, ServerTestCase, HELLO_HOSTS, TIMEOUT, connect_refused, make_config,
-                     poll, process_state, scale)
+                     poll, process_state, scale, static_hosts)
 
 BACKOFF_LINE = r"crashed \d+ times in a row; restarting in \d+ ms"
 BIG_SIZE = 30 * 1024 * 1024
@@ -85,16 +85,9 @@ def comm(pid):
 
 
 class Process(ServerTestCase):
-    def answers(self, srv):
-        try:
-            with Client(srv.port, timeout=2) as c:
-                return c.get("/").body == b"hello, world\n"
-        except OSError:
-            return False
-
     def test_event_loops_gives_workers(self):
         srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2"))
-        self.assertEqual(len(srv.wait_workers(2)), 2)
+        srv.wait_workers(2)  # exactly two live workers, or the poll fails
         for _ in range(10):
             with Client(srv.port) as c:
                 self.assertEqual(c.get("/").status, 200)
@@ -112,7 +105,7 @@ class Process(ServerTestCase):
             targets = [os.readlink("/proc/%d/fd/%s" % (pid, fd))
                        for fd in os.listdir("/proc/%d/fd" % pid)]
             self.assertFalse([t for t in targets if "memfd:" in t], "worker %d: %s" % (pid, targets))
-        self.assertTrue(self.answers(srv))
+        self.assertTrue(srv.answers())
 
     def test_ps_titles(self):
         srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2"))
@@ -136,11 +129,11 @@ class Process(ServerTestCase):
     def test_kill9_worker_is_replaced(self):
         srv = self.server(make_config(HELLO_HOSTS))
         old = srv.wait_workers(1)
-        self.assertTrue(self.answers(srv))
+        self.assertTrue(srv.answers())
         t0 = time.monotonic()
         os.kill(old[0], signal.SIGKILL)
         new = srv.wait_workers(1, exclude=old)
-        poll(lambda: self.answers(srv), what="the new worker to answer")
+        srv.wait_answer()
         took = time.monotonic() - t0
         print("worker restart after kill -9: new pid %d serving after %.0f ms" % (new[0], took * 1000))
         self.assertLess(took, scale(5))
@@ -153,7 +146,7 @@ class Process(ServerTestCase):
         new = srv.wait_workers(2, exclude=old[1:])
         self.assertIn(old[0], new, "the other worker must not be restarted")
         for _ in range(10):
-            self.assertTrue(self.answers(srv))
+            self.assertTrue(srv.answers())
 
     def test_crash_loop_backoff_logged(self):
         srv = self.server(make_config(HELLO_HOSTS))
@@ -168,21 +161,15 @@ class Process(ServerTestCase):
         self.assertTrue(srv.running(), "supervisor gave up")
         # The backoff ends: a worker serves again.
         srv.wait_workers(1, exclude=killed, timeout=scale(60))
-        poll(lambda: self.answers(srv), timeout=scale(60), what="a worker after the crash loop")
+        srv.wait_answer(timeout=scale(60))
 
     def test_sigquit_finishes_request_in_flight(self):
-        srv = self.server(make_config("""
-            - name: "*"
-              routes:
-                - path: /
-                  static: {root: www}
-            """, "shutdown_timeout: 120s"), start=False)
+        srv = self.server(make_config(static_hosts(), "shutdown_timeout: 120s"), start=False)
         want = write_big_file(os.path.join(srv.dir, "www"))
         with open(os.path.join(srv.dir, "www", "small.txt"), "wb") as f:
             f.write(b"small\n")
         srv.start()
-        idle = Client(srv.port)
-        self.addCleanup(idle.close)
+        idle = self.client(srv)
         self.assertEqual(idle.get("/small.txt").body, b"small\n")
 
         d = SlowDownload(srv.port)
@@ -211,8 +198,7 @@ class Process(ServerTestCase):
     def check_stops_now(self, sig):
         srv = self.server(make_config(HELLO_HOSTS, "event_loops: 2"))
         workers = srv.wait_workers(2)
-        busy = Client(srv.port)  # an open keep-alive connection must not delay the stop
-        self.addCleanup(busy.close)
+        busy = self.client(srv)  # an open keep-alive connection must not delay the stop
         busy.get("/")
         t0 = time.monotonic()
         srv.signal(sig)

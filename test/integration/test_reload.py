@@ -8,7 +8,7 @@ import signal
 import threading
 import time
 
-from harness import Client, HELLO_HOSTS, ServerTestCase, TIMEOUT, make_config, poll
+from harness import Client, HELLO_HOSTS, ServerTestCase, TIMEOUT, make_config, poll, static_hosts
 from test_process import BIG_SIZE, SlowDownload, write_big_file
 
 RELOADS = 50
@@ -70,17 +70,6 @@ class TrafficClient(threading.Thread):
 
 
 class Reload(ServerTestCase):
-    def wait_route(self, srv, path, body):
-        """Poll on fresh connections until path answers body."""
-        def answers():
-            try:
-                with Client(srv.port) as c:
-                    r = c.get(path)
-                    return r.status == 200 and r.body == body
-            except OSError:
-                return False
-        poll(answers, interval=0.005, what="%s to answer %r" % (path, body))
-
     def test_reload_under_traffic(self):
         srv = self.server(generation_config(0))
         workers = srv.wait_workers(2)
@@ -93,7 +82,7 @@ class Reload(ServerTestCase):
             for k in range(1, RELOADS + 1):
                 srv.write_config(generation_config(k))
                 srv.signal(signal.SIGHUP)
-                self.wait_route(srv, "/g%d" % k, b"gen %d" % k)
+                srv.wait_answer("/g%d" % k, b"gen %d" % k)
         finally:
             took = time.monotonic() - t0
             stop.set()
@@ -120,7 +109,7 @@ class Reload(ServerTestCase):
             self.assertEqual(c.get("/").body, b"gen 1")
             srv.write_config(generation_config(2))
             srv.signal(signal.SIGHUP)
-            self.wait_route(srv, "/g2", b"gen 2")
+            srv.wait_answer("/g2", b"gen 2")
             # Same connection, new generation (a worker adopts it between
             # loop iterations, so poll on this connection too).
             poll(lambda: c.get("/g2").body == b"gen 2", what="old connection to see gen 2")
@@ -140,7 +129,7 @@ class Reload(ServerTestCase):
                   respond: {status: 200, body: "two"}
             """, 'server_header: "second"'))
         srv.signal(signal.SIGHUP)
-        self.wait_route(srv, "/", b"two")
+        srv.wait_answer("/", b"two")
         with Client(srv.port) as c:
             self.assertEqual(c.get("/").header("Server"), "second")
 
@@ -157,7 +146,7 @@ class Reload(ServerTestCase):
         srv = self.server(make_config(hosts % "one", "logging: {level: warn, access_log: off}"))
         srv.write_config(make_config(hosts % "two", "logging: {level: debug, access_log: off}"))
         srv.signal(signal.SIGHUP)
-        self.wait_route(srv, "/", b"two")
+        srv.wait_answer("/", b"two")
         srv.wait_log(r"worker 0\[\d+\]: using table generation 2")
         self.assertNotIn("using table generation 1", srv.log())
 
@@ -165,12 +154,7 @@ class Reload(ServerTestCase):
         """A download in flight since generation 1 (shutdown_timeout 1s)
         outlives a SIGQUIT sent after a reload to 120s: the worker takes the
         timeout from the newest generation when the stop begins."""
-        hosts = """
-            - name: "*"
-              routes:
-                - path: /
-                  static: {root: www}
-            """
+        hosts = static_hosts()
         srv = self.server(make_config(hosts, "event_loops: 1\nshutdown_timeout: 1s"), start=False)
         want = write_big_file(os.path.join(srv.dir, "www"))
         srv.start()
@@ -210,7 +194,7 @@ class Reload(ServerTestCase):
         # A good file afterwards is taken.
         srv.write_config(generation_config(3))
         srv.signal(signal.SIGHUP)
-        self.wait_route(srv, "/g3", b"gen 3")
+        srv.wait_answer("/g3", b"gen 3")
 
     def test_table_larger_than_running_arena_is_refused(self):
         # The arenas are sized at start: a reload whose table only fits the
@@ -230,7 +214,7 @@ class Reload(ServerTestCase):
         small = '    - path: /small\n      respond: {status: 200, body: "small"}\n'
         srv.write_config(make_config(HELLO_HOSTS.rstrip("\n") + "\n" + small, "table_size: 64k"))
         srv.signal(signal.SIGHUP)
-        self.wait_route(srv, "/small", b"small")
+        srv.wait_answer("/small", b"small")
 
     def test_invalid_yaml_syntax_keeps_old_table(self):
         srv = self.server(generation_config(1))

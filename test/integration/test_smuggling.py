@@ -69,8 +69,7 @@ class Smuggling(ServerTestCase):
         self.srv = self.server(make_config(HOSTS))
 
     def check(self, name):
-        c = Client(self.srv.port)
-        self.addCleanup(c.close)
+        c = self.client(self.srv)
         c.send(CASES[name] + SMUGGLED)
         closed = c.read_until_close()
         self.assertNotIn(b"SMUGGLED", c.buf, "the smuggled request was answered")

@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "shm/table.h"
+#include "support/settings_assert.h"
 
 /* ---- building RouteSets: heap messages, freed by free_unpacked ---------- */
 
@@ -101,7 +102,7 @@ static built_t build(const Sws__RouteSet *rs)
     return b;
 }
 
-static int build_fails(const Sws__RouteSet *rs, const char *expect)
+static void assert_build_fails(const Sws__RouteSet *rs, const char *expect)
 {
     char err[256] = "";
     static uint64_t arena[4096];
@@ -111,7 +112,6 @@ static int build_fails(const Sws__RouteSet *rs, const char *expect)
         fail_msg("build succeeded, expected \"%s\"", expect);
     if (strstr(err, expect) == NULL)
         fail_msg("error \"%s\" does not say \"%s\"", err, expect);
-    return 1;
 }
 
 /* The body of the route found for host and path, or "-" for none. */
@@ -412,6 +412,7 @@ static void test_settings_round_trip(void **state)
     (void)state;
     Sws__RouteSet *rs = rs_new();
     Sws__Settings *s = rs->settings;
+    /* Every value distinct, so a field copied into its neighbour shows. */
     s->max_request_line = 8192;
     s->max_header_size = 16384;
     s->max_headers = 100;
@@ -428,16 +429,7 @@ static void test_settings_round_trip(void **state)
     built_t b = build(rs);
 
     const sws_settings_t *got = sws_table_settings(b.t);
-    assert_int_equal(got->max_request_line, 8192);
-    assert_int_equal(got->max_header_size, 16384);
-    assert_int_equal(got->max_headers, 100);
-    assert_int_equal(got->max_body_size, 5ULL << 32);
-    assert_int_equal(got->header_timeout_ms, 11000);
-    assert_int_equal(got->body_timeout_ms, 12000);
-    assert_int_equal(got->keepalive_timeout_ms, 13000);
-    assert_int_equal(got->send_timeout_ms, 14000);
-    assert_int_equal(got->keepalive_requests, 1000);
-    assert_int_equal(got->shutdown_timeout_ms, 120000);
+    assert_settings_numbers(got, s);
     assert_int_equal(got->access_log_format, SWS__ACCESS_LOG__FORMAT__JSON);
     assert_tstr(b.t, got->server_name, "scalws");
     assert_tstr(b.t, got->access_log_path, "/var/log/scalws/access.log");
@@ -456,7 +448,7 @@ static void test_settings_round_trip(void **state)
     free(b.arena);
     free(s->log_level);
     s->log_level = strdup("loud");
-    assert_true(build_fails(rs, "log level \"loud\" is not"));
+    assert_build_fails(rs, "log level \"loud\" is not");
     free(s->log_level);
     s->log_level = strdup("");
 
@@ -499,27 +491,27 @@ static void test_rejects_invalid(void **state)
     (void)state;
     Sws__RouteSet *rs = rs_new();
     Sws__Route *r = host_respond(rs_host(rs, "a.test"), SWS__ROUTE__MATCH__REGEX, "/x.*", "x");
-    assert_true(build_fails(rs, "route \"/x.*\": regex paths are not supported yet"));
+    assert_build_fails(rs, "route \"/x.*\": regex paths are not supported yet");
     r->match = SWS__ROUTE__MATCH__PREFIX;
     r->respond->status = 0;
-    assert_true(build_fails(rs, "respond status 0"));
+    assert_build_fails(rs, "respond status 0");
     r->respond->status = 200;
     respond_header(r, "X-Bad", "a\r\nSet-Cookie: x");
-    assert_true(build_fails(rs, "CR or LF"));
+    assert_build_fails(rs, "CR or LF");
     free(r->respond->headers[0]->name);
     r->respond->headers[0]->name = strdup("X Bad:");
-    assert_true(build_fails(rs, "\"X Bad:\" is not a token"));
+    assert_build_fails(rs, "\"X Bad:\" is not a token");
     sws__route_set__free_unpacked(rs, NULL);
 
     rs = rs_new();
     host_respond(rs_host(rs, "A.test"), SWS__ROUTE__MATCH__PREFIX, "/", "1");
     host_respond(rs_host(rs, "a.TEST"), SWS__ROUTE__MATCH__PREFIX, "/", "2");
-    assert_true(build_fails(rs, "\"a.TEST\" appears twice"));
+    assert_build_fails(rs, "\"a.TEST\" appears twice");
     sws__route_set__free_unpacked(rs, NULL);
 
     rs = rs_new();
     rs_host(rs, "a.*.test");
-    assert_true(build_fails(rs, "'*' may only be the first label"));
+    assert_build_fails(rs, "'*' may only be the first label");
     sws__route_set__free_unpacked(rs, NULL);
 
     rs = rs_new();
@@ -527,7 +519,7 @@ static void test_rejects_invalid(void **state)
     r->action_case = SWS__ROUTE__ACTION_PROXY;
     r->proxy = NEW(Sws__Proxy, SWS__PROXY__INIT);
     r->proxy->pool = strdup("missing");
-    assert_true(build_fails(rs, "unknown pool \"missing\""));
+    assert_build_fails(rs, "unknown pool \"missing\"");
     sws__route_set__free_unpacked(rs, NULL);
 
     rs = rs_new();
@@ -536,7 +528,7 @@ static void test_rejects_invalid(void **state)
     r->static_ = NEW(Sws__Static, SWS__STATIC__INIT);
     r->static_->root = strdup("relative/dir");
     r->static_->index = strdup("index.html");
-    assert_true(build_fails(rs, "not an absolute path"));
+    assert_build_fails(rs, "not an absolute path");
     sws__route_set__free_unpacked(rs, NULL);
 }
 
