@@ -26,9 +26,11 @@ void sws_respond_handle(sws_request_t *r);
  * when the location ends with '/'), and no body. */
 void sws_redirect_handle(sws_request_t *r);
 
-/* Answer status with "Location: " + the parts concatenated, and no body
- * (the redirect action, the https redirect, a directory's trailing slash). */
-void sws_redirect_send(sws_request_t *r, unsigned status, const sws_str_t *parts, int nparts);
+/* Answer status with "Location: " + the parts concatenated + "?" query
+ * (when query is not empty), and no body (the redirect action, the https
+ * redirect, a directory's trailing slash). */
+void sws_redirect_send(sws_request_t *r, unsigned status, const sws_str_t *parts, int nparts,
+                       sws_str_t query);
 
 /* 308 to "https://" + the request's host without its port + path and
  * query. A request without a host gets 400. */

@@ -11,10 +11,11 @@
  * unusually long. */
 #define SWS_REDIRECT_STACK 2048
 
-void sws_redirect_send(sws_request_t *r, unsigned status, const sws_str_t *parts, int nparts)
+void sws_redirect_send(sws_request_t *r, unsigned status, const sws_str_t *parts, int nparts,
+                       sws_str_t query)
 {
     static const char name[] = "Location: ";
-    size_t len = sizeof(name) - 1 + 2;
+    size_t len = sizeof(name) - 1 + 2 + (query.len > 0 ? 1 + query.len : 0);
     for (int i = 0; i < nparts; i++)
         len += parts[i].len;
     char stack[SWS_REDIRECT_STACK];
@@ -26,6 +27,10 @@ void sws_redirect_send(sws_request_t *r, unsigned status, const sws_str_t *parts
     char *o = SWS_PUT_LIT(buf, name);
     for (int i = 0; i < nparts; i++)
         o = sws_put(o, parts[i].p, parts[i].len);
+    if (query.len > 0) {
+        *o++ = '?';
+        o = sws_put(o, query.p, query.len);
+    }
     SWS_PUT_LIT(o, "\r\n");
     sws_response_send(r, status, buf, len, NULL, 0);
     if (buf != stack)
@@ -36,7 +41,7 @@ void sws_redirect_handle(sws_request_t *r)
 {
     const sws_route_t *rt = r->route;
     sws_str_t loc = { sws_table_str(r->table, rt->location), rt->location.len };
-    sws_redirect_send(r, rt->status, &loc, 1);
+    sws_redirect_send(r, rt->status, &loc, 1, SWS_STR(""));
 }
 
 /* The host without ":port"; an IPv6 literal keeps its brackets. */
@@ -61,12 +66,6 @@ void sws_https_redirect(sws_request_t *r)
         sws_response_error(r, 400);
         return;
     }
-    sws_str_t parts[5] = { SWS_STR("https://"), host, r->path, SWS_STR(""), SWS_STR("") };
-    int n = 3;
-    if (r->query.len > 0) {
-        parts[3] = SWS_STR("?");
-        parts[4] = r->query;
-        n = 5;
-    }
-    sws_redirect_send(r, 308, parts, n);
+    const sws_str_t parts[3] = { SWS_STR("https://"), host, r->path };
+    sws_redirect_send(r, 308, parts, 3, r->query);
 }

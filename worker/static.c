@@ -60,14 +60,8 @@ static void redirect_to_directory(sws_request_t *r)
         path.p++;
         path.len--;
     }
-    sws_str_t parts[4] = { path, SWS_STR("/"), SWS_STR(""), SWS_STR("") };
-    int n = 2;
-    if (r->query.len > 0) {
-        parts[2] = SWS_STR("?");
-        parts[3] = r->query;
-        n = 4;
-    }
-    sws_redirect_send(r, 301, parts, n);
+    const sws_str_t parts[2] = { path, SWS_STR("/") };
+    sws_redirect_send(r, 301, parts, 2, r->query);
 }
 
 /* 304 for a matching If-None-Match (it takes precedence) or, without one,
