@@ -45,8 +45,20 @@ static int set_flag(int fd, int level, int name)
 
 /* One listening socket on addr; -1 with err set. On success addr->ss holds
  * the bound address, so a port 0 becomes the port the kernel chose and the
- * next sockets of a reuseport group join that same port. */
-static int open_one(sws_listen_addr_t *addr, int reuseport, int backlog, char *err, size_t errlen)
+ * next sockets of a reuseport group join that same port.
+ *
+ * reuseport: REUSE_NONE for a shared socket; REUSE_FIRST for the first
+ * socket of a reuseport group, which binds without SO_REUSEPORT and sets it
+ * only before listen(): the bind then fails with EADDRINUSE when another
+ * process already listens there (with SO_REUSEPORT or not), as a shared
+ * socket's would, instead of silently joining that process's group and
+ * taking half its connections. REUSE_JOIN for the group's other sockets,
+ * which join the first. Linux checks a bind against the flags the bound
+ * sockets hold at that time, so the first socket's late flag counts. */
+enum reuse { REUSE_NONE, REUSE_FIRST, REUSE_JOIN };
+
+static int open_one(sws_listen_addr_t *addr, enum reuse reuse, int backlog, char *err,
+                    size_t errlen)
 {
     int family = addr->ss.ss_family;
     int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -55,12 +67,14 @@ static int open_one(sws_listen_addr_t *addr, int reuseport, int backlog, char *e
     const char *what = NULL;
     if (set_flag(fd, SOL_SOCKET, SO_REUSEADDR) < 0)
         what = "SO_REUSEADDR";
-    else if (reuseport && set_flag(fd, SOL_SOCKET, SO_REUSEPORT) < 0)
+    else if (reuse == REUSE_JOIN && set_flag(fd, SOL_SOCKET, SO_REUSEPORT) < 0)
         what = "SO_REUSEPORT";
     else if (family == AF_INET6 && set_flag(fd, IPPROTO_IPV6, IPV6_V6ONLY) < 0)
         what = "IPV6_V6ONLY";
     else if (bind(fd, (struct sockaddr *)&addr->ss, addr->len) < 0)
         what = "bind";
+    else if (reuse == REUSE_FIRST && set_flag(fd, SOL_SOCKET, SO_REUSEPORT) < 0)
+        what = "SO_REUSEPORT";
     else if (listen(fd, backlog) < 0)
         what = "listen";
     if (what == NULL) {
@@ -99,10 +113,12 @@ int sws_listen_open(sws_listen_set_t *set, const sws_listen_addr_t *addrs, unsig
     for (unsigned i = 0; i < nfds; i++)
         set->fds[i] = -1;
 
-    int reuseport = policy != SWS_ACCEPT_SHARED;
     for (unsigned g = 0; g < set->ngroups; g++) {
+        enum reuse reuse = policy == SWS_ACCEPT_SHARED ? REUSE_NONE
+                           : g == 0                    ? REUSE_FIRST
+                                                       : REUSE_JOIN;
         for (unsigned a = 0; a < naddrs; a++) {
-            int fd = open_one(&set->addrs[a], reuseport, backlog, err, errlen);
+            int fd = open_one(&set->addrs[a], reuse, backlog, err, errlen);
             if (fd < 0) {
                 sws_listen_close(set);
                 return -1;

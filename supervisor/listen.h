@@ -4,7 +4,9 @@
  * The supervisor binds every listening socket before any worker starts and
  * keeps them for its whole life: a worker that dies and is restarted takes
  * the same sockets again, so a restart (and later a reload or a binary
- * upgrade, which hands the fds over) never resets an accept queue.
+ * upgrade, which hands the fds over) never resets an accept queue. Only a
+ * fresh start binds; whoever takes sockets over (a restarted worker, a new
+ * binary) inherits the fds and never calls sws_listen_open() for them.
  *
  * Layout: a set has `ngroups` groups of `naddrs` sockets, one socket per
  * configured address in each group. Group g's sockets are
@@ -12,7 +14,10 @@
  *   shared     one group; every worker accepts on the same sockets
  *              (registered with EPOLLEXCLUSIVE in the workers).
  *   reuseport  one group per worker, SO_REUSEPORT on every socket; the
- *              kernel hashes each new connection to one of them.
+ *              kernel hashes each new connection to one of them. Group 0's
+ *              sockets bind before they set SO_REUSEPORT, so an address
+ *              another process listens on (a second scalwsd, same user) is
+ *              refused as with shared instead of joining its group.
  * The BPF policies (roadmap 4) use the reuseport layout and add a
  * REUSEPORT_SOCKARRAY whose slot i holds group i's socket for an address,
  * so worker index, group index and array slot are the same number.

@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import TIMEOUT, HELLO_HOSTS, SANITIZER_PATTERNS, binary, make_config
+from harness import TIMEOUT, HELLO_HOSTS, SANITIZER_PATTERNS, ServerTestCase, binary, make_config
 
 
 def line_of(text, needle):
@@ -146,3 +146,23 @@ hosts:
         code, out, _ = self.run_scalwsd("--no-such-option")
         self.assertNotEqual(code, 0, out)
         self.assertTrue(out.strip(), "no message for an unknown option")
+
+
+class SecondInstance(ServerTestCase):
+    """A second scalwsd on an address the first one listens on."""
+
+    def test_reuseport_second_instance_refuses_the_address(self):
+        hosts = HELLO_HOSTS.replace("hello, world", "first")
+        first = self.server(make_config(hosts, "accept_policy: reuseport\nevent_loops: 2"))
+        second = self.server(make_config(HELLO_HOSTS.replace("hello, world", "second"),
+                                         "accept_policy: reuseport\nevent_loops: 2"),
+                             start=False, port=first.port)
+        second.start(wait=False)
+        code = second.wait_exit()
+        self.assertIsNotNone(code, "the second instance is still running:\n" + second.log_tail())
+        self.assertNotEqual(code, 0, second.log_tail())
+        self.assertIn("bind 127.0.0.1:%d: Address already in use" % first.port, second.log())
+        # Every new connection still reaches the first instance (the
+        # kernel would have hashed about half of them to a second group).
+        for i in range(20):
+            self.assertTrue(first.answers(body=b"first\n"), "connection %d" % i)

@@ -240,6 +240,32 @@ static void test_port_in_use_is_a_clear_error(void **state)
     sws_listen_close(&holder);
 }
 
+/* Another instance with accept_policy reuseport (same user, so the kernel
+ * would let a second SO_REUSEPORT socket join its group and share its
+ * connections): a new set of either policy must refuse the address. */
+static void test_port_held_by_a_reuseport_group_is_refused(void **state)
+{
+    (void)state;
+    sws_listen_set_t holder;
+    open_loopback(&holder, SWS_ACCEPT_REUSEPORT, 2, 16);
+    unsigned port = bound_port(holder.fds[0]);
+    char err[256];
+
+    for (int policy = SWS_ACCEPT_SHARED; policy <= SWS_ACCEPT_REUSEPORT; policy++) {
+        sws_listen_addr_t taken = loopback4(port);
+        sws_listen_set_t set;
+        err[0] = '\0';
+        assert_int_equal(sws_listen_open(&set, &taken, 1, (sws_accept_policy_t)policy, 2, 16, err,
+                                         sizeof(err)),
+                         -1);
+        char want[128];
+        snprintf(want, sizeof(want), "bind 127.0.0.1:%u: Address already in use", port);
+        assert_string_equal(err, want);
+        assert_null(set.fds);
+    }
+    sws_listen_close(&holder);
+}
+
 static void test_failure_leaves_nothing_open(void **state)
 {
     (void)state;
@@ -312,6 +338,7 @@ int main(void)
         cmocka_unit_test(test_close_others_keeps_only_own_group),
         cmocka_unit_test(test_close_others_keeps_the_shared_group),
         cmocka_unit_test(test_port_in_use_is_a_clear_error),
+        cmocka_unit_test(test_port_held_by_a_reuseport_group_is_refused),
         cmocka_unit_test(test_failure_leaves_nothing_open),
         cmocka_unit_test(test_ipv6_is_v6only),
         cmocka_unit_test(test_policy_names),
