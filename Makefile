@@ -1,11 +1,21 @@
-# ScalWS build. `make` builds into build/; `make SANITIZE=1` into
-# build/sanitize/ with ASan+UBSan. `make run` and `make test` first install
-# missing Debian packages (scripts/deps.sh), then build, then run.
+# ScalWS build. `make help` lists the targets.
+#
+# Builds go to build/ (`make SANITIZE=1`: build/sanitize/ with ASan+UBSan;
+# the fuzz targets: build/fuzz/, with clang). `make run`, `make test` and
+# `make fuzz` first install the Debian packages they need
+# (scripts/deps.sh run|test|fuzz); every other build first checks for them
+# and says what to run if one is missing.
 
 SANITIZE ?= 0
 ifeq ($(SANITIZE),1)
 BUILD ?= build/sanitize
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+else ifeq ($(SANITIZE),fuzz)
+# Set by `make fuzz` for its sub-make: the library as libFuzzer needs it.
+BUILD ?= build/fuzz
+CC := clang
+SAN := -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined \
+       -fno-omit-frame-pointer
 else
 BUILD ?= build
 SAN :=
@@ -17,8 +27,8 @@ PKGS := libprotobuf-c yaml-0.1
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
 
-# Recursive (=) so pkg-config runs only when a recipe needs it: `make test`
-# installs pkg-config itself before the sub-make that builds.
+# Recursive (=) so pkg-config runs only when a recipe needs it, after the
+# preflight check (or deps.sh) has made sure it is there.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
 CPPFLAGS = -D_GNU_SOURCE -I. -I$(BUILD)/gen -I$(LLHTTP_INC) $(PKG_CFLAGS)
@@ -36,24 +46,82 @@ BIN := $(BUILD)/scalwsd
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 TEST_SUPPORT := $(wildcard test/unit/support/*.c)
+# Every test/fuzz/fuzz_NAME.c is a target build/fuzz/fuzz_NAME, run on
+# test/fuzz/corpus/NAME/ (scripts/fuzz.sh).
+FUZZ_SRCS := $(wildcard test/fuzz/fuzz_*.c)
+FUZZ_BINS := $(FUZZ_SRCS:test/fuzz/%.c=build/fuzz/%)
+FUZZ_SECONDS ?= 60
 
-.PHONY: all deps run test unit clean
+# Where `make install` puts things. The binary reads
+# /etc/scalws/scalws.yaml by default, so the configuration goes under /etc
+# whatever the PREFIX.
+PREFIX ?= /usr/local
+SBINDIR ?= $(PREFIX)/sbin
+SYSCONFDIR ?= /etc
+DOCDIR ?= $(PREFIX)/share/doc/scalws
+DESTDIR ?=
+INSTALL ?= install
+DOCS := README.md $(wildcard docs/*.md docs/*.html docs/adr/*.md docs/benchmarks/*.md)
+
+.DEFAULT_GOAL := all
+.PHONY: all scalwsd unit help deps run test fuzz fuzz-build install uninstall clean \
+        preflight
+
 all: $(BIN) $(UNIT_BINS)
 
-deps:
-	@scripts/deps.sh
+scalwsd: $(BIN)
 
-# The two commands: install, build, run. Sub-makes so that pkg-config is
-# asked only after deps.sh has installed it.
-run: deps
-	@$(MAKE) --no-print-directory all
+unit: $(UNIT_BINS)
+
+help:
+	@echo 'make                build scalwsd and the unit tests into build/'
+	@echo 'make scalwsd        build build/scalwsd alone (needs no test tools)'
+	@echo 'make run            install what running needs, build, serve conf/scalws.yaml'
+	@echo '                    on 127.0.0.1:8080'
+	@echo 'make test           install what testing needs, build, run every test'
+	@echo '                    (SANITIZE=1: on an ASan+UBSan build in build/sanitize/)'
+	@echo 'make fuzz           install clang, build build/fuzz/fuzz_NAME for every'
+	@echo '                    test/fuzz/fuzz_NAME.c, run each for FUZZ_SECONDS (60)'
+	@echo 'make install        install scalwsd, the example config and the docs'
+	@echo '                    (PREFIX=$(PREFIX), DESTDIR=, SYSCONFDIR=$(SYSCONFDIR))'
+	@echo 'make uninstall      remove what make install put (the config stays)'
+	@echo 'make deps           install every Debian package any target needs (root)'
+	@echo 'make clean          remove build/'
+	@echo
+	@echo 'Packages per use: scripts/deps.sh run|test|fuzz|bench (as root);'
+	@echo 'scripts/deps.sh --check SET only says what is missing.'
+
+# What a build needs, checked before the first compiler or pkg-config call
+# so that a fresh machine is told what to install: the unit tests need the
+# test set, everything else the run set.
+PREFLIGHT := $(if $(filter all unit $(UNIT_BINS),$(or $(MAKECMDGOALS),all)),run test,run)
+preflight:
+	@scripts/deps.sh --check $(PREFLIGHT) || \
+	    { echo "deps: then: make$(if $(MAKECMDGOALS), $(MAKECMDGOALS))" >&2; exit 1; }
+
+deps:
+	@scripts/deps.sh all
+
+# The two commands of the README: install, build, run. Sub-makes so that
+# pkg-config is asked only after deps.sh has installed it.
+run:
+	@scripts/deps.sh run
+	@$(MAKE) --no-print-directory scalwsd
 	exec $(BIN) -c conf/scalws.yaml
 
-test: deps
+test:
+	@scripts/deps.sh test
 	@$(MAKE) --no-print-directory all
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) test/run.sh
 
-$(GEN) $(GEN_H): proto/scalws.proto
+fuzz:
+	@scripts/deps.sh fuzz
+	@$(MAKE) --no-print-directory SANITIZE=fuzz BUILD=build/fuzz fuzz-build
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(FUZZ_BINS)
+
+fuzz-build: $(FUZZ_BINS)
+
+$(GEN) $(GEN_H): proto/scalws.proto | preflight
 	@mkdir -p $(BUILD)/gen
 	protoc-c --c_out=$(BUILD)/gen proto/scalws.proto
 
@@ -66,7 +134,7 @@ $(BUILD)/obj/%.o: %.c | $(GEN_H)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
 # llhttp: Debian's sources, compiled into the build without -Werror (not ours).
-$(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c
+$(BUILD)/obj/llhttp/%.o: $(LLHTTP_DIR)/%.c | preflight
 	@mkdir -p $(dir $@)
 	$(CC) -std=gnu11 $(OPT) $(SAN) -I$(LLHTTP_INC) -w -c $< -o $@
 
@@ -77,11 +145,36 @@ $(LIB): $(LIB_OBJS) $(LLHTTP_OBJS)
 $(BIN): $(BUILD)/obj/supervisor/main.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(LIB) | $(GEN_H)
+$(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(LIB) | $(GEN_H) preflight
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itest/unit -o $@ $< $(TEST_SUPPORT) $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
+
+# A fuzz target: libFuzzer's main, the library built with fuzzer-no-link.
+build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB) | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# The config as installed: its static route serves the installed docs
+# (the source tree's `root: ..` is the checkout).
+install: $(BIN)
+	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/scalws
+	$(INSTALL) -m 0755 $(BIN) $(DESTDIR)$(SBINDIR)/scalwsd
+	sed 's|^\( *root:\) \.\.$$|\1 $(DOCDIR)|' conf/scalws.yaml >$(BUILD)/scalws.yaml.installed
+	@grep -q '^ *root: $(DOCDIR)$$' $(BUILD)/scalws.yaml.installed || \
+	    { echo "install: conf/scalws.yaml has no 'root: ..' line to point at $(DOCDIR)" >&2; exit 1; }
+	$(INSTALL) -m 0644 $(BUILD)/scalws.yaml.installed $(DESTDIR)$(SYSCONFDIR)/scalws/scalws.yaml.example
+	@# An operator's configuration is never overwritten.
+	@[ -e $(DESTDIR)$(SYSCONFDIR)/scalws/scalws.yaml ] || \
+	    { echo "$(INSTALL) -m 0644 $(BUILD)/scalws.yaml.installed $(DESTDIR)$(SYSCONFDIR)/scalws/scalws.yaml"; \
+	      $(INSTALL) -m 0644 $(BUILD)/scalws.yaml.installed $(DESTDIR)$(SYSCONFDIR)/scalws/scalws.yaml; }
+	$(INSTALL) -d $(DESTDIR)$(DOCDIR)/docs/adr $(DESTDIR)$(DOCDIR)/docs/benchmarks
+	for f in $(DOCS); do $(INSTALL) -m 0644 $$f $(DESTDIR)$(DOCDIR)/$$f || exit 1; done
+
+uninstall:
+	rm -f $(DESTDIR)$(SBINDIR)/scalwsd $(DESTDIR)$(SYSCONFDIR)/scalws/scalws.yaml.example
+	rm -rf $(DESTDIR)$(DOCDIR)
 
 clean:
 	rm -rf build
 
--include $(shell find $(BUILD)/obj $(BUILD)/test -name '*.d' 2>/dev/null)
+-include $(shell find $(BUILD)/obj $(BUILD)/test -name '*.d' 2>/dev/null) $(wildcard build/fuzz/fuzz_*.d)

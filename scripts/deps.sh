@@ -1,32 +1,102 @@
 #!/bin/sh
-# Install the Debian packages ScalWS needs to build, test and benchmark.
-# Idempotent and quiet when nothing is missing; only Debian's archive.
+# The Debian packages ScalWS needs, per use:
+#
+#   scripts/deps.sh [--check] [SET...]
+#
+#   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c,
+#          llhttp (what `make` and `make run` need, nothing more)
+#   test   run, plus what `make test` needs: cmocka, python3, curl, ps
+#   fuzz   run, plus clang with libFuzzer (`make fuzz`)
+#   bench  run, plus nginx and wrk (bench/run.sh)
+#   all    every set (the default)
+#
+# Installs what is missing (as root; otherwise prints the apt-get line and
+# fails). With --check it installs nothing: it names what is missing and
+# the command that installs it, and fails; the Makefile runs this before
+# building, so a fresh machine gets that instead of a pkg-config error.
+# Quiet and idempotent when nothing is missing; only Debian's archive.
 set -eu
 
-PACKAGES="
-build-essential
-pkg-config
-libyaml-dev
-libprotobuf-c-dev
-protobuf-c-compiler
-node-llhttp
-libcmocka-dev
-curl
-python3
-nginx-light
-wrk
-procps
-util-linux
-"
+RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp"
+TEST="libcmocka-dev python3 curl procps"
+FUZZ="clang libclang-rt-dev"
+BENCH="nginx-light wrk curl python3 procps util-linux"
+
+usage() {
+    echo "usage: scripts/deps.sh [--check] [run|test|fuzz|bench|all]..." >&2
+    exit 2
+}
+
+# Whether clang can link a libFuzzer target (clang alone links nothing:
+# the runtime is in libclang-rt-dev, which clang only recommends).
+fuzzer_links() {
+    command -v clang >/dev/null 2>&1 || return 1
+    dir=$(mktemp -d) || return 1
+    printf 'int LLVMFuzzerTestOneInput(const unsigned char *d, unsigned long n)\n{ (void)d; (void)n; return 0; }\n' >"$dir/t.c"
+    ok=0
+    clang -fsanitize=fuzzer,address,undefined "$dir/t.c" -o "$dir/t" >/dev/null 2>&1 || ok=1
+    rm -rf "$dir"
+    return $ok
+}
+
+# Whether package $1 is usable: what the build uses of it is there. A check
+# of the files, not of dpkg, so a tool installed another way counts too.
+present() {
+    case $1 in
+    build-essential) command -v cc && command -v make && [ -f /usr/include/stdio.h ] ;;
+    pkg-config) command -v pkg-config ;;
+    libyaml-dev) [ -f /usr/include/yaml.h ] ;;
+    libprotobuf-c-dev) [ -f /usr/include/protobuf-c/protobuf-c.h ] ;;
+    protobuf-c-compiler) command -v protoc-c ;;
+    node-llhttp) [ -f /usr/share/llhttp/api.c ] && [ -f /usr/share/include/llhttp/llhttp.h ] ;;
+    libcmocka-dev) [ -f /usr/include/cmocka.h ] ;;
+    python3) [ -x /usr/bin/python3 ] ;;
+    curl) command -v curl ;;
+    procps) command -v ps ;;
+    util-linux) command -v taskset ;;
+    clang) command -v clang ;;
+    libclang-rt-dev) fuzzer_links ;;
+    nginx-light) command -v nginx || [ -x /usr/sbin/nginx ] ;;
+    wrk) command -v wrk ;;
+    *) dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" ;;
+    esac
+}
+
+check=0
+sets=""
+for arg in "$@"; do
+    case $arg in
+    --check) check=1 ;;
+    run | test | fuzz | bench) sets="$sets $arg" ;;
+    all) sets="$sets run test fuzz bench" ;;
+    *) usage ;;
+    esac
+done
+[ -n "$sets" ] || sets="run test fuzz bench"
+
+wanted=""
+for s in $sets; do
+    case $s in
+    run) wanted="$wanted $RUN" ;;
+    test) wanted="$wanted $RUN $TEST" ;;
+    fuzz) wanted="$wanted $RUN $FUZZ" ;;
+    bench) wanted="$wanted $RUN $BENCH" ;;
+    esac
+done
 
 missing=""
-for p in $PACKAGES; do
-    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-        missing="$missing $p"
-    fi
+for p in $wanted; do
+    case " $missing " in *" $p "*) continue ;; esac
+    present "$p" >/dev/null 2>&1 || missing="$missing $p"
 done
 [ -z "$missing" ] && exit 0
 
+sets=${sets# }
+if [ "$check" -eq 1 ]; then
+    echo "deps: missing Debian packages:$missing" >&2
+    echo "deps: install them with: scripts/deps.sh $sets   (as root; or: sudo apt-get install$missing)" >&2
+    exit 1
+fi
 if [ "$(id -u)" -ne 0 ]; then
     echo "deps: missing Debian packages:$missing" >&2
     echo "deps: run as root, or: sudo apt-get install$missing" >&2
@@ -39,7 +109,11 @@ apt-get update -qq
 apt-get install -y -qq --no-install-recommends $missing >/dev/null
 # nginx-light starts a system nginx on port 80 when installed; ScalWS only
 # uses the binary (bench/ and tests run their own instances).
-if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet nginx 2>/dev/null; then
-    systemctl stop nginx || true
-    systemctl disable nginx >/dev/null 2>&1 || true
-fi
+case " $missing " in
+*" nginx-light "*)
+    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet nginx 2>/dev/null; then
+        systemctl stop nginx || true
+        systemctl disable nginx >/dev/null 2>&1 || true
+    fi
+    ;;
+esac

@@ -7,7 +7,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import TIMEOUT, HELLO_HOSTS, SANITIZER_PATTERNS, ServerTestCase, binary, make_config
+from harness import (TIMEOUT, HELLO_HOSTS, SANITIZER_PATTERNS, ServerTestCase, binary,
+                     make_config, sanitized)
 
 
 def line_of(text, needle):
@@ -166,3 +167,69 @@ class SecondInstance(ServerTestCase):
         # kernel would have hashed about half of them to a second group).
         for i in range(20):
             self.assertTrue(first.answers(body=b"first\n"), "connection %d" % i)
+
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+class Make(unittest.TestCase):
+    """The Makefile as an operator meets it: what each target needs and
+    where `make install` puts things."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="scalws-make-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def make(self, *args, env=None):
+        p = subprocess.run(["make", "--no-print-directory", "-C", REPO] + list(args),
+                           capture_output=True, timeout=TIMEOUT * 6, env=env,
+                           stdin=subprocess.DEVNULL)
+        return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+    def test_run_builds_the_server_alone(self):
+        # Dry run into an empty build dir: every command `make run` would run.
+        code, out, err = self.make("-n", "run", "BUILD=" + os.path.join(self.dir, "b"))
+        self.assertEqual(code, 0, err)
+        self.assertIn("-o %s/b/scalwsd" % self.dir, out)
+        self.assertNotIn("cmocka", out)
+        self.assertNotIn("test/unit/", out)
+
+    def test_missing_package_is_named_before_any_compiler_runs(self):
+        # A PATH where pkg-config and protoc-c are not installed.
+        bindir = os.path.join(self.dir, "bin")
+        os.mkdir(bindir)
+        for name in os.listdir("/usr/bin"):
+            if name not in ("pkg-config", "protoc-c") and not name.endswith("-pkg-config"):
+                os.symlink(os.path.join("/usr/bin", name), os.path.join(bindir, name))
+        env = dict(os.environ, PATH=bindir + ":/usr/sbin")
+        code, out, err = self.make("BUILD=" + os.path.join(self.dir, "b"), env=env)  # `make` alone
+        self.assertNotEqual(code, 0, out + err)
+        self.assertIn("missing Debian packages: pkg-config protobuf-c-compiler", err)
+        self.assertIn("scripts/deps.sh run", err)
+        self.assertNotIn("not found", err)  # no shell or pkg-config error
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "b")), out)
+
+    def test_install_layout(self):
+        build = os.path.abspath(os.path.dirname(binary()))
+        dest = os.path.join(self.dir, "stage")
+        args = ["BUILD=" + build, "SANITIZE=%d" % sanitized(), "DESTDIR=" + dest, "PREFIX=/usr"]
+        code, out, err = self.make("install", *args)
+        self.assertEqual(code, 0, out + err)
+        self.assertTrue(os.access(os.path.join(dest, "usr/sbin/scalwsd"), os.X_OK))
+        for f in ("etc/scalws/scalws.yaml", "etc/scalws/scalws.yaml.example",
+                  "usr/share/doc/scalws/README.md",
+                  "usr/share/doc/scalws/docs/configuration.md"):
+            self.assertTrue(os.path.isfile(os.path.join(dest, f)), f)
+        with open(os.path.join(dest, "etc/scalws/scalws.yaml")) as f:
+            self.assertRegex(f.read(), r"\n +root: /usr/share/doc/scalws\n")
+        # An operator's own configuration survives a reinstall.
+        with open(os.path.join(dest, "etc/scalws/scalws.yaml"), "w") as f:
+            f.write("# mine\n")
+        code, out, err = self.make("install", *args)
+        self.assertEqual(code, 0, out + err)
+        with open(os.path.join(dest, "etc/scalws/scalws.yaml")) as f:
+            self.assertEqual(f.read(), "# mine\n")
+        code, out, err = self.make("uninstall", *args)
+        self.assertEqual(code, 0, out + err)
+        self.assertFalse(os.path.exists(os.path.join(dest, "usr/sbin/scalwsd")))
+        self.assertTrue(os.path.exists(os.path.join(dest, "etc/scalws/scalws.yaml")))
