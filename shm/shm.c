@@ -276,6 +276,12 @@ int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, 
         return SWS_SHM_BUSY;
     }
 
+    /* The word has 56 bits for the generation; the next one must fit, or
+     * it would publish as generation 0, "nothing published". Only a region
+     * whose header was not ours (attach) gets here. */
+    if (WORD_GEN(current) >= WORD_GEN(UINT64_MAX))
+        return sws_errf(err, errlen, "shm: generation %llu is the last one; restart to reset",
+                        (unsigned long long)WORD_GEN(current));
     uint64_t gen = WORD_GEN(current) + 1;
     shm_arena_t *arena = arena_at(shm, (unsigned)idx);
     arena->gen = 0; /* a failed build leaves the arena free, not half-claimed */

@@ -1008,6 +1008,7 @@ static const char *cfg_host_name_problem(const char *s)
 {
     static const char wildcard[] = "a wildcard must be \"*.\" followed by a name";
     size_t len, label = 0;
+    int wild = 0;
 
     if (strcmp(s, "*") == 0)
         return NULL;
@@ -1015,14 +1016,15 @@ static const char *cfg_host_name_problem(const char *s)
         if (s[1] != '.')
             return wildcard;
         s += 2;
+        wild = 1;
     }
     len = strlen(s);
     if (len == 0)
-        return s[-1] == '.' ? wildcard : "must not be empty";
+        return wild ? wildcard : "must not be empty";
     if (s[0] == '[') {
         char ip[INET6_ADDRSTRLEN];
         struct in6_addr a;
-        if (s[-1] == '.')
+        if (wild)
             return wildcard;
         if (s[len - 1] != ']' || len - 2 >= sizeof(ip))
             return "an IPv6 address is written in brackets, as in [::1]";

@@ -392,6 +392,19 @@ static void test_errors_hosts_and_routes(void **state)
                  "needs at least one name");
 }
 
+/* Found by fuzz_config: an empty name, or one in brackets, made the check
+ * read the byte before the name (ASan: heap-buffer-overflow). */
+static void test_host_name_check_reads_only_the_name(void **state)
+{
+    (void)state;
+    expect_error("hosts:\n  - name:\n", "t.yaml:2:10: hosts[0].name: ", "must not be empty");
+    expect_error("hosts:\n  - name: \"\"\n", "t.yaml:2:11: hosts[0].name: ", "must not be empty");
+    expect_error("hosts:\n  - name: \"*.\"\n", "t.yaml:2:11: hosts[0].name: ", "a wildcard must be");
+    expect_error("hosts:\n  - name: \"*.[::1]\"\n", "t.yaml:2:11: hosts[0].name: ",
+                 "a wildcard must be");
+    sws_config_free(parse_ok("hosts:\n  - name: \"[::1]\"\n"));
+}
+
 static void test_errors_respond_static_redirect(void **state)
 {
     (void)state;
@@ -665,6 +678,7 @@ int main(void)
         cmocka_unit_test(test_errors_ranges),
         cmocka_unit_test(test_errors_server),
         cmocka_unit_test(test_errors_hosts_and_routes),
+        cmocka_unit_test(test_host_name_check_reads_only_the_name),
         cmocka_unit_test(test_errors_respond_static_redirect),
         cmocka_unit_test(test_errors_file),
         cmocka_unit_test(test_alias_expansion_is_bounded),

@@ -454,6 +454,26 @@ static void test_attach_rejects_foreign(void **state)
     sws_shm_close(&shm);
 }
 
+/* Found by fuzz_table: a region (attached on upgrade) whose current word
+ * holds the last generation the word can count; the next publication
+ * wrapped to generation 0, which readers take for "nothing published". The
+ * word lies on the header's second cache line. */
+static void test_publish_refuses_generation_overflow(void **state)
+{
+    (void)state;
+    sws_shm_t shm;
+    char err[256] = "";
+    create(&shm, 2, 1);
+    *(uint64_t *)((char *)shm.base + 64) = UINT64_MAX << 8; /* last generation, arena 0 */
+    one_route_t o;
+    one_route_init(&o, "x");
+    uint64_t gen = 0;
+    assert_int_equal(sws_shm_publish(&shm, &o.rs, &gen, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "last one"));
+    assert_int_equal(sws_shm_current_generation(&shm), UINT64_MAX >> 8);
+    sws_shm_close(&shm);
+}
+
 static void test_create_rejects_bad_geometry(void **state)
 {
     (void)state;
@@ -479,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_forked_reader),
         cmocka_unit_test(test_concurrent_reader_sees_whole_tables),
         cmocka_unit_test(test_attach_same_fd),
+        cmocka_unit_test(test_publish_refuses_generation_overflow),
         cmocka_unit_test(test_attach_rejects_foreign),
         cmocka_unit_test(test_create_rejects_bad_geometry),
     };
