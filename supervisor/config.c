@@ -65,6 +65,7 @@ typedef struct cfg_parser {
     size_t pathlen;
     uint64_t used;          /* bytes of messages and strings built so far */
     uint64_t limit;         /* 0 until server.table_size is known */
+    yaml_node_t *table_size; /* its value, where a too small table is reported; NULL: default */
 } cfg_parser_t;
 
 /* The values of one mapping, by key, after every key was checked to be known
@@ -760,6 +761,9 @@ static int cfg_listen(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc)
     char (*keys)[INET6_ADDRSTRLEN + 8] = NULL;
     int rc = 0;
 
+    if (node != NULL && node->type == YAML_MAPPING_NODE)
+        return cfg_fail(p, node, "expected an address or a list of addresses, got %s",
+                        cfg_kind(node));
     if (node != NULL && node->type != YAML_SCALAR_NODE) {
         if (cfg_list(p, node, &items, &n) < 0)
             return -1;
@@ -811,9 +815,11 @@ static int cfg_event_loops(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerCo
         v = 0;
         rc = 0;
     } else {
+        char got[64];
         rc = cfg_number(p, n, CFG_COUNT, 0, CFG_MAX_EVENT_LOOPS, &v);
         if (rc < 0)
-            cfg_fail(p, n, "expected auto or a number from 0 (auto) to %d", CFG_MAX_EVENT_LOOPS);
+            cfg_fail(p, n, "expected auto or a number from 0 (auto) to %d, got %s",
+                     CFG_MAX_EVENT_LOOPS, cfg_quote(n, got, sizeof(got)));
     }
     cfg_pop(p, mark);
     if (rc == 0)
@@ -975,6 +981,7 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
     if (cfg_listen(p, cfg_field(&f, "listen"), sc) < 0)
         return -1;
     cfg_pop(p, mark);
+    p->table_size = cfg_field(&f, "table_size");
     if (cfg_event_loops(p, &f, sc) < 0 || cfg_accept_policy(p, &f, sc) < 0 ||
         cfg_u32(p, &f, "backlog", CFG_COUNT, 1, 65535, &sc->backlog) < 0 ||
         cfg_string(p, &f, "user", &sc->user) < 0 ||
@@ -1400,12 +1407,21 @@ static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, void *msg)
     size_t mark;
 
     rd->status = CFG_DEFAULT_REDIRECT_STATUS;
-    if (cfg_map(p, node, keys, &f) < 0 ||
-        cfg_u32(p, &f, "status", CFG_COUNT, 301, 308, &rd->status) < 0)
+    if (cfg_map(p, node, keys, &f) < 0)
         return -1;
-    if (rd->status == 304 || rd->status == 305 || rd->status == 306) {
-        cfg_push(p, "status");
-        return cfg_fail(p, cfg_field(&f, "status"), "expected 301, 302, 303, 307 or 308");
+    yaml_node_t *status = cfg_field(&f, "status");
+    if (status != NULL) {
+        char got[64];
+        uint64_t v = 0;
+        size_t smark = cfg_push(p, "status");
+        /* A number outside the set and a word get the same message (it
+         * replaces cfg_number's, which names a range). */
+        if (cfg_number(p, status, CFG_COUNT, 301, 308, &v) < 0 || v == 304 || v == 305 ||
+            v == 306)
+            return cfg_fail(p, status, "expected 301, 302, 303, 307 or 308, got %s",
+                            cfg_quote(status, got, sizeof(got)));
+        cfg_pop(p, smark);
+        rd->status = (uint32_t)v;
     }
     loc = cfg_field(&f, "location");
     if (loc == NULL)
@@ -1620,6 +1636,28 @@ static int cfg_build(cfg_parser_t *p, yaml_node_t *root, Sws__Config *cfg)
     return 0;
 }
 
+/* The table the routes need must fit server.table_size: reported at the
+ * table_size value, or at the top of the file when the default is too
+ * small, in the form of every other error. */
+static int cfg_table_fits(cfg_parser_t *p, yaml_node_t *root, const Sws__Config *cfg)
+{
+    size_t need = sws_table_size(cfg->routes);
+    char got[64];
+    if (need <= cfg->server->table_size)
+        return 0;
+    cfg_fmt_size(cfg->server->table_size, got, sizeof(got));
+    size_t mark = cfg_push(p, "server");
+    cfg_push(p, "table_size");
+    if (p->table_size != NULL)
+        cfg_fail(p, p->table_size, "expected a size of at least %zu bytes (what the routes need), "
+                 "got %s", need, cfg_quote(p->table_size, got, sizeof(got)));
+    else
+        cfg_fail(p, root, "expected a size of at least %zu bytes (what the routes need), "
+                 "got the default %s", need, got);
+    cfg_pop(p, mark);
+    return -1;
+}
+
 /* libyaml's own errors (syntax, bad UTF-8, an undefined alias). */
 static int cfg_yaml_error(cfg_parser_t *p, const yaml_parser_t *parser, const char *text,
                           size_t len)
@@ -1642,6 +1680,8 @@ static int cfg_yaml_error(cfg_parser_t *p, const yaml_parser_t *parser, const ch
         }
         return cfg_fail_at(p, mark, "%s (byte offset %zu)", problem, parser->problem_offset);
     }
+    if (parser->error == YAML_SCANNER_ERROR && mark.index < len && text[mark.index] == '\t')
+        return cfg_fail_at(p, mark, "expected spaces, got a tab (YAML indents with spaces only)");
     if (parser->context != NULL && strcmp(parser->context, "while scanning an alias") == 0)
         return cfg_fail_at(p, mark, "%s: a value that starts with '*' is an alias in YAML; "
                            "quote it, as in name: \"*\"", problem);
@@ -1696,7 +1736,7 @@ static int cfg_parse_in(const char *text, size_t len, const char *name, const ch
     cfg = cfg_new(&p, root, &sws__config__descriptor);
     if (cfg == NULL)
         goto done;
-    if (cfg_build(&p, root, cfg) < 0) {
+    if (cfg_build(&p, root, cfg) < 0 || cfg_table_fits(&p, root, cfg) < 0) {
         sws_config_free(cfg);
         goto done;
     }

@@ -23,7 +23,7 @@ static void usage(FILE *out)
             "Usage: scalwsd [-t] [-c FILE]\n"
             "\n"
             "Runs the ScalWS web server in the foreground (logs go to standard error\n"
-            "until server.error_log says otherwise).\n"
+            "until server.logging.error_log says otherwise).\n"
             "\n"
             "Options:\n"
             "  -c, --config FILE  configuration file (default " DEFAULT_CONFIG ")\n"

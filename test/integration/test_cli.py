@@ -233,3 +233,61 @@ class Make(unittest.TestCase):
         self.assertEqual(code, 0, out + err)
         self.assertFalse(os.path.exists(os.path.join(dest, "usr/sbin/scalwsd")))
         self.assertTrue(os.path.exists(os.path.join(dest, "etc/scalws/scalws.yaml")))
+
+
+class DocsAgree(unittest.TestCase):
+    """What the README, the docs and --help tell an operator is what the
+    binary does."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="scalws-docs-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def read(self, path):
+        with open(os.path.join(REPO, path)) as f:
+            return f.read()
+
+    def check(self, text):
+        path = os.path.join(self.dir, "c.yaml")
+        with open(path, "w") as f:
+            f.write(text)
+        p = subprocess.run([binary(), "-t", "-c", path], capture_output=True, timeout=TIMEOUT,
+                           stdin=subprocess.DEVNULL, cwd=self.dir)
+        return p.returncode, (p.stdout + p.stderr).decode("utf-8", "replace")
+
+    def test_readme_yaml_passes_t(self):
+        blocks = re.findall(r"```yaml\n(.*?)```", self.read("README.md"), re.S)
+        self.assertTrue(blocks, "no yaml block in README.md")
+        for block in blocks:
+            code, out = self.check(block)
+            self.assertEqual(code, 0, out + "\n" + block)
+
+    def test_readme_layout_lists_present_folders(self):
+        rows = re.findall(r"^\| ([^|]+) \|", self.read("README.md"), re.M)
+        folders = [f for row in rows for f in re.findall(r"`([\w.-]+/)`", row)]
+        self.assertIn("supervisor/", folders)
+        for folder in folders:
+            self.assertTrue(os.path.isdir(os.path.join(REPO, folder)), folder)
+
+    def test_help_names_keys_the_file_takes(self):
+        p = subprocess.run([binary(), "--help"], capture_output=True, timeout=TIMEOUT)
+        keys = set(re.findall(r"\bserver(?:\.\w+)+", p.stdout.decode()))
+        self.assertTrue(keys, "--help names no key")
+        for key in keys:
+            # The key with a value "-": any error but "unknown key" will do.
+            parts = key.split(".")
+            text = "".join("%s%s:\n" % ("  " * i, k) for i, k in enumerate(parts[:-1]))
+            text += '%s%s: "-"\n' % ("  " * (len(parts) - 1), parts[-1])
+            code, out = self.check(text)
+            self.assertNotIn("unknown key", out, key)
+
+    def test_operations_error_example_is_the_real_message(self):
+        code, out = self.check(make_config("""
+- name: "*"
+  routes:
+    - path: /
+      respond: {status: 2000}
+""").replace("@PORT@", "18080"))
+        self.assertEqual(code, 1, out)
+        message = re.search(r"respond\.status: [^\n]*", out).group(0)
+        self.assertIn(message, self.read("docs/operations.md"))

@@ -324,7 +324,7 @@ static void test_errors_ranges(void **state)
     expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
                  "        redirect: {status: 304, location: /x}\n",
                  "t.yaml:5:28: hosts[0].routes[0].redirect.status: ",
-                 "expected 301, 302, 303, 307 or 308");
+                 "expected 301, 302, 303, 307 or 308, got \"304\"");
     expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
                  "        respond: {status: 204, body: x}\n",
                  "t.yaml:5:38: hosts[0].routes[0].respond.body: ", "a 204 response has no body");
@@ -403,6 +403,60 @@ static void test_host_name_check_reads_only_the_name(void **state)
     expect_error("hosts:\n  - name: \"*.[::1]\"\n", "t.yaml:2:11: hosts[0].name: ",
                  "a wildcard must be");
     sws_config_free(parse_ok("hosts:\n  - name: \"[::1]\"\n"));
+}
+
+/* One form for every refused value: "FILE:LINE:COL: KEY: expected X, got Y". */
+static void test_error_form_redirect_status(void **state)
+{
+    (void)state;
+    static const char *const bad[] = { "300", "304", "306", "309", "moved" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char yaml[256], more[128];
+        snprintf(yaml, sizeof(yaml),
+                 "hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
+                 "        redirect: {status: %s, location: /x}\n", bad[i]);
+        snprintf(more, sizeof(more), "expected 301, 302, 303, 307 or 308, got \"%s\"", bad[i]);
+        expect_error(yaml, "t.yaml:5:28: hosts[0].routes[0].redirect.status: ", more);
+    }
+}
+
+static void test_error_form_event_loops(void **state)
+{
+    (void)state;
+    expect_error("server:\n  event_loops: many\n", "t.yaml:2:16: server.event_loops: ",
+                 "expected auto or a number from 0 (auto) to 1024, got \"many\"");
+}
+
+static void test_error_form_listen_mapping(void **state)
+{
+    (void)state;
+    expect_error("server:\n  listen: {a: b}\n", "t.yaml:2:11: server.listen: ",
+                 "expected an address or a list of addresses, got a mapping");
+    expect_error("server:\n  listen: [{a: b}]\n", "t.yaml:2:12: server.listen[0]: ",
+                 "expected a string, got a mapping");
+}
+
+static void test_error_form_table_size(void **state)
+{
+    (void)state;
+    char body[70001];
+    memset(body, 'x', sizeof(body) - 1);
+    body[sizeof(body) - 1] = '\0';
+    char *yaml = malloc(sizeof(body) + 256);
+    assert_non_null(yaml);
+    snprintf(yaml, sizeof(body) + 256,
+             "server:\n  table_size: 64k\nhosts:\n  - name: a.test\n    routes:\n"
+             "      - {path: /, respond: {body: \"%s\"}}\n", body);
+    expect_error(yaml, "t.yaml:2:15: server.table_size: expected a size of at least ",
+                 "bytes (what the routes need), got \"64k\"");
+    free(yaml);
+}
+
+static void test_error_form_tab(void **state)
+{
+    (void)state;
+    expect_error("server:\n\tlisten: \":80\"\n", "t.yaml:2:1: ",
+                 "expected spaces, got a tab (YAML indents with spaces only)");
 }
 
 static void test_errors_respond_static_redirect(void **state)
@@ -679,6 +733,11 @@ int main(void)
         cmocka_unit_test(test_errors_server),
         cmocka_unit_test(test_errors_hosts_and_routes),
         cmocka_unit_test(test_host_name_check_reads_only_the_name),
+        cmocka_unit_test(test_error_form_redirect_status),
+        cmocka_unit_test(test_error_form_event_loops),
+        cmocka_unit_test(test_error_form_listen_mapping),
+        cmocka_unit_test(test_error_form_table_size),
+        cmocka_unit_test(test_error_form_tab),
         cmocka_unit_test(test_errors_respond_static_redirect),
         cmocka_unit_test(test_errors_file),
         cmocka_unit_test(test_alias_expansion_is_bounded),
