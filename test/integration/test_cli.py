@@ -3,6 +3,7 @@
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -291,3 +292,12 @@ class DocsAgree(unittest.TestCase):
         self.assertEqual(code, 1, out)
         message = re.search(r"respond\.status: [^\n]*", out).group(0)
         self.assertIn(message, self.read("docs/operations.md"))
+
+
+class StopLog(ServerTestCase):
+    def test_sigquit_logs_the_configured_shutdown_timeout(self):
+        srv = self.server(make_config(HELLO_HOSTS, "shutdown_timeout: 5s"))
+        srv.signal(signal.SIGQUIT)
+        self.assertEqual(srv.wait_exit(), 0, srv.log_tail())
+        self.assertRegex(srv.log(), r"SIGQUIT: graceful stop; waiting up to 5000 ms for 1 "
+                                    r"worker\(s\), then SIGKILL at 10000 ms")

@@ -168,7 +168,8 @@ class Reload(ServerTestCase):
         srv.signal(signal.SIGQUIT)
         srv.wait_log(r"worker 0\[\d+\]: graceful stop: 1 connection to finish")
         # The supervisor's kill deadline follows too: 120 s + its 5 s margin.
-        self.assertRegex(srv.log(), r"graceful stop; waiting up to 125000 ms")
+        self.assertRegex(srv.log(), r"graceful stop; waiting up to 120000 ms for 1 worker\(s\), "
+                                    r"then SIGKILL at 125000 ms")
         # A client that stalls past the old timeout: with 1 s the worker
         # would cut the transfer while this sleeps.
         time.sleep(2)
