@@ -9,7 +9,7 @@
 # A crash, a leak, a sanitizer report or an input that takes longer than
 # FUZZ_TIMEOUT seconds fails the run: the input is saved as
 # build/fuzz/artifacts/NAME/crash-* (or leak-*, timeout-*) and the log's
-# tail printed. Replay one with: build/fuzz/fuzz_NAME FILE. Exits non-zero
+# tail printed. Replay one with: build/fuzz/fuzz_NAME /abs/FILE. Exits non-zero
 # if any target failed; one summary line per target.
 set -u
 cd "$(dirname "$0")/.." || exit 1

@@ -10,16 +10,20 @@
  * working directory), static roots are only stat()ed.
  */
 #include <dlfcn.h>
+#include <errno.h>
 #include <netdb.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "core/log.h"
 #include "supervisor/config.h"
 #include "supervisor/supervisor.h"
+
+#define FUZZ_DIR "/tmp/scalws-fuzz-config"
 
 typedef int (*getaddrinfo_fn)(const char *, const char *, const struct addrinfo *,
                               struct addrinfo **);
@@ -44,8 +48,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argc;
     (void)argv;
     sws_log_init("fuzz", 2, SWS_LOG_CRIT);
-    char dir[] = "/tmp/scalws-fuzz-config-XXXXXX";
-    if (mkdtemp(dir) == NULL || chdir(dir) != 0)
+    /* One directory for every run: nothing is created in it. */
+    if ((mkdir(FUZZ_DIR, 0700) != 0 && errno != EEXIST) || chdir(FUZZ_DIR) != 0)
         abort();
     return 0;
 }
