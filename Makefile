@@ -93,8 +93,9 @@ help:
 
 # What a build needs, checked before the first compiler or pkg-config call
 # so that a fresh machine is told what to install: the unit tests need the
-# test set, everything else the run set.
-PREFLIGHT := $(if $(filter all unit $(UNIT_BINS),$(or $(MAKECMDGOALS),all)),run test,run)
+# test set, the fuzz build clang, everything else the run set.
+PREFLIGHT := run $(if $(filter all unit $(UNIT_BINS),$(or $(MAKECMDGOALS),all)),test) \
+             $(if $(filter fuzz,$(SANITIZE)),fuzz)
 preflight:
 	@scripts/deps.sh --check $(PREFLIGHT) || \
 	    { echo "deps: then: make$(if $(MAKECMDGOALS), $(MAKECMDGOALS))" >&2; exit 1; }
