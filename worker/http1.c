@@ -34,14 +34,114 @@ static int refuse(sws_conn_t *c, unsigned status, const char *why)
     return HPE_USER;
 }
 
-/* Chunk framing and trailers, the bytes between body spans. llhttp 8.1
- * accepts a bare LF in the last-chunk and trailer lines, and obs-fold and
- * empty names in trailers; those are rejected here. It also accepts any
- * number of leading zeros in a chunk size and extensions of any length,
- * and drops them: without a bound a client could stream a body that never
- * reaches max_body_size (CVE-2024-22019 in Node). So the framing may be as
- * large as the body and head limits together, far above what a client
- * sends, and no larger. Returns 0, or the status to refuse with. */
+/* Where the scan of the chunked framing stands (sws_http1_t.frame): the
+ * grammar of RFC 9112 7.1, one state per place a byte can be. */
+enum frame_state {
+    FR_SIZE_FIRST,  /* a chunk-size line starts: HEXDIG */
+    FR_SIZE,        /* HEXDIG, ';' or CR */
+    FR_EXT_NAME0,   /* after ';': a token starts */
+    FR_EXT_NAME,    /* tchar, '=', ';' or CR */
+    FR_EXT_VALUE0,  /* after '=': a token or a quoted-string starts */
+    FR_EXT_VALUE,   /* tchar, ';' or CR */
+    FR_EXT_QUOTED,  /* qdtext, '\\' or the closing '"' */
+    FR_EXT_PAIR,    /* the byte after '\\' */
+    FR_EXT_QUOTED_END, /* ';' or CR */
+    FR_SIZE_LF,     /* LF ends the chunk-size line */
+    FR_DATA,        /* chunk_left data bytes are due, in body spans */
+    FR_DATA_CR,     /* CRLF after the data */
+    FR_DATA_LF,
+    FR_TRAILER0,    /* a trailer field line, or CR of the final CRLF */
+    FR_TRAILER_NAME, /* tchar or ':' */
+    FR_TRAILER_VALUE, /* field-vchar, SP, HTAB or CR */
+    FR_TRAILER_LF,
+    FR_END_LF,      /* LF of the final CRLF */
+    FR_DONE,        /* the message ends here: no framing byte may follow */
+};
+
+static int is_hexdig(unsigned char b)
+{
+    return (b >= '0' && b <= '9') || ((b | 0x20) >= 'a' && (b | 0x20) <= 'f');
+}
+
+/* VCHAR or obs-text (RFC 9110 5.5). */
+static int is_field_vchar(unsigned char b)
+{
+    return (b > 0x20 && b < 0x7f) || b >= 0x80;
+}
+
+/* One framing byte: the next state, or -1 when the byte has no place
+ * there. */
+static int frame_step(sws_http1_t *h, unsigned char b)
+{
+    switch ((enum frame_state)h->frame) {
+    case FR_SIZE_FIRST:
+    case FR_SIZE:
+        if (is_hexdig(b)) {
+            if (h->chunk_left >> 60 != 0)
+                return -1; /* llhttp refuses the overflow too */
+            h->chunk_left = h->chunk_left << 4 | (uint64_t)(b <= '9' ? b - '0' : (b | 0x20) - 'a' + 10);
+            return FR_SIZE;
+        }
+        if (h->frame == FR_SIZE_FIRST)
+            return -1;
+        return b == ';' ? FR_EXT_NAME0 : b == '\r' ? FR_SIZE_LF : -1;
+    case FR_EXT_NAME0:
+        return sws_is_tchar(b) ? FR_EXT_NAME : -1;
+    case FR_EXT_NAME:
+    case FR_EXT_VALUE:
+        if (sws_is_tchar(b))
+            return h->frame;
+        if (b == '=' && h->frame == FR_EXT_NAME)
+            return FR_EXT_VALUE0;
+        return b == ';' ? FR_EXT_NAME0 : b == '\r' ? FR_SIZE_LF : -1;
+    case FR_EXT_VALUE0:
+        return sws_is_tchar(b) ? FR_EXT_VALUE : b == '"' ? FR_EXT_QUOTED : -1;
+    case FR_EXT_QUOTED:
+        if (b == '"')
+            return FR_EXT_QUOTED_END;
+        if (b == '\\')
+            return FR_EXT_PAIR;
+        return is_field_vchar(b) || b == ' ' || b == '\t' ? FR_EXT_QUOTED : -1;
+    case FR_EXT_PAIR:
+        return is_field_vchar(b) || b == ' ' || b == '\t' ? FR_EXT_QUOTED : -1;
+    case FR_EXT_QUOTED_END:
+        return b == ';' ? FR_EXT_NAME0 : b == '\r' ? FR_SIZE_LF : -1;
+    case FR_SIZE_LF:
+        if (b != '\n')
+            return -1;
+        return h->chunk_left == 0 ? FR_TRAILER0 : FR_DATA;
+    case FR_DATA:
+        return -1; /* llhttp ended the data before its size */
+    case FR_DATA_CR:
+        return b == '\r' ? FR_DATA_LF : -1;
+    case FR_DATA_LF:
+        return b == '\n' ? FR_SIZE_FIRST : -1;
+    case FR_TRAILER0:
+        return b == '\r' ? FR_END_LF : sws_is_tchar(b) ? FR_TRAILER_NAME : -1;
+    case FR_TRAILER_NAME:
+        return sws_is_tchar(b) ? FR_TRAILER_NAME : b == ':' ? FR_TRAILER_VALUE : -1;
+    case FR_TRAILER_VALUE:
+        if (b == '\r')
+            return FR_TRAILER_LF;
+        return is_field_vchar(b) || b == ' ' || b == '\t' ? FR_TRAILER_VALUE : -1;
+    case FR_TRAILER_LF:
+        return b == '\n' ? FR_TRAILER0 : -1;
+    case FR_END_LF:
+        return b == '\n' ? FR_DONE : -1;
+    case FR_DONE:
+        return -1;
+    }
+    return -1;
+}
+
+/* Chunk framing and trailers, the bytes between body spans, through our
+ * own scan (llhttp 8.1 skips some of them unchecked). llhttp also accepts
+ * any number of leading zeros in a chunk size and extensions of any
+ * length, and drops them: without a bound a client could stream a body
+ * that never reaches max_body_size (CVE-2024-22019 in Node). So the
+ * framing may be as large as the body and head limits together, far above
+ * what a client sends, and no larger. Returns 0, or the status to refuse
+ * with. */
 static unsigned scan_framing(sws_conn_t *c, const char *from, const char *to, const char **why)
 {
     sws_http1_t *h = &c->h1;
@@ -52,14 +152,27 @@ static unsigned scan_framing(sws_conn_t *c, const char *from, const char *to, co
         return 413;
     }
     for (const char *p = from; p < to; p++) {
-        char b = *p;
-        if ((b == '\n' && !h->gap_cr) || (h->gap_lf && (b == ' ' || b == '\t' || b == ':'))) {
+        int next = frame_step(h, (unsigned char)*p);
+        if (next < 0) {
             *why = "bad chunk framing";
             return 400;
         }
-        h->gap_cr = b == '\r';
-        h->gap_lf = b == '\n';
+        h->frame = (uint8_t)next;
     }
+    return 0;
+}
+
+/* A body span of len bytes follows the framing scanned so far: it must be
+ * chunk data our scan expects. Returns 0, or the status to refuse with. */
+static unsigned scan_data(sws_http1_t *h, size_t len, const char **why)
+{
+    if (h->frame != FR_DATA || len > h->chunk_left) {
+        *why = "chunk data where the framing has none";
+        return 400;
+    }
+    h->chunk_left -= len;
+    if (h->chunk_left == 0)
+        h->frame = FR_DATA_CR;
     return 0;
 }
 
@@ -78,10 +191,8 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
     sws_conn_t *c = parser_conn(p);
     sws_http1_t *h = &c->h1;
     sws_request_t *r = &c->req;
-    if (h->state == SWS_H1_BODY) { /* a trailer: checked, counted, dropped */
+    if (h->state == SWS_H1_BODY) { /* a trailer: counted, dropped (scan_framing checks it) */
         h->trailer_bytes += (uint32_t)len;
-        if (memchr(at, ' ', len) != NULL || memchr(at, '\t', len) != NULL)
-            return refuse(c, 400, "whitespace before a colon in a trailer");
         if (h->trailer_bytes > c->set->settings->max_header_size)
             return refuse(c, 431, "trailers too large");
         return 0;
@@ -144,10 +255,11 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     if (h->chunked) {
         const char *why;
         unsigned status = scan_framing(c, h->gap, at, &why);
+        if (status == 0)
+            status = scan_data(h, len, &why);
         if (status != 0)
             return refuse(c, status, why);
         h->gap = at + len;
-        h->gap_cr = h->gap_lf = 0;
     }
     return 0;
 }
@@ -329,34 +441,44 @@ static int parse_target(sws_request_t *r)
     return 0;
 }
 
-/* Line structure of the head: every LF preceded by CR, no line starting
- * with whitespace (obs-fold), the request line within its limit. Returns
- * 0, or the status to answer with *why set. */
+/* Line structure of the head: lines that each end in CRLF, with no other
+ * CR or LF (llhttp 8.1 takes a bare LF as a line end, and skips the byte
+ * after a CR in places), no line starting with whitespace (obs-fold), the
+ * request line without its CRLF within its limit. Returns 0, or the status
+ * to answer with *why set. */
 static unsigned check_lines(const char *head, size_t len, uint32_t max_line, const char **why)
 {
     const char *end = head + len;
-    const char *lf = memchr(head, '\n', len);
-    if (lf == NULL) {
-        *why = "no line end";
-        return 400;
-    }
-    if ((size_t)(lf - head) > max_line) {
-        *why = "request line too long";
-        return 414;
-    }
-    for (; lf != NULL; lf = memchr(lf + 1, '\n', (size_t)(end - lf - 1))) {
-        if (lf == head || lf[-1] != '\r') {
-            *why = "bare LF in the request head";
+    for (const char *line = head; line < end;) {
+        const char *cr = memchr(line, '\r', (size_t)(end - line));
+        const char *lf = memchr(line, '\n', (size_t)(end - line));
+        if (line == head && (size_t)((cr != NULL ? cr : end) - head) > max_line) {
+            *why = "request line too long";
+            return 414;
+        }
+        if (cr == NULL || lf != cr + 1) {
+            *why = "bare CR or LF in the request head";
             return 400;
         }
-        if (lf + 1 < end && (lf[1] == ' ' || lf[1] == '\t')) {
+        line = lf + 1;
+        if (line < end && (*line == ' ' || *line == '\t')) {
             *why = "obs-fold in the request head";
             return 400;
         }
-        if (lf + 1 == end)
-            break;
     }
     return 0;
+}
+
+/* A field name is a token (RFC 9110 5.1): llhttp 8.1 lets a space through
+ * ("X A"), and whitespace before the colon is a smuggling vector. */
+static int is_token(sws_str_t s)
+{
+    if (s.len == 0)
+        return 0;
+    for (size_t i = 0; i < s.len; i++)
+        if (!sws_is_tchar((unsigned char)s.p[i]))
+            return 0;
+    return 1;
 }
 
 /* The request line is exactly method SP request-target SP HTTP-version
@@ -410,14 +532,8 @@ static int head_complete(sws_conn_t *c, const char *pos)
     unsigned nhost = 0, nte = 0;
     for (unsigned i = 0; i < r->nheaders; i++) {
         sws_header_t *hd = &r->headers[i];
-        if (hd->name.len == 0) {
-            why = "empty header name";
-            status = 400;
-            goto reject;
-        }
-        char last = hd->name.p[hd->name.len - 1];
-        if (last == ' ' || last == '\t') {
-            why = "whitespace before a header colon";
+        if (!is_token(hd->name)) {
+            why = "header name not a token";
             status = 400;
             goto reject;
         }
@@ -492,7 +608,8 @@ static int head_complete(sws_conn_t *c, const char *pos)
     r->keep_alive = llhttp_should_keep_alive(p) && !upgrade &&
                     c->requests + 1 < st->keepalive_requests;
     h->state = SWS_H1_BODY;
-    h->gap_cr = h->gap_lf = 0;
+    h->frame = FR_SIZE_FIRST;
+    h->chunk_left = 0;
     return 0;
 
 reject:
@@ -521,11 +638,14 @@ static void message_complete(sws_conn_t *c)
 }
 
 /* The framing from the last body span up to `to`: 1 if acceptable, else 0
- * with the request rejected. */
-static int framing_ok(sws_conn_t *c, const char *to)
+ * with the request rejected. At the end of the message (complete), our
+ * scan must be at the end of the chunked body exactly where llhttp is. */
+static int framing_ok(sws_conn_t *c, const char *to, int complete)
 {
-    const char *why;
+    const char *why = "chunked body ends before its final CRLF";
     unsigned status = scan_framing(c, c->h1.gap, to, &why);
+    if (status == 0 && complete && c->h1.frame != FR_DONE)
+        status = 400;
     if (status != 0)
         sws_http1_fail(c, status, why);
     return status == 0;
@@ -545,7 +665,7 @@ static void input_used(sws_conn_t *c)
         c->rpos = c->rend;
         return;
     }
-    if (h->chunked && !framing_ok(c, c->rbuf + c->rend))
+    if (h->chunked && !framing_ok(c, c->rbuf + c->rend, 0))
         return;
     /* Body bytes are dropped as soon as they are parsed; the head stays. */
     c->rpos = c->rend = c->msg_start + h->head_len;
@@ -591,7 +711,7 @@ void sws_http1_process(sws_conn_t *c)
                 return;
             continue;
         }
-        if (h->chunked && !framing_ok(c, pos))
+        if (h->chunked && !framing_ok(c, pos, 1))
             return;
         message_complete(c);
     }

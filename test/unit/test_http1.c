@@ -496,6 +496,181 @@ static void test_smuggling_rejected(void **state)
     expect_each_rejected(reqs, sizeof(reqs) / sizeof(reqs[0]), 400);
 }
 
+/* One case of a table: the bytes (NULs allowed) and a name for failures. */
+typedef struct bytes_case {
+    const char *name;
+    const char *req;
+    size_t len;
+} bytes_case_t;
+
+#define CASE(name, lit) { name, lit, sizeof(lit) - 1 }
+#define NCASES(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Send c followed by a valid request for /after, whole (split == 0) or one
+ * byte per read, on a fresh connection: one answer with status, close, and
+ * /after never answered. */
+static void expect_case_answered(const bytes_case_t *c, int split, int status)
+{
+    static const char after[] = "GET /after" H11 "\r\n";
+    fixture_t *f;
+    setup((void **)&f);
+    char req[1024];
+    assert_true(c->len + sizeof(after) <= sizeof(req));
+    memcpy(req, c->req, c->len);
+    memcpy(req + c->len, after, sizeof(after));
+    size_t len = c->len + sizeof(after) - 1;
+    for (size_t off = 0; off < len; off += split ? 1 : len) {
+        send_bytes(f, req + off, split ? 1 : len);
+        pump(f);
+    }
+    if (status_at(f, 0) != status || count(f->out, "HTTP/1.1 ") != 1 || !f->eof ||
+        strstr(f->out, "Connection: close\r\n") == NULL || strstr(f->out, "/after") != NULL)
+        fail_msg("%s (%s): want %d and a close, got: %s", c->name, split ? "split" : "whole",
+                 status, f->out);
+    teardown((void **)&f);
+}
+
+static void expect_cases_rejected(const bytes_case_t *cases, size_t n, int status)
+{
+    for (size_t i = 0; i < n; i++) {
+        expect_case_answered(&cases[i], 0, status);
+        expect_case_answered(&cases[i], 1, status);
+    }
+}
+
+#define TE_CHUNKED "POST /c" H11 "Transfer-Encoding: chunked\r\n\r\n"
+
+/* llhttp 8.1 skips the two bytes after chunk data, the byte after a CR in
+ * the framing and more without looking at them: every framing byte is
+ * checked by our own scan, so anything but the chunked grammar is 400. */
+static void test_chunk_framing_every_byte_checked(void **state)
+{
+    (void)state;
+    static const bytes_case_t cases[] = {
+        /* chunk data not followed by CRLF */
+        CASE("XX after data", TE_CHUNKED "5\r\nhelloXX0\r\n\r\n"),
+        CASE("CR CR after data", TE_CHUNKED "5\r\nhello\r\r0\r\n\r\n"),
+        CASE("two spaces after data", TE_CHUNKED "5\r\nhello  0\r\n\r\n"),
+        CASE("two NULs after data", TE_CHUNKED "5\r\nhello\0\0" "0\r\n\r\n"),
+        CASE("0 CR after data", TE_CHUNKED "5\r\nhello0\r0\r\n\r\n"),
+        CASE("CR X after data", TE_CHUNKED "5\r\nhello\rX0\r\n\r\n"),
+        CASE("X LF after data", TE_CHUNKED "5\r\nhelloX\n0\r\n\r\n"),
+        CASE("LF CR after data", TE_CHUNKED "5\r\nhello\n\r0\r\n\r\n"),
+        CASE("data longer than its size", TE_CHUNKED "3\r\nhello\r\n0\r\n\r\n"),
+        /* the chunk-size line */
+        CASE("CR X after size", TE_CHUNKED "5\rXhello\r\n0\r\n\r\n"),
+        CASE("CR CR after size", TE_CHUNKED "5\r\rhello\r\n0\r\n\r\n"),
+        CASE("CR X after extension", TE_CHUNKED "5;a=b\rXhello\r\n0\r\n\r\n"),
+        CASE("CR inside quoted extension", TE_CHUNKED "5;a=\"b\rc\"\r\nhello\r\n0\r\n\r\n"),
+        CASE("NUL in extension", TE_CHUNKED "5;a\0\r\nhello\r\n0\r\n\r\n"),
+        CASE("extension without name", TE_CHUNKED "5;=b\r\nhello\r\n0\r\n\r\n"),
+        /* RFC 9112 allows BWS around ';' and '='; llhttp 8.1 does not */
+        CASE("space before an extension", TE_CHUNKED "5 ;a=b\r\nhello\r\n0\r\n\r\n"),
+        /* the last chunk and what follows it */
+        CASE("CR X after last chunk", TE_CHUNKED "0\rX\r\n"),
+        CASE("CR CR after last chunk", TE_CHUNKED "0\r\r\r\n"),
+        CASE("CR X ends the body", TE_CHUNKED "0\r\n\rX"),
+        CASE("CR CR ends the body", TE_CHUNKED "0\r\n\r\r"),
+        CASE("CR NUL ends the body", TE_CHUNKED "0\r\n\r\0"),
+        /* trailers */
+        CASE("CR X after a trailer", TE_CHUNKED "0\r\nT: v\rX\r\n"),
+        CASE("bare CR in a trailer", TE_CHUNKED "0\r\nT: v\rU: w\r\n\r\n"),
+        CASE("space in a trailer name", TE_CHUNKED "0\r\nT U: v\r\n\r\n"),
+        CASE("slash in a trailer name", TE_CHUNKED "0\r\nT/U: v\r\n\r\n"),
+        CASE("control in a trailer value", TE_CHUNKED "0\r\nT: a\x01z\r\n\r\n"),
+        CASE("NUL in a trailer value", TE_CHUNKED "0\r\nT: a\0z\r\n\r\n"),
+        CASE("trailer without a colon", TE_CHUNKED "0\r\nT\r\n\r\n"),
+    };
+    expect_cases_rejected(cases, NCASES(cases), 400);
+}
+
+/* A bare CR in the head is not a line end: llhttp 8.1 takes it as one in
+ * places, so the head is checked to be CRLF-separated lines throughout. */
+static void test_head_bare_cr_rejected(void **state)
+{
+    (void)state;
+    static const bytes_case_t cases[] = {
+        CASE("CR between headers", "GET /h" H11 "X: a\rY: b\r\n\r\n"),
+        CASE("CR X at a header end", "GET /h" H11 "X: a\rX\r\n\r\n"),
+        CASE("CR CR ends the head", "GET /h" H11 "X: a\r\n\r\r"),
+        CASE("CR X ends the head", "GET /h" H11 "X: a\r\n\rX"),
+        CASE("CR inside a value", "GET /h" H11 "X: a\rb\r\n\r\n"),
+        CASE("CR after the request line", "GET /h HTTP/1.1\rX\r\nHost: a\r\n\r\n"),
+    };
+    expect_cases_rejected(cases, NCASES(cases), 400);
+}
+
+/* Every field name is a token (RFC 9110 5.1), in the head as in the
+ * trailers: anything else is 400 and a close. */
+static void test_header_name_not_token_rejected(void **state)
+{
+    (void)state;
+    static const bytes_case_t cases[] = {
+        CASE("inner space", "GET /h" H11 "X A: b\r\n\r\n"),
+        CASE("inner space, known name", "GET /h" H11 "Content Length: 0\r\n\r\n"),
+        CASE("inner tab", "GET /h" H11 "X\tA: b\r\n\r\n"),
+        CASE("trailing space", "GET /h" H11 "X : b\r\n\r\n"),
+        CASE("empty", "GET /h" H11 ": b\r\n\r\n"),
+        CASE("slash", "GET /h" H11 "X/A: b\r\n\r\n"),
+        CASE("quote", "GET /h" H11 "X\"A: b\r\n\r\n"),
+        CASE("parentheses", "GET /h" H11 "(X): b\r\n\r\n"),
+        CASE("brackets", "GET /h" H11 "[X]: b\r\n\r\n"),
+        CASE("braces", "GET /h" H11 "{X}: b\r\n\r\n"),
+        CASE("angle brackets", "GET /h" H11 "<X>: b\r\n\r\n"),
+        CASE("at", "GET /h" H11 "X@A: b\r\n\r\n"),
+        CASE("comma", "GET /h" H11 "X,A: b\r\n\r\n"),
+        CASE("semicolon", "GET /h" H11 "X;A: b\r\n\r\n"),
+        CASE("equals", "GET /h" H11 "X=A: b\r\n\r\n"),
+        CASE("question mark", "GET /h" H11 "X?A: b\r\n\r\n"),
+        CASE("backslash", "GET /h" H11 "X\\A: b\r\n\r\n"),
+        CASE("DEL", "GET /h" H11 "X\x7f" "A: b\r\n\r\n"),
+        CASE("obs-text", "GET /h" H11 "X\xc3\xa9: b\r\n\r\n"),
+        CASE("control", "GET /h" H11 "X\x01: b\r\n\r\n"),
+        CASE("NUL", "GET /h" H11 "X\0A: b\r\n\r\n"),
+        CASE("trailer with inner space", TE_CHUNKED "0\r\nX A: b\r\n\r\n"),
+    };
+    expect_cases_rejected(cases, NCASES(cases), 400);
+}
+
+/* Every tchar is allowed in a name. */
+static void test_header_name_all_tchars_served(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "GET /t" H11 "!#$%&'*+-.^_`|~09AZaz: v\r\n\r\n");
+    assert_int_equal(status_at(f, 0), 200);
+    assert_false(f->eof);
+}
+
+/* The same framings, well formed, are served whole and byte by byte: the
+ * cases above fail for the flaw they carry. */
+static void test_chunked_valid_forms_served(void **state)
+{
+    (void)state;
+    static const bytes_case_t cases[] = {
+        CASE("plain", TE_CHUNKED "5\r\nhello\r\n0\r\n\r\n"),
+        CASE("extensions", TE_CHUNKED "5;g;a=\"d e\xff\";h=i\r\nhello\r\n0;z\r\n\r\n"),
+        CASE("trailers", TE_CHUNKED "2\r\nhe\r\n3\r\nllo\r\n0\r\nT: v\r\nU-2:\r\nW:\tx y \r\n\r\n"),
+        CASE("upper hex, zeros", TE_CHUNKED "0A\r\nhellohello\r\n00\r\n\r\n"),
+        CASE("CRLF in data", TE_CHUNKED "5\r\n\r\n\r\n\r\r\n0\r\n\r\n"),
+    };
+    static const char after[] = "GET /after" H11 "\r\n";
+    for (size_t i = 0; i < NCASES(cases); i++) {
+        for (int split = 0; split < 2; split++) {
+            fixture_t *f;
+            setup((void **)&f);
+            for (size_t off = 0; off < cases[i].len; off += split ? 1 : cases[i].len) {
+                send_bytes(f, cases[i].req + off, split ? 1 : cases[i].len);
+                pump(f);
+            }
+            send_str(f, after);
+            if (status_at(f, 0) != 200 || status_at(f, 1) != 200 || f->eof ||
+                strstr(f->out, "GET /after") == NULL)
+                fail_msg("%s (%s): %s", cases[i].name, split ? "split" : "whole", f->out);
+            teardown((void **)&f);
+        }
+    }
+}
+
 /* llhttp drops leading zeros of a chunk size and chunk extensions however
  * long: the framing is bounded all the same (max_body_size +
  * max_header_size), or a body could stream forever within its limit. */
@@ -722,6 +897,11 @@ int main(void)
         cmocka_unit_test(test_malformed_400),
         cmocka_unit_test(test_smuggling_rejected),
         cmocka_unit_test(test_chunk_framing_bounded_413),
+        cmocka_unit_test(test_chunk_framing_every_byte_checked),
+        cmocka_unit_test(test_head_bare_cr_rejected),
+        cmocka_unit_test(test_chunked_valid_forms_served),
+        cmocka_unit_test(test_header_name_not_token_rejected),
+        cmocka_unit_test_setup_teardown(test_header_name_all_tchars_served, setup, teardown),
         cmocka_unit_test(test_host_rules),
         cmocka_unit_test_setup_teardown(test_keepalive_requests_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_timeout_408, setup, teardown),
