@@ -343,16 +343,21 @@ void sws_http1_fail(sws_conn_t *c, unsigned status, const char *why)
 }
 
 /* The request line's version is not one we serve: 505 when it is a
- * well-formed "HTTP/d.d" other than 1.0 and 1.1, 400 when anything else
- * stands in its place (none at all: llhttp reads that as HTTP/0.9). */
-static unsigned version_refusal(const sws_request_t *r, const char *end)
+ * well-formed "HTTP/d.d" other than 1.0 and 1.1 (then r records it, as
+ * the request carried it, for the log), 400 when anything else stands in
+ * its place (none at all: llhttp reads that as HTTP/0.9). */
+static unsigned version_refusal(sws_request_t *r, const char *end)
 {
     const char *v = r->target.p + r->target.len;
     int well_formed = r->target.len > 0 && end - v >= 10 && memcmp(v, " HTTP/", 6) == 0 &&
                       v[6] >= '0' && v[6] <= '9' && v[7] == '.' && v[8] >= '0' && v[8] <= '9' &&
                       (v[9] == '\r' || v[9] == '\n');
-    int supported = well_formed && v[6] == '1' && (v[8] == '0' || v[8] == '1');
-    return well_formed && !supported ? 505 : 400;
+    if (!well_formed)
+        return 400;
+    r->version_major = (uint8_t)(v[6] - '0');
+    r->version_minor = (uint8_t)(v[8] - '0');
+    int supported = v[6] == '1' && (v[8] == '0' || v[8] == '1');
+    return supported ? 400 : 505;
 }
 
 /* llhttp refused the bytes: which answer. */
@@ -516,8 +521,6 @@ static int head_complete(sws_conn_t *c, const char *pos)
     r->version_major = p->http_major;
     r->version_minor = p->http_minor;
     if (p->http_major != 1 || p->http_minor > 1) {
-        r->version_major = 1;
-        r->version_minor = 1;
         why = "unsupported HTTP version";
         status = version_refusal(r, pos);
         goto reject;
@@ -651,6 +654,21 @@ static int framing_ok(sws_conn_t *c, const char *to, int complete)
     return status == 0;
 }
 
+/* The request line so far, in the `have` bytes of an incomplete head,
+ * without its CR or CRLF (the limit is on the line, not its end); notes
+ * when the line is complete. */
+static size_t partial_line_len(sws_conn_t *c, size_t have)
+{
+    sws_http1_t *h = &c->h1;
+    const char *head = c->rbuf + c->msg_start;
+    const char *lf = memchr(head, '\n', have);
+    size_t len = lf != NULL ? (size_t)(lf - head) : have;
+    h->line_done = lf != NULL;
+    if (len > 0 && head[len - 1] == '\r')
+        len--;
+    return len;
+}
+
 /* llhttp used up rbuf[rpos, rend) without completing the message. */
 static void input_used(sws_conn_t *c)
 {
@@ -658,7 +676,7 @@ static void input_used(sws_conn_t *c)
     const sws_settings_t *st = c->set->settings;
     if (h->state == SWS_H1_HEAD) {
         size_t have = c->rend - c->msg_start;
-        if (!h->line_done && have > st->max_request_line)
+        if (!h->line_done && partial_line_len(c, have) > st->max_request_line)
             sws_http1_fail(c, 414, "request line too long");
         else if (have > st->max_header_size)
             sws_http1_fail(c, 431, "request head too large");
@@ -669,6 +687,19 @@ static void input_used(sws_conn_t *c)
         return;
     /* Body bytes are dropped as soon as they are parsed; the head stays. */
     c->rpos = c->rend = c->msg_start + h->head_len;
+}
+
+/* The client ended its input inside a request: there is nothing to answer
+ * (the rest will never come), but it is logged like a rejected request. */
+static void input_ended(sws_conn_t *c)
+{
+    sws_http1_t *h = &c->h1;
+    if (!c->peer_eof || (h->state != SWS_H1_HEAD && h->state != SWS_H1_BODY))
+        return;
+    sws_log_info("client %s: connection closed in the request %s", sws_conn_peer_text(c),
+                 h->state == SWS_H1_HEAD ? "head" : "body");
+    h->state = SWS_H1_DEAD;
+    c->close_after = 1;
 }
 
 void sws_http1_process(sws_conn_t *c)
@@ -688,6 +719,7 @@ void sws_http1_process(sws_conn_t *c)
             }
             begin_request(c);
         } else if (c->rpos == c->rend && h->state == SWS_H1_HEAD) {
+            input_ended(c);
             return;
         }
         /* In the body state llhttp runs even on no new byte: it finishes a
@@ -697,6 +729,7 @@ void sws_http1_process(sws_conn_t *c)
         llhttp_errno_t err = llhttp_execute(&h->parser, p, c->rend - c->rpos);
         if (err == HPE_OK) {
             input_used(c);
+            input_ended(c);
             return;
         }
         if (err != HPE_PAUSED) {

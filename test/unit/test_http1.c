@@ -507,13 +507,18 @@ typedef struct bytes_case {
 #define NCASES(a) (sizeof(a) / sizeof((a)[0]))
 
 /* Send c followed by a valid request for /after, whole (split == 0) or one
- * byte per read, on a fresh connection: one answer with status, close, and
- * /after never answered. */
-static void expect_case_answered(const bytes_case_t *c, int split, int status)
+ * byte per read, on a fresh connection with settings st (NULL: the
+ * defaults): one answer with status, close, and /after never answered. */
+static void expect_case_answered_with(const bytes_case_t *c, int split, int status,
+                                      const sws_settings_t *st)
 {
     static const char after[] = "GET /after" H11 "\r\n";
     fixture_t *f;
     setup((void **)&f);
+    if (st != NULL) {
+        f->st = *st;
+        apply(f);
+    }
     char req[1024];
     assert_true(c->len + sizeof(after) <= sizeof(req));
     memcpy(req, c->req, c->len);
@@ -533,8 +538,48 @@ static void expect_case_answered(const bytes_case_t *c, int split, int status)
 static void expect_cases_rejected(const bytes_case_t *cases, size_t n, int status)
 {
     for (size_t i = 0; i < n; i++) {
-        expect_case_answered(&cases[i], 0, status);
-        expect_case_answered(&cases[i], 1, status);
+        expect_case_answered_with(&cases[i], 0, status, NULL);
+        expect_case_answered_with(&cases[i], 1, status, NULL);
+    }
+}
+
+/* Send c whole (split == 0) or one byte per read, then a request for
+ * /after, on a fresh connection with settings st: both served. */
+static void expect_case_served_with(const bytes_case_t *c, int split, const sws_settings_t *st)
+{
+    fixture_t *f;
+    setup((void **)&f);
+    if (st != NULL) {
+        f->st = *st;
+        apply(f);
+    }
+    for (size_t off = 0; off < c->len; off += split ? 1 : c->len) {
+        send_bytes(f, c->req + off, split ? 1 : c->len);
+        pump(f);
+    }
+    send_str(f, "GET /after" H11 "\r\n");
+    if (status_at(f, 0) != 200 || status_at(f, 1) != 200 || f->eof ||
+        strstr(f->out, "GET /after") == NULL)
+        fail_msg("%s (%s): %s", c->name, split ? "split" : "whole", f->out);
+    teardown((void **)&f);
+}
+
+/* The limit is on the request line without its CRLF: a line of exactly
+ * max_request_line bytes is served, one byte more is 414, whole or one
+ * byte per read (then the CR arrives before the LF). */
+static void test_limit_request_line_boundary(void **state)
+{
+    (void)state;
+    sws_settings_t st = sws_conn_default_settings;
+    st.max_request_line = 64; /* "GET /" + 50 + " HTTP/1.1" */
+    static const bytes_case_t at = CASE("exactly the limit",
+        "GET /01234567890123456789012345678901234567890123456789 HTTP/1.1\r\nHost: a\r\n\r\n");
+    static const bytes_case_t over = CASE("one byte over",
+        "GET /012345678901234567890123456789012345678901234567890 HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_int_equal(strchr(at.req, '\r') - at.req, 64);
+    for (int split = 0; split < 2; split++) {
+        expect_case_served_with(&at, split, &st);
+        expect_case_answered_with(&over, split, 414, &st);
     }
 }
 
@@ -653,21 +698,9 @@ static void test_chunked_valid_forms_served(void **state)
         CASE("upper hex, zeros", TE_CHUNKED "0A\r\nhellohello\r\n00\r\n\r\n"),
         CASE("CRLF in data", TE_CHUNKED "5\r\n\r\n\r\n\r\r\n0\r\n\r\n"),
     };
-    static const char after[] = "GET /after" H11 "\r\n";
     for (size_t i = 0; i < NCASES(cases); i++) {
-        for (int split = 0; split < 2; split++) {
-            fixture_t *f;
-            setup((void **)&f);
-            for (size_t off = 0; off < cases[i].len; off += split ? 1 : cases[i].len) {
-                send_bytes(f, cases[i].req + off, split ? 1 : cases[i].len);
-                pump(f);
-            }
-            send_str(f, after);
-            if (status_at(f, 0) != 200 || status_at(f, 1) != 200 || f->eof ||
-                strstr(f->out, "GET /after") == NULL)
-                fail_msg("%s (%s): %s", cases[i].name, split ? "split" : "whole", f->out);
-            teardown((void **)&f);
-        }
+        expect_case_served_with(&cases[i], 0, NULL);
+        expect_case_served_with(&cases[i], 1, NULL);
     }
 }
 
@@ -852,6 +885,126 @@ static void test_input_flood_read_in_turns(void **state)
     assert_non_null(strstr(f->out, "GET /after-flood host=a"));
 }
 
+/* A version we do not serve is answered 505 by HTTP/1.1, but the request
+ * records the version it carried (what the access log shows). */
+static void test_refused_version_recorded_as_carried(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *req;
+        int status;
+        unsigned major, minor;
+    } cases[] = {
+        { "GET / HTTP/9.9\r\nHost: a\r\n\r\n", 505, 9, 9 },
+        { "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505, 2, 0 },
+        { "GET / HTTP/1.2\r\nHost: a\r\n\r\n", 505, 1, 2 },
+        { "GET / HTTP/0.9\r\nHost: a\r\n\r\n", 505, 0, 9 },
+        { "GET / HTTP/1.0\r\n\r\n", 200, 1, 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fixture_t *f;
+        setup((void **)&f);
+        send_bytes(f, cases[i].req, strlen(cases[i].req));
+        /* No reap: the connection (and its request) outlives its close
+         * until the tick. */
+        for (int k = 0; k < 4; k++)
+            assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+        drain_peer(f);
+        const sws_request_t *r = &f->conn->req;
+        if (status_at(f, 0) != cases[i].status || r->version_major != cases[i].major ||
+            r->version_minor != cases[i].minor)
+            fail_msg("%s: recorded HTTP/%u.%u, answered %s", cases[i].req, r->version_major,
+                     r->version_minor, f->out);
+        teardown((void **)&f);
+    }
+}
+
+/* The error log at info level into a pipe, for the test to read. */
+static int capture_log(void)
+{
+    int p[2];
+    assert_int_equal(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+    sws_log_init("test", p[1], SWS_LOG_INFO);
+    return p[0];
+}
+
+/* What was logged since capture_log; back to stderr at error level. */
+static void release_log(int fd, char *buf, size_t cap)
+{
+    ssize_t n = read(fd, buf, cap - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    sws_log_init("test", 2, SWS_LOG_ERROR);
+    close(fd);
+}
+
+/* A client that ends its input inside a request gets nothing (it cannot
+ * send the rest) but the request is logged at info with the client, like
+ * other rejected requests; one that ends between requests is not. */
+static void test_eof_inside_request_logged(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *req;
+        const char *line; /* NULL: nothing logged */
+    } cases[] = {
+        { "GET /h HTTP/1.1\r\nHo", "[info] test[" },
+        { "GET /h HTTP/1.1\r\nHost: a\r\n", "client -: connection closed in the request head" },
+        { "G", "client -: connection closed in the request head" },
+        { "POST /b" H11 "Content-Length: 10\r\n\r\nabc",
+          "client -: connection closed in the request body" },
+        { "POST /b" H11 "Transfer-Encoding: chunked\r\n\r\n5\r\nhel",
+          "client -: connection closed in the request body" },
+        { "GET /h" H11 "\r\n", NULL },
+        { "", NULL },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fixture_t *f;
+        char log[1024];
+        setup((void **)&f);
+        int fd = capture_log();
+        send_bytes(f, cases[i].req, strlen(cases[i].req));
+        pump(f);
+        assert_int_equal(shutdown(f->peer, SHUT_WR), 0);
+        pump(f);
+        release_log(fd, log, sizeof(log));
+        if (!f->eof || (cases[i].line == NULL ? log[0] != '\0'
+                                              : strstr(log, cases[i].line) == NULL ||
+                                                    count(log, "\n") != 1))
+            fail_msg("%s: eof=%d, logged: %s", cases[i].req, f->eof, log);
+        teardown((void **)&f);
+    }
+}
+
+/* Every status of the IANA registry a server may send has its phrase. */
+static void reason_handler(sws_request_t *r)
+{
+    sws_response_send(r, (unsigned)atoi(r->path.p + 1), NULL, 0, NULL, 0);
+}
+
+static void test_reason_phrases(void **state)
+{
+    fixture_t *f = *state;
+    static const struct {
+        unsigned status;
+        const char *reason;
+    } cases[] = {
+        { 103, "Early Hints" }, { 203, "Non-Authoritative Information" },
+        { 207, "Multi-Status" }, { 226, "IM Used" }, { 300, "Multiple Choices" },
+        { 402, "Payment Required" }, { 406, "Not Acceptable" }, { 418, "I'm a teapot" },
+        { 422, "Unprocessable Content" }, { 425, "Too Early" }, { 426, "Upgrade Required" },
+        { 428, "Precondition Required" }, { 451, "Unavailable For Legal Reasons" },
+        { 506, "Variant Also Negotiates" }, { 507, "Insufficient Storage" },
+        { 508, "Loop Detected" }, { 511, "Network Authentication Required" },
+        { 599, "Unknown" }, { 999, "Unknown" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_string_equal(sws_http_reason(cases[i].status), cases[i].reason);
+    f->set.handler = reason_handler;
+    send_str(f, "GET /451" H11 "\r\nGET /418" H11 "\r\n");
+    assert_non_null(strstr(f->out, "HTTP/1.1 451 Unavailable For Legal Reasons\r\n"));
+    assert_non_null(strstr(f->out, "HTTP/1.1 418 I'm a teapot\r\n"));
+}
+
 /* A 1xx is interim: a handler that answers with one gets a 500 instead,
  * or the client would wait for a final answer that never comes. */
 static void interim_handler(sws_request_t *r)
@@ -888,6 +1041,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_other_expectation_is_417, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_request_line_414, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_request_line_414_partial, setup, teardown),
+        cmocka_unit_test(test_limit_request_line_boundary),
         cmocka_unit_test_setup_teardown(test_limit_header_size_431, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_header_count_431, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_larger_than_read_buffer, setup, teardown),
@@ -912,6 +1066,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_input_flood_read_in_turns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interim_status_from_handler_is_500, setup, teardown),
+        cmocka_unit_test(test_refused_version_recorded_as_carried),
+        cmocka_unit_test(test_eof_inside_request_logged),
+        cmocka_unit_test_setup_teardown(test_reason_phrases, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
