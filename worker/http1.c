@@ -345,13 +345,15 @@ void sws_http1_fail(sws_conn_t *c, unsigned status, const char *why)
 /* The request line's version is not one we serve: 505 when it is a
  * well-formed "HTTP/d.d" other than 1.0 and 1.1 (then r records it, as
  * the request carried it, for the log), 400 when anything else stands in
- * its place (none at all: llhttp reads that as HTTP/0.9). */
+ * its place (none at all: llhttp reads that as HTTP/0.9). Only the bytes
+ * up to the minor digit decide: llhttp refuses a version there, and what
+ * follows may not have arrived yet (the answer must not depend on how the
+ * input was cut into reads); a bad byte after it is refused either way. */
 static unsigned version_refusal(sws_request_t *r, const char *end)
 {
     const char *v = r->target.p + r->target.len;
-    int well_formed = r->target.len > 0 && end - v >= 10 && memcmp(v, " HTTP/", 6) == 0 &&
-                      v[6] >= '0' && v[6] <= '9' && v[7] == '.' && v[8] >= '0' && v[8] <= '9' &&
-                      (v[9] == '\r' || v[9] == '\n');
+    int well_formed = r->target.len > 0 && end - v >= 9 && memcmp(v, " HTTP/", 6) == 0 &&
+                      v[6] >= '0' && v[6] <= '9' && v[7] == '.' && v[8] >= '0' && v[8] <= '9';
     if (!well_formed)
         return 400;
     r->version_major = (uint8_t)(v[6] - '0');

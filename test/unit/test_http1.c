@@ -583,6 +583,20 @@ static void test_limit_request_line_boundary(void **state)
     }
 }
 
+/* The answer to a version does not depend on how the request line was cut
+ * into reads (found by fuzz_http1: cut before its CR, HTTP/2.1 got 400). */
+static void test_unsupported_versions_505_any_cut(void **state)
+{
+    (void)state;
+    static const bytes_case_t cases[] = {
+        CASE("2.1", "GET / HTTP/2.1\r\nHost: a\r\n\r\n"),
+        CASE("absolute 2.1", "GET http://h/p HTTP/2.1\r\nHost: a\r\n\r\n"),
+        CASE("9.9", "GET / HTTP/9.9\r\nHost: a\r\n\r\n"),
+        CASE("2.0", "GET / HTTP/2.0\r\nHost: a\r\n\r\n"),
+    };
+    expect_cases_rejected(cases, NCASES(cases), 505);
+}
+
 #define TE_CHUNKED "POST /c" H11 "Transfer-Encoding: chunked\r\n\r\n"
 
 /* llhttp 8.1 skips the two bytes after chunk data, the byte after a CR in
@@ -1048,6 +1062,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_limit_body_413_content_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_body_413_chunked, setup, teardown),
         cmocka_unit_test(test_unsupported_versions_505),
+        cmocka_unit_test(test_unsupported_versions_505_any_cut),
         cmocka_unit_test(test_malformed_400),
         cmocka_unit_test(test_smuggling_rejected),
         cmocka_unit_test(test_chunk_framing_bounded_413),
