@@ -497,129 +497,176 @@ static int request_line_ok(const char *head, sws_str_t method, sws_str_t target)
     return target.p == head + method.len + 1 && memcmp(v, " HTTP/", 6) == 0 && v[9] == '\r';
 }
 
-/* The whole head is in rbuf[msg_start, pos): check it, fill the request.
- * 0, or -1 when the request was rejected. */
-static int head_complete(sws_conn_t *c, const char *pos)
+/* The request line as llhttp read it: method and version into r, the
+ * version served, the line's exact shape. 0, or the status to answer with
+ * *why set. */
+static unsigned check_request_line(sws_conn_t *c, const char *head, const char *pos,
+                                   const char **why)
 {
-    sws_http1_t *h = &c->h1;
     sws_request_t *r = &c->req;
-    llhttp_t *p = &h->parser;
-    const sws_settings_t *st = c->set->settings;
-    const char *head = c->rbuf + c->msg_start;
-    const char *why = NULL;
-
-    h->head_len = (uint32_t)(pos - head);
-    unsigned status = check_lines(head, h->head_len, st->max_request_line, &why);
-    if (status != 0)
-        goto reject;
-    if (h->head_len > st->max_header_size) {
-        why = "request head too large";
-        status = 431;
-        goto reject;
-    }
+    const llhttp_t *p = &c->h1.parser;
     r->method_id = p->method;
     r->method = method_name(p->method);
     r->is_head = p->method == HTTP_HEAD;
     r->version_major = p->http_major;
     r->version_minor = p->http_minor;
     if (p->http_major != 1 || p->http_minor > 1) {
-        why = "unsupported HTTP version";
-        status = version_refusal(r, pos);
-        goto reject;
+        *why = "unsupported HTTP version";
+        return version_refusal(r, pos);
     }
     if (!request_line_ok(head, r->method, r->target)) {
-        why = "malformed request line";
-        status = 400;
-        goto reject;
+        *why = "malformed request line";
+        return 400;
     }
+    return 0;
+}
 
-    const sws_str_t *host = NULL, *te = NULL, *expect = NULL;
-    unsigned nhost = 0, nte = 0;
+/* The header fields the head checks look at, as data: a name, and where
+ * scan_known_headers records the (last) value and the count. */
+enum known_header { KH_HOST, KH_TRANSFER_ENCODING, KH_EXPECT, KH_COUNT };
+
+static const sws_str_t known_names[KH_COUNT] = {
+    [KH_HOST] = SWS_STR("host"),
+    [KH_TRANSFER_ENCODING] = SWS_STR("transfer-encoding"),
+    [KH_EXPECT] = SWS_STR("expect"),
+};
+
+typedef struct known_headers {
+    const sws_str_t *value[KH_COUNT]; /* the last one seen; NULL: none */
+    unsigned count[KH_COUNT];
+} known_headers_t;
+
+/* Every field name a token, every value without trailing whitespace, the
+ * known fields found. 0, or the status to answer with *why set. */
+static unsigned scan_known_headers(sws_request_t *r, known_headers_t *k, const char **why)
+{
+    memset(k, 0, sizeof(*k));
     for (unsigned i = 0; i < r->nheaders; i++) {
         sws_header_t *hd = &r->headers[i];
         if (!is_token(hd->name)) {
-            why = "header name not a token";
-            status = 400;
-            goto reject;
+            *why = "header name not a token";
+            return 400;
         }
         while (hd->value.len > 0 &&
                (hd->value.p[hd->value.len - 1] == ' ' || hd->value.p[hd->value.len - 1] == '\t'))
             hd->value.len--;
-        switch (hd->name.len) {
-        case 4:
-            if (sws_str_caseeq_lit(hd->name, "host")) {
-                host = &hd->value;
-                nhost++;
+        for (unsigned n = 0; n < KH_COUNT; n++) {
+            if (sws_str_caseeq(hd->name, known_names[n])) {
+                k->value[n] = &hd->value;
+                k->count[n]++;
+                break;
             }
-            break;
-        case 6:
-            if (sws_str_caseeq_lit(hd->name, "expect"))
-                expect = &hd->value;
-            break;
-        case 17:
-            if (sws_str_caseeq_lit(hd->name, "transfer-encoding")) {
-                te = &hd->value;
-                nte++;
-            }
-            break;
-        default:
-            break;
         }
     }
+    return 0;
+}
+
+/* Host (exactly one in HTTP/1.1, valid characters) and the request-target
+ * (path, query, and the host of an absolute-form target). 0, or the status
+ * to answer with *why set. */
+static unsigned check_host_and_target(sws_request_t *r, const known_headers_t *k,
+                                      const char **why)
+{
+    const sws_str_t *host = k->value[KH_HOST];
+    unsigned nhost = k->count[KH_HOST];
     if (nhost > 1 || (nhost == 0 && r->version_minor == 1) || (host != NULL && !host_ok(*host))) {
-        why = "missing, repeated or invalid Host";
-        status = 400;
-        goto reject;
+        *why = "missing, repeated or invalid Host";
+        return 400;
     }
     if (host != NULL)
         r->host = *host;
-    if (nte > 0 && (r->version_minor == 0 || nte > 1 || !sws_str_caseeq_lit(*te, "chunked"))) {
-        why = "Transfer-Encoding other than a single chunked";
-        status = 400;
-        goto reject;
-    }
     if (parse_target(r) < 0) {
-        why = "invalid request target";
-        status = 400;
-        goto reject;
+        *why = "invalid request target";
+        return 400;
     }
+    return 0;
+}
 
+/* How the body is framed: a single chunked Transfer-Encoding on HTTP/1.1
+ * only, a Content-Length within max_body_size, the one expectation we
+ * meet (100-continue, sent when the client waits for it). 0, or the status
+ * to answer with *why set. */
+static unsigned check_framing(sws_conn_t *c, const known_headers_t *k, const char *pos,
+                              const char **why)
+{
+    static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    sws_http1_t *h = &c->h1;
+    sws_request_t *r = &c->req;
+    const llhttp_t *p = &h->parser;
+    const sws_str_t *te = k->value[KH_TRANSFER_ENCODING];
+    unsigned nte = k->count[KH_TRANSFER_ENCODING];
+    const sws_str_t *expect = k->value[KH_EXPECT];
+    if (nte > 0 && (r->version_minor == 0 || nte > 1 || !sws_str_caseeq_lit(*te, "chunked"))) {
+        *why = "Transfer-Encoding other than a single chunked";
+        return 400;
+    }
     h->chunked = (p->flags & F_CHUNKED) != 0;
     uint64_t length = (p->flags & F_CONTENT_LENGTH) ? p->content_length : 0;
-    if (length > st->max_body_size) {
-        why = "request body too large";
-        status = 413;
-        goto reject;
+    if (length > c->set->settings->max_body_size) {
+        *why = "request body too large";
+        return 413;
     }
     if (expect != NULL && r->version_minor == 1) {
         if (!sws_str_caseeq_lit(*expect, "100-continue")) {
-            why = "unsupported expectation";
-            status = 417;
-            goto reject;
+            *why = "unsupported expectation";
+            return 417;
         }
         /* No 100 when the body is already here: the client did not wait. */
         if ((h->chunked || length > 0) && pos == c->rbuf + c->rend &&
-            sws_conn_append(c, "HTTP/1.1 100 Continue\r\n\r\n", 25) < 0) {
-            why = "out of memory";
-            status = 500;
-            goto reject;
+            sws_conn_append(c, continue_100, sizeof(continue_100) - 1) < 0) {
+            *why = "out of memory";
+            return 500;
         }
     }
+    return 0;
+}
+
+/* Whether the connection may carry another request after this one. */
+static void decide_keep_alive(sws_conn_t *c)
+{
+    const llhttp_t *p = &c->h1.parser;
     /* An upgrade or CONNECT is answered like any request, then the
      * connection ends: what follows is not HTTP/1. */
     int upgrade = p->method == HTTP_CONNECT ||
                   ((p->flags & F_UPGRADE) && (p->flags & F_CONNECTION_UPGRADE));
     /* (A graceful stop clears it when the response is written.) */
-    r->keep_alive = llhttp_should_keep_alive(p) && !upgrade &&
-                    c->requests + 1 < st->keepalive_requests;
+    c->req.keep_alive = llhttp_should_keep_alive(p) && !upgrade &&
+                        c->requests + 1 < c->set->settings->keepalive_requests;
+}
+
+/* The whole head is in rbuf[msg_start, pos): check it, fill the request.
+ * 0, or -1 when the request was rejected. */
+static int head_complete(sws_conn_t *c, const char *pos)
+{
+    sws_http1_t *h = &c->h1;
+    const sws_settings_t *st = c->set->settings;
+    const char *head = c->rbuf + c->msg_start;
+    const char *why = NULL;
+    known_headers_t known;
+
+    h->head_len = (uint32_t)(pos - head);
+    unsigned status = check_lines(head, h->head_len, st->max_request_line, &why);
+    if (status == 0 && h->head_len > st->max_header_size) {
+        why = "request head too large";
+        status = 431;
+    }
+    if (status == 0)
+        status = check_request_line(c, head, pos, &why);
+    if (status == 0)
+        status = scan_known_headers(&c->req, &known, &why);
+    if (status == 0)
+        status = check_host_and_target(&c->req, &known, &why);
+    if (status == 0)
+        status = check_framing(c, &known, pos, &why);
+    if (status != 0) {
+        sws_http1_fail(c, status, why);
+        return -1;
+    }
+    decide_keep_alive(c);
     h->state = SWS_H1_BODY;
     h->frame = FR_SIZE_FIRST;
     h->chunk_left = 0;
     return 0;
-
-reject:
-    sws_http1_fail(c, status, why);
-    return -1;
 }
 
 static void message_complete(sws_conn_t *c)
