@@ -34,14 +34,114 @@ static int refuse(sws_conn_t *c, unsigned status, const char *why)
     return HPE_USER;
 }
 
-/* Chunk framing and trailers, the bytes between body spans. llhttp 8.1
- * accepts a bare LF in the last-chunk and trailer lines, and obs-fold and
- * empty names in trailers; those are rejected here. It also accepts any
- * number of leading zeros in a chunk size and extensions of any length,
- * and drops them: without a bound a client could stream a body that never
- * reaches max_body_size (CVE-2024-22019 in Node). So the framing may be as
- * large as the body and head limits together, far above what a client
- * sends, and no larger. Returns 0, or the status to refuse with. */
+/* Where the scan of the chunked framing stands (sws_http1_t.frame): the
+ * grammar of RFC 9112 7.1, one state per place a byte can be. */
+enum frame_state {
+    FR_SIZE_FIRST,  /* a chunk-size line starts: HEXDIG */
+    FR_SIZE,        /* HEXDIG, ';' or CR */
+    FR_EXT_NAME0,   /* after ';': a token starts */
+    FR_EXT_NAME,    /* tchar, '=', ';' or CR */
+    FR_EXT_VALUE0,  /* after '=': a token or a quoted-string starts */
+    FR_EXT_VALUE,   /* tchar, ';' or CR */
+    FR_EXT_QUOTED,  /* qdtext, '\\' or the closing '"' */
+    FR_EXT_PAIR,    /* the byte after '\\' */
+    FR_EXT_QUOTED_END, /* ';' or CR */
+    FR_SIZE_LF,     /* LF ends the chunk-size line */
+    FR_DATA,        /* chunk_left data bytes are due, in body spans */
+    FR_DATA_CR,     /* CRLF after the data */
+    FR_DATA_LF,
+    FR_TRAILER0,    /* a trailer field line, or CR of the final CRLF */
+    FR_TRAILER_NAME, /* tchar or ':' */
+    FR_TRAILER_VALUE, /* field-vchar, SP, HTAB or CR */
+    FR_TRAILER_LF,
+    FR_END_LF,      /* LF of the final CRLF */
+    FR_DONE,        /* the message ends here: no framing byte may follow */
+};
+
+static int is_hexdig(unsigned char b)
+{
+    return (b >= '0' && b <= '9') || ((b | 0x20) >= 'a' && (b | 0x20) <= 'f');
+}
+
+/* VCHAR or obs-text (RFC 9110 5.5). */
+static int is_field_vchar(unsigned char b)
+{
+    return (b > 0x20 && b < 0x7f) || b >= 0x80;
+}
+
+/* One framing byte: the next state, or -1 when the byte has no place
+ * there. */
+static int frame_step(sws_http1_t *h, unsigned char b)
+{
+    switch ((enum frame_state)h->frame) {
+    case FR_SIZE_FIRST:
+    case FR_SIZE:
+        if (is_hexdig(b)) {
+            if (h->chunk_left >> 60 != 0)
+                return -1; /* llhttp refuses the overflow too */
+            h->chunk_left = h->chunk_left << 4 | (uint64_t)(b <= '9' ? b - '0' : (b | 0x20) - 'a' + 10);
+            return FR_SIZE;
+        }
+        if (h->frame == FR_SIZE_FIRST)
+            return -1;
+        return b == ';' ? FR_EXT_NAME0 : b == '\r' ? FR_SIZE_LF : -1;
+    case FR_EXT_NAME0:
+        return sws_is_tchar(b) ? FR_EXT_NAME : -1;
+    case FR_EXT_NAME:
+    case FR_EXT_VALUE:
+        if (sws_is_tchar(b))
+            return h->frame;
+        if (b == '=' && h->frame == FR_EXT_NAME)
+            return FR_EXT_VALUE0;
+        return b == ';' ? FR_EXT_NAME0 : b == '\r' ? FR_SIZE_LF : -1;
+    case FR_EXT_VALUE0:
+        return sws_is_tchar(b) ? FR_EXT_VALUE : b == '"' ? FR_EXT_QUOTED : -1;
+    case FR_EXT_QUOTED:
+        if (b == '"')
+            return FR_EXT_QUOTED_END;
+        if (b == '\\')
+            return FR_EXT_PAIR;
+        return is_field_vchar(b) || b == ' ' || b == '\t' ? FR_EXT_QUOTED : -1;
+    case FR_EXT_PAIR:
+        return is_field_vchar(b) || b == ' ' || b == '\t' ? FR_EXT_QUOTED : -1;
+    case FR_EXT_QUOTED_END:
+        return b == ';' ? FR_EXT_NAME0 : b == '\r' ? FR_SIZE_LF : -1;
+    case FR_SIZE_LF:
+        if (b != '\n')
+            return -1;
+        return h->chunk_left == 0 ? FR_TRAILER0 : FR_DATA;
+    case FR_DATA:
+        return -1; /* llhttp ended the data before its size */
+    case FR_DATA_CR:
+        return b == '\r' ? FR_DATA_LF : -1;
+    case FR_DATA_LF:
+        return b == '\n' ? FR_SIZE_FIRST : -1;
+    case FR_TRAILER0:
+        return b == '\r' ? FR_END_LF : sws_is_tchar(b) ? FR_TRAILER_NAME : -1;
+    case FR_TRAILER_NAME:
+        return sws_is_tchar(b) ? FR_TRAILER_NAME : b == ':' ? FR_TRAILER_VALUE : -1;
+    case FR_TRAILER_VALUE:
+        if (b == '\r')
+            return FR_TRAILER_LF;
+        return is_field_vchar(b) || b == ' ' || b == '\t' ? FR_TRAILER_VALUE : -1;
+    case FR_TRAILER_LF:
+        return b == '\n' ? FR_TRAILER0 : -1;
+    case FR_END_LF:
+        return b == '\n' ? FR_DONE : -1;
+    case FR_DONE:
+        return -1;
+    }
+    return -1;
+}
+
+/* Chunk framing and trailers, the bytes between body spans, through our
+ * own scan (llhttp 8.1 skips some of them unchecked). llhttp also accepts
+ * any number of leading zeros in a chunk size and extensions of any
+ * length, and drops them: without a bound a client could stream a body
+ * that never reaches max_body_size (CVE-2024-22019 in Node). So the
+ * framing may be as large as the body and head limits together, far above
+ * what a client sends, and no larger. Returns 0, or the status to refuse
+ * with. */
 static unsigned scan_framing(sws_conn_t *c, const char *from, const char *to, const char **why)
 {
     sws_http1_t *h = &c->h1;
@@ -52,14 +152,27 @@ static unsigned scan_framing(sws_conn_t *c, const char *from, const char *to, co
         return 413;
     }
     for (const char *p = from; p < to; p++) {
-        char b = *p;
-        if ((b == '\n' && !h->gap_cr) || (h->gap_lf && (b == ' ' || b == '\t' || b == ':'))) {
+        int next = frame_step(h, (unsigned char)*p);
+        if (next < 0) {
             *why = "bad chunk framing";
             return 400;
         }
-        h->gap_cr = b == '\r';
-        h->gap_lf = b == '\n';
+        h->frame = (uint8_t)next;
     }
+    return 0;
+}
+
+/* A body span of len bytes follows the framing scanned so far: it must be
+ * chunk data our scan expects. Returns 0, or the status to refuse with. */
+static unsigned scan_data(sws_http1_t *h, size_t len, const char **why)
+{
+    if (h->frame != FR_DATA || len > h->chunk_left) {
+        *why = "chunk data where the framing has none";
+        return 400;
+    }
+    h->chunk_left -= len;
+    if (h->chunk_left == 0)
+        h->frame = FR_DATA_CR;
     return 0;
 }
 
@@ -78,10 +191,8 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
     sws_conn_t *c = parser_conn(p);
     sws_http1_t *h = &c->h1;
     sws_request_t *r = &c->req;
-    if (h->state == SWS_H1_BODY) { /* a trailer: checked, counted, dropped */
+    if (h->state == SWS_H1_BODY) { /* a trailer: counted, dropped (scan_framing checks it) */
         h->trailer_bytes += (uint32_t)len;
-        if (memchr(at, ' ', len) != NULL || memchr(at, '\t', len) != NULL)
-            return refuse(c, 400, "whitespace before a colon in a trailer");
         if (h->trailer_bytes > c->set->settings->max_header_size)
             return refuse(c, 431, "trailers too large");
         return 0;
@@ -144,10 +255,11 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     if (h->chunked) {
         const char *why;
         unsigned status = scan_framing(c, h->gap, at, &why);
+        if (status == 0)
+            status = scan_data(h, len, &why);
         if (status != 0)
             return refuse(c, status, why);
         h->gap = at + len;
-        h->gap_cr = h->gap_lf = 0;
     }
     return 0;
 }
@@ -231,16 +343,23 @@ void sws_http1_fail(sws_conn_t *c, unsigned status, const char *why)
 }
 
 /* The request line's version is not one we serve: 505 when it is a
- * well-formed "HTTP/d.d" other than 1.0 and 1.1, 400 when anything else
- * stands in its place (none at all: llhttp reads that as HTTP/0.9). */
-static unsigned version_refusal(const sws_request_t *r, const char *end)
+ * well-formed "HTTP/d.d" other than 1.0 and 1.1 (then r records it, as
+ * the request carried it, for the log), 400 when anything else stands in
+ * its place (none at all: llhttp reads that as HTTP/0.9). Only the bytes
+ * up to the minor digit decide: llhttp refuses a version there, and what
+ * follows may not have arrived yet (the answer must not depend on how the
+ * input was cut into reads); a bad byte after it is refused either way. */
+static unsigned version_refusal(sws_request_t *r, const char *end)
 {
     const char *v = r->target.p + r->target.len;
-    int well_formed = r->target.len > 0 && end - v >= 10 && memcmp(v, " HTTP/", 6) == 0 &&
-                      v[6] >= '0' && v[6] <= '9' && v[7] == '.' && v[8] >= '0' && v[8] <= '9' &&
-                      (v[9] == '\r' || v[9] == '\n');
-    int supported = well_formed && v[6] == '1' && (v[8] == '0' || v[8] == '1');
-    return well_formed && !supported ? 505 : 400;
+    int well_formed = r->target.len > 0 && end - v >= 9 && memcmp(v, " HTTP/", 6) == 0 &&
+                      v[6] >= '0' && v[6] <= '9' && v[7] == '.' && v[8] >= '0' && v[8] <= '9';
+    if (!well_formed)
+        return 400;
+    r->version_major = (uint8_t)(v[6] - '0');
+    r->version_minor = (uint8_t)(v[8] - '0');
+    int supported = v[6] == '1' && (v[8] == '0' || v[8] == '1');
+    return supported ? 400 : 505;
 }
 
 /* llhttp refused the bytes: which answer. */
@@ -329,34 +448,44 @@ static int parse_target(sws_request_t *r)
     return 0;
 }
 
-/* Line structure of the head: every LF preceded by CR, no line starting
- * with whitespace (obs-fold), the request line within its limit. Returns
- * 0, or the status to answer with *why set. */
+/* Line structure of the head: lines that each end in CRLF, with no other
+ * CR or LF (llhttp 8.1 takes a bare LF as a line end, and skips the byte
+ * after a CR in places), no line starting with whitespace (obs-fold), the
+ * request line without its CRLF within its limit. Returns 0, or the status
+ * to answer with *why set. */
 static unsigned check_lines(const char *head, size_t len, uint32_t max_line, const char **why)
 {
     const char *end = head + len;
-    const char *lf = memchr(head, '\n', len);
-    if (lf == NULL) {
-        *why = "no line end";
-        return 400;
-    }
-    if ((size_t)(lf - head) > max_line) {
-        *why = "request line too long";
-        return 414;
-    }
-    for (; lf != NULL; lf = memchr(lf + 1, '\n', (size_t)(end - lf - 1))) {
-        if (lf == head || lf[-1] != '\r') {
-            *why = "bare LF in the request head";
+    for (const char *line = head; line < end;) {
+        const char *cr = memchr(line, '\r', (size_t)(end - line));
+        const char *lf = memchr(line, '\n', (size_t)(end - line));
+        if (line == head && (size_t)((cr != NULL ? cr : end) - head) > max_line) {
+            *why = "request line too long";
+            return 414;
+        }
+        if (cr == NULL || lf != cr + 1) {
+            *why = "bare CR or LF in the request head";
             return 400;
         }
-        if (lf + 1 < end && (lf[1] == ' ' || lf[1] == '\t')) {
+        line = lf + 1;
+        if (line < end && (*line == ' ' || *line == '\t')) {
             *why = "obs-fold in the request head";
             return 400;
         }
-        if (lf + 1 == end)
-            break;
     }
     return 0;
+}
+
+/* A field name is a token (RFC 9110 5.1): llhttp 8.1 lets a space through
+ * ("X A"), and whitespace before the colon is a smuggling vector. */
+static int is_token(sws_str_t s)
+{
+    if (s.len == 0)
+        return 0;
+    for (size_t i = 0; i < s.len; i++)
+        if (!sws_is_tchar((unsigned char)s.p[i]))
+            return 0;
+    return 1;
 }
 
 /* The request line is exactly method SP request-target SP HTTP-version
@@ -368,136 +497,176 @@ static int request_line_ok(const char *head, sws_str_t method, sws_str_t target)
     return target.p == head + method.len + 1 && memcmp(v, " HTTP/", 6) == 0 && v[9] == '\r';
 }
 
-/* The whole head is in rbuf[msg_start, pos): check it, fill the request.
- * 0, or -1 when the request was rejected. */
-static int head_complete(sws_conn_t *c, const char *pos)
+/* The request line as llhttp read it: method and version into r, the
+ * version served, the line's exact shape. 0, or the status to answer with
+ * *why set. */
+static unsigned check_request_line(sws_conn_t *c, const char *head, const char *pos,
+                                   const char **why)
 {
-    sws_http1_t *h = &c->h1;
     sws_request_t *r = &c->req;
-    llhttp_t *p = &h->parser;
-    const sws_settings_t *st = c->set->settings;
-    const char *head = c->rbuf + c->msg_start;
-    const char *why = NULL;
-
-    h->head_len = (uint32_t)(pos - head);
-    unsigned status = check_lines(head, h->head_len, st->max_request_line, &why);
-    if (status != 0)
-        goto reject;
-    if (h->head_len > st->max_header_size) {
-        why = "request head too large";
-        status = 431;
-        goto reject;
-    }
+    const llhttp_t *p = &c->h1.parser;
     r->method_id = p->method;
     r->method = method_name(p->method);
     r->is_head = p->method == HTTP_HEAD;
     r->version_major = p->http_major;
     r->version_minor = p->http_minor;
     if (p->http_major != 1 || p->http_minor > 1) {
-        r->version_major = 1;
-        r->version_minor = 1;
-        why = "unsupported HTTP version";
-        status = version_refusal(r, pos);
-        goto reject;
+        *why = "unsupported HTTP version";
+        return version_refusal(r, pos);
     }
     if (!request_line_ok(head, r->method, r->target)) {
-        why = "malformed request line";
-        status = 400;
-        goto reject;
+        *why = "malformed request line";
+        return 400;
     }
+    return 0;
+}
 
-    const sws_str_t *host = NULL, *te = NULL, *expect = NULL;
-    unsigned nhost = 0, nte = 0;
+/* The header fields the head checks look at, as data: a name, and where
+ * scan_known_headers records the (last) value and the count. */
+enum known_header { KH_HOST, KH_TRANSFER_ENCODING, KH_EXPECT, KH_COUNT };
+
+static const sws_str_t known_names[KH_COUNT] = {
+    [KH_HOST] = SWS_STR("host"),
+    [KH_TRANSFER_ENCODING] = SWS_STR("transfer-encoding"),
+    [KH_EXPECT] = SWS_STR("expect"),
+};
+
+typedef struct known_headers {
+    const sws_str_t *value[KH_COUNT]; /* the last one seen; NULL: none */
+    unsigned count[KH_COUNT];
+} known_headers_t;
+
+/* Every field name a token, every value without trailing whitespace, the
+ * known fields found. 0, or the status to answer with *why set. */
+static unsigned scan_known_headers(sws_request_t *r, known_headers_t *k, const char **why)
+{
+    memset(k, 0, sizeof(*k));
     for (unsigned i = 0; i < r->nheaders; i++) {
         sws_header_t *hd = &r->headers[i];
-        if (hd->name.len == 0) {
-            why = "empty header name";
-            status = 400;
-            goto reject;
-        }
-        char last = hd->name.p[hd->name.len - 1];
-        if (last == ' ' || last == '\t') {
-            why = "whitespace before a header colon";
-            status = 400;
-            goto reject;
+        if (!is_token(hd->name)) {
+            *why = "header name not a token";
+            return 400;
         }
         while (hd->value.len > 0 &&
                (hd->value.p[hd->value.len - 1] == ' ' || hd->value.p[hd->value.len - 1] == '\t'))
             hd->value.len--;
-        switch (hd->name.len) {
-        case 4:
-            if (sws_str_caseeq_lit(hd->name, "host")) {
-                host = &hd->value;
-                nhost++;
+        for (unsigned n = 0; n < KH_COUNT; n++) {
+            if (sws_str_caseeq(hd->name, known_names[n])) {
+                k->value[n] = &hd->value;
+                k->count[n]++;
+                break;
             }
-            break;
-        case 6:
-            if (sws_str_caseeq_lit(hd->name, "expect"))
-                expect = &hd->value;
-            break;
-        case 17:
-            if (sws_str_caseeq_lit(hd->name, "transfer-encoding")) {
-                te = &hd->value;
-                nte++;
-            }
-            break;
-        default:
-            break;
         }
     }
+    return 0;
+}
+
+/* Host (exactly one in HTTP/1.1, valid characters) and the request-target
+ * (path, query, and the host of an absolute-form target). 0, or the status
+ * to answer with *why set. */
+static unsigned check_host_and_target(sws_request_t *r, const known_headers_t *k,
+                                      const char **why)
+{
+    const sws_str_t *host = k->value[KH_HOST];
+    unsigned nhost = k->count[KH_HOST];
     if (nhost > 1 || (nhost == 0 && r->version_minor == 1) || (host != NULL && !host_ok(*host))) {
-        why = "missing, repeated or invalid Host";
-        status = 400;
-        goto reject;
+        *why = "missing, repeated or invalid Host";
+        return 400;
     }
     if (host != NULL)
         r->host = *host;
-    if (nte > 0 && (r->version_minor == 0 || nte > 1 || !sws_str_caseeq_lit(*te, "chunked"))) {
-        why = "Transfer-Encoding other than a single chunked";
-        status = 400;
-        goto reject;
-    }
     if (parse_target(r) < 0) {
-        why = "invalid request target";
-        status = 400;
-        goto reject;
+        *why = "invalid request target";
+        return 400;
     }
+    return 0;
+}
 
+/* How the body is framed: a single chunked Transfer-Encoding on HTTP/1.1
+ * only, a Content-Length within max_body_size, the one expectation we
+ * meet (100-continue, sent when the client waits for it). 0, or the status
+ * to answer with *why set. */
+static unsigned check_framing(sws_conn_t *c, const known_headers_t *k, const char *pos,
+                              const char **why)
+{
+    static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
+    sws_http1_t *h = &c->h1;
+    sws_request_t *r = &c->req;
+    const llhttp_t *p = &h->parser;
+    const sws_str_t *te = k->value[KH_TRANSFER_ENCODING];
+    unsigned nte = k->count[KH_TRANSFER_ENCODING];
+    const sws_str_t *expect = k->value[KH_EXPECT];
+    if (nte > 0 && (r->version_minor == 0 || nte > 1 || !sws_str_caseeq_lit(*te, "chunked"))) {
+        *why = "Transfer-Encoding other than a single chunked";
+        return 400;
+    }
     h->chunked = (p->flags & F_CHUNKED) != 0;
     uint64_t length = (p->flags & F_CONTENT_LENGTH) ? p->content_length : 0;
-    if (length > st->max_body_size) {
-        why = "request body too large";
-        status = 413;
-        goto reject;
+    if (length > c->set->settings->max_body_size) {
+        *why = "request body too large";
+        return 413;
     }
     if (expect != NULL && r->version_minor == 1) {
         if (!sws_str_caseeq_lit(*expect, "100-continue")) {
-            why = "unsupported expectation";
-            status = 417;
-            goto reject;
+            *why = "unsupported expectation";
+            return 417;
         }
         /* No 100 when the body is already here: the client did not wait. */
         if ((h->chunked || length > 0) && pos == c->rbuf + c->rend &&
-            sws_conn_append(c, "HTTP/1.1 100 Continue\r\n\r\n", 25) < 0) {
-            why = "out of memory";
-            status = 500;
-            goto reject;
+            sws_conn_append(c, continue_100, sizeof(continue_100) - 1) < 0) {
+            *why = "out of memory";
+            return 500;
         }
     }
+    return 0;
+}
+
+/* Whether the connection may carry another request after this one. */
+static void decide_keep_alive(sws_conn_t *c)
+{
+    const llhttp_t *p = &c->h1.parser;
     /* An upgrade or CONNECT is answered like any request, then the
      * connection ends: what follows is not HTTP/1. */
     int upgrade = p->method == HTTP_CONNECT ||
                   ((p->flags & F_UPGRADE) && (p->flags & F_CONNECTION_UPGRADE));
     /* (A graceful stop clears it when the response is written.) */
-    r->keep_alive = llhttp_should_keep_alive(p) && !upgrade &&
-                    c->requests + 1 < st->keepalive_requests;
-    h->state = SWS_H1_BODY;
-    h->gap_cr = h->gap_lf = 0;
-    return 0;
+    c->req.keep_alive = llhttp_should_keep_alive(p) && !upgrade &&
+                        c->requests + 1 < c->set->settings->keepalive_requests;
+}
 
-reject:
-    sws_http1_fail(c, status, why);
-    return -1;
+/* The whole head is in rbuf[msg_start, pos): check it, fill the request.
+ * 0, or -1 when the request was rejected. */
+static int head_complete(sws_conn_t *c, const char *pos)
+{
+    sws_http1_t *h = &c->h1;
+    const sws_settings_t *st = c->set->settings;
+    const char *head = c->rbuf + c->msg_start;
+    const char *why = NULL;
+    known_headers_t known;
+
+    h->head_len = (uint32_t)(pos - head);
+    unsigned status = check_lines(head, h->head_len, st->max_request_line, &why);
+    if (status == 0 && h->head_len > st->max_header_size) {
+        why = "request head too large";
+        status = 431;
+    }
+    if (status == 0)
+        status = check_request_line(c, head, pos, &why);
+    if (status == 0)
+        status = scan_known_headers(&c->req, &known, &why);
+    if (status == 0)
+        status = check_host_and_target(&c->req, &known, &why);
+    if (status == 0)
+        status = check_framing(c, &known, pos, &why);
+    if (status != 0) {
+        sws_http1_fail(c, status, why);
+        return -1;
+    }
+    decide_keep_alive(c);
+    h->state = SWS_H1_BODY;
+    h->frame = FR_SIZE_FIRST;
+    h->chunk_left = 0;
+    return 0;
 }
 
 static void message_complete(sws_conn_t *c)
@@ -521,14 +690,32 @@ static void message_complete(sws_conn_t *c)
 }
 
 /* The framing from the last body span up to `to`: 1 if acceptable, else 0
- * with the request rejected. */
-static int framing_ok(sws_conn_t *c, const char *to)
+ * with the request rejected. At the end of the message (complete), our
+ * scan must be at the end of the chunked body exactly where llhttp is. */
+static int framing_ok(sws_conn_t *c, const char *to, int complete)
 {
-    const char *why;
+    const char *why = "chunked body ends before its final CRLF";
     unsigned status = scan_framing(c, c->h1.gap, to, &why);
+    if (status == 0 && complete && c->h1.frame != FR_DONE)
+        status = 400;
     if (status != 0)
         sws_http1_fail(c, status, why);
     return status == 0;
+}
+
+/* The request line so far, in the `have` bytes of an incomplete head,
+ * without its CR or CRLF (the limit is on the line, not its end); notes
+ * when the line is complete. */
+static size_t partial_line_len(sws_conn_t *c, size_t have)
+{
+    sws_http1_t *h = &c->h1;
+    const char *head = c->rbuf + c->msg_start;
+    const char *lf = memchr(head, '\n', have);
+    size_t len = lf != NULL ? (size_t)(lf - head) : have;
+    h->line_done = lf != NULL;
+    if (len > 0 && head[len - 1] == '\r')
+        len--;
+    return len;
 }
 
 /* llhttp used up rbuf[rpos, rend) without completing the message. */
@@ -538,17 +725,30 @@ static void input_used(sws_conn_t *c)
     const sws_settings_t *st = c->set->settings;
     if (h->state == SWS_H1_HEAD) {
         size_t have = c->rend - c->msg_start;
-        if (!h->line_done && have > st->max_request_line)
+        if (!h->line_done && partial_line_len(c, have) > st->max_request_line)
             sws_http1_fail(c, 414, "request line too long");
         else if (have > st->max_header_size)
             sws_http1_fail(c, 431, "request head too large");
         c->rpos = c->rend;
         return;
     }
-    if (h->chunked && !framing_ok(c, c->rbuf + c->rend))
+    if (h->chunked && !framing_ok(c, c->rbuf + c->rend, 0))
         return;
     /* Body bytes are dropped as soon as they are parsed; the head stays. */
     c->rpos = c->rend = c->msg_start + h->head_len;
+}
+
+/* The client ended its input inside a request: there is nothing to answer
+ * (the rest will never come), but it is logged like a rejected request. */
+static void input_ended(sws_conn_t *c)
+{
+    sws_http1_t *h = &c->h1;
+    if (!c->peer_eof || (h->state != SWS_H1_HEAD && h->state != SWS_H1_BODY))
+        return;
+    sws_log_info("client %s: connection closed in the request %s", sws_conn_peer_text(c),
+                 h->state == SWS_H1_HEAD ? "head" : "body");
+    h->state = SWS_H1_DEAD;
+    c->close_after = 1;
 }
 
 void sws_http1_process(sws_conn_t *c)
@@ -568,6 +768,7 @@ void sws_http1_process(sws_conn_t *c)
             }
             begin_request(c);
         } else if (c->rpos == c->rend && h->state == SWS_H1_HEAD) {
+            input_ended(c);
             return;
         }
         /* In the body state llhttp runs even on no new byte: it finishes a
@@ -577,6 +778,7 @@ void sws_http1_process(sws_conn_t *c)
         llhttp_errno_t err = llhttp_execute(&h->parser, p, c->rend - c->rpos);
         if (err == HPE_OK) {
             input_used(c);
+            input_ended(c);
             return;
         }
         if (err != HPE_PAUSED) {
@@ -591,7 +793,7 @@ void sws_http1_process(sws_conn_t *c)
                 return;
             continue;
         }
-        if (h->chunked && !framing_ok(c, pos))
+        if (h->chunked && !framing_ok(c, pos, 1))
             return;
         message_complete(c);
     }

@@ -6,10 +6,14 @@
  * end of the head (so the head is checked as a whole before any body byte
  * is accepted) and at the end of the message (so the handler runs outside
  * llhttp's callbacks and the next pipelined request is parsed only when
- * the output has room). Where llhttp 8.1 is lenient by itself (bare LF as a
- * line end, obs-fold, whitespace before a colon, an empty header name,
- * Transfer-Encoding on HTTP/1.0 or with codings before chunked, bare LF in
- * the trailer section) the checks here reject the request.
+ * the output has room). Where llhttp 8.1 is lenient by itself (bare LF or
+ * bare CR as a line end, obs-fold, field names that are not tokens,
+ * Transfer-Encoding on HTTP/1.0 or with codings before chunked) the checks
+ * here reject the request. It also skips bytes of the chunked framing
+ * without looking at them (the two after chunk data, the one after a CR),
+ * so every framing byte, from the first chunk size to the end of the
+ * trailers, goes through our own scan of the chunked grammar
+ * (RFC 9112 7.1, without whitespace in chunk extensions, as llhttp).
  *
  * A rejected request gets its 4xx/5xx with Connection: close, parsing stops
  * for good, and the connection is shut down once the answer is written: no
@@ -38,13 +42,13 @@ typedef struct sws_http1 {
     uint8_t state;          /* enum sws_http1_state */
     uint8_t chunked;
     uint8_t line_done;      /* the request line is complete */
-    uint8_t gap_cr;         /* chunk framing: the previous framing byte was CR */
-    uint8_t gap_lf;         /* chunk framing: the previous framing byte was LF */
+    uint8_t frame;          /* chunk framing: where our own scan stands (http1.c) */
     uint16_t reject;        /* status chosen by a callback that failed */
     const char *reject_why; /* for the log line */
     uint32_t head_len;      /* bytes of the accepted head at rbuf + msg_start */
     uint32_t trailer_bytes;
     uint64_t framing_bytes; /* chunk sizes, extensions, CRLFs, trailers */
+    uint64_t chunk_left;    /* chunk framing: size, then data bytes still due */
     const char *gap;        /* chunk framing not yet scanned starts here */
 } sws_http1_t;
 

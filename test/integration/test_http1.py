@@ -290,3 +290,51 @@ class Http1Config(ServerTestCase):
             self.assertEqual(c.get("/").status, 200)
         srv.stop()
         self.assertEqual(srv.access_log(), "")
+
+
+PARSER_HOSTS = """
+- name: "*"
+  routes:
+    - path: /
+      respond: {status: 200, body: "ok"}
+""" + "".join("""    - path: /%d
+      match: exact
+      respond: {status: %d}
+""" % (s, s) for s in (418, 422, 425, 426, 451, 507, 511))
+
+
+class Http1Parser(ServerTestCase):
+    """The parser's edges an operator sees: the request-line limit at its
+    boundary, a request cut short by EOF in the error log, reason phrases."""
+
+    def setUp(self):
+        super().setUp()
+        self.srv = self.server(make_config(
+            PARSER_HOSTS, "limits: {max_request_line: 64}\nlogging: {level: info}"))
+
+    def test_request_line_limit_excludes_crlf(self):
+        # "GET " + path + " HTTP/1.1": 64 bytes with a 51-byte path
+        with self.client(self.srv) as c:
+            self.assertEqual(c.get("/" + "a" * 50).status, 200)
+        c = self.client(self.srv)
+        c.send(request("GET", "/" + "a" * 51))
+        responses, closed = c.responses_until_close()
+        self.assertEqual([r.status for r in responses], [414], responses)
+        self.assertTrue(closed)
+
+    def test_truncated_head_then_eof_logged(self):
+        c = self.client(self.srv)
+        c.send(b"GET / HTTP/1.1\r\nHo")
+        c.sock.shutdown(socket.SHUT_WR)
+        self.assertTrue(c.wait_closed(), "connection left open")
+        self.srv.wait_log(r"\[info\] worker .*: client 127\.0\.0\.1: connection closed in the "
+                          r"request head")
+
+    def test_reason_phrases_of_the_registry(self):
+        phrases = {418: "I'm a teapot", 422: "Unprocessable Content", 425: "Too Early",
+                   426: "Upgrade Required", 451: "Unavailable For Legal Reasons",
+                   507: "Insufficient Storage", 511: "Network Authentication Required"}
+        c = self.client(self.srv)
+        for status, reason in phrases.items():
+            r = c.get("/%d" % status)
+            self.assertEqual((r.status, r.reason), (status, reason))

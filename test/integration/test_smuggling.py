@@ -60,6 +60,36 @@ CASES = {
     "chunk_bare_lf_after_data": post(CHUNKED, body=b"5\r\nhello\n0\r\n\r\n"),
     "chunk_data_longer_than_size": post(CHUNKED, body=b"3\r\nhello\r\n0\r\n\r\n"),
     "chunk_last_bare_lf": post(CHUNKED, body=b"5\r\nhello\r\n0\n\n"),
+    # Every byte of the chunked framing is checked (llhttp 8.1 skips some).
+    "chunk_data_then_xx": post(CHUNKED, body=b"5\r\nhelloXX0\r\n\r\n"),
+    "chunk_data_then_cr_cr": post(CHUNKED, body=b"5\r\nhello\r\r0\r\n\r\n"),
+    "chunk_data_then_two_spaces": post(CHUNKED, body=b"5\r\nhello  0\r\n\r\n"),
+    "chunk_data_then_two_nuls": post(CHUNKED, body=b"5\r\nhello\0\0" b"0\r\n\r\n"),
+    "chunk_data_then_0_cr": post(CHUNKED, body=b"5\r\nhello0\r0\r\n\r\n"),
+    "chunk_data_then_cr_x": post(CHUNKED, body=b"5\r\nhello\rX0\r\n\r\n"),
+    "chunk_size_cr_x": post(CHUNKED, body=b"5\rXhello\r\n0\r\n\r\n"),
+    "chunk_ext_cr_x": post(CHUNKED, body=b"5;a=b\rXhello\r\n0\r\n\r\n"),
+    "last_chunk_cr_x": post(CHUNKED, body=b"5\r\nhello\r\n0\rX\r\n"),
+    "body_end_cr_x": post(CHUNKED, body=b"5\r\nhello\r\n0\r\n\rX"),
+    "body_end_cr_cr": post(CHUNKED, body=b"5\r\nhello\r\n0\r\n\r\r"),
+    "trailer_cr_x": post(CHUNKED, body=b"0\r\nT: v\rX\r\n"),
+    "trailer_bare_cr": post(CHUNKED, body=b"0\r\nT: v\rU: w\r\n\r\n"),
+    "trailer_name_space": post(CHUNKED, body=b"0\r\nT U: v\r\n\r\n"),
+    "trailer_value_nul": post(CHUNKED, body=b"0\r\nT: a\0b\r\n\r\n"),
+    "head_bare_cr_between_headers": post(b"X: a\rY: b", b"Content-Length: 0"),
+    "head_end_cr_cr": b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\r",
+    "head_end_cr_x": b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\rX",
+    # Every field name is a token (RFC 9110 5.1).
+    "name_inner_space": post(b"X A: b", b"Content-Length: 0"),
+    "name_inner_space_te": post(b"Transfer Encoding: chunked", body=b"0\r\n\r\n"),
+    "name_inner_tab": post(b"X\tA: b", b"Content-Length: 0"),
+    "name_slash": post(b"X/A: b", b"Content-Length: 0"),
+    "name_quote": post(b'X"A: b', b"Content-Length: 0"),
+    "name_brackets": post(b"[X]: b", b"Content-Length: 0"),
+    "name_at": post(b"X@A: b", b"Content-Length: 0"),
+    "name_del": post(b"X\x7fA: b", b"Content-Length: 0"),
+    "name_obs_text": post(b"X\xc3\xa9: b", b"Content-Length: 0"),
+    "name_nul": post(b"X\0A: b", b"Content-Length: 0"),
 }
 
 
@@ -96,7 +126,9 @@ class SmugglingControl(ServerTestCase):
         srv = self.server(make_config(HOSTS))
         good = [post(b"Content-Length: 5", body=b"hello"),
                 post(CHUNKED, body=b"5;a=\"d e\"\r\nhello\r\n0\r\n\r\n"),
-                post(b"Content-Length:   5  ", body=b"hello")]
+                post(b"Content-Length:   5  ", body=b"hello"),
+                post(CHUNKED, body=b"2\r\nhe\r\n3;x\r\nllo\r\n0\r\nT: v\r\n\r\n"),
+                post(b"X!#$%&'*+-.^_`|~09az: b", b"Content-Length: 0")]
         for raw in good:
             with Client(srv.port) as c:
                 c.send(raw + SMUGGLED)

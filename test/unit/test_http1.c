@@ -496,6 +496,228 @@ static void test_smuggling_rejected(void **state)
     expect_each_rejected(reqs, sizeof(reqs) / sizeof(reqs[0]), 400);
 }
 
+/* One case of a table: the bytes (NULs allowed) and a name for failures. */
+typedef struct bytes_case {
+    const char *name;
+    const char *req;
+    size_t len;
+} bytes_case_t;
+
+#define CASE(name, lit) { name, lit, sizeof(lit) - 1 }
+#define NCASES(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Send c followed by a valid request for /after, whole (split == 0) or one
+ * byte per read, on a fresh connection with settings st (NULL: the
+ * defaults): one answer with status, close, and /after never answered. */
+static void expect_case_answered_with(const bytes_case_t *c, int split, int status,
+                                      const sws_settings_t *st)
+{
+    static const char after[] = "GET /after" H11 "\r\n";
+    fixture_t *f;
+    setup((void **)&f);
+    if (st != NULL) {
+        f->st = *st;
+        apply(f);
+    }
+    char req[1024];
+    assert_true(c->len + sizeof(after) <= sizeof(req));
+    memcpy(req, c->req, c->len);
+    memcpy(req + c->len, after, sizeof(after));
+    size_t len = c->len + sizeof(after) - 1;
+    for (size_t off = 0; off < len; off += split ? 1 : len) {
+        send_bytes(f, req + off, split ? 1 : len);
+        pump(f);
+    }
+    if (status_at(f, 0) != status || count(f->out, "HTTP/1.1 ") != 1 || !f->eof ||
+        strstr(f->out, "Connection: close\r\n") == NULL || strstr(f->out, "/after") != NULL)
+        fail_msg("%s (%s): want %d and a close, got: %s", c->name, split ? "split" : "whole",
+                 status, f->out);
+    teardown((void **)&f);
+}
+
+static void expect_cases_rejected(const bytes_case_t *cases, size_t n, int status)
+{
+    for (size_t i = 0; i < n; i++) {
+        expect_case_answered_with(&cases[i], 0, status, NULL);
+        expect_case_answered_with(&cases[i], 1, status, NULL);
+    }
+}
+
+/* Send c whole (split == 0) or one byte per read, then a request for
+ * /after, on a fresh connection with settings st: both served. */
+static void expect_case_served_with(const bytes_case_t *c, int split, const sws_settings_t *st)
+{
+    fixture_t *f;
+    setup((void **)&f);
+    if (st != NULL) {
+        f->st = *st;
+        apply(f);
+    }
+    for (size_t off = 0; off < c->len; off += split ? 1 : c->len) {
+        send_bytes(f, c->req + off, split ? 1 : c->len);
+        pump(f);
+    }
+    send_str(f, "GET /after" H11 "\r\n");
+    if (status_at(f, 0) != 200 || status_at(f, 1) != 200 || f->eof ||
+        strstr(f->out, "GET /after") == NULL)
+        fail_msg("%s (%s): %s", c->name, split ? "split" : "whole", f->out);
+    teardown((void **)&f);
+}
+
+/* The limit is on the request line without its CRLF: a line of exactly
+ * max_request_line bytes is served, one byte more is 414, whole or one
+ * byte per read (then the CR arrives before the LF). */
+static void test_limit_request_line_boundary(void **state)
+{
+    (void)state;
+    sws_settings_t st = sws_conn_default_settings;
+    st.max_request_line = 64; /* "GET /" + 50 + " HTTP/1.1" */
+    static const bytes_case_t at = CASE("exactly the limit",
+        "GET /01234567890123456789012345678901234567890123456789 HTTP/1.1\r\nHost: a\r\n\r\n");
+    static const bytes_case_t over = CASE("one byte over",
+        "GET /012345678901234567890123456789012345678901234567890 HTTP/1.1\r\nHost: a\r\n\r\n");
+    assert_int_equal(strchr(at.req, '\r') - at.req, 64);
+    for (int split = 0; split < 2; split++) {
+        expect_case_served_with(&at, split, &st);
+        expect_case_answered_with(&over, split, 414, &st);
+    }
+}
+
+/* The answer to a version does not depend on how the request line was cut
+ * into reads (found by fuzz_http1: cut before its CR, HTTP/2.1 got 400). */
+static void test_unsupported_versions_505_any_cut(void **state)
+{
+    (void)state;
+    static const bytes_case_t cases[] = {
+        CASE("2.1", "GET / HTTP/2.1\r\nHost: a\r\n\r\n"),
+        CASE("absolute 2.1", "GET http://h/p HTTP/2.1\r\nHost: a\r\n\r\n"),
+        CASE("9.9", "GET / HTTP/9.9\r\nHost: a\r\n\r\n"),
+        CASE("2.0", "GET / HTTP/2.0\r\nHost: a\r\n\r\n"),
+    };
+    expect_cases_rejected(cases, NCASES(cases), 505);
+}
+
+#define TE_CHUNKED "POST /c" H11 "Transfer-Encoding: chunked\r\n\r\n"
+
+/* llhttp 8.1 skips the two bytes after chunk data, the byte after a CR in
+ * the framing and more without looking at them: every framing byte is
+ * checked by our own scan, so anything but the chunked grammar is 400. */
+static void test_chunk_framing_every_byte_checked(void **state)
+{
+    (void)state;
+    static const bytes_case_t cases[] = {
+        /* chunk data not followed by CRLF */
+        CASE("XX after data", TE_CHUNKED "5\r\nhelloXX0\r\n\r\n"),
+        CASE("CR CR after data", TE_CHUNKED "5\r\nhello\r\r0\r\n\r\n"),
+        CASE("two spaces after data", TE_CHUNKED "5\r\nhello  0\r\n\r\n"),
+        CASE("two NULs after data", TE_CHUNKED "5\r\nhello\0\0" "0\r\n\r\n"),
+        CASE("0 CR after data", TE_CHUNKED "5\r\nhello0\r0\r\n\r\n"),
+        CASE("CR X after data", TE_CHUNKED "5\r\nhello\rX0\r\n\r\n"),
+        CASE("X LF after data", TE_CHUNKED "5\r\nhelloX\n0\r\n\r\n"),
+        CASE("LF CR after data", TE_CHUNKED "5\r\nhello\n\r0\r\n\r\n"),
+        CASE("data longer than its size", TE_CHUNKED "3\r\nhello\r\n0\r\n\r\n"),
+        /* the chunk-size line */
+        CASE("CR X after size", TE_CHUNKED "5\rXhello\r\n0\r\n\r\n"),
+        CASE("CR CR after size", TE_CHUNKED "5\r\rhello\r\n0\r\n\r\n"),
+        CASE("CR X after extension", TE_CHUNKED "5;a=b\rXhello\r\n0\r\n\r\n"),
+        CASE("CR inside quoted extension", TE_CHUNKED "5;a=\"b\rc\"\r\nhello\r\n0\r\n\r\n"),
+        CASE("NUL in extension", TE_CHUNKED "5;a\0\r\nhello\r\n0\r\n\r\n"),
+        CASE("extension without name", TE_CHUNKED "5;=b\r\nhello\r\n0\r\n\r\n"),
+        /* RFC 9112 allows BWS around ';' and '='; llhttp 8.1 does not */
+        CASE("space before an extension", TE_CHUNKED "5 ;a=b\r\nhello\r\n0\r\n\r\n"),
+        /* the last chunk and what follows it */
+        CASE("CR X after last chunk", TE_CHUNKED "0\rX\r\n"),
+        CASE("CR CR after last chunk", TE_CHUNKED "0\r\r\r\n"),
+        CASE("CR X ends the body", TE_CHUNKED "0\r\n\rX"),
+        CASE("CR CR ends the body", TE_CHUNKED "0\r\n\r\r"),
+        CASE("CR NUL ends the body", TE_CHUNKED "0\r\n\r\0"),
+        /* trailers */
+        CASE("CR X after a trailer", TE_CHUNKED "0\r\nT: v\rX\r\n"),
+        CASE("bare CR in a trailer", TE_CHUNKED "0\r\nT: v\rU: w\r\n\r\n"),
+        CASE("space in a trailer name", TE_CHUNKED "0\r\nT U: v\r\n\r\n"),
+        CASE("slash in a trailer name", TE_CHUNKED "0\r\nT/U: v\r\n\r\n"),
+        CASE("control in a trailer value", TE_CHUNKED "0\r\nT: a\x01z\r\n\r\n"),
+        CASE("NUL in a trailer value", TE_CHUNKED "0\r\nT: a\0z\r\n\r\n"),
+        CASE("trailer without a colon", TE_CHUNKED "0\r\nT\r\n\r\n"),
+    };
+    expect_cases_rejected(cases, NCASES(cases), 400);
+}
+
+/* A bare CR in the head is not a line end: llhttp 8.1 takes it as one in
+ * places, so the head is checked to be CRLF-separated lines throughout. */
+static void test_head_bare_cr_rejected(void **state)
+{
+    (void)state;
+    static const bytes_case_t cases[] = {
+        CASE("CR between headers", "GET /h" H11 "X: a\rY: b\r\n\r\n"),
+        CASE("CR X at a header end", "GET /h" H11 "X: a\rX\r\n\r\n"),
+        CASE("CR CR ends the head", "GET /h" H11 "X: a\r\n\r\r"),
+        CASE("CR X ends the head", "GET /h" H11 "X: a\r\n\rX"),
+        CASE("CR inside a value", "GET /h" H11 "X: a\rb\r\n\r\n"),
+        CASE("CR after the request line", "GET /h HTTP/1.1\rX\r\nHost: a\r\n\r\n"),
+    };
+    expect_cases_rejected(cases, NCASES(cases), 400);
+}
+
+/* Every field name is a token (RFC 9110 5.1), in the head as in the
+ * trailers: anything else is 400 and a close. */
+static void test_header_name_not_token_rejected(void **state)
+{
+    (void)state;
+    static const bytes_case_t cases[] = {
+        CASE("inner space", "GET /h" H11 "X A: b\r\n\r\n"),
+        CASE("inner space, known name", "GET /h" H11 "Content Length: 0\r\n\r\n"),
+        CASE("inner tab", "GET /h" H11 "X\tA: b\r\n\r\n"),
+        CASE("trailing space", "GET /h" H11 "X : b\r\n\r\n"),
+        CASE("empty", "GET /h" H11 ": b\r\n\r\n"),
+        CASE("slash", "GET /h" H11 "X/A: b\r\n\r\n"),
+        CASE("quote", "GET /h" H11 "X\"A: b\r\n\r\n"),
+        CASE("parentheses", "GET /h" H11 "(X): b\r\n\r\n"),
+        CASE("brackets", "GET /h" H11 "[X]: b\r\n\r\n"),
+        CASE("braces", "GET /h" H11 "{X}: b\r\n\r\n"),
+        CASE("angle brackets", "GET /h" H11 "<X>: b\r\n\r\n"),
+        CASE("at", "GET /h" H11 "X@A: b\r\n\r\n"),
+        CASE("comma", "GET /h" H11 "X,A: b\r\n\r\n"),
+        CASE("semicolon", "GET /h" H11 "X;A: b\r\n\r\n"),
+        CASE("equals", "GET /h" H11 "X=A: b\r\n\r\n"),
+        CASE("question mark", "GET /h" H11 "X?A: b\r\n\r\n"),
+        CASE("backslash", "GET /h" H11 "X\\A: b\r\n\r\n"),
+        CASE("DEL", "GET /h" H11 "X\x7f" "A: b\r\n\r\n"),
+        CASE("obs-text", "GET /h" H11 "X\xc3\xa9: b\r\n\r\n"),
+        CASE("control", "GET /h" H11 "X\x01: b\r\n\r\n"),
+        CASE("NUL", "GET /h" H11 "X\0A: b\r\n\r\n"),
+        CASE("trailer with inner space", TE_CHUNKED "0\r\nX A: b\r\n\r\n"),
+    };
+    expect_cases_rejected(cases, NCASES(cases), 400);
+}
+
+/* Every tchar is allowed in a name. */
+static void test_header_name_all_tchars_served(void **state)
+{
+    fixture_t *f = *state;
+    send_str(f, "GET /t" H11 "!#$%&'*+-.^_`|~09AZaz: v\r\n\r\n");
+    assert_int_equal(status_at(f, 0), 200);
+    assert_false(f->eof);
+}
+
+/* The same framings, well formed, are served whole and byte by byte: the
+ * cases above fail for the flaw they carry. */
+static void test_chunked_valid_forms_served(void **state)
+{
+    (void)state;
+    static const bytes_case_t cases[] = {
+        CASE("plain", TE_CHUNKED "5\r\nhello\r\n0\r\n\r\n"),
+        CASE("extensions", TE_CHUNKED "5;g;a=\"d e\xff\";h=i\r\nhello\r\n0;z\r\n\r\n"),
+        CASE("trailers", TE_CHUNKED "2\r\nhe\r\n3\r\nllo\r\n0\r\nT: v\r\nU-2:\r\nW:\tx y \r\n\r\n"),
+        CASE("upper hex, zeros", TE_CHUNKED "0A\r\nhellohello\r\n00\r\n\r\n"),
+        CASE("CRLF in data", TE_CHUNKED "5\r\n\r\n\r\n\r\r\n0\r\n\r\n"),
+    };
+    for (size_t i = 0; i < NCASES(cases); i++) {
+        expect_case_served_with(&cases[i], 0, NULL);
+        expect_case_served_with(&cases[i], 1, NULL);
+    }
+}
+
 /* llhttp drops leading zeros of a chunk size and chunk extensions however
  * long: the framing is bounded all the same (max_body_size +
  * max_header_size), or a body could stream forever within its limit. */
@@ -677,6 +899,126 @@ static void test_input_flood_read_in_turns(void **state)
     assert_non_null(strstr(f->out, "GET /after-flood host=a"));
 }
 
+/* A version we do not serve is answered 505 by HTTP/1.1, but the request
+ * records the version it carried (what the access log shows). */
+static void test_refused_version_recorded_as_carried(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *req;
+        int status;
+        unsigned major, minor;
+    } cases[] = {
+        { "GET / HTTP/9.9\r\nHost: a\r\n\r\n", 505, 9, 9 },
+        { "GET / HTTP/2.0\r\nHost: a\r\n\r\n", 505, 2, 0 },
+        { "GET / HTTP/1.2\r\nHost: a\r\n\r\n", 505, 1, 2 },
+        { "GET / HTTP/0.9\r\nHost: a\r\n\r\n", 505, 0, 9 },
+        { "GET / HTTP/1.0\r\n\r\n", 200, 1, 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fixture_t *f;
+        setup((void **)&f);
+        send_bytes(f, cases[i].req, strlen(cases[i].req));
+        /* No reap: the connection (and its request) outlives its close
+         * until the tick. */
+        for (int k = 0; k < 4; k++)
+            assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+        drain_peer(f);
+        const sws_request_t *r = &f->conn->req;
+        if (status_at(f, 0) != cases[i].status || r->version_major != cases[i].major ||
+            r->version_minor != cases[i].minor)
+            fail_msg("%s: recorded HTTP/%u.%u, answered %s", cases[i].req, r->version_major,
+                     r->version_minor, f->out);
+        teardown((void **)&f);
+    }
+}
+
+/* The error log at info level into a pipe, for the test to read. */
+static int capture_log(void)
+{
+    int p[2];
+    assert_int_equal(pipe2(p, O_NONBLOCK | O_CLOEXEC), 0);
+    sws_log_init("test", p[1], SWS_LOG_INFO);
+    return p[0];
+}
+
+/* What was logged since capture_log; back to stderr at error level. */
+static void release_log(int fd, char *buf, size_t cap)
+{
+    ssize_t n = read(fd, buf, cap - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    sws_log_init("test", 2, SWS_LOG_ERROR);
+    close(fd);
+}
+
+/* A client that ends its input inside a request gets nothing (it cannot
+ * send the rest) but the request is logged at info with the client, like
+ * other rejected requests; one that ends between requests is not. */
+static void test_eof_inside_request_logged(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *req;
+        const char *line; /* NULL: nothing logged */
+    } cases[] = {
+        { "GET /h HTTP/1.1\r\nHo", "[info] test[" },
+        { "GET /h HTTP/1.1\r\nHost: a\r\n", "client -: connection closed in the request head" },
+        { "G", "client -: connection closed in the request head" },
+        { "POST /b" H11 "Content-Length: 10\r\n\r\nabc",
+          "client -: connection closed in the request body" },
+        { "POST /b" H11 "Transfer-Encoding: chunked\r\n\r\n5\r\nhel",
+          "client -: connection closed in the request body" },
+        { "GET /h" H11 "\r\n", NULL },
+        { "", NULL },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fixture_t *f;
+        char log[1024];
+        setup((void **)&f);
+        int fd = capture_log();
+        send_bytes(f, cases[i].req, strlen(cases[i].req));
+        pump(f);
+        assert_int_equal(shutdown(f->peer, SHUT_WR), 0);
+        pump(f);
+        release_log(fd, log, sizeof(log));
+        if (!f->eof || (cases[i].line == NULL ? log[0] != '\0'
+                                              : strstr(log, cases[i].line) == NULL ||
+                                                    count(log, "\n") != 1))
+            fail_msg("%s: eof=%d, logged: %s", cases[i].req, f->eof, log);
+        teardown((void **)&f);
+    }
+}
+
+/* Every status of the IANA registry a server may send has its phrase. */
+static void reason_handler(sws_request_t *r)
+{
+    sws_response_send(r, (unsigned)atoi(r->path.p + 1), NULL, 0, NULL, 0);
+}
+
+static void test_reason_phrases(void **state)
+{
+    fixture_t *f = *state;
+    static const struct {
+        unsigned status;
+        const char *reason;
+    } cases[] = {
+        { 103, "Early Hints" }, { 203, "Non-Authoritative Information" },
+        { 207, "Multi-Status" }, { 226, "IM Used" }, { 300, "Multiple Choices" },
+        { 402, "Payment Required" }, { 406, "Not Acceptable" }, { 418, "I'm a teapot" },
+        { 422, "Unprocessable Content" }, { 425, "Too Early" }, { 426, "Upgrade Required" },
+        { 428, "Precondition Required" }, { 451, "Unavailable For Legal Reasons" },
+        { 506, "Variant Also Negotiates" }, { 507, "Insufficient Storage" },
+        { 508, "Loop Detected" }, { 511, "Network Authentication Required" },
+        { 599, "Unknown" }, { 999, "Unknown" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        assert_string_equal(sws_http_reason(cases[i].status), cases[i].reason);
+    f->set.handler = reason_handler;
+    send_str(f, "GET /451" H11 "\r\nGET /418" H11 "\r\n");
+    assert_non_null(strstr(f->out, "HTTP/1.1 451 Unavailable For Legal Reasons\r\n"));
+    assert_non_null(strstr(f->out, "HTTP/1.1 418 I'm a teapot\r\n"));
+}
+
 /* A 1xx is interim: a handler that answers with one gets a 500 instead,
  * or the client would wait for a final answer that never comes. */
 static void interim_handler(sws_request_t *r)
@@ -713,15 +1055,22 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_other_expectation_is_417, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_request_line_414, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_request_line_414_partial, setup, teardown),
+        cmocka_unit_test(test_limit_request_line_boundary),
         cmocka_unit_test_setup_teardown(test_limit_header_size_431, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_header_count_431, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_larger_than_read_buffer, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_body_413_content_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_body_413_chunked, setup, teardown),
         cmocka_unit_test(test_unsupported_versions_505),
+        cmocka_unit_test(test_unsupported_versions_505_any_cut),
         cmocka_unit_test(test_malformed_400),
         cmocka_unit_test(test_smuggling_rejected),
         cmocka_unit_test(test_chunk_framing_bounded_413),
+        cmocka_unit_test(test_chunk_framing_every_byte_checked),
+        cmocka_unit_test(test_head_bare_cr_rejected),
+        cmocka_unit_test(test_chunked_valid_forms_served),
+        cmocka_unit_test(test_header_name_not_token_rejected),
+        cmocka_unit_test_setup_teardown(test_header_name_all_tchars_served, setup, teardown),
         cmocka_unit_test(test_host_rules),
         cmocka_unit_test_setup_teardown(test_keepalive_requests_limit, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_timeout_408, setup, teardown),
@@ -732,6 +1081,9 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_input_flood_read_in_turns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interim_status_from_handler_is_500, setup, teardown),
+        cmocka_unit_test(test_refused_version_recorded_as_carried),
+        cmocka_unit_test(test_eof_inside_request_logged),
+        cmocka_unit_test_setup_teardown(test_reason_phrases, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
