@@ -23,8 +23,8 @@
  *          "a.b.example.com", not "example.com"), then catch-all "*".
  *          No Host (HTTP/1.0) is looked up as "".
  *   paths  exact routes first, then the longest prefix; the path is
- *          compared as received (no decoding; the caller passes the path
- *          without the query string).
+ *          compared bytewise: the caller passes the request's normal path
+ *          (worker/path.h, ADR 0006) without the query string.
  */
 #ifndef SWS_SHM_TABLE_H
 #define SWS_SHM_TABLE_H

@@ -31,6 +31,7 @@
 #include "core/str.h"
 #include "shm/table.h"
 #include "supervisor/listen.h"
+#include "worker/path.h"
 
 /* The defaults; docs/configuration.md lists the same values. */
 #define CFG_DEFAULT_LISTEN ":8080"
@@ -1151,6 +1152,33 @@ static const char *cfg_path_problem(const char *s)
     return NULL;
 }
 
+/* Requests are routed by their normal path (worker/path.h, ADR 0006): a
+ * route path in another form would never match, so it is refused with the
+ * form to write instead. */
+static int cfg_path_normal(cfg_parser_t *p, yaml_node_t *n)
+{
+    sws_str_t in = { cfg_text(n), strlen(cfg_text(n)) }, norm;
+    const char *why = NULL;
+    char *out = malloc(SWS_PATH_OUT_MAX(in.len));
+    int rc = 0;
+
+    if (out == NULL)
+        return cfg_oom(p, n);
+    switch (sws_path_normalize(in, out, SWS_PATH_OUT_MAX(in.len), &norm, &why)) {
+    case SWS_PATH_NORMAL:
+        break;
+    case SWS_PATH_BAD:
+        rc = cfg_fail(p, n, "\"%s\" is no valid request path: %s", in.p, why);
+        break;
+    default:
+        rc = cfg_fail(p, n, "\"%s\" is not in normal form (requests are matched in it): "
+                      "write \"%.*s\"", in.p, (int)norm.len, norm.p);
+        break;
+    }
+    free(out);
+    return rc;
+}
+
 static int cfg_route_path(cfg_parser_t *p, const cfg_fields_t *f, yaml_node_t *route,
                           Sws__Route *r, cfg_set_t *seen)
 {
@@ -1184,6 +1212,8 @@ static int cfg_route_path(cfg_parser_t *p, const cfg_fields_t *f, yaml_node_t *r
     why = cfg_path_problem(cfg_text(n));
     if (why != NULL)
         return cfg_fail(p, n, "\"%s\" %s", cfg_text(n), why);
+    if (cfg_path_normal(p, n) < 0)
+        return -1;
     if (cfg_set_str(p, n, &r->path, cfg_text(n)) < 0)
         return -1;
     dup = cfg_set_add(seen, r->path, (unsigned)r->match, n, &oom);

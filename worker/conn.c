@@ -52,6 +52,7 @@ static void conn_free(sws_conn_t *c)
 {
     free(c->rbuf);
     free(c->obuf);
+    free(c->path_buf);
     free(c);
 }
 
@@ -170,7 +171,7 @@ void sws_conn_set_reap(sws_conn_set_t *s)
         /* A buffer grown for one large head or response goes back to the
          * usual size, so memory stays flat. */
         if (s->nfree >= SWS_CONN_FREE_MAX || c->rcap != SWS_CONN_READ_BUF ||
-            c->ocap != SWS_CONN_OUT_BUF) {
+            c->ocap != SWS_CONN_OUT_BUF || c->path_cap > SWS_CONN_PATH_BUF_KEEP) {
             conn_free(c);
             continue;
         }

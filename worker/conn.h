@@ -45,6 +45,7 @@
 
 #define SWS_CONN_READ_BUF (16u * 1024)   /* initial read buffer */
 #define SWS_CONN_OUT_BUF (8u * 1024)     /* initial output buffer */
+#define SWS_CONN_PATH_BUF_KEEP (4u * 1024) /* a recycled connection keeps at most this */
 #define SWS_CONN_OUT_HWM (64u * 1024)    /* stop parsing while more is queued */
 #define SWS_CONN_LINGER_MS 2000          /* wait for the client's FIN after ours */
 #define SWS_CONN_FREE_MAX 128            /* recycled connections kept */
@@ -92,6 +93,10 @@ struct sws_conn {
 
     sws_http1_t h1;
     sws_request_t req;
+    /* The normal form of req.path when it differs from what the client
+     * sent (worker/path.h); allocated on the first such request. */
+    char *path_buf;
+    size_t path_cap;
     unsigned requests;            /* answered on this connection */
 
     struct sockaddr_storage peer;

@@ -1,8 +1,10 @@
 /*
  * The local actions and the dispatch of a complete request to them.
  *
- * sws_handlers_dispatch() is the worker's request handler: it routes the
- * request in the table generation it carries (r->table), then answers a
+ * sws_handlers_dispatch() is the worker's request handler: it replaces
+ * r->path by its normal form (worker/path.h, ADR 0006; 400 when it has
+ * none), routes the request by it in the table generation it carries
+ * (r->table), then answers a
  * plain-HTTP request on an https_redirect route with a 308, else runs the
  * route's action: respond, static (worker/static.h) or redirect. No table
  * yet: 503. No route: 404. Proxy (roadmap 2): 501 for now.

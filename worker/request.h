@@ -4,8 +4,9 @@
  * A request belongs to its connection (sws_conn_t, worker/conn.h). The HTTP/1
  * layer (worker/http1.c) fills it; later the HTTP/2 layer fills the same
  * struct, so handlers never know which protocol carried it. All sws_str_t
- * slices point into the connection's read buffer and stay valid until the
- * handler returns.
+ * slices point into the connection's read buffer (the normalized path may
+ * point into the connection's path buffer) and stay valid until the
+ * handler returns. target is what the client sent, for the logs.
  *
  * Handlers (respond, static, redirect; proxy later) run synchronously when
  * the request is complete (its body, if any, has been read and discarded:
@@ -54,7 +55,8 @@ typedef struct sws_request {
     uint8_t tls;                    /* arrived over TLS (roadmap 3): https_redirect skips it */
 
     sws_str_t target;               /* the raw request-target */
-    sws_str_t path;                 /* target before '?' */
+    sws_str_t path;                 /* target before '?'; normal form (worker/path.h) from
+                                     * dispatch on: what routes and actions see */
     sws_str_t query;                /* after '?', without it; len 0 when none */
     sws_str_t host;                 /* Host header value as received; len 0 when none */
 

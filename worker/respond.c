@@ -1,7 +1,12 @@
 /* The respond action, and the dispatch of requests to the actions. */
 #include "worker/handlers.h"
 
+#include <stdlib.h>
+
+#include "core/log.h"
 #include "shm/table.h"
+#include "worker/conn.h"
+#include "worker/path.h"
 #include "worker/static.h"
 
 void sws_respond_handle(sws_request_t *r)
@@ -11,12 +16,59 @@ void sws_respond_handle(sws_request_t *r)
                       sws_table_str(r->table, rt->body), rt->body.len);
 }
 
+/* Replace r->path by its normal form (worker/path.h), once, before
+ * routing: the route, every action and the log of a refusal see the same
+ * path. A path that changes is written into the connection's path buffer,
+ * grown for the longest path it had to hold (bounded through
+ * max_request_line). 0, or -1 with the request answered. */
+static int normalize_path(sws_request_t *r)
+{
+    sws_conn_t *c = r->conn;
+    const char *why = NULL;
+    sws_str_t norm;
+
+    /* Asterisk-form and authority-form targets are no paths: they match no
+     * route (every route path starts with '/'), so they get 404 as before. */
+    if (r->path.len == 0 || r->path.p[0] != '/')
+        return 0;
+    sws_path_rc_t rc = sws_path_normalize(r->path, NULL, 0, &norm, &why);
+    if (rc == SWS_PATH_NEED_ROOM) {
+        size_t need = SWS_PATH_OUT_MAX(r->path.len);
+        if (need > c->path_cap) {
+            /* Doubling: a client sending ever longer paths costs a few
+             * reallocations per connection, not one per request. */
+            size_t cap = c->path_cap < 256 ? 256 : c->path_cap;
+            while (cap < need)
+                cap *= 2;
+            char *p = realloc(c->path_buf, cap);
+            if (p == NULL) {
+                sws_log_error("client %s: out of memory for a %zu-byte path",
+                              sws_conn_peer_text(c), r->path.len);
+                sws_response_error(r, 500);
+                return -1;
+            }
+            c->path_buf = p;
+            c->path_cap = cap;
+        }
+        rc = sws_path_normalize(r->path, c->path_buf, c->path_cap, &norm, &why);
+    }
+    if (rc == SWS_PATH_BAD) {
+        sws_log_info("client %s: bad path: %s (400)", sws_conn_peer_text(c), why);
+        sws_response_error(r, 400);
+        return -1;
+    }
+    r->path = norm;
+    return 0;
+}
+
 void sws_handlers_dispatch(sws_request_t *r)
 {
     if (r->table == NULL) {
         sws_response_error(r, 503);
         return;
     }
+    if (normalize_path(r) < 0)
+        return;
     r->route = sws_table_lookup(r->table, r->host.p, r->host.len, r->path.p, r->path.len);
     if (r->route == NULL) {
         sws_response_error(r, 404);

@@ -11,9 +11,9 @@
 #include "core/log.h"
 #include "worker/handlers.h"
 #include "worker/mime.h"
+#include "worker/path.h"
 #include "worker/static_cond.h"
 #include "worker/static_open.h"
-#include "worker/static_path.h"
 
 /* The root directories this worker holds open (static_open.h). Owner: the
  * worker process; handlers get no per-worker context, and only workers
@@ -50,17 +50,12 @@ static void answer_open_error(sws_request_t *r, const char *root, const char *re
 }
 
 /* A directory asked for without its trailing slash: send the client to the
- * name with one, so that relative links in its index resolve below it.
- * Repeated leading slashes are sent as one: "//name/" would be a
- * network-path reference, a redirect to the host "name". */
+ * name with one, so that relative links in its index resolve below it. The
+ * path is normal (worker/path.h): it never starts with "//", which would be
+ * a network-path reference, a redirect to another host. */
 static void redirect_to_directory(sws_request_t *r)
 {
-    sws_str_t path = r->path;
-    while (path.len > 1 && path.p[1] == '/') {
-        path.p++;
-        path.len--;
-    }
-    const sws_str_t parts[2] = { path, SWS_STR("/") };
+    const sws_str_t parts[2] = { r->path, SWS_STR("/") };
     sws_redirect_send(r, 301, parts, 2, r->query);
 }
 
@@ -147,13 +142,10 @@ void sws_static_handle(sws_request_t *r)
         sws_response_send(r, 405, allow, sizeof(allow) - 1, "", 0);
         return;
     }
-    switch (sws_static_path_decode(r->path.p, r->path.len, rel, sizeof(rel), &rel_len)) {
-    case SWS_STATIC_PATH_OK:
-        break;
-    case SWS_STATIC_PATH_BAD:
-        sws_response_error(r, 400);
-        return;
-    case SWS_STATIC_PATH_TOO_LONG:
+    /* The path is normal (dispatch made it so): no dot segment, no "//",
+     * no %00. What is still encoded is decoded into the file name, except
+     * an encoded '/', which would be a separator the route never saw. */
+    if (sws_path_decode(r->path, rel, sizeof(rel), &rel_len) != SWS_PATH_DECODE_OK) {
         sws_response_error(r, 404);
         return;
     }

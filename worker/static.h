@@ -1,10 +1,10 @@
 /*
  * The static action: serve a file below the route's root.
  *
- * URL mapping: the request path (percent-decoded; "." and ".." segments,
- * encoded or not, and %00 are answered 400 rather than resolved: clients
- * normalise dot segments, so only crafted requests carry them) is appended
- * to the root, as nginx's `root` does; a directory is
+ * URL mapping: the request path, normal already (worker/path.h: dot
+ * segments resolved, "//" merged, %00 refused before routing), with its
+ * remaining %XX decoded, is appended to the root, as nginx's `root` does
+ * (an encoded '/' names no file: 404); a directory is
  * served through its index file, a directory path without a trailing '/'
  * gets a 301 to the path with one. No escape from the root: symlinks that
  * lead out of the root are refused (403) unless the route's follow_symlinks

@@ -459,6 +459,32 @@ static void test_error_form_tab(void **state)
                  "expected spaces, got a tab (YAML indents with spaces only)");
 }
 
+/* Requests are matched by their normal path (worker/path.h): a route path
+ * in another form is refused, with the form to write. */
+static void test_route_path_must_be_normal(void **state)
+{
+    (void)state;
+    const char *pre = "hosts:\n  - name: a.test\n    routes:\n      - {path: ";
+    char yaml[256];
+    static const char *const cases[][2] = {
+        { "/%70rivate/", "write \"/private/\"" },
+        { "//private/", "write \"/private/\"" },
+        { "/a/./b", "write \"/a/b\"" },
+        { "/a/../b", "write \"/b\"" },
+        { "/a%2fb", "write \"/a%2Fb\"" },
+        { "/a|b", "write \"/a%7Cb\"" },
+        { "/..", "\"..\" above the root" },
+        { "/a%00", "encoded NUL" },
+        { "/a%zz", "malformed percent-encoding" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        snprintf(yaml, sizeof(yaml), "%s\"%s\", respond: {}}\n", pre, cases[i][0]);
+        expect_error(yaml, "t.yaml:4:16: hosts[0].routes[0].path: ", cases[i][1]);
+    }
+    snprintf(yaml, sizeof(yaml), "%s\"/a%%2Fb/%%C3%%A9;x=1/\", respond: {}}\n", pre);
+    sws_config_free(parse_ok(yaml));
+}
+
 static void test_errors_respond_static_redirect(void **state)
 {
     (void)state;
@@ -738,6 +764,9 @@ int main(void)
         cmocka_unit_test(test_error_form_listen_mapping),
         cmocka_unit_test(test_error_form_table_size),
         cmocka_unit_test(test_error_form_tab),
+}
+
+        cmocka_unit_test(test_route_path_must_be_normal),
         cmocka_unit_test(test_errors_respond_static_redirect),
         cmocka_unit_test(test_errors_file),
         cmocka_unit_test(test_alias_expansion_is_bounded),

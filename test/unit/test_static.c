@@ -1,4 +1,4 @@
-/* worker/static_path.c, static_cond.c, static_open.c: the pure logic of the
+/* worker/static_cond.c, static_open.c: the pure logic of the
  * static action and the confinement of opens below a root. The handler
  * itself (static.c) is driven end to end by the integration tests. */
 #include <setjmp.h>
@@ -19,96 +19,10 @@
 #include "core/http_date.h"
 #include "worker/static_cond.h"
 #include "worker/static_open.h"
-#include "worker/static_path.h"
 
 static sws_str_t S(const char *s)
 {
     return (sws_str_t){ s, strlen(s) };
-}
-
-/* ---- path decoding ---- */
-
-static sws_static_path_rc_t decode(const char *raw, char *out, size_t outsize)
-{
-    size_t len = (size_t)-1;
-    sws_static_path_rc_t rc = sws_static_path_decode(raw, strlen(raw), out, outsize, &len);
-    if (rc == SWS_STATIC_PATH_OK)
-        assert_int_equal(len, strlen(out));
-    return rc;
-}
-
-static void assert_decodes(const char *raw, const char *want)
-{
-    char out[256];
-    assert_int_equal(decode(raw, out, sizeof(out)), SWS_STATIC_PATH_OK);
-    assert_string_equal(out, want);
-}
-
-static void assert_bad(const char *raw)
-{
-    char out[256];
-    if (decode(raw, out, sizeof(out)) != SWS_STATIC_PATH_BAD)
-        fail_msg("%s: not refused", raw);
-}
-
-static void test_path_decodes_to_relative_name(void **state)
-{
-    (void)state;
-    assert_decodes("/a/b.txt", "a/b.txt");
-    assert_decodes("/", "");
-    assert_decodes("//a//b/", "a/b/");
-    assert_decodes("/docs/", "docs/");
-    assert_decodes("/a%20b%2Bc", "a b+c");
-    assert_decodes("/%7euser/%C3%A9", "~user/\xc3\xa9");
-    assert_decodes("/.well-known/x", ".well-known/x");
-    assert_decodes("/.../..a/a..", ".../..a/a..");
-    assert_decodes("/back\\slash", "back\\slash");
-}
-
-static void test_path_decoded_slash_cannot_make_it_absolute(void **state)
-{
-    (void)state;
-    assert_decodes("/%2Fetc%2Fpasswd", "etc/passwd");
-    assert_decodes("/a%2fb", "a/b");
-}
-
-static void test_path_rejects_dot_segments_even_encoded(void **state)
-{
-    (void)state;
-    assert_bad("/..");
-    assert_bad("/../etc/passwd");
-    assert_bad("/a/../../b");
-    assert_bad("/a/..");
-    assert_bad("/a/.");
-    assert_bad("/./a");
-    assert_bad("/a/./");
-    assert_bad("/%2e%2e/etc/passwd");
-    assert_bad("/%2E%2E%2Fetc");
-    assert_bad("/a/.%2e/b");
-    assert_bad("/a%2f..%2fb");
-}
-
-static void test_path_rejects_nul_and_malformed_escapes(void **state)
-{
-    (void)state;
-    assert_bad("/a%00.html");
-    assert_bad("/a%");
-    assert_bad("/a%2");
-    assert_bad("/a%zz");
-    assert_bad("/a%g0");
-    char raw[] = "/a\0b";
-    char out[16];
-    size_t len;
-    assert_int_equal(sws_static_path_decode(raw, 4, out, sizeof(out), &len), SWS_STATIC_PATH_BAD);
-}
-
-static void test_path_too_long_for_buffer(void **state)
-{
-    (void)state;
-    char out[4];
-    assert_int_equal(decode("/abc", out, sizeof(out)), SWS_STATIC_PATH_OK);
-    assert_int_equal(decode("/abcd", out, sizeof(out)), SWS_STATIC_PATH_TOO_LONG);
-    assert_int_equal(decode("/a%41cd", out, sizeof(out)), SWS_STATIC_PATH_TOO_LONG);
 }
 
 /* ---- ranges ---- */
@@ -581,11 +495,6 @@ static void test_root_fd_errors(void **state)
 int main(void)
 {
     const struct CMUnitTest pure[] = {
-        cmocka_unit_test(test_path_decodes_to_relative_name),
-        cmocka_unit_test(test_path_decoded_slash_cannot_make_it_absolute),
-        cmocka_unit_test(test_path_rejects_dot_segments_even_encoded),
-        cmocka_unit_test(test_path_rejects_nul_and_malformed_escapes),
-        cmocka_unit_test(test_path_too_long_for_buffer),
         cmocka_unit_test(test_range_single_forms),
         cmocka_unit_test(test_range_clamped_to_file),
         cmocka_unit_test(test_range_unsatisfiable),
