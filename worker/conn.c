@@ -395,7 +395,24 @@ static int conn_write_failed(sws_conn_t *c, ssize_t n, const char *what)
     return -1;
 }
 
-/* Write what is queued. 0 (all written, or the socket is full), -1 closed. */
+/* The connection used its reads (or its file budget) for this turn while
+ * input is still waiting (or the socket takes more): a client that sends as
+ * fast as we read (a flood of empty lines, an endless pipeline), or reads
+ * as fast as we send, must not keep the worker from its other connections
+ * and its timers. Re-registering makes epoll report the pending input or
+ * the free space again in the next iteration, since edge-triggered mode
+ * would not. 0, or -1 when the connection was closed. */
+static int conn_yield(sws_conn_t *c)
+{
+    if (sws_loop_mod(c->set->loop, &c->io, CONN_EVENTS) == 0)
+        return 0;
+    sws_log_error("epoll_ctl(MOD) for a connection: %s", strerror(errno));
+    sws_conn_close(c);
+    return -1;
+}
+
+/* Write what is queued. 0 (all written, the socket is full, or this turn's
+ * file budget is spent and the connection yielded), -1 closed. */
 static int conn_flush(sws_conn_t *c)
 {
     while (c->osent < c->olen) {
@@ -418,10 +435,17 @@ static int conn_flush(sws_conn_t *c)
         }
     }
     while (c->file_left > 0) {
-        size_t want = c->file_left > (1u << 30) ? (1u << 30) : (size_t)c->file_left;
+        /* A fast reader would otherwise take the worker for as long as the
+         * socket keeps up (hundreds of ms for a large file). */
+        if (c->file_sent >= SWS_CONN_SEND_PER_RUN)
+            return conn_yield(c);
+        size_t want = SWS_CONN_SEND_PER_RUN - c->file_sent;
+        if (want > c->file_left)
+            want = (size_t)c->file_left;
         ssize_t n = sendfile(c->io.fd, c->file_fd, &c->file_off, want);
         if (n > 0) {
             c->file_left -= (uint64_t)n;
+            c->file_sent += (size_t)n;
             c->wrote = 1;
             continue;
         }
@@ -434,21 +458,6 @@ static int conn_flush(sws_conn_t *c)
         c->file_fd = -1;
     }
     return 0;
-}
-
-/* The connection used its reads for this turn while input is still
- * waiting: a client that sends as fast as we read (a flood of empty lines,
- * an endless pipeline) must not keep the worker from its other connections
- * and its timers. Re-registering makes epoll report the pending input
- * again in the next iteration, since edge-triggered mode would not. 0, or
- * -1 when the connection was closed. */
-static int conn_yield(sws_conn_t *c)
-{
-    if (sws_loop_mod(c->set->loop, &c->io, CONN_EVENTS) == 0)
-        return 0;
-    sws_log_error("epoll_ctl(MOD) for a connection: %s", strerror(errno));
-    sws_conn_close(c);
-    return -1;
 }
 
 /* Lingering close: input after our last response is read and dropped until
@@ -520,6 +529,7 @@ static void conn_run(sws_conn_t *c)
     c->wrote = 0;
     c->got_input = 0;
     c->head_started = 0;
+    c->file_sent = 0;
     unsigned reads = 0;
     for (;;) {
         if (!c->close_after)

@@ -16,8 +16,9 @@
  *     only waited for after a short write;
  *   - above the write high-water mark (or while a file body is pending)
  *     parsing of further pipelined requests stops until the output drains;
- *   - one event reads at most SWS_CONN_READS_PER_RUN times; input still
- *     waiting then is reported again in the next loop iteration.
+ *   - one event reads at most SWS_CONN_READS_PER_RUN times and sends at
+ *     most SWS_CONN_SEND_PER_RUN file bytes; input still waiting, or room
+ *     for more, is then reported again in the next loop iteration.
  *
  * Timers: one per connection, armed in the set's per-purpose queues
  * (core/loop.h): header (request head in progress), body (body read in
@@ -49,6 +50,11 @@
 #define SWS_CONN_LINGER_MS 2000          /* wait for the client's FIN after ours */
 #define SWS_CONN_FREE_MAX 128            /* recycled connections kept */
 #define SWS_CONN_READS_PER_RUN 16        /* reads per event before others get a turn */
+/* File bytes per event before others get a turn (nginx: sendfile_max_chunk,
+ * 2m): about 0.1-0.3 ms of sendfile from the page cache, so a fast download
+ * delays its worker's other clients by that much per turn, while the
+ * syscalls per MiB (one sendfile, one epoll_ctl) stay negligible. */
+#define SWS_CONN_SEND_PER_RUN (1u << 20)
 
 typedef struct sws_conn_set sws_conn_set_t;
 
@@ -89,6 +95,7 @@ struct sws_conn {
     int file_fd;
     off_t file_off;
     uint64_t file_left;
+    size_t file_sent;             /* in this run, against SWS_CONN_SEND_PER_RUN */
 
     sws_http1_t h1;
     sws_request_t req;
