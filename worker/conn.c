@@ -5,6 +5,8 @@
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -106,6 +108,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->file_fd = -1;
     c->file_off = 0;
     c->file_left = 0;
+    c->bytes_out = c->acked_checked = 0;
     c->requests = 0;
     if (peer_len > sizeof(c->peer))
         peer_len = sizeof(c->peer);
@@ -419,6 +422,7 @@ static int conn_flush(sws_conn_t *c)
         ssize_t n = send(c->io.fd, c->obuf + c->osent, c->olen - c->osent, MSG_NOSIGNAL);
         if (n > 0) {
             c->osent += (size_t)n;
+            c->bytes_out += (uint64_t)n;
             c->wrote = 1;
             continue;
         }
@@ -445,6 +449,7 @@ static int conn_flush(sws_conn_t *c)
         ssize_t n = sendfile(c->io.fd, c->file_fd, &c->file_off, want);
         if (n > 0) {
             c->file_left -= (uint64_t)n;
+            c->bytes_out += (uint64_t)n;
             c->file_sent += (size_t)n;
             c->wrote = 1;
             continue;
@@ -589,6 +594,25 @@ static void conn_on_event(sws_io_t *io, uint32_t events)
     conn_run(c);
 }
 
+/* The send timer fired: 1 if the client acknowledged bytes since the last
+ * check (the connection's start, or the previous firing). EPOLLOUT comes
+ * only once a good part of the kernel's send buffer is free, which a slow
+ * reader with megabytes queued takes far longer than the timeout to do;
+ * the acknowledged bytes (written minus still queued, SIOCOUTQ) show that
+ * it is reading. Asked only here, so no request pays a syscall for it. */
+static int conn_client_took_bytes(sws_conn_t *c)
+{
+    int queued = 0;
+    if (ioctl(c->io.fd, SIOCOUTQ, &queued) < 0 || queued < 0)
+        return 0;
+    /* A Unix socket counts its buffers' overhead too: then no progress. */
+    uint64_t acked = (uint64_t)queued < c->bytes_out ? c->bytes_out - (uint64_t)queued : 0;
+    if (acked <= c->acked_checked)
+        return 0;
+    c->acked_checked = acked;
+    return 1;
+}
+
 static void conn_on_timer(sws_timer_t *t)
 {
     sws_conn_t *c = sws_container_of(t, sws_conn_t, timer);
@@ -596,6 +620,10 @@ static void conn_on_timer(sws_timer_t *t)
     sws_timer_queue_t *q = c->timer_q;
     c->timer_q = NULL;
     if (q == &s->send_q) {
+        if (conn_client_took_bytes(c)) {
+            conn_arm(c, q);
+            return;
+        }
         sws_log_info("client %s: send timeout, closing", sws_conn_peer_text(c));
         sws_conn_close(c);
         return;

@@ -22,8 +22,10 @@
  *
  * Timers: one per connection, armed in the set's per-purpose queues
  * (core/loop.h): header (request head in progress), body (body read in
- * progress), idle (keep-alive wait), send (a write is blocked), linger
- * (after we shut down writing, waiting for the client's FIN).
+ * progress), idle (keep-alive wait), send (a write is blocked; when it
+ * fires, a client that acknowledged bytes since the last check gets
+ * another period), linger (after we shut down writing, waiting for the
+ * client's FIN).
  *
  * Closing: sws_conn_close() closes the fd at once but frees nothing: the
  * connection moves to the closed list and sws_conn_set_reap(), called from
@@ -96,6 +98,8 @@ struct sws_conn {
     off_t file_off;
     uint64_t file_left;
     size_t file_sent;             /* in this run, against SWS_CONN_SEND_PER_RUN */
+    uint64_t bytes_out;           /* written to the socket, ever */
+    uint64_t acked_checked;       /* of those, acknowledged at the last send timer check */
 
     sws_http1_t h1;
     sws_request_t req;
