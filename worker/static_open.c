@@ -12,6 +12,25 @@
 
 #define OPEN_FLAGS (O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
 
+/* sws_static_open_status: every errno with an answer other than 500. */
+static const struct {
+    int err;
+    unsigned status;
+} open_status[] = {
+    { ENOENT, 404 }, { ENOTDIR, 404 }, { ENAMETOOLONG, 404 },
+    { EACCES, 403 }, { EPERM, 403 },   { ELOOP, 403 },  { EXDEV, 403 }, { ENXIO, 403 },
+    { EMFILE, 503 }, { ENFILE, 503 },  { ENOMEM, 503 }, { ENOBUFS, 503 }, { EAGAIN, 503 },
+    { EINTR, 503 },
+};
+
+unsigned sws_static_open_status(int err)
+{
+    for (size_t i = 0; i < sizeof(open_status) / sizeof(open_status[0]); i++)
+        if (open_status[i].err == err)
+            return open_status[i].status;
+    return 500;
+}
+
 static int open_root(sws_static_root_t *e, const char *path, size_t len, uint64_t now_ms)
 {
     struct stat st;

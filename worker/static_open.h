@@ -64,6 +64,13 @@ void sws_static_roots_close(sws_static_roots_t *roots);
  * through a refused symlink, else what open(2) says. "" opens the root. */
 int sws_static_open(sws_static_roots_t *roots, int rootfd, const char *rel, int follow_symlinks);
 
+/* The status for a request whose root or file could not be opened with
+ * errno err: 404 for what is not there, 403 for what is refused (no
+ * permission, a way out of the root), 503 for what a retry may get (out of
+ * descriptors or memory: never an answer a cache would keep, like a 404),
+ * 500 for anything else. Pure; any process. */
+unsigned sws_static_open_status(int err);
+
 /* The fallback walk, exposed for tests: every component opened with
  * O_NOFOLLOW, so any symlink fails with ELOOP. */
 int sws_static_open_walk(int rootfd, const char *rel);

@@ -578,6 +578,27 @@ static void test_root_fd_errors(void **state)
     assert_false(holds(&roots, p));
 }
 
+/* What a failed open answers: a transient failure (out of descriptors or
+ * memory) is never a 404 a cache would keep. */
+static void test_open_errno_to_status(void **state)
+{
+    (void)state;
+    static const struct {
+        int err;
+        unsigned status;
+    } cases[] = {
+        { ENOENT, 404 }, { ENOTDIR, 404 }, { ENAMETOOLONG, 404 },
+        { EACCES, 403 }, { EPERM, 403 },   { ELOOP, 403 },  { EXDEV, 403 }, { ENXIO, 403 },
+        { EMFILE, 503 }, { ENFILE, 503 },  { ENOMEM, 503 }, { ENOBUFS, 503 }, { EAGAIN, 503 },
+        { EINTR, 503 },  { EIO, 500 },     { EINVAL, 500 }, { EOVERFLOW, 500 }, { 0, 500 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (sws_static_open_status(cases[i].err) != cases[i].status)
+            fail_msg("%s: %u, want %u", strerror(cases[i].err),
+                     sws_static_open_status(cases[i].err), cases[i].status);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest pure[] = {
@@ -597,6 +618,7 @@ int main(void)
         cmocka_unit_test(test_date_parse_round_trips_formatter),
         cmocka_unit_test(test_date_parse_rejects_malformed),
         cmocka_unit_test(test_if_range),
+        cmocka_unit_test(test_open_errno_to_status),
     };
     const struct CMUnitTest files[] = {
         cmocka_unit_test(test_open_confined_with_openat2),
