@@ -3,6 +3,7 @@ conditional requests, ranges, and no escape from the root. Some tests use
 curl, others raw sockets (curl would normalise the paths they need)."""
 
 import os
+import re
 import resource
 
 from harness import Client, ServerTestCase, curl, make_config, poll, static_hosts
@@ -306,3 +307,17 @@ class Static(ServerTestCase):
         r = self.answer_without_fds("/hello.txt", warm=True)
         self.assertEqual(r.status, 503, r)
         self.srv.wait_log(r"static: open \"hello\.txt\" below .*/www: Too many open files")
+
+    def test_unreadable_root_is_logged(self):
+        """A root the worker may not search answers 403 for every file and
+        says why in the error log, once, not once per request."""
+        if os.geteuid() != 0:
+            self.skipTest("dropping privileges needs root")
+        srv = self.start(make_config(static_hosts("www", ", index: index.html"), "user: nobody"))
+        os.chmod(srv.dir, 0o711)  # the worker reaches www, but may not enter it
+        os.chmod(os.path.join(srv.dir, "www"), 0o700)
+        self.assertEqual([self.get(p).status for p in ("/hello.txt", "/", "/hello.txt")],
+                         [403, 403, 403])
+        line = r"\[error\] worker 0\[\d+\]: static: root \S*/www: Permission denied"
+        srv.wait_log(line)
+        self.assertEqual(len(re.findall(line, srv.log())), 1, srv.log_tail())
