@@ -48,6 +48,12 @@ void sws_loop_set_tick(sws_loop_t *loop, sws_tick_cb cb, void *data)
     loop->tick_data = data;
 }
 
+void sws_loop_set_wake(sws_loop_t *loop, sws_tick_cb cb, void *data)
+{
+    loop->wake = cb;
+    loop->wake_data = data;
+}
+
 void sws_loop_update_time(sws_loop_t *loop)
 {
     struct timespec ts;
@@ -146,6 +152,8 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
     sws_loop_update_time(loop);
     if (n < 0)
         return errno == EINTR ? 0 : -1;
+    if (loop->wake != NULL)
+        loop->wake(loop, loop->wake_data);
     for (int i = 0; i < n; i++) {
         sws_io_t *io = loop->events[i].data.ptr;
         io->cb(io, loop->events[i].events);

@@ -74,6 +74,8 @@ struct sws_loop {
     sws_timer_queue_t *queues;
     sws_tick_cb tick;             /* called once per iteration, before waiting */
     void *tick_data;
+    sws_tick_cb wake;             /* called once per iteration, after waiting */
+    void *wake_data;
     struct epoll_event events[SWS_LOOP_MAX_EVENTS];
 };
 
@@ -90,6 +92,13 @@ int sws_loop_del(sws_loop_t *loop, sws_io_t *io);
 /* The tick runs once per iteration, before epoll_wait: flush buffered logs,
  * adopt a new table generation, reap closed connections. */
 void sws_loop_set_tick(sws_loop_t *loop, sws_tick_cb cb, void *data);
+
+/* The wake callback runs once per iteration as soon as epoll_wait returns,
+ * before any event or timer is handled: what the tick did before a long
+ * sleep may be stale by then (a table generation published meanwhile), and
+ * the events that woke us must not be handled with it. Keep it to a few
+ * loads: it runs on every wake-up. */
+void sws_loop_set_wake(sws_loop_t *loop, sws_tick_cb cb, void *data);
 
 /* Wait at most max_wait_ms (-1: until an event or the next timer), dispatch
  * events, then expired timers. 0, or -1 on an epoll error other than EINTR. */

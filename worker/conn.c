@@ -2,9 +2,11 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/sendfile.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -107,6 +109,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->file_fd = -1;
     c->file_off = 0;
     c->file_left = 0;
+    c->bytes_out = c->acked_checked = 0;
     c->requests = 0;
     if (peer_len > sizeof(c->peer))
         peer_len = sizeof(c->peer);
@@ -396,13 +399,31 @@ static int conn_write_failed(sws_conn_t *c, ssize_t n, const char *what)
     return -1;
 }
 
-/* Write what is queued. 0 (all written, or the socket is full), -1 closed. */
+/* The connection used its reads (or its file budget) for this turn while
+ * input is still waiting (or the socket takes more): a client that sends as
+ * fast as we read (a flood of empty lines, an endless pipeline), or reads
+ * as fast as we send, must not keep the worker from its other connections
+ * and its timers. Re-registering makes epoll report the pending input or
+ * the free space again in the next iteration, since edge-triggered mode
+ * would not. 0, or -1 when the connection was closed. */
+static int conn_yield(sws_conn_t *c)
+{
+    if (sws_loop_mod(c->set->loop, &c->io, CONN_EVENTS) == 0)
+        return 0;
+    sws_log_error("epoll_ctl(MOD) for a connection: %s", strerror(errno));
+    sws_conn_close(c);
+    return -1;
+}
+
+/* Write what is queued. 0 (all written, the socket is full, or this turn's
+ * file budget is spent and the connection yielded), -1 closed. */
 static int conn_flush(sws_conn_t *c)
 {
     while (c->osent < c->olen) {
         ssize_t n = send(c->io.fd, c->obuf + c->osent, c->olen - c->osent, MSG_NOSIGNAL);
         if (n > 0) {
             c->osent += (size_t)n;
+            c->bytes_out += (uint64_t)n;
             c->wrote = 1;
             continue;
         }
@@ -419,10 +440,18 @@ static int conn_flush(sws_conn_t *c)
         }
     }
     while (c->file_left > 0) {
-        size_t want = c->file_left > (1u << 30) ? (1u << 30) : (size_t)c->file_left;
+        /* A fast reader would otherwise take the worker for as long as the
+         * socket keeps up (hundreds of ms for a large file). */
+        if (c->file_sent >= SWS_CONN_SEND_PER_RUN)
+            return conn_yield(c);
+        size_t want = SWS_CONN_SEND_PER_RUN - c->file_sent;
+        if (want > c->file_left)
+            want = (size_t)c->file_left;
         ssize_t n = sendfile(c->io.fd, c->file_fd, &c->file_off, want);
         if (n > 0) {
             c->file_left -= (uint64_t)n;
+            c->bytes_out += (uint64_t)n;
+            c->file_sent += (size_t)n;
             c->wrote = 1;
             continue;
         }
@@ -435,21 +464,6 @@ static int conn_flush(sws_conn_t *c)
         c->file_fd = -1;
     }
     return 0;
-}
-
-/* The connection used its reads for this turn while input is still
- * waiting: a client that sends as fast as we read (a flood of empty lines,
- * an endless pipeline) must not keep the worker from its other connections
- * and its timers. Re-registering makes epoll report the pending input
- * again in the next iteration, since edge-triggered mode would not. 0, or
- * -1 when the connection was closed. */
-static int conn_yield(sws_conn_t *c)
-{
-    if (sws_loop_mod(c->set->loop, &c->io, CONN_EVENTS) == 0)
-        return 0;
-    sws_log_error("epoll_ctl(MOD) for a connection: %s", strerror(errno));
-    sws_conn_close(c);
-    return -1;
 }
 
 /* Lingering close: input after our last response is read and dropped until
@@ -521,6 +535,7 @@ static void conn_run(sws_conn_t *c)
     c->wrote = 0;
     c->got_input = 0;
     c->head_started = 0;
+    c->file_sent = 0;
     unsigned reads = 0;
     for (;;) {
         if (!c->close_after)
@@ -580,6 +595,25 @@ static void conn_on_event(sws_io_t *io, uint32_t events)
     conn_run(c);
 }
 
+/* The send timer fired: 1 if the client acknowledged bytes since the last
+ * check (the connection's start, or the previous firing). EPOLLOUT comes
+ * only once a good part of the kernel's send buffer is free, which a slow
+ * reader with megabytes queued takes far longer than the timeout to do;
+ * the acknowledged bytes (written minus still queued, SIOCOUTQ) show that
+ * it is reading. Asked only here, so no request pays a syscall for it. */
+static int conn_client_took_bytes(sws_conn_t *c)
+{
+    int queued = 0;
+    if (ioctl(c->io.fd, SIOCOUTQ, &queued) < 0 || queued < 0)
+        return 0;
+    /* A Unix socket counts its buffers' overhead too: then no progress. */
+    uint64_t acked = (uint64_t)queued < c->bytes_out ? c->bytes_out - (uint64_t)queued : 0;
+    if (acked <= c->acked_checked)
+        return 0;
+    c->acked_checked = acked;
+    return 1;
+}
+
 static void conn_on_timer(sws_timer_t *t)
 {
     sws_conn_t *c = sws_container_of(t, sws_conn_t, timer);
@@ -587,6 +621,10 @@ static void conn_on_timer(sws_timer_t *t)
     sws_timer_queue_t *q = c->timer_q;
     c->timer_q = NULL;
     if (q == &s->send_q) {
+        if (conn_client_took_bytes(c)) {
+            conn_arm(c, q);
+            return;
+        }
         sws_log_info("client %s: send timeout, closing", sws_conn_peer_text(c));
         sws_conn_close(c);
         return;

@@ -1,6 +1,7 @@
 #include "worker/static.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,30 +24,24 @@ static sws_static_roots_t worker_roots;
 /* Content-Type, Last-Modified, ETag, Accept-Ranges, Content-Range. */
 #define HEADERS_MAX 512
 
-/* Map a failed open to the answer, logging what an operator must know. */
-static void answer_open_error(sws_request_t *r, const char *root, const char *rel, int err)
+/* Answer a failed open (sws_static_open_status), logging what an operator
+ * must know. A root the worker may not search refuses every file below it:
+ * that is a deployment error (a root owned by another user, a mode of
+ * 0700), named once a minute; one unreadable file is not. */
+static void answer_open_error(sws_request_t *r, const char *root, int rootfd, const char *rel,
+                              int err)
 {
-    switch (err) {
-    case ENOENT:
-    case ENOTDIR:
-    case ENAMETOOLONG:
-        sws_response_error(r, 404);
-        return;
-    case EACCES:
-    case EPERM:
-        sws_response_error(r, 403);
-        return;
-    case ELOOP:
-    case EXDEV:
+    unsigned status = sws_static_open_status(err);
+    if ((err == EACCES || err == EPERM) && faccessat(AT_FDCWD, root, X_OK, AT_EACCESS) < 0 &&
+        sws_static_root_warn_due(&worker_roots, rootfd, r->start_ms))
+        sws_log_error("static: root %s: %s (uid %u): every file below it is answered 403", root,
+                      strerror(errno), (unsigned)geteuid());
+    else if (err == ELOOP || err == EXDEV)
         sws_log_info("static: \"%s\" below %s leads out of the root through a symlink: refused",
                      rel, root);
-        sws_response_error(r, 403);
-        return;
-    default:
+    else if (status >= 500)
         sws_log_error("static: open \"%s\" below %s: %s", rel, root, strerror(err));
-        sws_response_error(r, 500);
-        return;
-    }
+    sws_response_error(r, status);
 }
 
 /* A directory asked for without its trailing slash: send the client to the
@@ -170,12 +165,12 @@ void sws_static_handle(sws_request_t *r)
     if (rootfd < 0) {
         int err = errno;
         sws_log_error("static: root %s: %s", root, strerror(err));
-        sws_response_error(r, err == EACCES ? 403 : 404);
+        sws_response_error(r, sws_static_open_status(err));
         return;
     }
     int fd = sws_static_open(&worker_roots, rootfd, rel, route->follow_symlinks);
     if (fd < 0) {
-        answer_open_error(r, root, rel, errno);
+        answer_open_error(r, root, rootfd, rel, errno);
         return;
     }
     if (fstat(fd, &st) < 0) {

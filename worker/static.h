@@ -12,7 +12,9 @@
  *
  * Answers: 200 with sendfile, 206 for one satisfiable byte range, 416, 304
  * (If-None-Match / If-Modified-Since), 403 (not readable, a special file,
- * an escape), 404, 405 for methods other than GET and HEAD.
+ * an escape), 404, 405 for methods other than GET and HEAD, 503 when an
+ * open fails for want of descriptors or memory, 500 for any other failure
+ * (sws_static_open_status, static_open.h).
  *
  * Runs in a worker, synchronously, inside the request's handler call.
  */

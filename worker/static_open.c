@@ -12,6 +12,25 @@
 
 #define OPEN_FLAGS (O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
 
+/* sws_static_open_status: every errno with an answer other than 500. */
+static const struct {
+    int err;
+    unsigned status;
+} open_status[] = {
+    { ENOENT, 404 }, { ENOTDIR, 404 }, { ENAMETOOLONG, 404 },
+    { EACCES, 403 }, { EPERM, 403 },   { ELOOP, 403 },  { EXDEV, 403 }, { ENXIO, 403 },
+    { EMFILE, 503 }, { ENFILE, 503 },  { ENOMEM, 503 }, { ENOBUFS, 503 }, { EAGAIN, 503 },
+    { EINTR, 503 },
+};
+
+unsigned sws_static_open_status(int err)
+{
+    for (size_t i = 0; i < sizeof(open_status) / sizeof(open_status[0]); i++)
+        if (open_status[i].err == err)
+            return open_status[i].status;
+    return 500;
+}
+
 static int open_root(sws_static_root_t *e, const char *path, size_t len, uint64_t now_ms)
 {
     struct stat st;
@@ -29,6 +48,7 @@ static int open_root(sws_static_root_t *e, const char *path, size_t len, uint64_
     e->ino = st.st_ino;
     e->checked_ms = now_ms;
     e->used_ms = now_ms;
+    e->warned_ms = 0;
     memcpy(e->path, path, len);
     e->path[len] = '\0';
     e->len = len;
@@ -76,6 +96,20 @@ int sws_static_root_fd(sws_static_roots_t *roots, const char *path, size_t len, 
     if (victim->len != 0)
         drop_root(victim);
     return open_root(victim, path, len, now_ms);
+}
+
+int sws_static_root_warn_due(sws_static_roots_t *roots, int rootfd, uint64_t now_ms)
+{
+    for (unsigned i = 0; i < SWS_STATIC_ROOTS; i++) {
+        sws_static_root_t *e = &roots->slot[i];
+        if (e->len == 0 || e->fd != rootfd)
+            continue;
+        if (e->warned_ms != 0 && now_ms - e->warned_ms < SWS_STATIC_ROOT_WARN_MS)
+            return 0;
+        e->warned_ms = now_ms != 0 ? now_ms : 1;
+        return 1;
+    }
+    return 0;
 }
 
 void sws_static_roots_close(sws_static_roots_t *roots)

@@ -33,6 +33,7 @@
 
 #define SWS_STATIC_ROOTS 8
 #define SWS_STATIC_ROOT_CHECK_MS 1000
+#define SWS_STATIC_ROOT_WARN_MS 60000 /* one line per root per minute at most */
 
 typedef struct sws_static_root {
     int fd;              /* O_PATH directory fd; valid when len > 0 */
@@ -40,6 +41,7 @@ typedef struct sws_static_root {
     ino_t ino;
     uint64_t checked_ms; /* last time path was compared with fd */
     uint64_t used_ms;    /* for replacing the least recently used entry */
+    uint64_t warned_ms;  /* last sws_static_root_warn_due() yes; 0: never */
     size_t len;          /* 0: empty slot */
     char path[PATH_MAX];
 } sws_static_root_t;
@@ -54,6 +56,12 @@ typedef struct sws_static_roots {
  * Returns the fd, or -1 with errno set (ENOENT, EACCES, ENAMETOOLONG...). */
 int sws_static_root_fd(sws_static_roots_t *roots, const char *path, size_t len, uint64_t now_ms);
 
+/* May a problem with the root held as rootfd (from sws_static_root_fd) be
+ * logged at now_ms? Yes once per SWS_STATIC_ROOT_WARN_MS per root, and at
+ * once after the root was reopened (another directory); a yes stamps the
+ * time. So a broken root is named in the log without a line per request. */
+int sws_static_root_warn_due(sws_static_roots_t *roots, int rootfd, uint64_t now_ms);
+
 /* Close every fd the table holds and empty it. */
 void sws_static_roots_close(sws_static_roots_t *roots);
 
@@ -63,6 +71,13 @@ void sws_static_roots_close(sws_static_roots_t *roots);
  * -1 with errno: EXDEV or ELOOP when the name leads out of the root or
  * through a refused symlink, else what open(2) says. "" opens the root. */
 int sws_static_open(sws_static_roots_t *roots, int rootfd, const char *rel, int follow_symlinks);
+
+/* The status for a request whose root or file could not be opened with
+ * errno err: 404 for what is not there, 403 for what is refused (no
+ * permission, a way out of the root), 503 for what a retry may get (out of
+ * descriptors or memory: never an answer a cache would keep, like a 404),
+ * 500 for anything else. Pure; any process. */
+unsigned sws_static_open_status(int err);
 
 /* The fallback walk, exposed for tests: every component opened with
  * O_NOFOLLOW, so any symlink fails with ELOOP. */

@@ -122,9 +122,9 @@ static void on_listener(sws_io_t *io, uint32_t events)
 /* Adopt the newest table generation: settings, timers, access log. */
 static void adopt_generation(sws_worker_t *w)
 {
-    /* Every tick, so cheap when nothing changed: one load and a compare in
-     * shm, one compare here. (Before the first publish there is no table:
-     * the connection set keeps its defaults.) */
+    /* Every tick and every wake-up, so cheap when nothing changed: one load
+     * and a compare in shm, one compare here. (Before the first publish
+     * there is no table: the connection set keeps its defaults.) */
     const sws_table_t *t = sws_shm_reader_acquire(w->cfg->shm, w->cfg->index, w->pid);
     if (t == NULL)
         return;
@@ -191,6 +191,16 @@ static void on_tick(sws_loop_t *loop, void *data)
     w->counters->connections_active = w->conns.nlive;
     if (w->conns.draining && w->conns.nlive == 0 && !w->loop.stop)
         stop_now(w);
+}
+
+/* A worker asleep in epoll_wait when a reload published must not handle
+ * the request that wakes it with the old table: the docs promise the next
+ * request on every connection the new one. This is the same point between
+ * event batches as the tick (shm.h's rule for switching), only later. */
+static void on_wake(sws_loop_t *loop, void *data)
+{
+    (void)loop;
+    adopt_generation(data);
 }
 
 static void on_signal(sws_io_t *io, uint32_t events)
@@ -289,6 +299,7 @@ static int worker_setup(sws_worker_t *w)
     if (listeners_register(w) < 0)
         return -1;
     sws_loop_set_tick(&w->loop, on_tick, w);
+    sws_loop_set_wake(&w->loop, on_wake, w);
     return 0;
 }
 

@@ -1,7 +1,10 @@
 """Limits and malformed input: each gets its status, and after a request the
 parser cannot trust the connection is closed."""
 
-from harness import ServerTestCase, make_config, request, HELLO_HOSTS
+import os
+import time
+
+from harness import ServerTestCase, make_config, request, scale, static_hosts, HELLO_HOSTS
 
 LIMITS = """
 limits: {max_request_line: 1k, max_header_size: 4k, max_headers: 20, max_body_size: 1k}
@@ -109,3 +112,54 @@ class Limits(ServerTestCase):
 
     def test_505_http3_version(self):
         self.expect_status_and_close(request("GET", "/", version="HTTP/3.0"), 505)
+
+
+# A body larger than what the kernel queues for a client on loopback (about
+# 3 MiB here, up to net.ipv4.tcp_wmem's 4 MiB), so the server still has
+# some to send while the client reads.
+SLOW_BODY_SIZE = 8 << 20
+SLOW_CHUNK = 4096
+SLOW_PAUSE = 0.002  # between reads: about 2 MB/s, far below the server's pace
+
+
+class SendTimeout(ServerTestCase):
+    """timeouts.send cuts a client that takes no bytes for that long, not
+    one that reads slowly: with megabytes queued in the kernel, EPOLLOUT
+    comes only after the client has read a good part of them, much later
+    than a short send timeout."""
+
+    def setUp(self):
+        super().setUp()
+        self.srv = self.server(make_config(static_hosts(),
+                                           "timeouts: {send: 300ms}\nlogging: {level: info}"),
+                               start=False)
+        os.makedirs(os.path.join(self.srv.dir, "www"))
+        with open(os.path.join(self.srv.dir, "www", "big.bin"), "wb") as f:
+            f.write(b"s" * SLOW_BODY_SIZE)
+        self.srv.start()
+
+    def download(self):
+        c = self.client(self.srv, rcvbuf=4096)
+        c.send(request("GET", "/big.bin"))
+        r = c.read_head()
+        self.assertEqual((r.status, r.header("Content-Length")), (200, str(SLOW_BODY_SIZE)))
+        return c
+
+    def test_slow_reader_gets_the_whole_body(self):
+        c = self.download()
+        got = len(c.buf)
+        deadline = time.monotonic() + scale(60)
+        for _ in range(SLOW_BODY_SIZE):
+            if got >= SLOW_BODY_SIZE or time.monotonic() > deadline:
+                break
+            chunk = c.sock.recv(SLOW_CHUNK)
+            if not chunk:
+                break
+            got += len(chunk)
+            time.sleep(SLOW_PAUSE)
+        self.assertEqual(got, SLOW_BODY_SIZE, "body cut short; log:\n" + self.srv.log_tail())
+        self.assertNotIn("send timeout", self.srv.log())
+
+    def test_client_reading_nothing_is_cut(self):
+        self.download()
+        self.srv.wait_log(r"client 127\.0\.0\.1: send timeout, closing")

@@ -3,8 +3,10 @@ conditional requests, ranges, and no escape from the root. Some tests use
 curl, others raw sockets (curl would normalise the paths they need)."""
 
 import os
+import re
+import resource
 
-from harness import Client, ServerTestCase, curl, make_config, static_hosts
+from harness import Client, ServerTestCase, curl, make_config, poll, static_hosts
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz\n"  # 37 bytes
 SECRET = b"TOP-SECRET-outside-the-root"
@@ -26,6 +28,49 @@ FILES = {
 
 def static_config(root="www", extra=""):
     return make_config(static_hosts(root, ", index: index.html" + extra))
+
+
+# /ping answers without opening anything; the rest is static.
+PING_STATIC_HOSTS = """
+- name: "*"
+  routes:
+    - path: /ping
+      match: exact
+      respond: {status: 200, body: "pong"}
+    - path: /
+      static: {root: www, index: index.html}
+"""
+
+
+def client_sockets(pid):
+    """How many TCP connections process pid holds (its sockets that are in
+    /proc/net/tcp* and not listening)."""
+    inodes = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:["):-1])
+    n = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        with open(table) as f:
+            for line in f.readlines()[1:]:
+                fields = line.split()
+                if fields[9] in inodes and fields[3] != "0A":  # 0A: LISTEN
+                    n += 1
+    return n
+
+
+def leave_one_fd(pid):
+    """Lower pid's soft RLIMIT_NOFILE so that exactly one descriptor number
+    is free below it (the next accept takes it); returns the old limits."""
+    used = {int(fd) for fd in os.listdir("/proc/%d/fd" % pid)}
+    free = [fd for fd in range(len(used) + 2) if fd not in used]
+    old = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+    resource.prlimit(pid, resource.RLIMIT_NOFILE, (free[1], old[1]))
+    return old
 
 
 class Static(ServerTestCase):
@@ -249,3 +294,47 @@ class Static(ServerTestCase):
         self.assertEqual(p.returncode, 0, p.stderr)
         self.assertEqual(p.stdout, ALPHABET + PNG + FILES["index.html"])
         self.assertIn(b"Re-using existing connection", p.stderr)
+
+    def answer_without_fds(self, path, warm=False):
+        """GET path on a connection that took the worker's last descriptor
+        (after a GET of it with descriptors to spare when warm: the root is
+        then held open, and the file's own open is what fails)."""
+        srv = self.start(make_config(PING_STATIC_HOSTS, "logging: {access_log: off}"))
+        worker = srv.wait_workers(1)[0]
+        # An answer: the worker is done opening what it keeps (signalfd...).
+        self.assertEqual(self.get("/ping").status, 200)
+        if warm:
+            self.assertEqual(self.get(path).status, 200)
+        # The readiness probes' and the warm-up's connections are gone.
+        poll(lambda: client_sockets(worker) == 0, what="the worker to close its connections")
+        old = leave_one_fd(worker)
+        try:
+            with Client(srv.port) as c:
+                return c.get(path)
+        finally:
+            resource.prlimit(worker, resource.RLIMIT_NOFILE, old)
+
+    def test_503_out_of_fds_opening_the_root(self):
+        # A 404 here would be cached by a CDN for a file that exists.
+        r = self.answer_without_fds("/hello.txt")
+        self.assertEqual(r.status, 503, r)
+        self.srv.wait_log(r"static: root .*/www: Too many open files")
+
+    def test_503_out_of_fds_opening_the_file(self):
+        r = self.answer_without_fds("/hello.txt", warm=True)
+        self.assertEqual(r.status, 503, r)
+        self.srv.wait_log(r"static: open \"hello\.txt\" below .*/www: Too many open files")
+
+    def test_unreadable_root_is_logged(self):
+        """A root the worker may not search answers 403 for every file and
+        says why in the error log, once, not once per request."""
+        if os.geteuid() != 0:
+            self.skipTest("dropping privileges needs root")
+        srv = self.start(make_config(static_hosts("www", ", index: index.html"), "user: nobody"))
+        os.chmod(srv.dir, 0o711)  # the worker reaches www, but may not enter it
+        os.chmod(os.path.join(srv.dir, "www"), 0o700)
+        self.assertEqual([self.get(p).status for p in ("/hello.txt", "/", "/hello.txt")],
+                         [403, 403, 403])
+        line = r"\[error\] worker 0\[\d+\]: static: root \S*/www: Permission denied"
+        srv.wait_log(line)
+        self.assertEqual(len(re.findall(line, srv.log())), 1, srv.log_tail())

@@ -56,6 +56,55 @@ static void test_io_watcher_fires_on_readable(void **state)
     sws_loop_close(&loop);
 }
 
+/* The order of one iteration's callbacks, as letters: t(ick), w(ake),
+ * e(vent). */
+static char seq[16];
+
+static void seq_add(char ch)
+{
+    size_t n = strlen(seq);
+    if (n + 1 < sizeof(seq))
+        seq[n] = ch;
+}
+
+static void on_seq_tick(sws_loop_t *loop, void *data)
+{
+    (void)loop;
+    seq_add(*(const char *)data);
+}
+
+static void on_seq_pipe(sws_io_t *io, uint32_t events)
+{
+    on_pipe(io, events);
+    seq_add('e');
+}
+
+static void test_wake_runs_after_waiting_before_events(void **state)
+{
+    (void)state;
+    sws_loop_t loop;
+    int p[2];
+    assert_int_equal(sws_loop_init(&loop), 0);
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    pipe_watch_t w = { .io = { .fd = p[0], .cb = on_seq_pipe } };
+    assert_int_equal(sws_loop_add(&loop, &w.io, EPOLLIN | EPOLLET), 0);
+    sws_loop_set_tick(&loop, on_seq_tick, "t");
+    sws_loop_set_wake(&loop, on_seq_tick, "w");
+
+    memset(seq, 0, sizeof(seq));
+    assert_int_equal(write(p[1], "x", 1), 1);
+    assert_int_equal(sws_loop_run_once(&loop, 1000), 0);
+    assert_string_equal(seq, "twe");
+
+    /* A wake-up with no event (the wait timed out) runs it too. */
+    memset(seq, 0, sizeof(seq));
+    assert_int_equal(sws_loop_run_once(&loop, 0), 0);
+    assert_string_equal(seq, "tw");
+    close(p[0]);
+    close(p[1]);
+    sws_loop_close(&loop);
+}
+
 typedef struct counted_timer {
     sws_timer_t timer;
     int fired;
@@ -150,6 +199,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_io_watcher_fires_on_readable),
+        cmocka_unit_test(test_wake_runs_after_waiting_before_events),
         cmocka_unit_test(test_timer_queue_fires_in_arm_order_and_rearm_moves),
         cmocka_unit_test(test_timer_not_due_does_not_fire),
         cmocka_unit_test(test_http_date_format),

@@ -492,6 +492,40 @@ static void test_root_fd_errors(void **state)
     assert_false(holds(&roots, p));
 }
 
+static void test_root_warning_once_per_interval(void **state)
+{
+    tree_t *t = *state;
+    sws_static_roots_t roots = { 0 };
+    int fd = sws_static_root_fd(&roots, t->root, strlen(t->root), 1000);
+    assert_true(fd >= 0);
+    assert_true(sws_static_root_warn_due(&roots, fd, 1000));
+    assert_false(sws_static_root_warn_due(&roots, fd, 1000 + SWS_STATIC_ROOT_WARN_MS - 1));
+    assert_true(sws_static_root_warn_due(&roots, fd, 1000 + SWS_STATIC_ROOT_WARN_MS));
+    assert_false(sws_static_root_warn_due(&roots, -1, 1000)); /* not a root held */
+    sws_static_roots_close(&roots);
+}
+
+/* What a failed open answers: a transient failure (out of descriptors or
+ * memory) is never a 404 a cache would keep. */
+static void test_open_errno_to_status(void **state)
+{
+    (void)state;
+    static const struct {
+        int err;
+        unsigned status;
+    } cases[] = {
+        { ENOENT, 404 }, { ENOTDIR, 404 }, { ENAMETOOLONG, 404 },
+        { EACCES, 403 }, { EPERM, 403 },   { ELOOP, 403 },  { EXDEV, 403 }, { ENXIO, 403 },
+        { EMFILE, 503 }, { ENFILE, 503 },  { ENOMEM, 503 }, { ENOBUFS, 503 }, { EAGAIN, 503 },
+        { EINTR, 503 },  { EIO, 500 },     { EINVAL, 500 }, { EOVERFLOW, 500 }, { 0, 500 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        if (sws_static_open_status(cases[i].err) != cases[i].status)
+            fail_msg("%s: %u, want %u", strerror(cases[i].err),
+                     sws_static_open_status(cases[i].err), cases[i].status);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest pure[] = {
@@ -506,6 +540,7 @@ int main(void)
         cmocka_unit_test(test_date_parse_round_trips_formatter),
         cmocka_unit_test(test_date_parse_rejects_malformed),
         cmocka_unit_test(test_if_range),
+        cmocka_unit_test(test_open_errno_to_status),
     };
     const struct CMUnitTest files[] = {
         cmocka_unit_test(test_open_confined_with_openat2),
@@ -516,6 +551,7 @@ int main(void)
         cmocka_unit_test(test_root_fd_is_reused_and_revalidated),
         cmocka_unit_test(test_root_table_replaces_least_recently_used),
         cmocka_unit_test(test_root_fd_errors),
+        cmocka_unit_test(test_root_warning_once_per_interval),
     };
     int failed = cmocka_run_group_tests_name("static pure", pure, NULL, NULL);
     failed += cmocka_run_group_tests_name("static files", files, tree_setup, tree_teardown);
