@@ -1,7 +1,10 @@
 #include "core/log.h"
 
+#include "core/escape.h"
+
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -14,6 +17,14 @@ static struct sws_logger {
     sws_log_level_t min_level;
     char role[32];
 } logger = { 2, 0, SWS_LOG_INFO, "scalwsd" };
+
+/* A message is cut at SWS_LOG_MSG_MAX bytes before escaping (4 bytes per
+ * escaped byte), a line at PIPE_BUF: writes up to that size to a pipe are
+ * atomic, so processes sharing one never interleave inside a line. */
+#define SWS_LOG_MSG_MAX 2048
+#define SWS_LOG_HEAD_MAX 128
+#define SWS_LOG_LINE_MAX (SWS_LOG_HEAD_MAX + SWS_ESC_MAX(SWS_LOG_MSG_MAX))
+#define SWS_LOG_WRITE_MAX PIPE_BUF
 
 static const char *const level_names[] = {
     "debug", "info", "notice", "warn", "error", "crit",
@@ -69,7 +80,11 @@ void sws_logv(sws_log_level_t level, const char *fmt, va_list ap)
     if (level < logger.min_level)
         return;
     int saved_errno = errno;
-    char line[2048];
+    /* The message is formatted first and escaped into the line, so no
+     * argument (a request path, a header) can end the line or reach a
+     * terminal: one rule here instead of one at every call site. */
+    char msg[SWS_LOG_MSG_MAX];
+    char line[SWS_LOG_LINE_MAX];
     struct timespec ts;
     struct tm tm;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -78,14 +93,16 @@ void sws_logv(sws_log_level_t level, const char *fmt, va_list ap)
                      tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min,
                      tm.tm_sec, ts.tv_nsec / 1000000, level_names[level], logger.role,
                      (int)getpid());
-    if (n < 0)
-        n = 0;
-    int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
+    if (n < 0 || n > SWS_LOG_HEAD_MAX)
+        n = 0; /* cannot happen: role is 32 bytes at most */
+    int m = vsnprintf(msg, sizeof(msg), fmt, ap);
     if (m < 0)
         m = 0;
-    size_t len = (size_t)n + (size_t)m;
-    if (len > sizeof(line) - 2)
-        len = sizeof(line) - 2; /* truncated: still one line */
+    size_t mlen = (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
+    char *end = sws_put_escaped(line + n, msg, mlen, SWS_ESC_CTL);
+    size_t len = (size_t)(end - line);
+    if (len > SWS_LOG_WRITE_MAX - 1)
+        len = SWS_LOG_WRITE_MAX - 1; /* truncated: still one line */
     line[len++] = '\n';
     /* One write per line; a short write to a pipe or file is not retried:
      * losing the tail of a log line beats blocking a worker. */

@@ -7,6 +7,9 @@
  * process's main function); sws_log_init() sets it, workers call
  * sws_log_set_role() after fork. Lines are written with one write(2) so the
  * processes sharing a file or a terminal never interleave inside a line.
+ * Every control byte and DEL of the formatted message is written as \xHH
+ * (core/escape.h), so an argument that comes from a request cannot forge a
+ * line or drive a terminal; callers pass request bytes as they are.
  * Not thread-safe; ScalWS processes are single-threaded.
  */
 #ifndef SWS_CORE_LOG_H

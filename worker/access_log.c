@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/escape.h"
 #include "core/fmt.h"
 #include "core/log.h"
 #include "proto/scalws.pb-c.h"
@@ -138,25 +139,14 @@ static char *put_str(char *o, const char *s)
 
 static const char hex[] = "0123456789abcdef";
 
-/* nginx's escaping for combined: '"', '\' and bytes outside 0x20-0x7e as
+/* nginx's escaping for combined: '"', '\\' and bytes outside 0x20-0x7e as
  * \xHH. An empty field is "-". */
 static char *put_clf(char *o, sws_str_t s)
 {
     if (s.len == 0)
         return SWS_PUT_LIT(o, "-");
     size_t n = s.len < FIELD_MAX ? s.len : FIELD_MAX;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s.p[i];
-        if (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\') {
-            *o++ = '\\';
-            *o++ = 'x';
-            *o++ = hex[ch >> 4];
-            *o++ = hex[ch & 15];
-        } else {
-            *o++ = (char)ch;
-        }
-    }
-    return o;
+    return sws_put_escaped(o, s.p, n, SWS_ESC_CTL | SWS_ESC_HIGH | SWS_ESC_QUOTE);
 }
 
 /* A JSON string; bytes outside printable ASCII as \u00HH so the line is
