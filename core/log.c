@@ -1,5 +1,6 @@
 #include "core/log.h"
 
+#include "core/err.h"
 #include "core/escape.h"
 
 #include <errno.h>
@@ -7,6 +8,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -50,6 +52,34 @@ int sws_log_open(const char *path)
     logger.fd = fd;
     logger.owns_fd = 1;
     return 0;
+}
+
+int sws_log_file_open(const char *path, int std_fd, char *err, size_t errlen)
+{
+    if (path != NULL && path[0] != '\0' && strcmp(path, "-") != 0) {
+        /* O_NONBLOCK matters only for a FIFO: without a reader the open
+         * fails (ENXIO) instead of hanging the supervisor. */
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NONBLOCK, 0644);
+        if (fd < 0)
+            return sws_errf(err, errlen, "%s: %s", path, strerror(errno));
+        return fd;
+    }
+    struct stat st;
+    if (fstat(std_fd, &st) < 0)
+        return sws_errf(err, errlen, "standard %s: %s", std_fd == 2 ? "error" : "output",
+                        strerror(errno));
+    int fd;
+    if (S_ISFIFO(st.st_mode)) {
+        char proc[32];
+        snprintf(proc, sizeof(proc), "/proc/self/fd/%d", std_fd);
+        fd = open(proc, O_WRONLY | O_CLOEXEC | O_NONBLOCK);
+    } else {
+        fd = fcntl(std_fd, F_DUPFD_CLOEXEC, 3);
+    }
+    if (fd < 0)
+        return sws_errf(err, errlen, "standard %s: %s", std_fd == 2 ? "error" : "output",
+                        strerror(errno));
+    return fd;
 }
 
 void sws_log_set_level(sws_log_level_t min_level) { logger.min_level = min_level; }

@@ -16,6 +16,7 @@
 #define SWS_CORE_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 typedef enum sws_log_level {
     SWS_LOG_DEBUG = 0,
@@ -33,6 +34,16 @@ void sws_log_init(const char *role, int fd, sws_log_level_t min_level);
 /* Open path (append) and log there from now on; "" or "-" keeps stderr.
  * Returns 0 or -1 with errno set (nothing logged: the caller reports). */
 int sws_log_open(const char *path);
+
+/* Open a log destination for appending: path, or for "" and "-" the
+ * standard stream std_fd (1 or 2). Returns a new close-on-exec descriptor
+ * that the caller owns, or -1 with a message in err. A pipe or FIFO gets
+ * an open file description of its own, non-blocking: a writer that must
+ * never wait (a worker) can have it without making the description it
+ * shares with other processes (the supervisor's stdout) non-blocking. A
+ * socket is duplicated as it is: its writer sends with MSG_DONTWAIT.
+ * What the supervisor uses for every log file, and `scalwsd -t` too. */
+int sws_log_file_open(const char *path, int std_fd, char *err, size_t errlen);
 
 void sws_log_set_level(sws_log_level_t min_level);
 sws_log_level_t sws_log_get_level(void);

@@ -5,6 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/escape.h"
@@ -23,35 +26,99 @@ void sws_access_log_init(sws_access_log_t *l)
     l->format = SWS__ACCESS_LOG__FORMAT__OFF;
 }
 
+static uint64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void count_dropped(sws_access_log_t *l, uint64_t lines, int err)
+{
+    if (lines == 0)
+        return;
+    if (l->dropped == 0 && l->reported_ms == 0)
+        l->drop_since_ms = monotonic_ms();
+    l->dropped += lines;
+    l->drop_errno = err;
+}
+
+/* At once for the first drops, then at most every
+ * SWS_ACCESS_LOG_DROP_REPORT_MS, or now when force (the log closes). Reads
+ * the clock only while lines are being lost. */
+static void report_drops(sws_access_log_t *l, int force)
+{
+    if (l->dropped == 0)
+        return;
+    uint64_t now = monotonic_ms();
+    if (!force && l->reported_ms != 0 && now - l->reported_ms < SWS_ACCESS_LOG_DROP_REPORT_MS)
+        return;
+    uint64_t secs = (now - l->drop_since_ms + 999) / 1000;
+    sws_log_warn("access log: %llu line%s dropped in the last %llu s (%s)",
+                 (unsigned long long)l->dropped, l->dropped == 1 ? "" : "s",
+                 (unsigned long long)(secs > 0 ? secs : 1),
+                 l->drop_errno == 0 ? "destination not reading" : strerror(l->drop_errno));
+    l->dropped = 0;
+    l->reported_ms = now;
+    l->drop_since_ms = now;
+}
+
+static uint64_t count_lines(const char *p, size_t n)
+{
+    uint64_t lines = 0;
+    for (const char *end = p + n; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
+        lines++;
+    return lines;
+}
+
+static ssize_t write_some(const sws_access_log_t *l, const char *p, size_t n)
+{
+    if (l->is_socket)
+        return send(l->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return write(l->fd, p, n);
+}
+
 void sws_access_log_flush(sws_access_log_t *l)
 {
     size_t off = 0;
     while (off < l->len && l->fd >= 0) {
-        ssize_t n = write(l->fd, l->buf + off, l->len - off);
+        ssize_t n = write_some(l, l->buf + off, l->len - off);
         if (n > 0) {
             off += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break; /* the rest waits for the next tick */
         /* A full disk or a closed pipe: drop the lines, keep serving. */
-        break;
+        count_dropped(l, count_lines(l->buf + off, l->len - off), n < 0 ? errno : EIO);
+        off = l->len;
     }
-    l->len = 0;
+    if (l->fd < 0)
+        off = l->len;
+    if (off > 0 && off < l->len)
+        memmove(l->buf, l->buf + off, l->len - off);
+    l->len -= off;
+    report_drops(l, 0);
 }
 
 static void close_fd(sws_access_log_t *l)
 {
-    if (l->owns_fd && l->fd >= 0)
+    /* Whatever the old destination did not take is lost with it. */
+    count_dropped(l, count_lines(l->buf, l->len), 0);
+    l->len = 0;
+    if (l->fd >= 0)
         close(l->fd);
     l->fd = -1;
-    l->owns_fd = 0;
+    l->is_socket = 0;
 }
 
 void sws_access_log_close(sws_access_log_t *l)
 {
     sws_access_log_flush(l);
     close_fd(l);
+    report_drops(l, 1);
     free(l->path);
     free(l->buf);
     l->path = NULL;
@@ -95,22 +162,20 @@ int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *p
     }
     memcpy(copy, path, path_len);
     copy[path_len] = '\0';
-    int fd = 1, owns = 0;
-    if (path_len > 0) {
-        fd = open(copy, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0) {
-            sws_log_error("access log %s: %s", copy, strerror(errno));
-            free(copy);
-            return -1;
-        }
-        owns = 1;
+    char err[256];
+    int fd = sws_log_file_open(copy, 1, err, sizeof(err));
+    if (fd < 0) {
+        sws_log_error("access log %s", err);
+        free(copy);
+        return -1;
     }
     sws_access_log_flush(l); /* lines so far belong to the old file */
     close_fd(l);
     free(l->path);
     l->path = copy;
     l->fd = fd;
-    l->owns_fd = owns;
+    struct stat st;
+    l->is_socket = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
     l->format = format;
     return 0;
 }
@@ -190,6 +255,10 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
         return;
     if (SWS_ACCESS_LOG_BUF - l->len < SWS_ACCESS_LOG_LINE_MAX)
         sws_access_log_flush(l);
+    if (SWS_ACCESS_LOG_BUF - l->len < SWS_ACCESS_LOG_LINE_MAX) {
+        count_dropped(l, 1, 0); /* the destination is not taking lines */
+        return;
+    }
     update_stamps(l, now);
     sws_str_t ua = header_or_empty(r, "User-Agent");
     sws_str_t remote_s = { remote, strlen(remote) };

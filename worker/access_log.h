@@ -13,6 +13,15 @@
  * costs no syscall per request. Request bytes are escaped (\xHH in
  * combined, \u00HH in JSON) so a client cannot forge lines.
  *
+ * Logging never blocks the worker: the destination is written without
+ * waiting (a pipe's description is non-blocking, sws_log_file_open; a
+ * socket is sent to with MSG_DONTWAIT; a regular file is written as it
+ * is). What the destination does not take stays buffered, whole lines
+ * stay whole, and a line that finds no room is dropped and counted; the
+ * error log says so at once, then at most every
+ * SWS_ACCESS_LOG_DROP_REPORT_MS ("access log: 1234 lines dropped in the
+ * last 10 s (destination not reading)").
+ *
  * Owner: the worker (one per process); not shared, not thread-safe.
  */
 #ifndef SWS_WORKER_ACCESS_LOG_H
@@ -33,9 +42,11 @@
 #define SWS_ACCESS_LOG_FIELD_MAX 1536u
 #define SWS_ACCESS_LOG_LINE_MAX (6u * 5 * SWS_ACCESS_LOG_FIELD_MAX + 512)
 
+#define SWS_ACCESS_LOG_DROP_REPORT_MS 10000u
+
 typedef struct sws_access_log {
-    int fd;               /* -1 when off */
-    int owns_fd;          /* 0 for standard output */
+    int fd;               /* -1 when off; owned */
+    int is_socket;        /* send(MSG_DONTWAIT) rather than write */
     unsigned format;      /* Sws__AccessLog__Format */
     char *path;           /* the configured path ("" = stdout); owned */
     char *buf;            /* SWS_ACCESS_LOG_BUF bytes; owned */
@@ -43,6 +54,10 @@ typedef struct sws_access_log {
     time_t stamp_sec;     /* the second the cached stamps are for */
     char stamp_clf[64];   /* "30/Nov/2026:02:33:30 +0000" */
     char stamp_iso[64];   /* "2026-11-30T02:33:30Z" */
+    uint64_t dropped;     /* lines lost since the last report */
+    uint64_t drop_since_ms;  /* CLOCK_MONOTONIC: the last report, or the first drop */
+    uint64_t reported_ms;    /* the last report; 0: none yet */
+    int drop_errno;       /* why the last lines were lost; 0: not reading */
 } sws_access_log_t;
 
 void sws_access_log_init(sws_access_log_t *l);
@@ -59,7 +74,8 @@ int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *p
 void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const char *remote,
                             time_t now, uint64_t duration_ms);
 
-/* Write out what is buffered (one write). */
+/* Write out what the destination takes now (one write, more only after a
+ * short one); report drops when it is time. */
 void sws_access_log_flush(sws_access_log_t *l);
 
 /* Flush, close the file, free the buffers. */

@@ -4,9 +4,27 @@ never stops a worker, the supervisor opens every log file (so a worker
 without the right to open them still logs), SIGUSR1 reopens them."""
 
 import os
-import re
+import subprocess
 
-from harness import Client, ServerTestCase, make_config, static_hosts
+from harness import (HELLO_BODY, HELLO_HOSTS, LIVE_SERVERS, Client, Server, ServerTestCase,
+                     binary, make_config, request, static_hosts)
+
+
+class PipedServer(Server):
+    """A Server whose standard output is a pipe that nobody reads (a stuck
+    docker log driver, `| logger` stopped): the access log goes there."""
+
+    def start(self, wait=True):
+        self.pipe_r, w = os.pipe()
+        with open(self.err_path, "ab") as err:
+            self.proc = subprocess.Popen(
+                [binary(), "-c", self.config_path], stdin=subprocess.DEVNULL,
+                stdout=w, stderr=err, cwd=self.dir, start_new_session=True)
+        os.close(w)
+        LIVE_SERVERS.add(self)
+        if wait:
+            self.wait_ready()
+        return self
 
 
 class ErrorLogEscaping(ServerTestCase):
@@ -32,3 +50,29 @@ class ErrorLogEscaping(ServerTestCase):
         self.assertNotIn(b"\x1b", raw)
         for line in raw.splitlines():
             self.assertFalse(line.startswith(b"2026-01-01T"), line)
+
+
+class BlockedAccessLog(ServerTestCase):
+    CONNECTIONS = 30
+    PIPELINED = 100  # requests per connection, sent at once
+
+    def test_unread_stdout_pipe_never_stops_the_worker(self):
+        srv = PipedServer(make_config(HELLO_HOSTS, server='logging: {access_log_path: "-"}'))
+        self.servers.append(srv)
+        srv.start()
+        self.addCleanup(os.close, srv.pipe_r)
+        # ~300 bytes per line: 3,000 lines are far more than the pipe (64 KiB)
+        # and the worker's buffer (64 KiB) hold.
+        ua = ("User-Agent", "x" * 200)
+        batch = request("GET", "/", headers=[ua]) * self.PIPELINED
+        answered = 0
+        for _ in range(self.CONNECTIONS):
+            with Client(srv.port) as c:
+                c.send(batch)
+                for _ in range(self.PIPELINED):
+                    r = c.read_response()
+                    self.assertEqual((r.status, r.body), (200, HELLO_BODY))
+                    answered += 1
+        self.assertEqual(answered, self.CONNECTIONS * self.PIPELINED)
+        srv.wait_log(r"\[warn\] worker 0\[\d+\]: access log: [1-9]\d* lines? dropped in the last "
+                     r"\d+ s \(destination not reading\)")
