@@ -40,19 +40,26 @@ void sws_log_init(const char *role, int fd, sws_log_level_t min_level)
     sws_log_set_role(role);
 }
 
-int sws_log_open(const char *path)
+int sws_log_open(const char *path, char *err, size_t errlen)
 {
     if (path == NULL || path[0] == '\0' || strcmp(path, "-") == 0)
         return 0;
-    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    int fd = sws_log_file_open(path, 2, err, errlen);
     if (fd < 0)
         return -1;
-    if (logger.owns_fd)
+    sws_log_set_fd(fd);
+    return 0;
+}
+
+void sws_log_set_fd(int fd)
+{
+    if (logger.owns_fd && logger.fd != fd)
         close(logger.fd);
     logger.fd = fd;
     logger.owns_fd = 1;
-    return 0;
 }
+
+int sws_log_fd(void) { return logger.fd; }
 
 int sws_log_file_open(const char *path, int std_fd, char *err, size_t errlen)
 {

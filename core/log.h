@@ -31,9 +31,17 @@ typedef enum sws_log_level {
  * sws_log_open() replaces it. */
 void sws_log_init(const char *role, int fd, sws_log_level_t min_level);
 
-/* Open path (append) and log there from now on; "" or "-" keeps stderr.
- * Returns 0 or -1 with errno set (nothing logged: the caller reports). */
-int sws_log_open(const char *path);
+/* Open path (append, sws_log_file_open) and log there from now on; "" or
+ * "-" keeps the current destination. 0, or -1 with a message in err
+ * (nothing logged: the caller reports). SIGUSR1 in the supervisor. */
+int sws_log_open(const char *path, char *err, size_t errlen);
+
+/* Log to fd from now on; the logger owns it (closes it when replaced).
+ * A worker, with the descriptor the supervisor sent (core/chan.h). */
+void sws_log_set_fd(int fd);
+
+/* The descriptor lines go to now (the supervisor sends it to workers). */
+int sws_log_fd(void);
 
 /* Open a log destination for appending: path, or for "" and "-" the
  * standard stream std_fd (1 or 2). Returns a new close-on-exec descriptor

@@ -12,7 +12,12 @@
  *   SIGHUP   reload the file and publish a new generation
  *   SIGQUIT  graceful stop: workers finish what is in flight, then exit
  *   SIGTERM, SIGINT  stop now (a second SIGINT: kill -9 and exit)
+ *   SIGUSR1  reopen the log files and hand them to every worker
  *   SIGUSR2  binary upgrade (not implemented yet: logged)
+ *
+ * Log files are opened here, before any privilege drops, and reopened here
+ * (SIGUSR1, a reload that moves the access log); workers get descriptors,
+ * at fork or over their control channel (core/chan.h), and never open one.
  *
  * Later mailboxes (the admin Unix socket, the ZeroMQ subscription, a
  * child's readiness pipe) are further sws_io_t watchers on the same loop.

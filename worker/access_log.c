@@ -1,7 +1,6 @@
 #include "worker/access_log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,65 +118,30 @@ void sws_access_log_close(sws_access_log_t *l)
     sws_access_log_flush(l);
     close_fd(l);
     report_drops(l, 1);
-    free(l->path);
     free(l->buf);
-    l->path = NULL;
     l->buf = NULL;
 }
 
-static int is_stdout(const char *path, size_t len)
+int sws_access_log_set_format(sws_access_log_t *l, unsigned format)
 {
-    return len == 0 || (len == 1 && path[0] == '-');
-}
-
-int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *path,
-                             size_t path_len)
-{
-    if (is_stdout(path, path_len))
-        path_len = 0;
-    int same = l->path != NULL && strlen(l->path) == path_len &&
-               memcmp(l->path, path, path_len) == 0;
-    if (format == SWS__ACCESS_LOG__FORMAT__OFF) {
-        sws_access_log_flush(l);
-        close_fd(l);
-        free(l->path);
-        l->path = NULL;
-        l->format = format;
-        return 0;
-    }
-    /* On any failure below the previous format and destination stay:
-     * switching the format alone would mix two formats in one file. */
-    if (l->buf == NULL && (l->buf = malloc(SWS_ACCESS_LOG_BUF)) == NULL) {
+    if (format != SWS__ACCESS_LOG__FORMAT__OFF && l->buf == NULL &&
+        (l->buf = malloc(SWS_ACCESS_LOG_BUF)) == NULL) {
         sws_log_error("access log: out of memory");
         return -1;
     }
-    if (same && l->fd >= 0) {
-        l->format = format;
-        return 0;
-    }
-    char *copy = malloc(path_len + 1);
-    if (copy == NULL) {
-        sws_log_error("access log: out of memory");
-        return -1;
-    }
-    memcpy(copy, path, path_len);
-    copy[path_len] = '\0';
-    char err[256];
-    int fd = sws_log_file_open(copy, 1, err, sizeof(err));
-    if (fd < 0) {
-        sws_log_error("access log %s", err);
-        free(copy);
-        return -1;
-    }
-    sws_access_log_flush(l); /* lines so far belong to the old file */
-    close_fd(l);
-    free(l->path);
-    l->path = copy;
-    l->fd = fd;
-    struct stat st;
-    l->is_socket = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
+    if (format == SWS__ACCESS_LOG__FORMAT__OFF)
+        sws_access_log_flush(l); /* what was logged before still lands */
     l->format = format;
     return 0;
+}
+
+void sws_access_log_set_fd(sws_access_log_t *l, int fd)
+{
+    sws_access_log_flush(l); /* lines so far belong to the old destination */
+    close_fd(l);
+    l->fd = fd;
+    struct stat st;
+    l->is_socket = fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
 static void update_stamps(sws_access_log_t *l, time_t now)

@@ -48,7 +48,6 @@ typedef struct sws_access_log {
     int fd;               /* -1 when off; owned */
     int is_socket;        /* send(MSG_DONTWAIT) rather than write */
     unsigned format;      /* Sws__AccessLog__Format */
-    char *path;           /* the configured path ("" = stdout); owned */
     char *buf;            /* SWS_ACCESS_LOG_BUF bytes; owned */
     size_t len;
     time_t stamp_sec;     /* the second the cached stamps are for */
@@ -62,12 +61,17 @@ typedef struct sws_access_log {
 
 void sws_access_log_init(sws_access_log_t *l);
 
-/* Apply a generation's settings: format, and path ("" or "-": standard
- * output). Reopens only when the path changed; lines buffered so far go to
- * the file they were logged for. 0, or -1 when the file cannot be opened
- * (logged; the previous format and destination stay). */
-int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *path,
-                             size_t path_len);
+/* The format, from a table generation. Lines buffered so far keep the
+ * format they were written in. 0, or -1 out of memory (logged; the
+ * previous format stays). */
+int sws_access_log_set_format(sws_access_log_t *l, unsigned format);
+
+/* Log to fd from now on (-1: nowhere), which the log owns from here on:
+ * what is buffered goes to the previous destination first, then that is
+ * closed. The worker never opens a log file: the supervisor does, before
+ * privileges drop (sws_log_file_open), and hands the descriptor over at
+ * fork or over the control channel (core/chan.h). */
+void sws_access_log_set_fd(sws_access_log_t *l, int fd);
 
 /* Append the line for r, answered at wall-clock second `now` after
  * duration_ms. remote is the client address as text. */

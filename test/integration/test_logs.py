@@ -4,10 +4,34 @@ never stops a worker, the supervisor opens every log file (so a worker
 without the right to open them still logs), SIGUSR1 reopens them."""
 
 import os
+import re
+import signal
 import subprocess
 
 from harness import (HELLO_BODY, HELLO_HOSTS, LIVE_SERVERS, Client, Server, ServerTestCase,
-                     binary, make_config, request, static_hosts)
+                     binary, make_config, poll, request, static_hosts)
+
+
+def read_text(path):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace")
+    except FileNotFoundError:
+        return ""
+
+
+def access_lines(path, marker):
+    """The access-log lines of requests to /marker..., in order."""
+    return [l for l in read_text(path).splitlines() if ('"GET /%s' % marker) in l]
+
+
+def get_all(srv, paths):
+    """One keep-alive connection, a GET per path, each answered 200."""
+    with Client(srv.port) as c:
+        for p in paths:
+            r = c.get(p)
+            if r.status != 200:
+                raise AssertionError("%s -> %r" % (p, r))
 
 
 class PipedServer(Server):
@@ -76,3 +100,85 @@ class BlockedAccessLog(ServerTestCase):
         self.assertEqual(answered, self.CONNECTIONS * self.PIPELINED)
         srv.wait_log(r"\[warn\] worker 0\[\d+\]: access log: [1-9]\d* lines? dropped in the last "
                      r"\d+ s \(destination not reading\)")
+
+
+class LogFilesOpenedBySupervisor(ServerTestCase):
+    def log_dir(self, srv):
+        d = os.path.join(srv.dir, "logs")
+        os.makedirs(d)
+        os.chmod(d, 0o755)  # root's: a worker running as nobody cannot create files here
+        return d
+
+    def test_worker_as_nobody_logs_to_a_root_owned_directory(self):
+        if os.geteuid() != 0:
+            self.skipTest("dropping privileges needs root")
+        srv = self.server(make_config(HELLO_HOSTS, """
+            user: nobody
+            logging: {access_log_path: "@DIR@/logs/access.log"}
+        """), start=False)
+        logs = self.log_dir(srv)
+        srv.start()
+        get_all(srv, ["/nobody-%d" % i for i in range(5)])
+        path = os.path.join(logs, "access.log")
+        poll(lambda: len(access_lines(path, "nobody-")) == 5,
+             what=lambda: "5 access lines in %s; error log:\n%s" % (path, srv.log_tail()))
+        self.assertNotIn("[error]", srv.log())
+
+    def test_sigusr1_reopens_both_logs_after_mv(self):
+        srv = self.server(make_config(HELLO_HOSTS, """
+            event_loops: 2
+            logging: {error_log: "@DIR@/logs/error.log", access_log_path: "@DIR@/logs/access.log"}
+        """), start=False)
+        logs = self.log_dir(srv)
+        srv.start()
+        workers = srv.wait_workers(2)
+        access, error = os.path.join(logs, "access.log"), os.path.join(logs, "error.log")
+        # Several connections, so that both workers (shared accept) are likely
+        # to log; the count below does not depend on which one did.
+        for i in range(4):
+            get_all(srv, ["/before-%d-%d" % (i, j) for j in range(5)])
+        poll(lambda: len(access_lines(access, "before-")) == 20, what="20 lines before the mv")
+
+        os.rename(access, access + ".1")
+        os.rename(error, error + ".1")
+        srv.signal(signal.SIGUSR1)
+        poll(lambda: "SIGUSR1: log files reopened" in read_text(error),
+             what=lambda: "the supervisor's line in the new error log:\n" + read_text(error + ".1")[-2000:])
+        poll(lambda: len(re.findall(r"\[info\] worker \d\[\d+\]: log files reopened",
+                                    read_text(error))) == 2,
+             what=lambda: "both workers' line in the new error log:\n" + read_text(error))
+
+        for i in range(4):
+            get_all(srv, ["/after-%d-%d" % (i, j) for j in range(5)])
+        # A worker's own error-log line (a rejected request) lands in the new file.
+        with Client(srv.port) as c:
+            c.send(b"GET / HTTP/1.1\r\n\r\n")  # no Host
+            self.assertEqual(c.read_response().status, 400)
+        poll(lambda: "(400)" in read_text(error), what="the 400 line in the new error log")
+        poll(lambda: len(access_lines(access, "after-")) == 20,
+             what=lambda: "20 lines after the mv in the new file:\n" + read_text(access))
+        # None lost, none in the wrong file.
+        self.assertEqual(len(access_lines(access + ".1", "before-")), 20)
+        self.assertEqual(access_lines(access + ".1", "after-"), [])
+        self.assertEqual(access_lines(access, "before-"), [])
+        self.assertNotIn("(400)", read_text(error + ".1"))
+        # SIGUSR1 killed nothing.
+        self.assertTrue(srv.running())
+        self.assertEqual(srv.worker_pids(), workers)
+
+    def test_reload_to_an_unopenable_access_log_fails_and_keeps_the_old(self):
+        srv = self.server(make_config(HELLO_HOSTS, """
+            logging: {access_log_path: "@DIR@/logs/access.log"}
+        """), start=False)
+        logs = self.log_dir(srv)
+        srv.start()
+        access = os.path.join(logs, "access.log")
+        srv.write_config(make_config(HELLO_HOSTS, """
+            logging: {access_log_path: "@DIR@/no/such/dir/access.log"}
+        """))
+        srv.signal(signal.SIGHUP)
+        srv.wait_log(r"\[error\] supervisor\[\d+\]: reload failed: .*server\.logging\."
+                     r"access_log_path: .*/no/such/dir/access\.log: No such file or directory; "
+                     r"still serving generation 1")
+        get_all(srv, ["/kept-%d" % i for i in range(3)])
+        poll(lambda: len(access_lines(access, "kept-")) == 3, what="3 lines in the old file")

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ typedef struct fixture {
     char dir[64];
     char path[128];  /* dir/access.log */
     char path2[128]; /* dir/other.log */
+    char opened[128]; /* the path log.fd was opened for, as the supervisor does */
     sws_access_log_t log;
 } fixture_t;
 
@@ -62,9 +64,19 @@ static int teardown(void **state)
     return 0;
 }
 
+/* What the supervisor and the worker do together: the supervisor opens the
+ * file when the log is on and the path is new, the worker takes the
+ * descriptor and the table's format. */
 static void configure(fixture_t *f, unsigned format, const char *path)
 {
-    assert_int_equal(sws_access_log_configure(&f->log, format, path, strlen(path)), 0);
+    if (format != OFF && (f->log.fd < 0 || strcmp(f->opened, path) != 0)) {
+        char err[256];
+        int fd = sws_log_file_open(path, 1, err, sizeof(err));
+        assert_true(fd >= 0);
+        sws_access_log_set_fd(&f->log, fd);
+        snprintf(f->opened, sizeof(f->opened), "%s", path);
+    }
+    assert_int_equal(sws_access_log_set_format(&f->log, format), 0);
 }
 
 /* The whole file as a NUL-terminated string (empty when it does not
@@ -767,43 +779,9 @@ static void test_appends_to_an_existing_file(void **state)
     assert_file(f->path, "old\n" PLAIN_LINE("1.1.1.1"));
 }
 
-/* A path that cannot be opened is reported once in the error log and the
- * previous file keeps receiving lines, in the previous format (a reload
- * that fails half-way must not mix JSON into a combined file). */
-static void test_open_failure_keeps_the_previous_file(void **state)
-{
-    fixture_t *f = *state;
-    sws_request_t r;
-    req_init(&r, "GET", "/", "");
-    configure(f, COMBINED, f->path);
-    sws_access_log_request(&f->log, &r, "1.1.1.1", NOW, 0);
-
-    int p[2];
-    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
-    sws_log_init("test", p[1], SWS_LOG_INFO);
-    char bad[160];
-    snprintf(bad, sizeof(bad), "%s/no/such/dir.log", f->dir);
-    int rc = sws_access_log_configure(&f->log, JSON, bad, strlen(bad));
-    char err[1024];
-    ssize_t n = read(p[0], err, sizeof(err) - 1);
-    sws_log_init("test", 2, SWS_LOG_INFO);
-    close(p[0]);
-    close(p[1]);
-    assert_int_equal(rc, -1);
-    assert_true(n > 0);
-    err[n] = '\0';
-    assert_non_null(strstr(err, bad));
-    assert_ptr_equal(strchr(err, '\n'), err + n - 1); /* one line */
-
-    sws_access_log_request(&f->log, &r, "2.2.2.2", NOW, 0);
-    sws_access_log_flush(&f->log);
-    assert_file(f->path,
-                PLAIN_LINE("1.1.1.1")
-                PLAIN_LINE("2.2.2.2"));
-}
-
-/* "" and "-" are standard output, which the log writes to but never
- * closes. Standard output is a pipe for the length of the test. */
+/* "" and "-" are standard output, which the log writes to through a
+ * descriptor of its own and never closes. Standard output is a pipe for
+ * the length of the test. */
 static void test_stdout_is_used_not_closed(void **state)
 {
     fixture_t *f = *state;
@@ -816,9 +794,13 @@ static void test_stdout_is_used_not_closed(void **state)
     assert_true(saved >= 0);
     assert_int_equal(dup2(p[1], 1), 1);
 
-    int rc1 = sws_access_log_configure(&f->log, COMBINED, "-", 1);
+    char err[256];
+    int fd = sws_log_file_open("-", 1, err, sizeof(err));
+    assert_true(fd > 2);
+    sws_access_log_set_fd(&f->log, fd);
+    int rc1 = sws_access_log_set_format(&f->log, COMBINED);
     sws_access_log_request(&f->log, &r, "1.1.1.1", NOW, 0);
-    int rc2 = sws_access_log_configure(&f->log, JSON, "", 0); /* the same destination */
+    int rc2 = sws_access_log_set_format(&f->log, JSON); /* the same destination */
     sws_access_log_request(&f->log, &r, "2.2.2.2", NOW, 0);
     sws_access_log_close(&f->log);
     int still_open = fcntl(1, F_GETFD) != -1;
@@ -860,6 +842,72 @@ static void test_failed_write_drops_lines(void **state)
     assert_true(f->log.len > 0);
 }
 
+/* A destination that stops reading (a pipe nobody drains) never blocks:
+ * the pipe gets a non-blocking description of its own (the one standard
+ * output shares with other processes stays blocking), what it does not
+ * take stays buffered, lines that find no room are dropped and counted
+ * and reported, and the reader gets whole lines only. */
+static void test_unread_pipe_drops_whole_lines(void **state)
+{
+    fixture_t *f = *state;
+    sws_request_t r;
+    req_init(&r, "GET", "/", "");
+    int p[2], logp[2];
+    assert_int_equal(pipe2(p, 0), 0); /* blocking, as a shell makes it */
+    assert_int_equal(pipe2(logp, O_NONBLOCK), 0);
+    fflush(stdout);
+    int saved = dup(1);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(p[1], 1), 1);
+    char err[256];
+    int fd = sws_log_file_open("-", 1, err, sizeof(err));
+    int shared_blocking = (fcntl(1, F_GETFL) & O_NONBLOCK) == 0;
+    dup2(saved, 1);
+    close(saved);
+    close(p[1]);
+    assert_true(fd > 2);
+    assert_true(shared_blocking);
+    assert_true(fcntl(fd, F_GETFL) & O_NONBLOCK);
+
+    sws_log_init("worker 0", logp[1], SWS_LOG_INFO);
+    sws_access_log_set_fd(&f->log, fd);
+    assert_int_equal(sws_access_log_set_format(&f->log, COMBINED), 0);
+    unsigned logged = 0;
+    while (logged < 100000 && f->log.dropped == 0) {
+        sws_access_log_request(&f->log, &r, "1.1.1.1", NOW, 0);
+        logged++;
+        if (f->log.dropped == 0)
+            sws_access_log_flush(&f->log);
+    }
+    assert_int_equal(f->log.dropped, 1);
+    sws_access_log_flush(&f->log); /* reports at once, the first time */
+    char msg[1024];
+    ssize_t n = read(logp[0], msg, sizeof(msg) - 1);
+    sws_log_init("test", 2, SWS_LOG_INFO);
+    close(logp[0]);
+    close(logp[1]);
+    assert_true(n > 0);
+    msg[n] = '\0';
+    assert_non_null(strstr(msg, "[warn] worker 0["));
+    assert_non_null(strstr(msg, "]: access log: 1 line dropped in the last 1 s "
+                                "(destination not reading)\n"));
+
+    /* What the reader gets and what is still buffered are every line
+     * not dropped, in order, with no gap inside a line. */
+    const char *line = PLAIN_LINE("1.1.1.1");
+    size_t line_len = strlen(line);
+    size_t got = 0;
+    char buf[4096];
+    assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    while ((n = read(p[0], buf, sizeof(buf))) > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            assert_int_equal(buf[i], line[(got + (size_t)i) % line_len]);
+        got += (size_t)n;
+    }
+    assert_int_equal(got + f->log.len, (size_t)(logged - 1) * line_len);
+    close(p[0]);
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -880,10 +928,11 @@ int main(void)
         T(test_full_buffer_flushes_first),
         T(test_reopens_when_the_path_changes),
         T(test_appends_to_an_existing_file),
-        T(test_open_failure_keeps_the_previous_file),
         T(test_stdout_is_used_not_closed),
         T(test_failed_write_drops_lines),
+        T(test_unread_pipe_drops_whole_lines),
     };
     sws_log_init("test", 2, SWS_LOG_INFO);
+    signal(SIGPIPE, SIG_IGN); /* as in a worker: a closed reader is EPIPE */
     return cmocka_run_group_tests_name("access log", tests, NULL, NULL);
 }
