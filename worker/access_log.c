@@ -65,6 +65,8 @@ static void report_drops(sws_access_log_t *l, int force)
 static uint64_t count_lines(const char *p, size_t n)
 {
     uint64_t lines = 0;
+    if (n == 0)
+        return 0; /* p may be NULL: no buffer yet */
     for (const char *end = p + n; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
         lines++;
     return lines;
