@@ -702,6 +702,19 @@ static int apply_logging(sws_supervisor_t *sup, const Sws__ServerConfig *sc,
     return 0;
 }
 
+int sws_supervisor_lookup_user(const char *name, uid_t *uid, gid_t *gid, char *err,
+                               size_t errlen)
+{
+    errno = 0;
+    struct passwd *pw = getpwnam(name);
+    if (pw == NULL)
+        return sws_errf(err, errlen, "%s \"%s\"",
+                        errno != 0 ? strerror(errno) : "no such user", name);
+    *uid = pw->pw_uid;
+    *gid = pw->pw_gid;
+    return 0;
+}
+
 static int resolve_user(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
 {
     sup->uid = getuid();
@@ -712,15 +725,11 @@ static int resolve_user(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
         sws_log_notice("not running as root: server.user \"%s\" ignored", sc->user);
         return 0;
     }
-    errno = 0;
-    struct passwd *pw = getpwnam(sc->user);
-    if (pw == NULL) {
-        sws_log_error("server.user: %s \"%s\"", errno != 0 ? strerror(errno) : "no such user",
-                      sc->user);
+    char err[256];
+    if (sws_supervisor_lookup_user(sc->user, &sup->uid, &sup->gid, err, sizeof(err)) < 0) {
+        sws_log_error("server.user: %s", err);
         return -1;
     }
-    sup->uid = pw->pw_uid;
-    sup->gid = pw->pw_gid;
     sup->drop_privileges = 1;
     return 0;
 }
