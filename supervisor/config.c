@@ -945,6 +945,22 @@ static int cfg_access_log(cfg_parser_t *p, const cfg_fields_t *f, Sws__AccessLog
     return rc;
 }
 
+/* The one rule for every path in the file: a relative path is relative to
+ * the configuration file's directory, never to the working directory
+ * (under systemd that is /). out gets the path to use. */
+static int cfg_path(cfg_parser_t *p, yaml_node_t *n, const char *path, char *out, size_t outlen)
+{
+    int len;
+
+    if (path[0] != '/' && p->base_dir != NULL)
+        len = snprintf(out, outlen, "%s/%s", p->base_dir, path);
+    else
+        len = snprintf(out, outlen, "%s", path);
+    if (len < 0 || (size_t)len >= outlen)
+        return cfg_fail(p, n, "path too long");
+    return 0;
+}
+
 /* A log file, checked by opening it the way the supervisor does at start
  * (sws_log_file_open, as root: workers never open one), so that -t and a
  * start cannot disagree. "-" is a standard stream: nothing to check. */
@@ -952,23 +968,26 @@ static int cfg_log_file(cfg_parser_t *p, const cfg_fields_t *f, const char *key,
                         int wanted, char **out)
 {
     yaml_node_t *n = cfg_field(f, key);
-    char why[PATH_MAX + 64];
+    char path[PATH_MAX], why[PATH_MAX + 64];
     size_t mark;
-    int fd;
+    int fd, rc = 0;
 
     if (cfg_string(p, f, key, out) < 0)
         return -1;
-    if (n == NULL || !p->check_system || !wanted || (*out)[0] == '\0' || strcmp(*out, "-") == 0)
+    if (n == NULL || (*out)[0] == '\0' || strcmp(*out, "-") == 0)
         return 0;
-    fd = sws_log_file_open(*out, std_fd, why, sizeof(why));
-    if (fd >= 0) {
-        close(fd);
-        return 0;
-    }
     mark = cfg_push(p, key);
-    cfg_fail(p, n, "%s", why);
+    if (cfg_path(p, n, *out, path, sizeof(path)) < 0 || cfg_set_str(p, n, out, path) < 0) {
+        rc = -1;
+    } else if (p->check_system && wanted) {
+        fd = sws_log_file_open(*out, std_fd, why, sizeof(why));
+        if (fd >= 0)
+            close(fd);
+        else
+            rc = cfg_fail(p, n, "%s", why);
+    }
     cfg_pop(p, mark);
-    return -1;
+    return rc;
 }
 
 static int cfg_logging(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
@@ -1372,26 +1391,22 @@ static int cfg_respond(cfg_parser_t *p, yaml_node_t *node, void *msg)
     return 0;
 }
 
-/* root, relative to the configuration file's directory, made absolute and
- * canonical: the table and the workers see one real directory. */
+/* root, relative to the configuration file's directory (cfg_path), made
+ * absolute and canonical: the table and the workers see one real
+ * directory. */
 static int cfg_static_root(cfg_parser_t *p, yaml_node_t *n, Sws__Static *st)
 {
     char joined[PATH_MAX], *real;
     const char *root;
     struct stat sb;
-    int len;
 
     if (cfg_want_string(p, n) < 0)
         return -1;
     root = cfg_text(n);
     if (root[0] == '\0' || cfg_is_null(n))
         return cfg_fail(p, n, "must name a directory");
-    if (root[0] != '/' && p->base_dir != NULL)
-        len = snprintf(joined, sizeof(joined), "%s/%s", p->base_dir, root);
-    else
-        len = snprintf(joined, sizeof(joined), "%s", root);
-    if (len < 0 || (size_t)len >= sizeof(joined))
-        return cfg_fail(p, n, "path too long");
+    if (cfg_path(p, n, root, joined, sizeof(joined)) < 0)
+        return -1;
     real = realpath(joined, NULL);
     if (real == NULL)
         return cfg_fail(p, n, "\"%s\" (%s): %s", root, joined, strerror(errno));

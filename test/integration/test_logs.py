@@ -34,6 +34,24 @@ def get_all(srv, paths):
                 raise AssertionError("%s -> %r" % (p, r))
 
 
+class CwdServer(Server):
+    """A Server started from another working directory (systemd uses /)."""
+
+    def __init__(self, config_text, cwd):
+        super().__init__(config_text)
+        self.cwd = cwd
+
+    def start(self, wait=True):
+        with open(self.err_path, "ab") as err, open(self.out_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                [binary(), "-c", self.config_path], stdin=subprocess.DEVNULL,
+                stdout=out, stderr=err, cwd=self.cwd, start_new_session=True)
+        LIVE_SERVERS.add(self)
+        if wait:
+            self.wait_ready()
+        return self
+
+
 class PipedServer(Server):
     """A Server whose standard output is a pipe that nobody reads (a stuck
     docker log driver, `| logger` stopped): the access log goes there."""
@@ -182,3 +200,19 @@ class LogFilesOpenedBySupervisor(ServerTestCase):
                      r"still serving generation 1")
         get_all(srv, ["/kept-%d" % i for i in range(3)])
         poll(lambda: len(access_lines(access, "kept-")) == 3, what="3 lines in the old file")
+
+
+class RelativePaths(ServerTestCase):
+    def test_log_paths_are_relative_to_the_config_file(self):
+        srv = CwdServer(make_config(HELLO_HOSTS, """
+            logging: {error_log: "logs/error.log", access_log_path: "logs/access.log"}
+        """), cwd="/")
+        self.servers.append(srv)
+        os.makedirs(os.path.join(srv.dir, "logs"))
+        srv.start()
+        get_all(srv, ["/relative-%d" % i for i in range(3)])
+        access = os.path.join(srv.dir, "logs", "access.log")
+        error = os.path.join(srv.dir, "logs", "error.log")
+        poll(lambda: len(access_lines(access, "relative-")) == 3,
+             what=lambda: "3 lines in %s; stderr:\n%s" % (access, srv.log_tail()))
+        self.assertIn("starting:", read_text(error))
