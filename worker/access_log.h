@@ -10,8 +10,10 @@
  *
  * Lines go into a 64 KiB buffer that the worker flushes with one write(2)
  * per loop iteration (its tick) or when the buffer is full, so logging
- * costs no syscall per request. Request bytes are escaped (\xHH in
- * combined, \u00HH in JSON) so a client cannot forge lines.
+ * costs no syscall per request. Request bytes are escaped so a client
+ * cannot forge lines: \xHH in combined (as nginx); in JSON, valid UTF-8
+ * passes, control characters are \u00HH, other bytes and '\\' the text
+ * \xHH (put_json).
  *
  * Logging never blocks the worker: the destination is written without
  * waiting (a pipe's description is non-blocking, sws_log_file_open; a
@@ -37,7 +39,7 @@
 
 /* Request bytes kept per field (longer values are cut, not dropped), and
  * the longest line that can result: five such fields at the worst escaping
- * (6 bytes per byte in JSON) plus the fixed parts. A line is appended only
+ * (6 bytes per byte in JSON: \u00HH) plus the fixed parts. A line is appended only
  * when this much room is left, so one always fits and lands whole. */
 #define SWS_ACCESS_LOG_FIELD_MAX 1536u
 #define SWS_ACCESS_LOG_LINE_MAX (6u * 5 * SWS_ACCESS_LOG_FIELD_MAX + 512)

@@ -188,7 +188,7 @@ typedef struct json_field {
     char key[32];
     int is_num;
     uint64_t num;
-    char str[JSON_MAX_STR]; /* decoded: \u00HH becomes the byte HH */
+    char str[JSON_MAX_STR]; /* decoded JSON (UTF-8), then \xHH undone: the bytes sent */
     size_t len;
 } json_field_t;
 
@@ -217,7 +217,7 @@ static const char *json_string(const char *p, const char *end, char *out, size_t
         fail_msg("JSON: expected a string at \"%.20s\"", p);
     for (p++; p < end && *p != '"'; p++) {
         unsigned char ch = (unsigned char)*p;
-        if (ch < 0x20 || ch > 0x7e)
+        if (ch < 0x20 || ch == 0x7f)
             fail_msg("JSON: raw byte 0x%02x inside a string", ch);
         if (n == cap)
             fail_msg("JSON: string longer than %zu", cap);
@@ -241,7 +241,7 @@ static const char *json_string(const char *p, const char *end, char *out, size_t
                 fail_msg("JSON: bad \\u escape");
             v = v * 16 + (unsigned)h;
         }
-        if (v > 0xff) /* the log escapes single bytes only */
+        if (v > 0x7f) /* only control characters are \u escaped */
             fail_msg("JSON: unexpected \\u%04x", v);
         out[n++] = (char)v;
         p += 4;
@@ -314,12 +314,33 @@ static const json_field_t *json_get(const json_obj_t *o, const char *key)
     return found;
 }
 
+/* The decoded value's \xHH back to bytes: every backslash must start one. */
+static size_t undo_x_escapes(const char *s, size_t len, char *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '\\') {
+            out[n++] = s[i];
+            continue;
+        }
+        if (len - i < 4 || s[i + 1] != 'x' || hexval(s[i + 2]) < 0 || hexval(s[i + 3]) < 0)
+            fail_msg("JSON value: a backslash that starts no \\xHH");
+        out[n++] = (char)(hexval(s[i + 2]) * 16 + hexval(s[i + 3]));
+        i += 3;
+    }
+    return n;
+}
+
 static void assert_json_str(const json_obj_t *o, const char *key, const char *want, size_t len)
 {
     const json_field_t *fl = json_get(o, key);
     assert_false(fl->is_num);
-    assert_int_equal(fl->len, len);
-    assert_memory_equal(fl->str, want, len);
+    char *bytes = malloc(fl->len + 1);
+    assert_non_null(bytes);
+    size_t n = undo_x_escapes(fl->str, fl->len, bytes);
+    assert_int_equal(n, len);
+    assert_memory_equal(bytes, want, len);
+    free(bytes);
 }
 
 static void assert_json_num(const json_obj_t *o, const char *key, uint64_t want)
@@ -527,8 +548,22 @@ static void test_combined_escapes_hostile_bytes(void **state)
     free(got);
 }
 
+/* One line of JSON for a reader that splits on '\n' and then decodes UTF-8:
+ * no control byte before the newline. (Valid UTF-8 is checked by the exact
+ * lines of test_json_utf8_passes_invalid_bytes_escaped.) */
+static void assert_one_json_line(const char *line, size_t len)
+{
+    assert_true(len > 0);
+    assert_int_equal(line[len - 1], '\n');
+    for (size_t i = 0; i + 1 < len; i++) {
+        unsigned char ch = (unsigned char)line[i];
+        if (ch < 0x20 || ch == 0x7f)
+            fail_msg("byte 0x%02x at %zu of the line", ch, i);
+    }
+}
+
 /* JSON: the line parses, and every string decodes back to the bytes the
- * client sent (a byte >= 0x80 as the code point of the same value). */
+ * client sent (valid UTF-8 as text, the rest through \xHH). */
 static void test_json_escapes_hostile_bytes(void **state)
 {
     fixture_t *f = *state;
@@ -540,7 +575,7 @@ static void test_json_escapes_hostile_bytes(void **state)
 
     size_t len;
     char *got = slurp(f->path, &len);
-    assert_one_clean_line(got, len);
+    assert_one_json_line(got, len);
     free(got);
     json_parse_file(f->path, o);
     assert_int_equal(o->n, 10);
@@ -548,6 +583,38 @@ static void test_json_escapes_hostile_bytes(void **state)
     assert_json_str(o, "host", EVIL_HOST, sizeof(EVIL_HOST) - 1);
     assert_json_str(o, "ua", EVIL_UA, sizeof(EVIL_UA) - 1);
     assert_json_str(o, "remote", "127.0.0.1", 9);
+    free(o);
+}
+
+/* Valid UTF-8 is written as it is (no mojibake for a reader that decodes
+ * JSON), control characters as \u00HH; a byte that is not part of valid
+ * UTF-8 (stray continuation, overlong form, surrogate, past U+10FFFF, cut
+ * sequence) and the backslash itself as \xHH in the decoded value, so a
+ * client sending the text "\xe9" is not mistaken for the byte 0xe9. */
+static void test_json_utf8_passes_invalid_bytes_escaped(void **state)
+{
+    fixture_t *f = *state;
+    sws_request_t r;
+    static const char target[] = "/caf\xc3\xa9/\xe6\x97\xa5\xf0\x9f\x98\x80"
+                                 "|\x80\xff\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe9|\\xe9|\x01\x7f|\xc3";
+    req_init(&r, "GET", target, "");
+    log_one(f, JSON, &r, "1.1.1.1", 0);
+
+    size_t len;
+    char *got = slurp(f->path, &len);
+    const char *want_path =
+        "\"path\":\"/caf\xc3\xa9/\xe6\x97\xa5\xf0\x9f\x98\x80"
+        "|\\\\x80\\\\xff\\\\xc0\\\\xaf\\\\xed\\\\xa0\\\\x80\\\\xf4\\\\x90\\\\x80\\\\x80\\\\xe9"
+        "|\\\\x5cxe9|\\u0001\\u007f|\\\\xc3\",";
+    if (strstr(got, want_path) == NULL)
+        fail_msg("no %s in %s", want_path, got);
+    assert_one_json_line(got, len);
+    free(got);
+
+    json_obj_t *o = malloc(sizeof(*o));
+    assert_non_null(o);
+    json_parse_file(f->path, o);
+    assert_json_str(o, "path", target, sizeof(target) - 1);
     free(o);
 }
 
@@ -921,6 +988,7 @@ int main(void)
         T(test_timestamps_follow_the_clock),
         T(test_combined_escapes_hostile_bytes),
         T(test_json_escapes_hostile_bytes),
+        T(test_json_utf8_passes_invalid_bytes_escaped),
         T(test_long_user_agent_is_cut),
         T(test_worst_case_line_fits_line_max),
         T(test_off_writes_nothing),
