@@ -104,6 +104,11 @@ void sws_access_log_flush(sws_access_log_t *l)
     report_drops(l, 0);
 }
 
+int sws_access_log_waiting(const sws_access_log_t *l)
+{
+    return (l->len > 0 && l->fd >= 0) || l->dropped > 0;
+}
+
 static void close_fd(sws_access_log_t *l)
 {
     /* Whatever the old destination did not take is lost with it. */

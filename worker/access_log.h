@@ -84,6 +84,11 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
  * short one); report drops when it is time. */
 void sws_access_log_flush(sws_access_log_t *l);
 
+/* 1 while lines wait for the destination or drops wait to be reported:
+ * the worker then wakes up now and then (its tick flushes) even when no
+ * request comes, so they do not wait for the next one. */
+int sws_access_log_waiting(const sws_access_log_t *l);
+
 /* Flush, close the file, free the buffers. */
 void sws_access_log_close(sws_access_log_t *l);
 

@@ -24,6 +24,7 @@
 #define ACCEPT_BATCH 64          /* accepts per listener event */
 #define ACCEPT_PAUSE_MS 100      /* out of fds: retry accepting after this */
 #define ACCEPT_ERROR_LOG_MS 1000 /* at most one "out of fds" line per second */
+#define ACCESS_LOG_RETRY_MS 1000 /* a destination not reading: try again after this */
 
 typedef struct listener {
     sws_io_t io;
@@ -50,6 +51,8 @@ typedef struct sws_worker {
     uint64_t accept_error_logged_ms;
     sws_timer_queue_t shutdown_q; /* graceful stop deadline */
     sws_timer_t shutdown_timer;
+    sws_timer_queue_t access_log_q; /* wakes an idle worker to flush the access log */
+    sws_timer_t access_log_timer;
 } sws_worker_t;
 
 static int listeners_register(sws_worker_t *w)
@@ -186,12 +189,21 @@ static void on_tick(sws_loop_t *loop, void *data)
     sws_worker_t *w = data;
     sws_conn_set_reap(&w->conns);
     sws_access_log_flush(&w->access_log);
+    if (sws_access_log_waiting(&w->access_log) && !sws_timer_is_armed(&w->access_log_timer))
+        sws_timer_arm(&w->loop, &w->access_log_q, &w->access_log_timer);
     adopt_generation(w);
     if (w->quit_requested)
         drain(w);
     w->counters->connections_active = w->conns.nlive;
     if (w->conns.draining && w->conns.nlive == 0 && !w->loop.stop)
         stop_now(w);
+}
+
+/* Nothing to do here: waking up is the point, the tick that follows
+ * flushes (and reports drops). */
+static void on_access_log_timer(sws_timer_t *t)
+{
+    (void)t;
 }
 
 static void on_signal(sws_io_t *io, uint32_t events)
@@ -336,6 +348,8 @@ static int worker_setup(sws_worker_t *w)
     sws_timer_init(&w->accept_timer, accept_resume);
     sws_timer_queue_init(&w->loop, &w->shutdown_q, 0); /* set by drain() */
     sws_timer_init(&w->shutdown_timer, on_shutdown_timeout);
+    sws_timer_queue_init(&w->loop, &w->access_log_q, ACCESS_LOG_RETRY_MS);
+    sws_timer_init(&w->access_log_timer, on_access_log_timer);
     adopt_generation(w);
 
     w->nlisteners = cfg->nlisten;

@@ -3,6 +3,7 @@ reach the error log cannot forge a line, a destination that stops reading
 never stops a worker, the supervisor opens every log file (so a worker
 without the right to open them still logs), SIGUSR1 reopens them."""
 
+import fcntl
 import os
 import re
 import signal
@@ -32,6 +33,9 @@ def get_all(srv, paths):
             r = c.get(p)
             if r.status != 200:
                 raise AssertionError("%s -> %r" % (p, r))
+
+
+F_GETPIPE_SZ = 1032  # linux/fcntl.h
 
 
 class CwdServer(Server):
@@ -118,6 +122,25 @@ class BlockedAccessLog(ServerTestCase):
         self.assertEqual(answered, self.CONNECTIONS * self.PIPELINED)
         srv.wait_log(r"\[warn\] worker 0\[\d+\]: access log: [1-9]\d* lines? dropped in the last "
                      r"\d+ s \(destination not reading\)")
+        # The reader resumes, no request comes: what the worker kept
+        # buffered (lines that did not fit the full pipe) still arrives.
+        pipe_size = fcntl.fcntl(srv.pipe_r, F_GETPIPE_SZ)
+        os.set_blocking(srv.pipe_r, False)
+        got = bytearray()
+
+        def drained():
+            try:
+                while True:
+                    chunk = os.read(srv.pipe_r, 65536)
+                    if not chunk:
+                        break
+                    got.extend(chunk)
+            except BlockingIOError:
+                pass
+            return len(got) > pipe_size and got.endswith(b"\n")
+        poll(drained, what=lambda: "more than the pipe held (%d bytes), got %d"
+             % (pipe_size, len(got)))
+        self.assertTrue(got.endswith(b"\n"), got[-200:])
 
 
 class LogFilesOpenedBySupervisor(ServerTestCase):
