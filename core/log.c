@@ -8,6 +8,7 @@
 #include <limits.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -16,9 +17,10 @@
 static struct sws_logger {
     int fd;
     int owns_fd;
+    int is_socket; /* send(MSG_DONTWAIT): never wait for a reader */
     sws_log_level_t min_level;
     char role[32];
-} logger = { 2, 0, SWS_LOG_INFO, "scalwsd" };
+} logger = { 2, 0, 0, SWS_LOG_INFO, "scalwsd" };
 
 /* A message is cut at SWS_LOG_MSG_MAX bytes before escaping (4 bytes per
  * escaped byte), a line at PIPE_BUF: writes up to that size to a pipe are
@@ -36,14 +38,13 @@ void sws_log_init(const char *role, int fd, sws_log_level_t min_level)
 {
     logger.fd = fd;
     logger.owns_fd = 0;
+    logger.is_socket = 0;
     logger.min_level = min_level;
     sws_log_set_role(role);
 }
 
 int sws_log_open(const char *path, char *err, size_t errlen)
 {
-    if (path == NULL || path[0] == '\0' || strcmp(path, "-") == 0)
-        return 0;
     int fd = sws_log_file_open(path, 2, err, errlen);
     if (fd < 0)
         return -1;
@@ -57,6 +58,8 @@ void sws_log_set_fd(int fd)
         close(logger.fd);
     logger.fd = fd;
     logger.owns_fd = 1;
+    struct stat st;
+    logger.is_socket = fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
 int sws_log_fd(void) { return logger.fd; }
@@ -141,9 +144,11 @@ void sws_logv(sws_log_level_t level, const char *fmt, va_list ap)
     if (len > SWS_LOG_WRITE_MAX - 1)
         len = SWS_LOG_WRITE_MAX - 1; /* truncated: still one line */
     line[len++] = '\n';
-    /* One write per line; a short write to a pipe or file is not retried:
-     * losing the tail of a log line beats blocking a worker. */
-    ssize_t w = write(logger.fd, line, len);
+    /* One write per line; a short write to a pipe or file is not retried
+     * and a full one (EAGAIN: sws_log_file_open made it non-blocking) not
+     * waited for: losing a log line beats blocking a worker. */
+    ssize_t w = logger.is_socket ? send(logger.fd, line, len, MSG_DONTWAIT | MSG_NOSIGNAL)
+                                 : write(logger.fd, line, len);
     (void)w;
     errno = saved_errno;
 }

@@ -32,7 +32,8 @@ typedef enum sws_log_level {
 void sws_log_init(const char *role, int fd, sws_log_level_t min_level);
 
 /* Open path (append, sws_log_file_open) and log there from now on; "" or
- * "-" keeps the current destination. 0, or -1 with a message in err
+ * "-": standard error, through a descriptor of its own that never blocks
+ * (a full pipe loses lines rather than stopping a worker). 0, or -1 with a message in err
  * (nothing logged: the caller reports). SIGUSR1 in the supervisor. */
 int sws_log_open(const char *path, char *err, size_t errlen);
 

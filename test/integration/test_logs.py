@@ -57,15 +57,22 @@ class CwdServer(Server):
 
 
 class PipedServer(Server):
-    """A Server whose standard output is a pipe that nobody reads (a stuck
-    docker log driver, `| logger` stopped): the access log goes there."""
+    """A Server whose standard output (or error) is a pipe that nobody
+    reads (a stuck docker log driver, `| logger` stopped)."""
+
+    def __init__(self, config_text, stream="stdout"):
+        super().__init__(config_text)
+        self.stream = stream
 
     def start(self, wait=True):
         self.pipe_r, w = os.pipe()
-        with open(self.err_path, "ab") as err:
+        with open(self.err_path, "ab") as err, open(self.out_path, "ab") as out:
+            streams = {"stdout": out, "stderr": err}
+            streams[self.stream] = w
             self.proc = subprocess.Popen(
                 [binary(), "-c", self.config_path], stdin=subprocess.DEVNULL,
-                stdout=w, stderr=err, cwd=self.dir, start_new_session=True)
+                stdout=streams["stdout"], stderr=streams["stderr"], cwd=self.dir,
+                start_new_session=True)
         os.close(w)
         LIVE_SERVERS.add(self)
         if wait:
@@ -98,7 +105,7 @@ class ErrorLogEscaping(ServerTestCase):
             self.assertFalse(line.startswith(b"2026-01-01T"), line)
 
 
-class BlockedAccessLog(ServerTestCase):
+class BlockedLogDestination(ServerTestCase):
     CONNECTIONS = 30
     PIPELINED = 100  # requests per connection, sent at once
 
@@ -141,6 +148,20 @@ class BlockedAccessLog(ServerTestCase):
         poll(drained, what=lambda: "more than the pipe held (%d bytes), got %d"
              % (pipe_size, len(got)))
         self.assertTrue(got.endswith(b"\n"), got[-200:])
+
+    def test_unread_stderr_pipe_never_stops_the_worker(self):
+        # The error log on standard error, a pipe nobody reads: each
+        # rejected request logs a line, far more than the pipe holds.
+        srv = PipedServer(make_config(HELLO_HOSTS), stream="stderr")
+        self.servers.append(srv)
+        srv.start()
+        self.addCleanup(os.close, srv.pipe_r)
+        for i in range(1500):
+            with Client(srv.port) as c:
+                c.send(b"GET /%d HTTP/1.1\r\n\r\n" % i)  # no Host: 400, one info line
+                self.assertEqual(c.read_response().status, 400)
+        with Client(srv.port) as c:
+            self.assertEqual(c.get("/").status, 200)
 
 
 class LogFilesOpenedBySupervisor(ServerTestCase):
