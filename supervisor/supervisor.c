@@ -498,6 +498,15 @@ static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, int reloa
     return 0;
 }
 
+/* The one sentence of a refused reload. why names the file itself when
+ * the config layer wrote it (FILE:LINE:COL); else the file is prefixed. */
+static void reload_failed(const sws_supervisor_t *sup, int names_file, const char *why)
+{
+    sws_log_error("reload failed: %s%s%s; still serving generation %llu",
+                  names_file ? "" : sup->config_path, names_file ? "" : ": ", why,
+                  (unsigned long long)sws_shm_current_generation(&sup->shm));
+}
+
 static void drop_pending(sws_supervisor_t *sup)
 {
     sws_timer_disarm(&sup->publish_timer);
@@ -526,8 +535,7 @@ static void publish_pending(sws_supervisor_t *sup)
     }
     /* Refused: the table builder found what the config layer let through. */
     if (rc < 0)
-        sws_log_error("reload failed: %s: %s; still serving generation %llu", sup->config_path,
-                      err, (unsigned long long)sws_shm_current_generation(&sup->shm));
+        reload_failed(sup, 0, err);
     /* Published: the workers adopt the table at their next turn and the
      * access log's new file now (a few lines may land in the old one). */
     if (rc == 0 && sup->pending_access_fd >= 0 &&
@@ -555,8 +563,7 @@ static void reload(sws_supervisor_t *sup)
     char err[512];
     Sws__Config *next = NULL;
     if (sws_config_load(sup->config_path, &next, err, sizeof(err)) < 0) {
-        sws_log_error("reload failed: %s; still serving generation %llu", err,
-                      (unsigned long long)sws_shm_current_generation(&sup->shm));
+        reload_failed(sup, 1, err);
         return;
     }
     char keys[256];
@@ -567,8 +574,7 @@ static void reload(sws_supervisor_t *sup)
      * published, and would be retried for ever. */
     size_t need;
     if (table_fits(next->routes, sup->config->server->table_size, &need, err, sizeof(err)) < 0) {
-        sws_log_error("reload failed: %s: %s; still serving generation %llu", sup->config_path,
-                      err, (unsigned long long)sws_shm_current_generation(&sup->shm));
+        reload_failed(sup, 0, err);
         sws_config_free(next);
         return;
     }
@@ -578,8 +584,7 @@ static void reload(sws_supervisor_t *sup)
     int access_fd = -1;
     if ((sup->access_fd < 0 || strcmp(al->path, sup->access_path) != 0) &&
         open_access_log(al, &access_fd, err, sizeof(err)) < 0) {
-        sws_log_error("reload failed: %s: %s; still serving generation %llu", sup->config_path,
-                      err, (unsigned long long)sws_shm_current_generation(&sup->shm));
+        reload_failed(sup, 0, err);
         sws_config_free(next);
         return;
     }

@@ -38,42 +38,32 @@ def get_all(srv, paths):
 F_GETPIPE_SZ = 1032  # linux/fcntl.h
 
 
-class CwdServer(Server):
-    """A Server started from another working directory (systemd uses /)."""
+class LaunchedServer(Server):
+    """A Server started as the harness does not: from another working
+    directory (systemd uses /), or with standard output or error a pipe
+    that nobody reads (a stuck docker log driver, `| logger` stopped);
+    pipe_r is then its read end, never read unless a test does."""
 
-    def __init__(self, config_text, cwd):
+    def __init__(self, config_text, cwd=None, unread_pipe=None):
         super().__init__(config_text)
-        self.cwd = cwd
+        self.cwd = cwd or self.dir
+        self.unread_pipe = unread_pipe  # None, "stdout" or "stderr"
+        self.pipe_r = None
 
     def start(self, wait=True):
-        with open(self.err_path, "ab") as err, open(self.out_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [binary(), "-c", self.config_path], stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, cwd=self.cwd, start_new_session=True)
-        LIVE_SERVERS.add(self)
-        if wait:
-            self.wait_ready()
-        return self
-
-
-class PipedServer(Server):
-    """A Server whose standard output (or error) is a pipe that nobody
-    reads (a stuck docker log driver, `| logger` stopped)."""
-
-    def __init__(self, config_text, stream="stdout"):
-        super().__init__(config_text)
-        self.stream = stream
-
-    def start(self, wait=True):
-        self.pipe_r, w = os.pipe()
+        w = None
+        if self.unread_pipe:
+            self.pipe_r, w = os.pipe()
         with open(self.err_path, "ab") as err, open(self.out_path, "ab") as out:
             streams = {"stdout": out, "stderr": err}
-            streams[self.stream] = w
+            if w is not None:
+                streams[self.unread_pipe] = w
             self.proc = subprocess.Popen(
                 [binary(), "-c", self.config_path], stdin=subprocess.DEVNULL,
-                stdout=streams["stdout"], stderr=streams["stderr"], cwd=self.dir,
+                stdout=streams["stdout"], stderr=streams["stderr"], cwd=self.cwd,
                 start_new_session=True)
-        os.close(w)
+        if w is not None:
+            os.close(w)
         LIVE_SERVERS.add(self)
         if wait:
             self.wait_ready()
@@ -110,7 +100,8 @@ class BlockedLogDestination(ServerTestCase):
     PIPELINED = 100  # requests per connection, sent at once
 
     def test_unread_stdout_pipe_never_stops_the_worker(self):
-        srv = PipedServer(make_config(HELLO_HOSTS, server='logging: {access_log_path: "-"}'))
+        srv = LaunchedServer(make_config(HELLO_HOSTS, server='logging: {access_log_path: "-"}'),
+                             unread_pipe="stdout")
         self.servers.append(srv)
         srv.start()
         self.addCleanup(os.close, srv.pipe_r)
@@ -152,7 +143,7 @@ class BlockedLogDestination(ServerTestCase):
     def test_unread_stderr_pipe_never_stops_the_worker(self):
         # The error log on standard error, a pipe nobody reads: each
         # rejected request logs a line, far more than the pipe holds.
-        srv = PipedServer(make_config(HELLO_HOSTS), stream="stderr")
+        srv = LaunchedServer(make_config(HELLO_HOSTS), unread_pipe="stderr")
         self.servers.append(srv)
         srv.start()
         self.addCleanup(os.close, srv.pipe_r)
@@ -248,7 +239,7 @@ class LogFilesOpenedBySupervisor(ServerTestCase):
 
 class RelativePaths(ServerTestCase):
     def test_log_paths_are_relative_to_the_config_file(self):
-        srv = CwdServer(make_config(HELLO_HOSTS, """
+        srv = LaunchedServer(make_config(HELLO_HOSTS, """
             logging: {error_log: "logs/error.log", access_log_path: "logs/access.log"}
         """), cwd="/")
         self.servers.append(srv)
