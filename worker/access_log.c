@@ -36,8 +36,13 @@ static void count_dropped(sws_access_log_t *l, uint64_t lines, int err)
 {
     if (lines == 0)
         return;
-    if (l->dropped == 0 && l->reported_ms == 0)
-        l->drop_since_ms = monotonic_ms();
+    if (l->dropped == 0) {
+        /* Counted from the last report while drops go on, else from now:
+         * "in the last N s" never spans a quiet hour. */
+        uint64_t now = monotonic_ms();
+        if (l->reported_ms == 0 || now - l->reported_ms >= SWS_ACCESS_LOG_DROP_REPORT_MS)
+            l->drop_since_ms = now;
+    }
     l->dropped += lines;
     l->drop_errno = err;
 }

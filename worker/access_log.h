@@ -56,7 +56,7 @@ typedef struct sws_access_log {
     char stamp_clf[64];   /* "30/Nov/2026:02:33:30 +0000" */
     char stamp_iso[64];   /* "2026-11-30T02:33:30Z" */
     uint64_t dropped;     /* lines lost since the last report */
-    uint64_t drop_since_ms;  /* CLOCK_MONOTONIC: the last report, or the first drop */
+    uint64_t drop_since_ms;  /* CLOCK_MONOTONIC: where "in the last N s" starts */
     uint64_t reported_ms;    /* the last report; 0: none yet */
     int drop_errno;       /* why the last lines were lost; 0: not reading */
 } sws_access_log_t;

@@ -975,6 +975,35 @@ static void test_unread_pipe_drops_whole_lines(void **state)
     close(p[0]);
 }
 
+/* After a quiet stretch, a new drop is counted from now, not from the last
+ * report (an hour ago): the report says "in the last 1 s". */
+static void test_drop_report_counts_from_the_new_drop(void **state)
+{
+    fixture_t *f = *state;
+    sws_request_t r;
+    req_init(&r, "GET", "/", "");
+    if (access("/dev/full", W_OK) != 0) {
+        print_message("skipped: no writable /dev/full (%s)\n", strerror(errno));
+        skip();
+    }
+    configure(f, COMBINED, "/dev/full");
+    f->log.reported_ms = 1; /* a report long ago (the monotonic clock's first ms) */
+    int p[2];
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    sws_log_init("worker 0", p[1], SWS_LOG_INFO);
+    sws_access_log_request(&f->log, &r, "1.1.1.1", NOW, 0);
+    sws_access_log_flush(&f->log);
+    char msg[1024];
+    ssize_t n = read(p[0], msg, sizeof(msg) - 1);
+    sws_log_init("test", 2, SWS_LOG_INFO);
+    close(p[0]);
+    close(p[1]);
+    assert_true(n > 0);
+    msg[n] = '\0';
+    assert_non_null(strstr(msg, "]: access log: 1 line dropped in the last 1 s "
+                                "(No space left on device)\n"));
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -999,6 +1028,7 @@ int main(void)
         T(test_stdout_is_used_not_closed),
         T(test_failed_write_drops_lines),
         T(test_unread_pipe_drops_whole_lines),
+        T(test_drop_report_counts_from_the_new_drop),
     };
     sws_log_init("test", 2, SWS_LOG_INFO);
     signal(SIGPIPE, SIG_IGN); /* as in a worker: a closed reader is EPIPE */
