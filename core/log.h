@@ -7,12 +7,16 @@
  * process's main function); sws_log_init() sets it, workers call
  * sws_log_set_role() after fork. Lines are written with one write(2) so the
  * processes sharing a file or a terminal never interleave inside a line.
+ * Every control byte and DEL of the formatted message is written as \xHH
+ * (core/escape.h), so an argument that comes from a request cannot forge a
+ * line or drive a terminal; callers pass request bytes as they are.
  * Not thread-safe; ScalWS processes are single-threaded.
  */
 #ifndef SWS_CORE_LOG_H
 #define SWS_CORE_LOG_H
 
 #include <stdarg.h>
+#include <stddef.h>
 
 typedef enum sws_log_level {
     SWS_LOG_DEBUG = 0,
@@ -27,9 +31,28 @@ typedef enum sws_log_level {
  * sws_log_open() replaces it. */
 void sws_log_init(const char *role, int fd, sws_log_level_t min_level);
 
-/* Open path (append) and log there from now on; "" or "-" keeps stderr.
- * Returns 0 or -1 with errno set (nothing logged: the caller reports). */
-int sws_log_open(const char *path);
+/* Open path (append, sws_log_file_open) and log there from now on; "" or
+ * "-": standard error, through a descriptor of its own that never blocks
+ * (a full pipe loses lines rather than stopping a worker). 0, or -1 with a message in err
+ * (nothing logged: the caller reports). SIGUSR1 in the supervisor. */
+int sws_log_open(const char *path, char *err, size_t errlen);
+
+/* Log to fd from now on; the logger owns it (closes it when replaced).
+ * A worker, with the descriptor the supervisor sent (core/chan.h). */
+void sws_log_set_fd(int fd);
+
+/* The descriptor lines go to now (the supervisor sends it to workers). */
+int sws_log_fd(void);
+
+/* Open a log destination for appending: path, or for "" and "-" the
+ * standard stream std_fd (1 or 2). Returns a new close-on-exec descriptor
+ * that the caller owns, or -1 with a message in err. A pipe or FIFO gets
+ * an open file description of its own, non-blocking: a writer that must
+ * never wait (a worker) can have it without making the description it
+ * shares with other processes (the supervisor's stdout) non-blocking. A
+ * socket is duplicated as it is: its writer sends with MSG_DONTWAIT.
+ * What the supervisor uses for every log file, and `scalwsd -t` too. */
+int sws_log_file_open(const char *path, int std_fd, char *err, size_t errlen);
 
 void sws_log_set_level(sws_log_level_t min_level);
 sws_log_level_t sws_log_get_level(void);

@@ -31,6 +31,7 @@
 #include "core/str.h"
 #include "shm/table.h"
 #include "supervisor/listen.h"
+#include "supervisor/supervisor.h"
 #include "worker/path.h"
 
 /* The defaults; docs/configuration.md lists the same values. */
@@ -59,6 +60,7 @@
 typedef struct cfg_parser {
     const char *name;       /* file name for messages */
     const char *base_dir;   /* relative static roots resolve here; NULL: cwd */
+    int check_system;       /* a file: check the user and the log files as a start does */
     yaml_document_t *doc;
     char *err;
     size_t errlen;
@@ -950,6 +952,51 @@ static int cfg_access_log(cfg_parser_t *p, const cfg_fields_t *f, Sws__AccessLog
     return rc;
 }
 
+/* The one rule for every path in the file: a relative path is relative to
+ * the configuration file's directory, never to the working directory
+ * (under systemd that is /). out gets the path to use. */
+static int cfg_path(cfg_parser_t *p, yaml_node_t *n, const char *path, char *out, size_t outlen)
+{
+    int len;
+
+    if (path[0] != '/' && p->base_dir != NULL)
+        len = snprintf(out, outlen, "%s/%s", p->base_dir, path);
+    else
+        len = snprintf(out, outlen, "%s", path);
+    if (len < 0 || (size_t)len >= outlen)
+        return cfg_fail(p, n, "path too long");
+    return 0;
+}
+
+/* A log file, checked by opening it the way the supervisor does at start
+ * (sws_log_file_open, as root: workers never open one), so that -t and a
+ * start cannot disagree. "-" is a standard stream: nothing to check. */
+static int cfg_log_file(cfg_parser_t *p, const cfg_fields_t *f, const char *key, int std_fd,
+                        int wanted, char **out)
+{
+    yaml_node_t *n = cfg_field(f, key);
+    char path[PATH_MAX], why[PATH_MAX + 64];
+    size_t mark;
+    int fd, rc = 0;
+
+    if (cfg_string(p, f, key, out) < 0)
+        return -1;
+    if (n == NULL || (*out)[0] == '\0' || strcmp(*out, "-") == 0)
+        return 0;
+    mark = cfg_push(p, key);
+    if (cfg_path(p, n, *out, path, sizeof(path)) < 0 || cfg_set_str(p, n, out, path) < 0) {
+        rc = -1;
+    } else if (p->check_system && wanted) {
+        fd = sws_log_file_open(*out, std_fd, why, sizeof(why));
+        if (fd >= 0)
+            close(fd);
+        else
+            rc = cfg_fail(p, n, "%s", why);
+    }
+    cfg_pop(p, mark);
+    return rc;
+}
+
 static int cfg_logging(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
                        Sws__Settings *st)
 {
@@ -958,11 +1005,34 @@ static int cfg_logging(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc
     cfg_fields_t f;
 
     if (cfg_map(p, node, keys, &f) < 0 || cfg_log_level(p, &f, st) < 0 ||
-        cfg_string(p, &f, "error_log", &sc->error_log) < 0 ||
+        cfg_log_file(p, &f, "error_log", 2, 1, &sc->error_log) < 0 ||
         cfg_access_log(p, &f, st->access_log) < 0 ||
-        cfg_string(p, &f, "access_log_path", &st->access_log->path) < 0)
+        cfg_log_file(p, &f, "access_log_path", 1,
+                     st->access_log->format != SWS__ACCESS_LOG__FORMAT__OFF,
+                     &st->access_log->path) < 0)
         return -1;
     return 0;
+}
+
+/* The user workers run as must exist: checked with the lookup the start
+ * uses. */
+static int cfg_user(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerConfig *sc)
+{
+    yaml_node_t *n = cfg_field(f, "user");
+    char why[256];
+    size_t mark;
+    uid_t uid;
+    gid_t gid;
+
+    if (cfg_string(p, f, "user", &sc->user) < 0)
+        return -1;
+    if (n == NULL || !p->check_system || sc->user[0] == '\0' ||
+        sws_supervisor_lookup_user(sc->user, &uid, &gid, why, sizeof(why)) == 0)
+        return 0;
+    mark = cfg_push(p, "user");
+    cfg_fail(p, n, "%s", why);
+    cfg_pop(p, mark);
+    return -1;
 }
 
 static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
@@ -985,7 +1055,7 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
     p->table_size = cfg_field(&f, "table_size");
     if (cfg_event_loops(p, &f, sc) < 0 || cfg_accept_policy(p, &f, sc) < 0 ||
         cfg_u32(p, &f, "backlog", CFG_COUNT, 1, 65535, &sc->backlog) < 0 ||
-        cfg_string(p, &f, "user", &sc->user) < 0 ||
+        cfg_user(p, &f, sc) < 0 ||
         cfg_u32(p, &f, "shutdown_timeout", CFG_DURATION, 0, CFG_DAY_MS,
                 &st->shutdown_timeout_ms) < 0 ||
         cfg_u32(p, &f, "table_size", CFG_SIZE, 64u << 10, 1u << 30, &sc->table_size) < 0 ||
@@ -1360,26 +1430,22 @@ static int cfg_respond(cfg_parser_t *p, yaml_node_t *node, void *msg)
     return 0;
 }
 
-/* root, relative to the configuration file's directory, made absolute and
- * canonical: the table and the workers see one real directory. */
+/* root, relative to the configuration file's directory (cfg_path), made
+ * absolute and canonical: the table and the workers see one real
+ * directory. */
 static int cfg_static_root(cfg_parser_t *p, yaml_node_t *n, Sws__Static *st)
 {
     char joined[PATH_MAX], *real;
     const char *root;
     struct stat sb;
-    int len;
 
     if (cfg_want_string(p, n) < 0)
         return -1;
     root = cfg_text(n);
     if (root[0] == '\0' || cfg_is_null(n))
         return cfg_fail(p, n, "must name a directory");
-    if (root[0] != '/' && p->base_dir != NULL)
-        len = snprintf(joined, sizeof(joined), "%s/%s", p->base_dir, root);
-    else
-        len = snprintf(joined, sizeof(joined), "%s", root);
-    if (len < 0 || (size_t)len >= sizeof(joined))
-        return cfg_fail(p, n, "path too long");
+    if (cfg_path(p, n, root, joined, sizeof(joined)) < 0)
+        return -1;
     real = realpath(joined, NULL);
     if (real == NULL)
         return cfg_fail(p, n, "\"%s\" (%s): %s", root, joined, strerror(errno));
@@ -1724,7 +1790,8 @@ static int cfg_yaml_error(cfg_parser_t *p, const yaml_parser_t *parser, const ch
 static int cfg_parse_in(const char *text, size_t len, const char *name, const char *base_dir,
                         Sws__Config **out, char *err, size_t errlen)
 {
-    cfg_parser_t p = { .name = name, .base_dir = base_dir, .err = err, .errlen = errlen };
+    cfg_parser_t p = { .name = name, .base_dir = base_dir, .check_system = base_dir != NULL,
+                       .err = err, .errlen = errlen };
     yaml_parser_t parser;
     yaml_document_t doc, next;
     yaml_node_t *root;

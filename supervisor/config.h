@@ -17,7 +17,10 @@
 
 #include "proto/scalws.pb-c.h"
 
-/* 0 and *out set, or -1 with a "file:line:col: message" in err. */
+/* 0 and *out set, or -1 with a "file:line:col: message" in err. Also
+ * checks what a start needs from the system, with the functions the start
+ * uses: server.user exists, the log files open (and are created) as the
+ * supervisor opens them. sws_config_parse does not. */
 int sws_config_load(const char *path, Sws__Config **out, char *err, size_t errlen);
 
 /* Same, from memory; name is used in messages. */

@@ -32,7 +32,7 @@ static void usage(FILE *out)
             "  -v, --version      show the version and exit\n"
             "\n"
             "Signals to the running server: HUP reload the configuration,\n"
-            "QUIT graceful stop, TERM or INT stop now.\n");
+            "USR1 reopen the log files, QUIT graceful stop, TERM or INT stop now.\n");
 }
 
 /* The option getopt stopped at: a short one by its letter (it may sit in

@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/chan.h"
 #include "core/err.h"
 #include "core/log.h"
 #include "core/loop.h"
@@ -146,6 +147,7 @@ typedef struct worker_proc {
     pid_t pid;           /* 0: not running */
     uint64_t started_ms;
     unsigned crashes;    /* deaths in a row, each after a short run */
+    int ctl_fd;          /* our end of its control channel (core/chan.h); -1: none */
     /* A queue per worker, because each worker's backoff has its own
      * duration (timer queues have one duration each, core/loop.h). */
     sws_timer_queue_t restart_queue;
@@ -163,6 +165,9 @@ struct sws_supervisor {
     const char *config_path;
     Sws__Config *config;  /* as started: listeners, workers, user... */
     Sws__Config *pending; /* reloaded, waiting for a free arena */
+    int pending_access_fd; /* the access log the pending config moved to; -1: unchanged */
+    int access_fd;        /* the access log workers write to; -1: off */
+    char *access_path;    /* what access_fd was opened for */
     unsigned publish_retries;
     sws_loop_t loop;
     sws_io_t signals;     /* signalfd: the first mailbox */
@@ -236,6 +241,13 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
      * could also ftruncate the region and kill the supervisor (SIGBUS). */
     close(sup->shm.fd);
     sup->shm.fd = -1;
+    /* Other workers' channels, and an access log not published yet. */
+    for (unsigned i = 0; i < sup->nworkers; i++) {
+        if (&sup->workers[i] != w && sup->workers[i].ctl_fd >= 0)
+            close(sup->workers[i].ctl_fd);
+    }
+    if (sup->pending_access_fd >= 0)
+        close(sup->pending_access_fd);
 
     sws_proctitle_set("scalwsd: worker %u", w->index);
 
@@ -249,6 +261,8 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
         .uid = sup->uid,
         .gid = sup->gid,
         .drop_privileges = sup->drop_privileges,
+        .ctl_fd = w->ctl_fd,
+        .access_fd = sup->access_fd,
     };
     _exit(sws_worker_main(&cfg));
 }
@@ -261,16 +275,29 @@ static void schedule_restart(worker_proc_t *w, uint64_t delay_ms)
 
 static void spawn_worker(sws_supervisor_t *sup, worker_proc_t *w)
 {
-    pid_t pid = fork();
-    if (pid < 0) {
+    char err[256];
+    int ends[2];
+    pid_t pid = -1;
+    if (sws_chan_pair(ends, err, sizeof(err)) < 0) {
+        sws_log_error("worker %u: %s", w->index, err);
+    } else if ((pid = fork()) < 0) {
         sws_log_error("fork worker %u: %s", w->index, strerror(errno));
+        close(ends[0]);
+        close(ends[1]);
+    }
+    if (pid < 0) {
         /* Counts as a crash, so a fork that keeps failing backs off. */
         w->crashes = sws_restart_crashes(w->crashes, 0);
         schedule_restart(w, sws_restart_delay_ms(w->crashes));
         return;
     }
-    if (pid == 0)
+    if (pid == 0) {
+        close(ends[0]);
+        w->ctl_fd = ends[1];
         run_worker(sup, w);
+    }
+    close(ends[1]);
+    w->ctl_fd = ends[0];
     w->pid = pid;
     w->started_ms = sws_loop_now_ms(&sup->loop);
     if (w->cpu >= 0)
@@ -316,6 +343,9 @@ static void on_worker_exit(sws_supervisor_t *sup, worker_proc_t *w, int status)
     describe_exit(status, how, sizeof(how));
     pid_t pid = w->pid;
     w->pid = 0;
+    if (w->ctl_fd >= 0)
+        close(w->ctl_fd);
+    w->ctl_fd = -1;
     if (sup->state != SUP_RUNNING) {
         sws_log_info("worker %u (pid %d) %s", w->index, (int)pid, how);
         return;
@@ -346,6 +376,95 @@ static void signal_workers(sws_supervisor_t *sup, int sig)
             sws_log_error("kill worker %u (pid %d): %s", i, (int)sup->workers[i].pid,
                           strerror(errno));
     }
+}
+
+/* ---- log files: opened here, before any privilege drops ---- */
+
+static int is_log_file(const char *path)
+{
+    return path[0] != '\0' && strcmp(path, "-") != 0;
+}
+
+/* The access log a config asks for: *fd -1 when it is off. 0, or -1 with a
+ * message in err naming the key. */
+static int open_access_log(const Sws__AccessLog *al, int *fd, char *err, size_t errlen)
+{
+    *fd = -1;
+    if (al->format == SWS__ACCESS_LOG__FORMAT__OFF)
+        return 0;
+    char why[PATH_MAX + 128];
+    *fd = sws_log_file_open(al->path, 1, why, sizeof(why));
+    if (*fd < 0)
+        return sws_errf(err, errlen, "server.logging.access_log_path: %s", why);
+    return 0;
+}
+
+static int set_access_log(sws_supervisor_t *sup, int fd, const char *path)
+{
+    char *copy = strdup(path);
+    if (copy == NULL) {
+        sws_log_error("out of memory for the access log's path");
+        return -1;
+    }
+    if (sup->access_fd >= 0)
+        close(sup->access_fd);
+    free(sup->access_path);
+    sup->access_fd = fd;
+    sup->access_path = copy;
+    return 0;
+}
+
+/* Hand every running worker the descriptors of flags (SWS_CHAN_LOGS_*):
+ * they flush to the old ones and swap. A worker that cannot take the
+ * message (its channel full) keeps the old files: said once here. */
+static void send_logs(sws_supervisor_t *sup, uint32_t flags)
+{
+    struct sws_chan_logs logs = { .flags = flags };
+    int fds[2];
+    unsigned nfds = 0;
+    if (flags & SWS_CHAN_LOGS_ERROR)
+        fds[nfds++] = sws_log_fd();
+    if (flags & SWS_CHAN_LOGS_ACCESS)
+        fds[nfds++] = sup->access_fd;
+    for (unsigned i = 0; i < sup->nworkers; i++) {
+        worker_proc_t *w = &sup->workers[i];
+        char err[256];
+        if (w->pid > 0 && w->ctl_fd >= 0 &&
+            sws_chan_send(w->ctl_fd, SWS_CHAN_LOGS, &logs, sizeof(logs), fds, nfds, err,
+                          sizeof(err)) < 0)
+            sws_log_error("worker %u keeps its old log files: %s", w->index, err);
+    }
+}
+
+/* SIGUSR1, as logrotate sends it to nginx: reopen every log file by name
+ * (the old one was renamed), here and in every worker. A file that cannot
+ * be opened keeps the old descriptor. */
+static void reopen_logs(sws_supervisor_t *sup)
+{
+    char err[PATH_MAX + 128];
+    uint32_t flags = 0;
+    const char *error_log = sup->config->server->error_log;
+    if (is_log_file(error_log)) {
+        if (sws_log_open(error_log, err, sizeof(err)) < 0)
+            sws_log_error("SIGUSR1: server.logging.error_log: %s; still logging to the old file",
+                          err);
+        else
+            flags |= SWS_CHAN_LOGS_ERROR;
+    }
+    if (sup->access_fd >= 0 && is_log_file(sup->access_path)) {
+        int fd = sws_log_file_open(sup->access_path, 1, err, sizeof(err));
+        if (fd < 0) {
+            sws_log_error("SIGUSR1: server.logging.access_log_path: %s; still logging to the "
+                          "old file", err);
+        } else {
+            close(sup->access_fd);
+            sup->access_fd = fd;
+            flags |= SWS_CHAN_LOGS_ACCESS;
+        }
+    }
+    if (flags != 0)
+        send_logs(sup, flags);
+    sws_log_notice("SIGUSR1: log files reopened");
 }
 
 /* ---- reload ---- */
@@ -379,6 +498,15 @@ static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, int reloa
     return 0;
 }
 
+/* The one sentence of a refused reload. why names the file itself when
+ * the config layer wrote it (FILE:LINE:COL); else the file is prefixed. */
+static void reload_failed(const sws_supervisor_t *sup, int names_file, const char *why)
+{
+    sws_log_error("reload failed: %s%s%s; still serving generation %llu",
+                  names_file ? "" : sup->config_path, names_file ? "" : ": ", why,
+                  (unsigned long long)sws_shm_current_generation(&sup->shm));
+}
+
 static void drop_pending(sws_supervisor_t *sup)
 {
     sws_timer_disarm(&sup->publish_timer);
@@ -386,6 +514,9 @@ static void drop_pending(sws_supervisor_t *sup)
         sws_config_free(sup->pending);
     sup->pending = NULL;
     sup->publish_retries = 0;
+    if (sup->pending_access_fd >= 0)
+        close(sup->pending_access_fd);
+    sup->pending_access_fd = -1;
 }
 
 /* Publish the pending config, or retry soon when every arena is still held
@@ -404,8 +535,15 @@ static void publish_pending(sws_supervisor_t *sup)
     }
     /* Refused: the table builder found what the config layer let through. */
     if (rc < 0)
-        sws_log_error("reload failed: %s: %s; still serving generation %llu", sup->config_path,
-                      err, (unsigned long long)sws_shm_current_generation(&sup->shm));
+        reload_failed(sup, 0, err);
+    /* Published: the workers adopt the table at their next turn and the
+     * access log's new file now (a few lines may land in the old one). */
+    if (rc == 0 && sup->pending_access_fd >= 0 &&
+        set_access_log(sup, sup->pending_access_fd,
+                       sup->pending->routes->settings->access_log->path) == 0) {
+        sup->pending_access_fd = -1;
+        send_logs(sup, SWS_CHAN_LOGS_ACCESS);
+    }
     drop_pending(sup);
 }
 
@@ -425,8 +563,7 @@ static void reload(sws_supervisor_t *sup)
     char err[512];
     Sws__Config *next = NULL;
     if (sws_config_load(sup->config_path, &next, err, sizeof(err)) < 0) {
-        sws_log_error("reload failed: %s; still serving generation %llu", err,
-                      (unsigned long long)sws_shm_current_generation(&sup->shm));
+        reload_failed(sup, 1, err);
         return;
     }
     char keys[256];
@@ -437,8 +574,17 @@ static void reload(sws_supervisor_t *sup)
      * published, and would be retried for ever. */
     size_t need;
     if (table_fits(next->routes, sup->config->server->table_size, &need, err, sizeof(err)) < 0) {
-        sws_log_error("reload failed: %s: %s; still serving generation %llu", sup->config_path,
-                      err, (unsigned long long)sws_shm_current_generation(&sup->shm));
+        reload_failed(sup, 0, err);
+        sws_config_free(next);
+        return;
+    }
+    /* A new access log is opened now, so a path that cannot be opened
+     * fails the reload and the old file stays. */
+    const Sws__AccessLog *al = next->routes->settings->access_log;
+    int access_fd = -1;
+    if ((sup->access_fd < 0 || strcmp(al->path, sup->access_path) != 0) &&
+        open_access_log(al, &access_fd, err, sizeof(err)) < 0) {
+        reload_failed(sup, 0, err);
         sws_config_free(next);
         return;
     }
@@ -446,6 +592,7 @@ static void reload(sws_supervisor_t *sup)
 
     drop_pending(sup); /* a newer file replaces one still waiting */
     sup->pending = next;
+    sup->pending_access_fd = access_fd;
     publish_pending(sup);
 }
 
@@ -523,6 +670,9 @@ static void on_signal(sws_io_t *io, uint32_t events)
             else
                 begin_stop(sup, SUP_STOPPING, "SIGINT");
             break;
+        case SIGUSR1:
+            reopen_logs(sup);
+            break;
         case SIGUSR2:
             sws_log_warn("SIGUSR2: binary upgrade is not implemented yet");
             break;
@@ -534,13 +684,41 @@ static void on_signal(sws_io_t *io, uint32_t events)
 
 /* ---- startup ---- */
 
-static int apply_logging(const Sws__ServerConfig *sc, const Sws__Settings *st)
+/* Both log files, opened here as root: a worker that runs as
+ * server.user inherits the descriptors and never needs the right to open
+ * them. */
+static int apply_logging(sws_supervisor_t *sup, const Sws__ServerConfig *sc,
+                         const Sws__Settings *st)
 {
-    if (sws_log_open(sc->error_log) < 0) {
-        sws_log_error("error_log %s: %s", sc->error_log, strerror(errno));
+    char err[PATH_MAX + 128];
+    if (sws_log_open(sc->error_log, err, sizeof(err)) < 0) {
+        sws_log_error("server.logging.error_log: %s", err);
         return -1;
     }
     apply_log_level(st);
+    int fd;
+    if (open_access_log(st->access_log, &fd, err, sizeof(err)) < 0) {
+        sws_log_error("%s", err);
+        return -1;
+    }
+    if (set_access_log(sup, fd, st->access_log->path) < 0) {
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return 0;
+}
+
+int sws_supervisor_lookup_user(const char *name, uid_t *uid, gid_t *gid, char *err,
+                               size_t errlen)
+{
+    errno = 0;
+    struct passwd *pw = getpwnam(name);
+    if (pw == NULL)
+        return sws_errf(err, errlen, "%s \"%s\"",
+                        errno != 0 ? strerror(errno) : "no such user", name);
+    *uid = pw->pw_uid;
+    *gid = pw->pw_gid;
     return 0;
 }
 
@@ -554,15 +732,11 @@ static int resolve_user(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
         sws_log_notice("not running as root: server.user \"%s\" ignored", sc->user);
         return 0;
     }
-    errno = 0;
-    struct passwd *pw = getpwnam(sc->user);
-    if (pw == NULL) {
-        sws_log_error("server.user: %s \"%s\"", errno != 0 ? strerror(errno) : "no such user",
-                      sc->user);
+    char err[256];
+    if (sws_supervisor_lookup_user(sc->user, &sup->uid, &sup->gid, err, sizeof(err)) < 0) {
+        sws_log_error("server.user: %s", err);
         return -1;
     }
-    sup->uid = pw->pw_uid;
-    sup->gid = pw->pw_gid;
     sup->drop_privileges = 1;
     return 0;
 }
@@ -599,7 +773,7 @@ static int open_listeners(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
 static int open_signals(sws_supervisor_t *sup)
 {
     sigemptyset(&sup->sigmask);
-    const int sigs[] = { SIGCHLD, SIGHUP, SIGTERM, SIGINT, SIGQUIT, SIGUSR2 };
+    const int sigs[] = { SIGCHLD, SIGHUP, SIGTERM, SIGINT, SIGQUIT, SIGUSR1, SIGUSR2 };
     for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
         sigaddset(&sup->sigmask, sigs[i]);
     /* Blocked before the first fork, so a worker that dies at once is
@@ -662,6 +836,7 @@ static int init_workers(sws_supervisor_t *sup)
         w->sup = sup;
         w->index = i;
         w->cpu = sws_worker_cpu(&sup->cpus, i);
+        w->ctl_fd = -1;
         sws_timer_queue_init(&sup->loop, &w->restart_queue, 0);
         sws_timer_init(&w->restart_timer, on_restart_timer);
     }
@@ -681,7 +856,7 @@ static int setup(sws_supervisor_t *sup)
         return -1;
     }
     const Sws__ServerConfig *sc = sup->config->server;
-    if (apply_logging(sc, sup->config->routes->settings) < 0 || resolve_user(sup, sc) < 0)
+    if (apply_logging(sup, sc, sup->config->routes->settings) < 0 || resolve_user(sup, sc) < 0)
         return -1;
 
     CPU_ZERO(&sup->cpus);
@@ -720,7 +895,14 @@ static void teardown(sws_supervisor_t *sup)
     drop_pending(sup);
     if (sup->config != NULL)
         sws_config_free(sup->config);
+    for (unsigned i = 0; sup->workers != NULL && i < sup->nworkers; i++) {
+        if (sup->workers[i].ctl_fd >= 0)
+            close(sup->workers[i].ctl_fd);
+    }
     free(sup->workers);
+    if (sup->access_fd >= 0)
+        close(sup->access_fd);
+    free(sup->access_path);
     if (sup->signals.fd >= 0)
         close(sup->signals.fd);
     sws_loop_close(&sup->loop);
@@ -737,6 +919,8 @@ int sws_supervisor_run(const char *config_path)
     sup.pid = getpid();
     sup.signals.fd = -1;
     sup.loop.epfd = -1;
+    sup.access_fd = -1;
+    sup.pending_access_fd = -1;
     sws_proctitle_set("scalwsd: supervisor -c %s", config_path);
 
     if (setup(&sup) < 0) {

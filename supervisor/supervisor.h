@@ -12,7 +12,12 @@
  *   SIGHUP   reload the file and publish a new generation
  *   SIGQUIT  graceful stop: workers finish what is in flight, then exit
  *   SIGTERM, SIGINT  stop now (a second SIGINT: kill -9 and exit)
+ *   SIGUSR1  reopen the log files and hand them to every worker
  *   SIGUSR2  binary upgrade (not implemented yet: logged)
+ *
+ * Log files are opened here, before any privilege drops, and reopened here
+ * (SIGUSR1, a reload that moves the access log); workers get descriptors,
+ * at fork or over their control channel (core/chan.h), and never open one.
  *
  * Later mailboxes (the admin Unix socket, the ZeroMQ subscription, a
  * child's readiness pipe) are further sws_io_t watchers on the same loop.
@@ -26,6 +31,7 @@
 #include <sched.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "proto/scalws.pb-c.h"
 
@@ -47,6 +53,11 @@ int sws_supervisor_run(const char *config_path);
  * tells a table it refuses from one that waits for a free arena.
  * 0, or -1 with a message in err. */
 int sws_supervisor_check_table(const Sws__RouteSet *routes, uint32_t table_size, char *err,
+                               size_t errlen);
+
+/* The uid and gid of user name: 0, or -1 with a message in err ("no such
+ * user \"x\""). What the start and the config check (-t) both use. */
+int sws_supervisor_lookup_user(const char *name, uid_t *uid, gid_t *gid, char *err,
                                size_t errlen);
 
 /* Crash count after a worker died having run uptime_ms: one more when it

@@ -1,12 +1,15 @@
 #include "worker/access_log.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "core/escape.h"
 #include "core/fmt.h"
 #include "core/log.h"
 #include "proto/scalws.pb-c.h"
@@ -22,96 +25,135 @@ void sws_access_log_init(sws_access_log_t *l)
     l->format = SWS__ACCESS_LOG__FORMAT__OFF;
 }
 
+static uint64_t monotonic_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+static void count_dropped(sws_access_log_t *l, uint64_t lines, int err)
+{
+    if (lines == 0)
+        return;
+    if (l->dropped == 0) {
+        /* Counted from the last report while drops go on, else from now:
+         * "in the last N s" never spans a quiet hour. */
+        uint64_t now = monotonic_ms();
+        if (l->reported_ms == 0 || now - l->reported_ms >= SWS_ACCESS_LOG_DROP_REPORT_MS)
+            l->drop_since_ms = now;
+    }
+    l->dropped += lines;
+    l->drop_errno = err;
+}
+
+/* At once for the first drops, then at most every
+ * SWS_ACCESS_LOG_DROP_REPORT_MS, or now when force (the log closes). Reads
+ * the clock only while lines are being lost. */
+static void report_drops(sws_access_log_t *l, int force)
+{
+    if (l->dropped == 0)
+        return;
+    uint64_t now = monotonic_ms();
+    if (!force && l->reported_ms != 0 && now - l->reported_ms < SWS_ACCESS_LOG_DROP_REPORT_MS)
+        return;
+    uint64_t secs = (now - l->drop_since_ms + 999) / 1000;
+    sws_log_warn("access log: %llu line%s dropped in the last %llu s (%s)",
+                 (unsigned long long)l->dropped, l->dropped == 1 ? "" : "s",
+                 (unsigned long long)(secs > 0 ? secs : 1),
+                 l->drop_errno == 0 ? "destination not reading" : strerror(l->drop_errno));
+    l->dropped = 0;
+    l->reported_ms = now;
+    l->drop_since_ms = now;
+}
+
+static uint64_t count_lines(const char *p, size_t n)
+{
+    uint64_t lines = 0;
+    if (n == 0)
+        return 0; /* p may be NULL: no buffer yet */
+    for (const char *end = p + n; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
+        lines++;
+    return lines;
+}
+
+static ssize_t write_some(const sws_access_log_t *l, const char *p, size_t n)
+{
+    if (l->is_socket)
+        return send(l->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+    return write(l->fd, p, n);
+}
+
 void sws_access_log_flush(sws_access_log_t *l)
 {
     size_t off = 0;
     while (off < l->len && l->fd >= 0) {
-        ssize_t n = write(l->fd, l->buf + off, l->len - off);
+        ssize_t n = write_some(l, l->buf + off, l->len - off);
         if (n > 0) {
             off += (size_t)n;
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break; /* the rest waits for the next tick */
         /* A full disk or a closed pipe: drop the lines, keep serving. */
-        break;
+        count_dropped(l, count_lines(l->buf + off, l->len - off), n < 0 ? errno : EIO);
+        off = l->len;
     }
-    l->len = 0;
+    if (l->fd < 0)
+        off = l->len;
+    if (off > 0 && off < l->len)
+        memmove(l->buf, l->buf + off, l->len - off);
+    l->len -= off;
+    report_drops(l, 0);
+}
+
+int sws_access_log_waiting(const sws_access_log_t *l)
+{
+    return (l->len > 0 && l->fd >= 0) || l->dropped > 0;
 }
 
 static void close_fd(sws_access_log_t *l)
 {
-    if (l->owns_fd && l->fd >= 0)
+    /* Whatever the old destination did not take is lost with it. */
+    count_dropped(l, count_lines(l->buf, l->len), 0);
+    l->len = 0;
+    if (l->fd >= 0)
         close(l->fd);
     l->fd = -1;
-    l->owns_fd = 0;
+    l->is_socket = 0;
 }
 
 void sws_access_log_close(sws_access_log_t *l)
 {
     sws_access_log_flush(l);
     close_fd(l);
-    free(l->path);
+    report_drops(l, 1);
     free(l->buf);
-    l->path = NULL;
     l->buf = NULL;
 }
 
-static int is_stdout(const char *path, size_t len)
+int sws_access_log_set_format(sws_access_log_t *l, unsigned format)
 {
-    return len == 0 || (len == 1 && path[0] == '-');
-}
-
-int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *path,
-                             size_t path_len)
-{
-    if (is_stdout(path, path_len))
-        path_len = 0;
-    int same = l->path != NULL && strlen(l->path) == path_len &&
-               memcmp(l->path, path, path_len) == 0;
-    if (format == SWS__ACCESS_LOG__FORMAT__OFF) {
-        sws_access_log_flush(l);
-        close_fd(l);
-        free(l->path);
-        l->path = NULL;
-        l->format = format;
-        return 0;
-    }
-    /* On any failure below the previous format and destination stay:
-     * switching the format alone would mix two formats in one file. */
-    if (l->buf == NULL && (l->buf = malloc(SWS_ACCESS_LOG_BUF)) == NULL) {
+    if (format != SWS__ACCESS_LOG__FORMAT__OFF && l->buf == NULL &&
+        (l->buf = malloc(SWS_ACCESS_LOG_BUF)) == NULL) {
         sws_log_error("access log: out of memory");
         return -1;
     }
-    if (same && l->fd >= 0) {
-        l->format = format;
-        return 0;
-    }
-    char *copy = malloc(path_len + 1);
-    if (copy == NULL) {
-        sws_log_error("access log: out of memory");
-        return -1;
-    }
-    memcpy(copy, path, path_len);
-    copy[path_len] = '\0';
-    int fd = 1, owns = 0;
-    if (path_len > 0) {
-        fd = open(copy, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0) {
-            sws_log_error("access log %s: %s", copy, strerror(errno));
-            free(copy);
-            return -1;
-        }
-        owns = 1;
-    }
-    sws_access_log_flush(l); /* lines so far belong to the old file */
-    close_fd(l);
-    free(l->path);
-    l->path = copy;
-    l->fd = fd;
-    l->owns_fd = owns;
+    if (format == SWS__ACCESS_LOG__FORMAT__OFF)
+        sws_access_log_flush(l); /* what was logged before still lands */
     l->format = format;
     return 0;
+}
+
+void sws_access_log_set_fd(sws_access_log_t *l, int fd)
+{
+    sws_access_log_flush(l); /* lines so far belong to the old destination */
+    close_fd(l);
+    l->fd = fd;
+    struct stat st;
+    l->is_socket = fd >= 0 && fstat(fd, &st) == 0 && S_ISSOCK(st.st_mode);
 }
 
 static void update_stamps(sws_access_log_t *l, time_t now)
@@ -138,44 +180,75 @@ static char *put_str(char *o, const char *s)
 
 static const char hex[] = "0123456789abcdef";
 
-/* nginx's escaping for combined: '"', '\' and bytes outside 0x20-0x7e as
+/* nginx's escaping for combined: '"', '\\' and bytes outside 0x20-0x7e as
  * \xHH. An empty field is "-". */
 static char *put_clf(char *o, sws_str_t s)
 {
     if (s.len == 0)
         return SWS_PUT_LIT(o, "-");
     size_t n = s.len < FIELD_MAX ? s.len : FIELD_MAX;
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s.p[i];
-        if (ch < 0x20 || ch > 0x7e || ch == '"' || ch == '\\') {
-            *o++ = '\\';
-            *o++ = 'x';
-            *o++ = hex[ch >> 4];
-            *o++ = hex[ch & 15];
-        } else {
-            *o++ = (char)ch;
-        }
-    }
-    return o;
+    return sws_put_escaped(o, s.p, n, SWS_ESC_CTL | SWS_ESC_HIGH | SWS_ESC_QUOTE);
 }
 
-/* A JSON string; bytes outside printable ASCII as \u00HH so the line is
- * valid JSON whatever the client sent. */
+/* The length of the valid UTF-8 sequence at p (2 to 4 bytes, RFC 3629: no
+ * overlong form, no surrogate, nothing past U+10FFFF), or 0. */
+static size_t utf8_seq_len(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4;
+    else
+        return 0;
+    if (c == 0xe0)
+        lo = 0xa0;
+    else if (c == 0xed)
+        hi = 0x9f;
+    else if (c == 0xf0)
+        lo = 0x90;
+    else if (c == 0xf4)
+        hi = 0x8f;
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++) {
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    }
+    return len;
+}
+
+/* A JSON string that says exactly which bytes the client sent: valid UTF-8
+ * as it is, a control character as \u00HH (the same code point), '"' as
+ * \"; any other byte, and '\\' itself, as the four characters \xHH (JSON
+ * "\\xHH"). A backslash in the decoded value always starts such an escape,
+ * so a client cannot send text that reads as an escaped byte. */
 static char *put_json(char *o, sws_str_t s)
 {
     size_t n = s.len < FIELD_MAX ? s.len : FIELD_MAX;
+    const unsigned char *p = (const unsigned char *)s.p;
     *o++ = '"';
     for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s.p[i];
-        if (ch == '"' || ch == '\\') {
-            *o++ = '\\';
-            *o++ = (char)ch;
-        } else if (ch < 0x20 || ch > 0x7e) {
+        unsigned char ch = p[i];
+        size_t seq;
+        if (ch == '"') {
+            o = SWS_PUT_LIT(o, "\\\"");
+        } else if (ch < 0x20 || ch == 0x7f) {
             o = SWS_PUT_LIT(o, "\\u00");
             *o++ = hex[ch >> 4];
             *o++ = hex[ch & 15];
-        } else {
+        } else if (ch < 0x7f && ch != '\\') {
             *o++ = (char)ch;
+        } else if (ch >= 0x80 && (seq = utf8_seq_len(p + i, n - i)) > 0) {
+            o = sws_put(o, p + i, seq);
+            i += seq - 1;
+        } else {
+            *o++ = '\\';
+            o = sws_put_esc_byte(o, ch);
         }
     }
     *o++ = '"';
@@ -200,6 +273,10 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
         return;
     if (SWS_ACCESS_LOG_BUF - l->len < SWS_ACCESS_LOG_LINE_MAX)
         sws_access_log_flush(l);
+    if (SWS_ACCESS_LOG_BUF - l->len < SWS_ACCESS_LOG_LINE_MAX) {
+        count_dropped(l, 1, 0); /* the destination is not taking lines */
+        return;
+    }
     update_stamps(l, now);
     sws_str_t ua = header_or_empty(r, "User-Agent");
     sws_str_t remote_s = { remote, strlen(remote) };

@@ -10,8 +10,19 @@
  *
  * Lines go into a 64 KiB buffer that the worker flushes with one write(2)
  * per loop iteration (its tick) or when the buffer is full, so logging
- * costs no syscall per request. Request bytes are escaped (\xHH in
- * combined, \u00HH in JSON) so a client cannot forge lines.
+ * costs no syscall per request. Request bytes are escaped so a client
+ * cannot forge lines: \xHH in combined (as nginx); in JSON, valid UTF-8
+ * passes, control characters are \u00HH, other bytes and '\\' the text
+ * \xHH (put_json).
+ *
+ * Logging never blocks the worker: the destination is written without
+ * waiting (a pipe's description is non-blocking, sws_log_file_open; a
+ * socket is sent to with MSG_DONTWAIT; a regular file is written as it
+ * is). What the destination does not take stays buffered, whole lines
+ * stay whole, and a line that finds no room is dropped and counted; the
+ * error log says so at once, then at most every
+ * SWS_ACCESS_LOG_DROP_REPORT_MS ("access log: 1234 lines dropped in the
+ * last 10 s (destination not reading)").
  *
  * Owner: the worker (one per process); not shared, not thread-safe.
  */
@@ -28,39 +39,55 @@
 
 /* Request bytes kept per field (longer values are cut, not dropped), and
  * the longest line that can result: five such fields at the worst escaping
- * (6 bytes per byte in JSON) plus the fixed parts. A line is appended only
+ * (6 bytes per byte in JSON: \u00HH) plus the fixed parts. A line is appended only
  * when this much room is left, so one always fits and lands whole. */
 #define SWS_ACCESS_LOG_FIELD_MAX 1536u
 #define SWS_ACCESS_LOG_LINE_MAX (6u * 5 * SWS_ACCESS_LOG_FIELD_MAX + 512)
 
+#define SWS_ACCESS_LOG_DROP_REPORT_MS 10000u
+
 typedef struct sws_access_log {
-    int fd;               /* -1 when off */
-    int owns_fd;          /* 0 for standard output */
+    int fd;               /* -1 when off; owned */
+    int is_socket;        /* send(MSG_DONTWAIT) rather than write */
     unsigned format;      /* Sws__AccessLog__Format */
-    char *path;           /* the configured path ("" = stdout); owned */
     char *buf;            /* SWS_ACCESS_LOG_BUF bytes; owned */
     size_t len;
     time_t stamp_sec;     /* the second the cached stamps are for */
     char stamp_clf[64];   /* "30/Nov/2026:02:33:30 +0000" */
     char stamp_iso[64];   /* "2026-11-30T02:33:30Z" */
+    uint64_t dropped;     /* lines lost since the last report */
+    uint64_t drop_since_ms;  /* CLOCK_MONOTONIC: where "in the last N s" starts */
+    uint64_t reported_ms;    /* the last report; 0: none yet */
+    int drop_errno;       /* why the last lines were lost; 0: not reading */
 } sws_access_log_t;
 
 void sws_access_log_init(sws_access_log_t *l);
 
-/* Apply a generation's settings: format, and path ("" or "-": standard
- * output). Reopens only when the path changed; lines buffered so far go to
- * the file they were logged for. 0, or -1 when the file cannot be opened
- * (logged; the previous format and destination stay). */
-int sws_access_log_configure(sws_access_log_t *l, unsigned format, const char *path,
-                             size_t path_len);
+/* The format, from a table generation. Lines buffered so far keep the
+ * format they were written in. 0, or -1 out of memory (logged; the
+ * previous format stays). */
+int sws_access_log_set_format(sws_access_log_t *l, unsigned format);
+
+/* Log to fd from now on (-1: nowhere), which the log owns from here on:
+ * what is buffered goes to the previous destination first, then that is
+ * closed. The worker never opens a log file: the supervisor does, before
+ * privileges drop (sws_log_file_open), and hands the descriptor over at
+ * fork or over the control channel (core/chan.h). */
+void sws_access_log_set_fd(sws_access_log_t *l, int fd);
 
 /* Append the line for r, answered at wall-clock second `now` after
  * duration_ms. remote is the client address as text. */
 void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const char *remote,
                             time_t now, uint64_t duration_ms);
 
-/* Write out what is buffered (one write). */
+/* Write out what the destination takes now (one write, more only after a
+ * short one); report drops when it is time. */
 void sws_access_log_flush(sws_access_log_t *l);
+
+/* 1 while lines wait for the destination or drops wait to be reported:
+ * the worker then wakes up now and then (its tick flushes) even when no
+ * request comes, so they do not wait for the next one. */
+int sws_access_log_waiting(const sws_access_log_t *l);
 
 /* Flush, close the file, free the buffers. */
 void sws_access_log_close(sws_access_log_t *l);

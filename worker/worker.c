@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "core/chan.h"
 #include "core/log.h"
 #include "core/loop.h"
 #include "worker/access_log.h"
@@ -23,6 +24,7 @@
 #define ACCEPT_BATCH 64          /* accepts per listener event */
 #define ACCEPT_PAUSE_MS 100      /* out of fds: retry accepting after this */
 #define ACCEPT_ERROR_LOG_MS 1000 /* at most one "out of fds" line per second */
+#define ACCESS_LOG_RETRY_MS 1000 /* a destination not reading: try again after this */
 
 typedef struct listener {
     sws_io_t io;
@@ -39,6 +41,7 @@ typedef struct sws_worker {
     uint64_t generation;          /* of the table in use; 0: none */
     pid_t pid;                    /* cached: the reader slot is stamped every tick */
     sws_io_t signals;
+    sws_io_t ctl;                 /* control channel from the supervisor */
     listener_t *listeners;
     unsigned nlisteners;
     int listening;                /* listeners registered in epoll */
@@ -48,6 +51,8 @@ typedef struct sws_worker {
     uint64_t accept_error_logged_ms;
     sws_timer_queue_t shutdown_q; /* graceful stop deadline */
     sws_timer_t shutdown_timer;
+    sws_timer_queue_t access_log_q; /* wakes an idle worker to flush the access log */
+    sws_timer_t access_log_timer;
 } sws_worker_t;
 
 static int listeners_register(sws_worker_t *w)
@@ -138,8 +143,7 @@ static void adopt_generation(sws_worker_t *w)
     /* A reload's logging.level reaches running workers with the table. */
     if (sws_settings_log_level(st) >= 0)
         sws_log_set_level((sws_log_level_t)sws_settings_log_level(st));
-    sws_access_log_configure(&w->access_log, st->access_log_format,
-                             sws_table_str(t, st->access_log_path), st->access_log_path.len);
+    sws_access_log_set_format(&w->access_log, st->access_log_format);
     sws_log_debug("using table generation %llu", (unsigned long long)gen);
 }
 
@@ -185,6 +189,8 @@ static void on_tick(sws_loop_t *loop, void *data)
     sws_worker_t *w = data;
     sws_conn_set_reap(&w->conns);
     sws_access_log_flush(&w->access_log);
+    if (sws_access_log_waiting(&w->access_log) && !sws_timer_is_armed(&w->access_log_timer))
+        sws_timer_arm(&w->loop, &w->access_log_q, &w->access_log_timer);
     adopt_generation(w);
     if (w->quit_requested)
         drain(w);
@@ -203,6 +209,13 @@ static void on_wake(sws_loop_t *loop, void *data)
     adopt_generation(data);
 }
 
+/* Nothing to do here: waking up is the point, the tick that follows
+ * flushes (and reports drops). */
+static void on_access_log_timer(sws_timer_t *t)
+{
+    (void)t;
+}
+
 static void on_signal(sws_io_t *io, uint32_t events)
 {
     (void)events;
@@ -214,6 +227,66 @@ static void on_signal(sws_io_t *io, uint32_t events)
         else if (si.ssi_signo == SIGQUIT)
             w->quit_requested = 1;
     }
+}
+
+/* New log descriptors (SIGUSR1, a reload that moved the access log):
+ * what is buffered goes to the old ones, then they are swapped. */
+static void take_logs(sws_worker_t *w, sws_chan_msg_t *m)
+{
+    struct sws_chan_logs logs = { 0 };
+    memcpy(&logs, m->body, m->len < sizeof(logs) ? m->len : sizeof(logs));
+    unsigned want = !!(logs.flags & SWS_CHAN_LOGS_ERROR) + !!(logs.flags & SWS_CHAN_LOGS_ACCESS);
+    if (m->nfds != want) {
+        sws_log_error("control channel: log message with %u descriptors, %u expected", m->nfds,
+                      want);
+        return;
+    }
+    unsigned i = 0;
+    if (logs.flags & SWS_CHAN_LOGS_ERROR) {
+        sws_log_set_fd(m->fds[i]);
+        m->fds[i++] = -1;
+    }
+    if (logs.flags & SWS_CHAN_LOGS_ACCESS) {
+        sws_access_log_set_fd(&w->access_log, m->fds[i]);
+        m->fds[i++] = -1;
+    }
+    sws_log_info("log files reopened");
+}
+
+static void on_control(sws_io_t *io, uint32_t events)
+{
+    (void)events;
+    sws_worker_t *w = sws_container_of(io, sws_worker_t, ctl);
+    char err[256];
+    sws_chan_msg_t m;
+    int rc;
+    while ((rc = sws_chan_recv(io->fd, &m, err, sizeof(err))) == 1) {
+        if (m.type == SWS_CHAN_LOGS)
+            take_logs(w, &m);
+        else
+            sws_log_error("control channel: unknown message type %u", (unsigned)m.type);
+        sws_chan_msg_close_fds(&m);
+    }
+    if (rc < 0) {
+        /* The supervisor is gone (its death signal stops us) or the
+         * channel broke: either way nothing more will come. */
+        if (errno != 0)
+            sws_log_error("%s", err);
+        sws_loop_del(&w->loop, io);
+        close(io->fd);
+        io->fd = -1;
+    }
+}
+
+static int setup_control(sws_worker_t *w)
+{
+    w->ctl.fd = w->cfg->ctl_fd;
+    w->ctl.cb = on_control;
+    if (w->ctl.fd >= 0 && sws_loop_add(&w->loop, &w->ctl, EPOLLIN) < 0) {
+        sws_log_error("epoll_ctl(ADD) control channel: %s", strerror(errno));
+        return -1;
+    }
+    return 0;
 }
 
 static int setup_signals(sws_worker_t *w)
@@ -276,7 +349,7 @@ static int drop_privileges(const sws_worker_config_t *cfg)
 static int worker_setup(sws_worker_t *w)
 {
     const sws_worker_config_t *cfg = w->cfg;
-    if (setup_signals(w) < 0 || drop_privileges(cfg) < 0)
+    if (setup_signals(w) < 0 || setup_control(w) < 0 || drop_privileges(cfg) < 0)
         return -1;
     w->counters = sws_shm_counters(cfg->shm, cfg->index);
     sws_conn_set_init(&w->conns, &w->loop, sws_handlers_dispatch, w->counters);
@@ -285,6 +358,8 @@ static int worker_setup(sws_worker_t *w)
     sws_timer_init(&w->accept_timer, accept_resume);
     sws_timer_queue_init(&w->loop, &w->shutdown_q, 0); /* set by drain() */
     sws_timer_init(&w->shutdown_timer, on_shutdown_timeout);
+    sws_timer_queue_init(&w->loop, &w->access_log_q, ACCESS_LOG_RETRY_MS);
+    sws_timer_init(&w->access_log_timer, on_access_log_timer);
     adopt_generation(w);
 
     w->nlisteners = cfg->nlisten;
@@ -315,7 +390,9 @@ int sws_worker_main(const sws_worker_config_t *cfg)
     w.cfg = cfg;
     w.pid = getpid();
     w.signals.fd = -1;
+    w.ctl.fd = -1;
     sws_access_log_init(&w.access_log);
+    sws_access_log_set_fd(&w.access_log, cfg->access_fd);
     if (sws_loop_init(&w.loop) < 0) {
         sws_log_error("epoll_create: %s", strerror(errno));
         return 1;
@@ -334,6 +411,8 @@ int sws_worker_main(const sws_worker_config_t *cfg)
         w.counters->connections_active = 0;
     if (w.signals.fd >= 0)
         close(w.signals.fd);
+    if (w.ctl.fd >= 0)
+        close(w.ctl.fd);
     free(w.listeners);
     sws_loop_close(&w.loop);
     return status;

@@ -11,7 +11,13 @@
  *            shutdown timeout passes: then exit 0 and log how many were cut).
  *            The timeout is the one of the newest table generation when
  *            the stop begins, so a reload before the SIGQUIT sets it.
- *   SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE: ignored.
+ *   SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE: ignored (log files are
+ *            reopened by the supervisor, which sends the new descriptors
+ *            over the control channel, core/chan.h).
+ *
+ * Log files: the worker never opens one. The error log's descriptor is the
+ * logger's, inherited at fork; the access log's comes in access_fd; newer
+ * ones arrive as SWS_CHAN_LOGS messages on ctl_fd.
  *
  * Exit status: 0 after a stop, 1 on a setup error (logged). Anything else
  * (a signal, a crash) makes the supervisor restart the worker.
@@ -34,6 +40,8 @@ typedef struct sws_worker_config {
     uid_t uid;               /* drop to uid/gid after setup when drop_privileges */
     gid_t gid;
     int drop_privileges;
+    int ctl_fd;              /* this worker's end of the control channel; owned */
+    int access_fd;           /* the access log (-1: none); owned */
 } sws_worker_config_t;
 
 /* Run the worker until it stops; returns the process exit status. */

@@ -119,6 +119,36 @@ hosts:
         self.assertEqual(code, 1, out)
         self.assertRegex(out, re.escape(path) + r":\d+:\d+: ")
 
+    # -t checks what a start needs from the system, with the start's own
+    # functions, and names the key's place.
+    def test_t_no_such_user(self):
+        text = make_config(HELLO_HOSTS, "user: nosuchuser")
+        self.check_error(text, line_of(text, "nosuchuser"), 'server.user: no such user "nosuchuser"')
+
+    def test_t_error_log_in_a_missing_directory(self):
+        text = make_config(HELLO_HOSTS, 'logging: {error_log: "@DIR@/nodir/error.log"}')
+        self.check_error(text, line_of(text, "error_log"),
+                         "server.logging.error_log: %s/nodir/error.log: No such file or directory"
+                         % self.dir)
+
+    def test_t_access_log_that_cannot_be_opened(self):
+        # A directory: not writable as a file, even by root.
+        text = make_config(HELLO_HOSTS, 'logging: {access_log_path: "@DIR@"}')
+        self.check_error(text, line_of(text, "access_log_path"),
+                         "server.logging.access_log_path: %s: Is a directory" % self.dir)
+        # Off: not opened at start, so not checked either.
+        text = make_config(HELLO_HOSTS, 'logging: {access_log: off, access_log_path: "@DIR@"}')
+        code, out, _ = self.run_scalwsd("-t", "-c", self.write(text))
+        self.assertEqual(code, 0, out)
+
+    def test_start_fails_as_t_does(self):
+        text = make_config(HELLO_HOSTS, 'logging: {access_log_path: "@DIR@/nodir/access.log"}')
+        path = self.write(text)
+        code, out, _ = self.run_scalwsd("-c", path)
+        self.assertEqual(code, 1, out)
+        self.assertRegex(out, re.escape(path) + r":%d:\d+: server\.logging\.access_log_path: "
+                         % line_of(text, "access_log_path"))
+
     def test_t_missing_file(self):
         path = os.path.join(self.dir, "nope.yaml")
         code, out, _ = self.run_scalwsd("-t", "-c", path)

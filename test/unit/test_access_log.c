@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <signal.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@ typedef struct fixture {
     char dir[64];
     char path[128];  /* dir/access.log */
     char path2[128]; /* dir/other.log */
+    char opened[128]; /* the path log.fd was opened for, as the supervisor does */
     sws_access_log_t log;
 } fixture_t;
 
@@ -62,9 +64,19 @@ static int teardown(void **state)
     return 0;
 }
 
+/* What the supervisor and the worker do together: the supervisor opens the
+ * file when the log is on and the path is new, the worker takes the
+ * descriptor and the table's format. */
 static void configure(fixture_t *f, unsigned format, const char *path)
 {
-    assert_int_equal(sws_access_log_configure(&f->log, format, path, strlen(path)), 0);
+    if (format != OFF && (f->log.fd < 0 || strcmp(f->opened, path) != 0)) {
+        char err[256];
+        int fd = sws_log_file_open(path, 1, err, sizeof(err));
+        assert_true(fd >= 0);
+        sws_access_log_set_fd(&f->log, fd);
+        snprintf(f->opened, sizeof(f->opened), "%s", path);
+    }
+    assert_int_equal(sws_access_log_set_format(&f->log, format), 0);
 }
 
 /* The whole file as a NUL-terminated string (empty when it does not
@@ -176,7 +188,7 @@ typedef struct json_field {
     char key[32];
     int is_num;
     uint64_t num;
-    char str[JSON_MAX_STR]; /* decoded: \u00HH becomes the byte HH */
+    char str[JSON_MAX_STR]; /* decoded JSON (UTF-8), then \xHH undone: the bytes sent */
     size_t len;
 } json_field_t;
 
@@ -205,7 +217,7 @@ static const char *json_string(const char *p, const char *end, char *out, size_t
         fail_msg("JSON: expected a string at \"%.20s\"", p);
     for (p++; p < end && *p != '"'; p++) {
         unsigned char ch = (unsigned char)*p;
-        if (ch < 0x20 || ch > 0x7e)
+        if (ch < 0x20 || ch == 0x7f)
             fail_msg("JSON: raw byte 0x%02x inside a string", ch);
         if (n == cap)
             fail_msg("JSON: string longer than %zu", cap);
@@ -229,7 +241,7 @@ static const char *json_string(const char *p, const char *end, char *out, size_t
                 fail_msg("JSON: bad \\u escape");
             v = v * 16 + (unsigned)h;
         }
-        if (v > 0xff) /* the log escapes single bytes only */
+        if (v > 0x7f) /* only control characters are \u escaped */
             fail_msg("JSON: unexpected \\u%04x", v);
         out[n++] = (char)v;
         p += 4;
@@ -302,12 +314,33 @@ static const json_field_t *json_get(const json_obj_t *o, const char *key)
     return found;
 }
 
+/* The decoded value's \xHH back to bytes: every backslash must start one. */
+static size_t undo_x_escapes(const char *s, size_t len, char *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] != '\\') {
+            out[n++] = s[i];
+            continue;
+        }
+        if (len - i < 4 || s[i + 1] != 'x' || hexval(s[i + 2]) < 0 || hexval(s[i + 3]) < 0)
+            fail_msg("JSON value: a backslash that starts no \\xHH");
+        out[n++] = (char)(hexval(s[i + 2]) * 16 + hexval(s[i + 3]));
+        i += 3;
+    }
+    return n;
+}
+
 static void assert_json_str(const json_obj_t *o, const char *key, const char *want, size_t len)
 {
     const json_field_t *fl = json_get(o, key);
     assert_false(fl->is_num);
-    assert_int_equal(fl->len, len);
-    assert_memory_equal(fl->str, want, len);
+    char *bytes = malloc(fl->len + 1);
+    assert_non_null(bytes);
+    size_t n = undo_x_escapes(fl->str, fl->len, bytes);
+    assert_int_equal(n, len);
+    assert_memory_equal(bytes, want, len);
+    free(bytes);
 }
 
 static void assert_json_num(const json_obj_t *o, const char *key, uint64_t want)
@@ -515,8 +548,22 @@ static void test_combined_escapes_hostile_bytes(void **state)
     free(got);
 }
 
+/* One line of JSON for a reader that splits on '\n' and then decodes UTF-8:
+ * no control byte before the newline. (Valid UTF-8 is checked by the exact
+ * lines of test_json_utf8_passes_invalid_bytes_escaped.) */
+static void assert_one_json_line(const char *line, size_t len)
+{
+    assert_true(len > 0);
+    assert_int_equal(line[len - 1], '\n');
+    for (size_t i = 0; i + 1 < len; i++) {
+        unsigned char ch = (unsigned char)line[i];
+        if (ch < 0x20 || ch == 0x7f)
+            fail_msg("byte 0x%02x at %zu of the line", ch, i);
+    }
+}
+
 /* JSON: the line parses, and every string decodes back to the bytes the
- * client sent (a byte >= 0x80 as the code point of the same value). */
+ * client sent (valid UTF-8 as text, the rest through \xHH). */
 static void test_json_escapes_hostile_bytes(void **state)
 {
     fixture_t *f = *state;
@@ -528,7 +575,7 @@ static void test_json_escapes_hostile_bytes(void **state)
 
     size_t len;
     char *got = slurp(f->path, &len);
-    assert_one_clean_line(got, len);
+    assert_one_json_line(got, len);
     free(got);
     json_parse_file(f->path, o);
     assert_int_equal(o->n, 10);
@@ -536,6 +583,38 @@ static void test_json_escapes_hostile_bytes(void **state)
     assert_json_str(o, "host", EVIL_HOST, sizeof(EVIL_HOST) - 1);
     assert_json_str(o, "ua", EVIL_UA, sizeof(EVIL_UA) - 1);
     assert_json_str(o, "remote", "127.0.0.1", 9);
+    free(o);
+}
+
+/* Valid UTF-8 is written as it is (no mojibake for a reader that decodes
+ * JSON), control characters as \u00HH; a byte that is not part of valid
+ * UTF-8 (stray continuation, overlong form, surrogate, past U+10FFFF, cut
+ * sequence) and the backslash itself as \xHH in the decoded value, so a
+ * client sending the text "\xe9" is not mistaken for the byte 0xe9. */
+static void test_json_utf8_passes_invalid_bytes_escaped(void **state)
+{
+    fixture_t *f = *state;
+    sws_request_t r;
+    static const char target[] = "/caf\xc3\xa9/\xe6\x97\xa5\xf0\x9f\x98\x80"
+                                 "|\x80\xff\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe9|\\xe9|\x01\x7f|\xc3";
+    req_init(&r, "GET", target, "");
+    log_one(f, JSON, &r, "1.1.1.1", 0);
+
+    size_t len;
+    char *got = slurp(f->path, &len);
+    const char *want_path =
+        "\"path\":\"/caf\xc3\xa9/\xe6\x97\xa5\xf0\x9f\x98\x80"
+        "|\\\\x80\\\\xff\\\\xc0\\\\xaf\\\\xed\\\\xa0\\\\x80\\\\xf4\\\\x90\\\\x80\\\\x80\\\\xe9"
+        "|\\\\x5cxe9|\\u0001\\u007f|\\\\xc3\",";
+    if (strstr(got, want_path) == NULL)
+        fail_msg("no %s in %s", want_path, got);
+    assert_one_json_line(got, len);
+    free(got);
+
+    json_obj_t *o = malloc(sizeof(*o));
+    assert_non_null(o);
+    json_parse_file(f->path, o);
+    assert_json_str(o, "path", target, sizeof(target) - 1);
     free(o);
 }
 
@@ -767,43 +846,9 @@ static void test_appends_to_an_existing_file(void **state)
     assert_file(f->path, "old\n" PLAIN_LINE("1.1.1.1"));
 }
 
-/* A path that cannot be opened is reported once in the error log and the
- * previous file keeps receiving lines, in the previous format (a reload
- * that fails half-way must not mix JSON into a combined file). */
-static void test_open_failure_keeps_the_previous_file(void **state)
-{
-    fixture_t *f = *state;
-    sws_request_t r;
-    req_init(&r, "GET", "/", "");
-    configure(f, COMBINED, f->path);
-    sws_access_log_request(&f->log, &r, "1.1.1.1", NOW, 0);
-
-    int p[2];
-    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
-    sws_log_init("test", p[1], SWS_LOG_INFO);
-    char bad[160];
-    snprintf(bad, sizeof(bad), "%s/no/such/dir.log", f->dir);
-    int rc = sws_access_log_configure(&f->log, JSON, bad, strlen(bad));
-    char err[1024];
-    ssize_t n = read(p[0], err, sizeof(err) - 1);
-    sws_log_init("test", 2, SWS_LOG_INFO);
-    close(p[0]);
-    close(p[1]);
-    assert_int_equal(rc, -1);
-    assert_true(n > 0);
-    err[n] = '\0';
-    assert_non_null(strstr(err, bad));
-    assert_ptr_equal(strchr(err, '\n'), err + n - 1); /* one line */
-
-    sws_access_log_request(&f->log, &r, "2.2.2.2", NOW, 0);
-    sws_access_log_flush(&f->log);
-    assert_file(f->path,
-                PLAIN_LINE("1.1.1.1")
-                PLAIN_LINE("2.2.2.2"));
-}
-
-/* "" and "-" are standard output, which the log writes to but never
- * closes. Standard output is a pipe for the length of the test. */
+/* "" and "-" are standard output, which the log writes to through a
+ * descriptor of its own and never closes. Standard output is a pipe for
+ * the length of the test. */
 static void test_stdout_is_used_not_closed(void **state)
 {
     fixture_t *f = *state;
@@ -816,9 +861,13 @@ static void test_stdout_is_used_not_closed(void **state)
     assert_true(saved >= 0);
     assert_int_equal(dup2(p[1], 1), 1);
 
-    int rc1 = sws_access_log_configure(&f->log, COMBINED, "-", 1);
+    char err[256];
+    int fd = sws_log_file_open("-", 1, err, sizeof(err));
+    assert_true(fd > 2);
+    sws_access_log_set_fd(&f->log, fd);
+    int rc1 = sws_access_log_set_format(&f->log, COMBINED);
     sws_access_log_request(&f->log, &r, "1.1.1.1", NOW, 0);
-    int rc2 = sws_access_log_configure(&f->log, JSON, "", 0); /* the same destination */
+    int rc2 = sws_access_log_set_format(&f->log, JSON); /* the same destination */
     sws_access_log_request(&f->log, &r, "2.2.2.2", NOW, 0);
     sws_access_log_close(&f->log);
     int still_open = fcntl(1, F_GETFD) != -1;
@@ -860,6 +909,101 @@ static void test_failed_write_drops_lines(void **state)
     assert_true(f->log.len > 0);
 }
 
+/* A destination that stops reading (a pipe nobody drains) never blocks:
+ * the pipe gets a non-blocking description of its own (the one standard
+ * output shares with other processes stays blocking), what it does not
+ * take stays buffered, lines that find no room are dropped and counted
+ * and reported, and the reader gets whole lines only. */
+static void test_unread_pipe_drops_whole_lines(void **state)
+{
+    fixture_t *f = *state;
+    sws_request_t r;
+    req_init(&r, "GET", "/", "");
+    int p[2], logp[2];
+    assert_int_equal(pipe2(p, 0), 0); /* blocking, as a shell makes it */
+    assert_int_equal(pipe2(logp, O_NONBLOCK), 0);
+    fflush(stdout);
+    int saved = dup(1);
+    assert_true(saved >= 0);
+    assert_int_equal(dup2(p[1], 1), 1);
+    char err[256];
+    int fd = sws_log_file_open("-", 1, err, sizeof(err));
+    int shared_blocking = (fcntl(1, F_GETFL) & O_NONBLOCK) == 0;
+    dup2(saved, 1);
+    close(saved);
+    close(p[1]);
+    assert_true(fd > 2);
+    assert_true(shared_blocking);
+    assert_true(fcntl(fd, F_GETFL) & O_NONBLOCK);
+
+    sws_log_init("worker 0", logp[1], SWS_LOG_INFO);
+    sws_access_log_set_fd(&f->log, fd);
+    assert_int_equal(sws_access_log_set_format(&f->log, COMBINED), 0);
+    unsigned logged = 0;
+    while (logged < 100000 && f->log.dropped == 0) {
+        sws_access_log_request(&f->log, &r, "1.1.1.1", NOW, 0);
+        logged++;
+        if (f->log.dropped == 0)
+            sws_access_log_flush(&f->log);
+    }
+    assert_int_equal(f->log.dropped, 1);
+    sws_access_log_flush(&f->log); /* reports at once, the first time */
+    char msg[1024];
+    ssize_t n = read(logp[0], msg, sizeof(msg) - 1);
+    sws_log_init("test", 2, SWS_LOG_INFO);
+    close(logp[0]);
+    close(logp[1]);
+    assert_true(n > 0);
+    msg[n] = '\0';
+    assert_non_null(strstr(msg, "[warn] worker 0["));
+    assert_non_null(strstr(msg, "]: access log: 1 line dropped in the last 1 s "
+                                "(destination not reading)\n"));
+
+    /* What the reader gets and what is still buffered are every line
+     * not dropped, in order, with no gap inside a line. */
+    const char *line = PLAIN_LINE("1.1.1.1");
+    size_t line_len = strlen(line);
+    size_t got = 0;
+    char buf[4096];
+    assert_int_equal(fcntl(p[0], F_SETFL, O_NONBLOCK), 0);
+    while ((n = read(p[0], buf, sizeof(buf))) > 0) {
+        for (ssize_t i = 0; i < n; i++)
+            assert_int_equal(buf[i], line[(got + (size_t)i) % line_len]);
+        got += (size_t)n;
+    }
+    assert_int_equal(got + f->log.len, (size_t)(logged - 1) * line_len);
+    close(p[0]);
+}
+
+/* After a quiet stretch, a new drop is counted from now, not from the last
+ * report (an hour ago): the report says "in the last 1 s". */
+static void test_drop_report_counts_from_the_new_drop(void **state)
+{
+    fixture_t *f = *state;
+    sws_request_t r;
+    req_init(&r, "GET", "/", "");
+    if (access("/dev/full", W_OK) != 0) {
+        print_message("skipped: no writable /dev/full (%s)\n", strerror(errno));
+        skip();
+    }
+    configure(f, COMBINED, "/dev/full");
+    f->log.reported_ms = 1; /* a report long ago (the monotonic clock's first ms) */
+    int p[2];
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    sws_log_init("worker 0", p[1], SWS_LOG_INFO);
+    sws_access_log_request(&f->log, &r, "1.1.1.1", NOW, 0);
+    sws_access_log_flush(&f->log);
+    char msg[1024];
+    ssize_t n = read(p[0], msg, sizeof(msg) - 1);
+    sws_log_init("test", 2, SWS_LOG_INFO);
+    close(p[0]);
+    close(p[1]);
+    assert_true(n > 0);
+    msg[n] = '\0';
+    assert_non_null(strstr(msg, "]: access log: 1 line dropped in the last 1 s "
+                                "(No space left on device)\n"));
+}
+
 #define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
 
 int main(void)
@@ -873,6 +1017,7 @@ int main(void)
         T(test_timestamps_follow_the_clock),
         T(test_combined_escapes_hostile_bytes),
         T(test_json_escapes_hostile_bytes),
+        T(test_json_utf8_passes_invalid_bytes_escaped),
         T(test_long_user_agent_is_cut),
         T(test_worst_case_line_fits_line_max),
         T(test_off_writes_nothing),
@@ -880,10 +1025,12 @@ int main(void)
         T(test_full_buffer_flushes_first),
         T(test_reopens_when_the_path_changes),
         T(test_appends_to_an_existing_file),
-        T(test_open_failure_keeps_the_previous_file),
         T(test_stdout_is_used_not_closed),
         T(test_failed_write_drops_lines),
+        T(test_unread_pipe_drops_whole_lines),
+        T(test_drop_report_counts_from_the_new_drop),
     };
     sws_log_init("test", 2, SWS_LOG_INFO);
+    signal(SIGPIPE, SIG_IGN); /* as in a worker: a closed reader is EPIPE */
     return cmocka_run_group_tests_name("access log", tests, NULL, NULL);
 }

@@ -55,6 +55,46 @@ static void test_line_format_and_filter(void **state)
     close(p[1]);
 }
 
+/* A request path with %0a or %1b, decoded, must not end the line or reach a
+ * terminal: the logger escapes every control byte and DEL, whatever the
+ * call site. */
+static void test_control_bytes_are_escaped(void **state)
+{
+    (void)state;
+    int p[2];
+    char buf[8192];
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    sws_log_init("worker 0", p[1], SWS_LOG_INFO);
+
+    sws_log_info("static: \"%s\" refused", "a\n2026-11-30T00:00:00.000Z [crit] forged\x1b[2J\x7f\t\r");
+    size_t n = drain(p[0], buf, sizeof(buf));
+    assert_true(n > 0);
+    assert_int_equal(buf[n - 1], '\n');
+    assert_null(memchr(buf, '\n', n - 1));
+    for (size_t i = 0; i + 1 < n; i++)
+        assert_true((unsigned char)buf[i] >= 0x20 && (unsigned char)buf[i] != 0x7f);
+    assert_non_null(strstr(buf, "\"a\\x0a2026-11-30T00:00:00.000Z [crit] forged\\x1b[2J\\x7f\\x09\\x0d\" refused\n"));
+
+    /* UTF-8 and backslashes are not control bytes: kept as they are. */
+    sws_log_info("caf\xc3\xa9 C:\\x");
+    n = drain(p[0], buf, sizeof(buf));
+    assert_non_null(strstr(buf, "]: caf\xc3\xa9 C:\\x\n"));
+
+    /* The worst case, every byte escaped, is cut but stays one line. */
+    char ctl[3000];
+    memset(ctl, '\n', sizeof(ctl) - 1);
+    ctl[sizeof(ctl) - 1] = '\0';
+    sws_log_error("%s", ctl);
+    n = drain(p[0], buf, sizeof(buf));
+    assert_true(n > 1000);
+    assert_int_equal(buf[n - 1], '\n');
+    assert_null(memchr(buf, '\n', n - 1));
+
+    sws_log_init("test", 2, SWS_LOG_INFO);
+    close(p[0]);
+    close(p[1]);
+}
+
 static void test_level_names(void **state)
 {
     (void)state;
@@ -74,6 +114,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_line_format_and_filter),
+        cmocka_unit_test(test_control_bytes_are_escaped),
         cmocka_unit_test(test_level_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
