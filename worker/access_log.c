@@ -261,14 +261,20 @@ static sws_str_t header_or_empty(const sws_request_t *r, const char *name)
     return v != NULL ? *v : SWS_STR("");
 }
 
-static sws_str_t proto_of(const sws_request_t *r)
+/* The version the request line carried, also a refused one (HTTP/9.9 gets
+ * its 505 and is logged as what it was); versions are one digit each. */
+static sws_str_t proto_of(const sws_request_t *r, char buf[sizeof("HTTP/x.y")])
 {
-    return r->version_minor == 0 ? SWS_STR("HTTP/1.0") : SWS_STR("HTTP/1.1");
+    memcpy(buf, "HTTP/x.y", sizeof("HTTP/x.y"));
+    buf[5] = (char)('0' + r->version_major % 10);
+    buf[7] = (char)('0' + r->version_minor % 10);
+    return (sws_str_t){ buf, sizeof("HTTP/x.y") - 1 };
 }
 
 void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const char *remote,
                             time_t now, uint64_t duration_ms)
 {
+    char proto[sizeof("HTTP/x.y")];
     if (l->format == SWS__ACCESS_LOG__FORMAT__OFF || l->fd < 0 || l->buf == NULL)
         return;
     if (SWS_ACCESS_LOG_BUF - l->len < SWS_ACCESS_LOG_LINE_MAX)
@@ -291,7 +297,7 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
         o = SWS_PUT_LIT(o, ",\"path\":");
         o = put_json(o, r->target);
         o = SWS_PUT_LIT(o, ",\"proto\":");
-        o = put_json(o, proto_of(r));
+        o = put_json(o, proto_of(r, proto));
         o = SWS_PUT_LIT(o, ",\"status\":");
         o = sws_put_u64(o, r->status);
         o = SWS_PUT_LIT(o, ",\"bytes\":");
@@ -313,7 +319,7 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
             *o++ = ' ';
             o = put_clf(o, r->target);
             *o++ = ' ';
-            o = put_clf(o, proto_of(r));
+            o = put_clf(o, proto_of(r, proto));
         } else {
             *o++ = '-';
         }

@@ -402,6 +402,20 @@ static void test_combined_referer_http10_no_user_agent(void **state)
                          "\"http://example.com/from\" \"-\"\n");
 }
 
+/* A refused version is logged as the client wrote it, not as HTTP/1.1. */
+static void test_refused_version_logged_as_carried(void **state)
+{
+    fixture_t *f = *state;
+    sws_request_t r;
+    req_init(&r, "GET", "/", "");
+    r.version_major = 9;
+    r.version_minor = 9;
+    r.status = 505;
+    log_one(f, COMBINED, &r, "127.0.0.1", 0);
+    assert_file(f->path, "127.0.0.1 - - [30/Nov/2026:02:33:30 +0000] \"GET / HTTP/9.9\" 505 0 "
+                         "\"-\" \"-\"\n");
+}
+
 /* A request refused before its line was parsed (400, 414) has no target:
  * nginx writes "-" for the request line. */
 static void test_combined_without_request_line(void **state)
@@ -1011,6 +1025,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_combined_line),
         T(test_combined_referer_http10_no_user_agent),
+        T(test_refused_version_logged_as_carried),
         T(test_combined_without_request_line),
         T(test_json_line),
         T(test_json_empty_fields_and_big_numbers),

@@ -764,8 +764,6 @@ int main(void)
         cmocka_unit_test(test_error_form_listen_mapping),
         cmocka_unit_test(test_error_form_table_size),
         cmocka_unit_test(test_error_form_tab),
-}
-
         cmocka_unit_test(test_route_path_must_be_normal),
         cmocka_unit_test(test_errors_respond_static_redirect),
         cmocka_unit_test(test_errors_file),
