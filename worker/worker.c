@@ -130,6 +130,8 @@ static void adopt_generation(sws_worker_t *w)
     /* Every tick and every wake-up, so cheap when nothing changed: one load
      * and a compare in shm, one compare here. (Before the first publish
      * there is no table: the connection set keeps its defaults.) */
+    if (w->generation != 0 && sws_shm_current_generation(w->cfg->shm) == w->generation)
+        return; /* our reader slot already holds it */
     const sws_table_t *t = sws_shm_reader_acquire(w->cfg->shm, w->cfg->index, w->pid);
     if (t == NULL)
         return;
