@@ -18,9 +18,10 @@ static struct sws_logger {
     int fd;
     int owns_fd;
     int is_socket; /* send(MSG_DONTWAIT): never wait for a reader */
+    int echo;      /* errors also to standard error (sws_log_set_startup_echo) */
     sws_log_level_t min_level;
     char role[32];
-} logger = { 2, 0, 0, SWS_LOG_INFO, "scalwsd" };
+} logger = { 2, 0, 0, 0, SWS_LOG_INFO, "scalwsd" };
 
 /* A message is cut at SWS_LOG_MSG_MAX bytes before escaping (4 bytes per
  * escaped byte), a line at PIPE_BUF: writes up to that size to a pipe are
@@ -93,6 +94,17 @@ int sws_log_file_open(const char *path, int std_fd, char *err, size_t errlen)
 }
 
 void sws_log_set_level(sws_log_level_t min_level) { logger.min_level = min_level; }
+
+void sws_log_set_startup_echo(int on) { logger.echo = on; }
+
+/* The log already goes to standard error's file (a terminal, a pipe). */
+static int log_is_stderr(void)
+{
+    struct stat a, b;
+    if (fstat(logger.fd, &a) < 0 || fstat(2, &b) < 0)
+        return 1;
+    return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
 sws_log_level_t sws_log_get_level(void) { return logger.min_level; }
 
 void sws_log_set_role(const char *role)
@@ -149,6 +161,9 @@ void sws_logv(sws_log_level_t level, const char *fmt, va_list ap)
      * waited for: losing a log line beats blocking a worker. */
     ssize_t w = logger.is_socket ? send(logger.fd, line, len, MSG_DONTWAIT | MSG_NOSIGNAL)
                                  : write(logger.fd, line, len);
+    (void)w;
+    if (logger.echo && level >= SWS_LOG_ERROR && !log_is_stderr())
+        w = write(2, line, len);
     (void)w;
     errno = saved_errno;
 }

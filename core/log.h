@@ -55,6 +55,12 @@ int sws_log_fd(void);
 int sws_log_file_open(const char *path, int std_fd, char *err, size_t errlen);
 
 void sws_log_set_level(sws_log_level_t min_level);
+
+/* While on, lines at error level or above are also written to standard
+ * error when the log goes to another file: the supervisor turns it on
+ * while it starts, so that an operator at a terminal sees why a start
+ * failed, and off before it forks workers (they inherit the setting). */
+void sws_log_set_startup_echo(int on);
 sws_log_level_t sws_log_get_level(void);
 
 /* "worker 3", "supervisor": the name printed before the pid. */

@@ -923,7 +923,10 @@ int sws_supervisor_run(const char *config_path)
     sup.pending_access_fd = -1;
     sws_proctitle_set("scalwsd: supervisor -c %s", config_path);
 
-    if (setup(&sup) < 0) {
+    sws_log_set_startup_echo(1);
+    int setup_rc = setup(&sup);
+    sws_log_set_startup_echo(0);
+    if (setup_rc < 0) {
         teardown(&sup);
         return 1;
     }

@@ -149,6 +149,27 @@ hosts:
         self.assertRegex(out, re.escape(path) + r":%d:\d+: server\.logging\.access_log_path: "
                          % line_of(text, "access_log_path"))
 
+    def test_start_failure_reaches_the_terminal_with_a_log_file(self):
+        """With error_log in a file, why a start failed is on standard
+        error too (an operator at a terminal sees it, as with nginx), and
+        in the file."""
+        import socket
+        busy = socket.socket()
+        self.addCleanup(busy.close)
+        busy.bind(("127.0.0.1", 0))
+        busy.listen(1)
+        port = busy.getsockname()[1]
+        text = make_config(HELLO_HOSTS, 'logging: {error_log: "@DIR@/error.log"}')
+        path = self.write(text.replace("@PORT@", str(port)))
+        p = subprocess.run([binary(), "-c", path], capture_output=True, timeout=TIMEOUT,
+                           stdin=subprocess.DEVNULL, cwd=self.dir)
+        err = p.stderr.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 1, err)
+        want = "bind 127.0.0.1:%d: Address already in use" % port
+        self.assertIn(want, err)
+        with open(os.path.join(self.dir, "error.log")) as f:
+            self.assertIn(want, f.read())
+
     def test_t_missing_file(self):
         path = os.path.join(self.dir, "nope.yaml")
         code, out, _ = self.run_scalwsd("-t", "-c", path)
