@@ -23,11 +23,12 @@ static void conn_on_event(sws_io_t *io, uint32_t events);
 static void conn_on_timer(sws_timer_t *t);
 static void conn_run(sws_conn_t *c);
 
-void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, sws_request_handler_t handler,
-                       sws_shm_counters_t *counters)
+void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, const sws_proto_ops_t *proto,
+                       sws_request_handler_t handler, sws_shm_counters_t *counters)
 {
     memset(s, 0, sizeof(*s));
     s->loop = loop;
+    s->proto = proto;
     s->handler = handler;
     s->counters = counters;
     s->settings = &sws_conn_default_settings;
@@ -118,7 +119,8 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
         memcpy(&c->peer, peer, peer_len);
     c->peer_len = peer_len;
     c->peer_text[0] = '\0';
-    sws_http1_init(c);
+    c->proto = s->proto;
+    c->proto->init(c);
 
     if (sws_loop_add(s->loop, &c->io, CONN_EVENTS) < 0) {
         sws_log_error("epoll_ctl(ADD) for a connection: %s", strerror(errno));
@@ -191,7 +193,8 @@ static int conn_output_empty(const sws_conn_t *c)
 
 static int conn_is_idle(const sws_conn_t *c)
 {
-    return c->phase == SWS_CONN_ACTIVE && c->h1.state == SWS_H1_IDLE && c->rpos == c->rend &&
+    return c->phase == SWS_CONN_ACTIVE && c->proto->waiting_for(c) == SWS_PROTO_WAIT_IDLE &&
+           c->rpos == c->rend &&
            conn_output_empty(c);
 }
 
@@ -289,44 +292,13 @@ void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len)
     c->file_left = len;
 }
 
-/* Slices of the request that point into the read buffer follow its bytes
- * when they move (compaction, growth). Offsets are computed as integers so
- * no pointer into freed memory is ever compared. A slice into the bytes
- * that compaction drops (an answered request's) is emptied rather than
- * pointed before the buffer. */
-static void slice_move(sws_str_t *s, uintptr_t old_base, size_t old_cap, const char *new_base,
-                       size_t shift)
-{
-    uintptr_t off = (uintptr_t)s->p - old_base;
-    if (s->p == NULL || off > old_cap)
-        return;
-    if (off < shift)
-        *s = SWS_STR("");
-    else
-        s->p = new_base + (off - shift);
-}
-
-static void conn_move_input(sws_conn_t *c, uintptr_t old_base, const char *new_base, size_t shift)
-{
-    sws_request_t *r = &c->req;
-    size_t cap = c->rcap;
-    slice_move(&r->target, old_base, cap, new_base, shift);
-    slice_move(&r->path, old_base, cap, new_base, shift);
-    slice_move(&r->query, old_base, cap, new_base, shift);
-    slice_move(&r->host, old_base, cap, new_base, shift);
-    for (unsigned i = 0; i < r->nheaders; i++) {
-        slice_move(&r->headers[i].name, old_base, cap, new_base, shift);
-        slice_move(&r->headers[i].value, old_base, cap, new_base, shift);
-    }
-}
-
 /* The read buffer is full: drop what earlier requests used, or grow up to
  * what the settings allow a head. 0, or -1 when the head cannot fit. */
 static int conn_make_room(sws_conn_t *c)
 {
     if (c->msg_start > 0) {
         uint32_t shift = c->msg_start;
-        conn_move_input(c, (uintptr_t)c->rbuf, c->rbuf, shift);
+        c->proto->input_moved(c, (uintptr_t)c->rbuf, c->rcap, c->rbuf, shift);
         memmove(c->rbuf, c->rbuf + shift, c->rend - shift);
         c->rpos -= shift;
         c->rend -= shift;
@@ -343,7 +315,7 @@ static int conn_make_room(sws_conn_t *c)
     char *p = realloc(c->rbuf, cap);
     if (p == NULL)
         return -1;
-    conn_move_input(c, old, p, 0);
+    c->proto->input_moved(c, old, c->rcap, p, 0);
     c->rbuf = p;
     c->rcap = (uint32_t)cap;
     return 0;
@@ -354,7 +326,7 @@ static int conn_make_room(sws_conn_t *c)
 static int conn_read(sws_conn_t *c)
 {
     if (c->rend == c->rcap && conn_make_room(c) < 0) {
-        sws_http1_fail(c, 431, "request head does not fit the buffer");
+        c->proto->fail(c, 431, "request head does not fit the buffer");
         return 0;
     }
     size_t space = c->rcap - c->rend;
@@ -508,20 +480,20 @@ static void conn_update_timer(sws_conn_t *c)
             conn_arm(c, &s->send_q);
         return;
     }
-    switch (c->h1.state) {
-    case SWS_H1_IDLE:
+    switch (c->proto->waiting_for(c)) {
+    case SWS_PROTO_WAIT_IDLE:
         if (c->requests > 0 && (c->timer_q != &s->idle_q || c->wrote))
             conn_arm(c, &s->idle_q);
         break;
-    case SWS_H1_HEAD:
+    case SWS_PROTO_WAIT_HEAD:
         if (c->timer_q != &s->header_q || c->head_started)
             conn_arm(c, &s->header_q);
         break;
-    case SWS_H1_BODY:
+    case SWS_PROTO_WAIT_BODY:
         if (c->timer_q != &s->body_q || c->got_input)
             conn_arm(c, &s->body_q);
         break;
-    default:
+    case SWS_PROTO_WAIT_NOTHING:
         break;
     }
 }
@@ -539,7 +511,7 @@ static void conn_run(sws_conn_t *c)
     unsigned reads = 0;
     for (;;) {
         if (!c->close_after)
-            sws_http1_process(c);
+            c->proto->on_input(c);
         if (sws_conn_output_blocked(c)) {
             if (conn_flush(c) < 0)
                 return;
@@ -629,12 +601,12 @@ static void conn_on_timer(sws_timer_t *t)
         sws_conn_close(c);
         return;
     }
-    if (q == &s->header_q && c->h1.state == SWS_H1_IDLE) {
+    if (q == &s->header_q && c->proto->waiting_for(c) == SWS_PROTO_WAIT_IDLE) {
         sws_conn_close(c); /* connected, never sent a byte: nothing to answer */
         return;
     }
     if (q == &s->header_q || q == &s->body_q) {
-        sws_http1_fail(c, 408, q == &s->header_q ? "request head timeout" : "request body timeout");
+        c->proto->fail(c, 408, q == &s->header_q ? "request head timeout" : "request body timeout");
         conn_run(c);
         return;
     }

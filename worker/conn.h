@@ -6,6 +6,11 @@
  * each connection owns its fd, its read buffer, its output buffer and an
  * optional file being sent. Everything runs in the worker's one thread.
  *
+ * Protocols: conn.c knows none; it calls the connection's protocol through
+ * the operations of worker/proto.h (HTTP/1.1: sws_http1_proto). The
+ * protocol's per-connection state (h1, req) still lives in this struct
+ * until streams arrive (issue 6).
+ *
  * I/O model (the hot path; see worker/http1.c for the protocol):
  *   - the fd is registered once, edge-triggered for IN|OUT|RDHUP; there is
  *     no epoll_ctl per request;
@@ -44,6 +49,7 @@
 #include "shm/table.h"
 #include "worker/access_log.h"
 #include "worker/http1.h"
+#include "worker/proto.h"
 #include "worker/request.h"
 
 #define SWS_CONN_READ_BUF (16u * 1024)   /* initial read buffer */
@@ -74,6 +80,7 @@ enum sws_conn_phase {
 
 struct sws_conn {
     sws_io_t io;
+    const sws_proto_ops_t *proto; /* the protocol on this connection */
     sws_timer_t timer;
     sws_timer_queue_t *timer_q;   /* queue the timer is armed in; NULL: none */
     sws_conn_set_t *set;
@@ -119,6 +126,7 @@ struct sws_conn {
 
 struct sws_conn_set {
     sws_loop_t *loop;
+    const sws_proto_ops_t *proto;    /* what new connections speak */
     sws_request_handler_t handler;
     sws_shm_counters_t *counters;    /* never NULL */
     sws_access_log_t *access_log;    /* NULL: no access log */
@@ -140,10 +148,11 @@ struct sws_conn_set {
 /* Defaults used before a generation is adopted (and by tests). */
 extern const sws_settings_t sws_conn_default_settings;
 
-/* Set up an empty set. handler answers complete requests; counters must
+/* Set up an empty set whose connections speak proto (worker/proto.h;
+ * static, not copied). handler answers complete requests; counters must
  * outlive the set. */
-void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, sws_request_handler_t handler,
-                       sws_shm_counters_t *counters);
+void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, const sws_proto_ops_t *proto,
+                       sws_request_handler_t handler, sws_shm_counters_t *counters);
 
 /* Use table t with settings st (NULL: the defaults) and Server header
  * value server_name (borrowed: must stay valid while t is held). Timer

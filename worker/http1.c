@@ -857,3 +857,43 @@ void sws_http1_response_done(sws_conn_t *c, sws_request_t *r)
         c->h1.state = SWS_H1_DEAD;
     }
 }
+
+/* ---- the protocol operations conn.c calls (worker/proto.h) ---- */
+
+static enum sws_proto_wait http1_waiting_for(const sws_conn_t *c)
+{
+    switch (c->h1.state) {
+    case SWS_H1_IDLE:
+        return SWS_PROTO_WAIT_IDLE;
+    case SWS_H1_HEAD:
+        return SWS_PROTO_WAIT_HEAD;
+    case SWS_H1_BODY:
+        return SWS_PROTO_WAIT_BODY;
+    default:
+        return SWS_PROTO_WAIT_NOTHING;
+    }
+}
+
+/* The request's slices point into the read buffer: they follow its bytes. */
+static void http1_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
+                              const char *new_base, size_t shift)
+{
+    sws_request_t *r = &c->req;
+    sws_proto_slice_move(&r->target, old_base, old_cap, new_base, shift);
+    sws_proto_slice_move(&r->path, old_base, old_cap, new_base, shift);
+    sws_proto_slice_move(&r->query, old_base, old_cap, new_base, shift);
+    sws_proto_slice_move(&r->host, old_base, old_cap, new_base, shift);
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        sws_proto_slice_move(&r->headers[i].name, old_base, old_cap, new_base, shift);
+        sws_proto_slice_move(&r->headers[i].value, old_base, old_cap, new_base, shift);
+    }
+}
+
+const sws_proto_ops_t sws_http1_proto = {
+    .name = "http/1.1",
+    .init = sws_http1_init,
+    .on_input = sws_http1_process,
+    .fail = sws_http1_fail,
+    .waiting_for = http1_waiting_for,
+    .input_moved = http1_input_moved,
+};

@@ -28,6 +28,7 @@
 #include <stdint.h>
 
 #include "llhttp.h"
+#include "worker/proto.h"
 #include "worker/request.h"
 
 enum sws_http1_state {
@@ -51,6 +52,11 @@ typedef struct sws_http1 {
     uint64_t chunk_left;    /* chunk framing: size, then data bytes still due */
     const char *gap;        /* chunk framing not yet scanned starts here */
 } sws_http1_t;
+
+/* HTTP/1.x as a protocol of worker/proto.h: what a connection set that
+ * serves HTTP/1 is initialised with. Its operations are the three below
+ * plus the protocol's state and buffer bookkeeping. */
+extern const sws_proto_ops_t sws_http1_proto;
 
 /* Start HTTP/1 on a fresh connection. */
 void sws_http1_init(sws_conn_t *c);

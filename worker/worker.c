@@ -354,7 +354,7 @@ static int worker_setup(sws_worker_t *w)
     if (setup_signals(w) < 0 || setup_control(w) < 0 || drop_privileges(cfg) < 0)
         return -1;
     w->counters = sws_shm_counters(cfg->shm, cfg->index);
-    sws_conn_set_init(&w->conns, &w->loop, sws_handlers_dispatch, w->counters);
+    sws_conn_set_init(&w->conns, &w->loop, &sws_http1_proto, sws_handlers_dispatch, w->counters);
     w->conns.access_log = &w->access_log;
     sws_timer_queue_init(&w->loop, &w->accept_q, ACCEPT_PAUSE_MS);
     sws_timer_init(&w->accept_timer, accept_resume);

@@ -102,7 +102,7 @@ static void run_pieces(const uint8_t *data, const size_t *cuts, size_t ncuts, ru
     run->truncated = 0;
     if (sws_loop_init(&loop) < 0)
         abort();
-    sws_conn_set_init(&set, &loop, handler, &counters);
+    sws_conn_set_init(&set, &loop, &sws_http1_proto, handler, &counters);
     sws_conn_set_configure(&set, NULL, &settings, SWS_STR("fuzz"));
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv) < 0)
         abort();

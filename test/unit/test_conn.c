@@ -1,7 +1,8 @@
 /* worker/conn.c: how a connection shares its worker (the send budget per
  * loop turn) and when its send timer gives up. A real connection over a
  * socketpair, driven by the event loop; a handler answers every request
- * with a file body. */
+ * with a file body. Then conn.c alone, with a fake protocol (worker/proto.h):
+ * what it hands the protocol and what it asks of it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -53,7 +54,7 @@ static int setup(void **state)
     assert_non_null(f);
     sws_log_init("test", 2, SWS_LOG_ERROR);
     assert_int_equal(sws_loop_init(&f->loop), 0);
-    sws_conn_set_init(&f->set, &f->loop, file_handler, &f->counters);
+    sws_conn_set_init(&f->set, &f->loop, &sws_http1_proto, file_handler, &f->counters);
     f->file = memfd_create("body", MFD_CLOEXEC);
     assert_true(f->file >= 0);
     char *body = malloc(BODY_SIZE);
@@ -85,7 +86,8 @@ static int teardown(void **state)
     sws_conn_set_destroy(&f->set);
     sws_loop_close(&f->loop);
     close(f->peer);
-    close(f->file);
+    if (f->file >= 0)
+        close(f->file);
     free(f);
     return 0;
 }
@@ -141,6 +143,185 @@ static void test_rest_follows_in_the_next_turn_without_an_edge(void **state)
     assert_true(got > BODY_SIZE && got < BODY_SIZE + 512); /* a head and the body */
 }
 
+/* ---- conn.c with a fake protocol ---- */
+
+/* The fake echoes its input upper-cased, and records what conn.c asked. */
+static struct fake {
+    int inits;
+    size_t seen;
+    enum sws_proto_wait wait;
+    unsigned failed;      /* status of the last fail(), 0: none */
+    int moved;            /* input_moved() calls */
+    int keep_tail;        /* keep the last 4 input bytes (msg_start, kept) */
+    int keep_all;         /* keep everything: msg_start stays 0 */
+    sws_str_t kept;
+    size_t kept_at;       /* offset of kept's first byte in the stream */
+} fake;
+
+static void fake_init(sws_conn_t *c)
+{
+    (void)c;
+    fake.inits++;
+}
+
+static void fake_on_input(sws_conn_t *c)
+{
+    uint32_t n = c->rend - c->rpos;
+    for (uint32_t i = c->rpos; i < c->rend; i++) {
+        char u = c->rbuf[i] >= 'a' && c->rbuf[i] <= 'z' ? (char)(c->rbuf[i] - 32) : c->rbuf[i];
+        assert_int_equal(sws_conn_append(c, &u, 1), 0);
+    }
+    if (fake.keep_tail && n >= 4) {
+        fake.kept = (sws_str_t){ c->rbuf + c->rend - 4, 4 };
+        fake.kept_at = fake.seen + n - 4;
+    }
+    fake.seen += n;
+    c->rpos = c->rend;
+    if (fake.keep_all)
+        return;
+    c->msg_start = fake.keep_tail && n >= 4 ? c->rend - 4 : c->rend;
+}
+
+static void fake_fail(sws_conn_t *c, unsigned status, const char *why)
+{
+    (void)why;
+    fake.failed = status;
+    fake.wait = SWS_PROTO_WAIT_NOTHING;
+    c->close_after = 1;
+}
+
+static enum sws_proto_wait fake_waiting_for(const sws_conn_t *c)
+{
+    (void)c;
+    return fake.wait;
+}
+
+static void fake_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
+                             const char *new_base, size_t shift)
+{
+    (void)c;
+    fake.moved++;
+    sws_proto_slice_move(&fake.kept, old_base, old_cap, new_base, shift);
+}
+
+static const sws_proto_ops_t fake_proto = {
+    .name = "fake",
+    .init = fake_init,
+    .on_input = fake_on_input,
+    .fail = fake_fail,
+    .waiting_for = fake_waiting_for,
+    .input_moved = fake_input_moved,
+};
+
+static void never_called(sws_request_t *r)
+{
+    (void)r;
+    fail_msg("conn.c called the request handler itself");
+}
+
+static int fake_setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    int sv[2];
+    assert_non_null(f);
+    memset(&fake, 0, sizeof(fake));
+    sws_log_init("test", 2, SWS_LOG_ERROR);
+    assert_int_equal(sws_loop_init(&f->loop), 0);
+    sws_conn_set_init(&f->set, &f->loop, &fake_proto, never_called, &f->counters);
+    f->file = -1;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    f->peer = sv[1];
+    f->conn = sws_conn_open(&f->set, sv[0], NULL, 0);
+    assert_non_null(f->conn);
+    *state = f;
+    return 0;
+}
+
+static void write_all(int fd, const char *p, size_t n)
+{
+    while (n > 0) {
+        ssize_t w = write(fd, p, n);
+        assert_true(w > 0);
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Turns until cond holds; at most 100, each waiting at most 1 s. */
+#define RUN_UNTIL(f, cond)                                                    \
+    do {                                                                      \
+        int turns_ = 0;                                                       \
+        while (!(cond)) {                                                     \
+            if (turns_++ == 100)                                              \
+                fail_msg("still not %s after 100 loop turns", #cond);         \
+            assert_int_equal(sws_loop_run_once(&(f)->loop, 1000), 0);         \
+        }                                                                     \
+    } while (0)
+
+static void test_fake_protocol_gets_the_input_and_its_output_is_sent(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(fake.inits, 1);
+    write_all(f->peer, "hello", 5);
+    RUN_UNTIL(f, fake.seen == 5);
+    char buf[16] = { 0 };
+    assert_int_equal(read(f->peer, buf, sizeof(buf)), 5);
+    assert_string_equal(buf, "HELLO");
+}
+
+/* Compaction drops what the protocol is done with (before msg_start) and
+ * tells it, so a slice it keeps follows its bytes. */
+static void test_compaction_tells_the_protocol_where_its_bytes_went(void **state)
+{
+    fixture_t *f = *state;
+    fake.keep_tail = 1;
+    size_t n = SWS_CONN_READ_BUF + 100;
+    char *data = malloc(n);
+    assert_non_null(data);
+    /* 23 letters: the compaction shift (a read buffer less 4) is no
+     * multiple of it, so a slice left behind would show other letters. */
+    for (size_t i = 0; i < n; i++)
+        data[i] = (char)('a' + i % 23);
+    write_all(f->peer, data, n);
+    RUN_UNTIL(f, fake.seen == n);
+    assert_true(fake.moved >= 1);
+    assert_int_equal(fake.kept.len, 4);
+    assert_true(fake.kept.p >= f->conn->rbuf && fake.kept.p + 4 <= f->conn->rbuf + f->conn->rend);
+    for (size_t i = 0; i < 4; i++)
+        assert_int_equal(fake.kept.p[i], 'a' + (fake.kept_at + i) % 23);
+    free(data);
+}
+
+/* A head the read buffer cannot hold is the protocol's to refuse (431). */
+static void test_input_that_does_not_fit_is_failed_with_431(void **state)
+{
+    fixture_t *f = *state;
+    fake.keep_all = 1;
+    fake.wait = SWS_PROTO_WAIT_HEAD;
+    size_t n = (size_t)f->set.settings->max_header_size + 8192;
+    char *data = malloc(n);
+    assert_non_null(data);
+    memset(data, 'x', n);
+    write_all(f->peer, data, n);
+    RUN_UNTIL(f, fake.failed != 0);
+    assert_int_equal(fake.failed, 431);
+    free(data);
+}
+
+/* A graceful stop closes a connection at once only when its protocol says
+ * it waits for nothing of a request. */
+static void test_drain_closes_only_what_the_protocol_calls_idle(void **state)
+{
+    fixture_t *f = *state;
+    fake.wait = SWS_PROTO_WAIT_BODY;
+    sws_conn_set_drain(&f->set);
+    assert_int_equal(f->conn->phase, SWS_CONN_ACTIVE);
+    f->set.draining = 0;
+    fake.wait = SWS_PROTO_WAIT_IDLE;
+    sws_conn_set_drain(&f->set);
+    assert_int_equal(f->conn->phase, SWS_CONN_CLOSED);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -148,5 +329,17 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_rest_follows_in_the_next_turn_without_an_edge,
                                         setup, teardown),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    const struct CMUnitTest fake_tests[] = {
+        cmocka_unit_test_setup_teardown(test_fake_protocol_gets_the_input_and_its_output_is_sent,
+                                        fake_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_compaction_tells_the_protocol_where_its_bytes_went,
+                                        fake_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_input_that_does_not_fit_is_failed_with_431,
+                                        fake_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drain_closes_only_what_the_protocol_calls_idle,
+                                        fake_setup, teardown),
+    };
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    return failed + cmocka_run_group_tests_name("conn.c with a fake protocol", fake_tests, NULL,
+                                                NULL);
 }

@@ -49,7 +49,7 @@ static int setup(void **state)
     assert_non_null(f);
     sws_log_init("test", 2, SWS_LOG_ERROR);
     assert_int_equal(sws_loop_init(&f->loop), 0);
-    sws_conn_set_init(&f->set, &f->loop, echo_handler, &f->counters);
+    sws_conn_set_init(&f->set, &f->loop, &sws_http1_proto, echo_handler, &f->counters);
     f->st = sws_conn_default_settings;
     sws_conn_set_configure(&f->set, NULL, &f->st, SWS_STR("scalws-test"));
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);

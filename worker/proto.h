@@ -1,0 +1,70 @@
+/*
+ * The interface between a connection (worker/conn.c) and the protocol that
+ * runs on it (worker/http1.c today, HTTP/2 next).
+ *
+ * conn.c owns the socket, the read and output buffers, the file being sent
+ * and the one timer; it knows no protocol. It calls the protocol through
+ * these operations, always from the worker's thread, with a connection
+ * that is not closed:
+ *   - init: once, when the connection opens (the protocol's state lives in
+ *     the connection, see sws_conn_t; nothing to free);
+ *   - on_input: the bytes rbuf[rpos, rend) are new; parse and answer what is
+ *     complete, advancing rpos and appending to the output. Stop early when
+ *     sws_conn_output_blocked() says so: conn.c calls again once it drained;
+ *   - fail: conn.c gives up on the input (408 on a timeout, 431 when a head
+ *     does not fit the read buffer): queue that answer with Connection:
+ *     close and parse nothing more;
+ *   - waiting_for: what the protocol waits for from the client now, so that
+ *     conn.c arms the matching timer and knows an idle connection (which a
+ *     graceful stop may close at once);
+ *   - input_moved: the read buffer's bytes moved (compaction drops
+ *     rbuf[0, shift) and moves the rest to the front; growth moves them to
+ *     new memory): the protocol re-points what it keeps into them, with
+ *     sws_proto_slice_move().
+ * A protocol never closes the fd or frees the connection itself: it sets
+ * close_after (or calls sws_conn_close on a fatal error) and returns.
+ */
+#ifndef SWS_WORKER_PROTO_H
+#define SWS_WORKER_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/str.h"
+
+typedef struct sws_conn sws_conn_t;
+
+enum sws_proto_wait {
+    SWS_PROTO_WAIT_IDLE = 0, /* between requests: nothing of the next one yet */
+    SWS_PROTO_WAIT_HEAD,     /* a request head is in progress */
+    SWS_PROTO_WAIT_BODY,     /* a request body is in progress */
+    SWS_PROTO_WAIT_NOTHING,  /* parsing stopped for good (a rejected request) */
+};
+
+typedef struct sws_proto_ops {
+    const char *name; /* "http/1.1": for logs */
+    void (*init)(sws_conn_t *c);
+    void (*on_input)(sws_conn_t *c);
+    void (*fail)(sws_conn_t *c, unsigned status, const char *why);
+    enum sws_proto_wait (*waiting_for)(const sws_conn_t *c);
+    void (*input_moved)(sws_conn_t *c, uintptr_t old_base, size_t old_cap, const char *new_base,
+                        size_t shift);
+} sws_proto_ops_t;
+
+/* Re-point a slice into the read buffer after its bytes moved (see
+ * input_moved). Offsets are computed as integers so no pointer into freed
+ * memory is ever compared; a slice into the dropped bytes is emptied
+ * rather than pointed before the buffer; a slice elsewhere is left alone. */
+static inline void sws_proto_slice_move(sws_str_t *s, uintptr_t old_base, size_t old_cap,
+                                        const char *new_base, size_t shift)
+{
+    uintptr_t off = (uintptr_t)s->p - old_base;
+    if (s->p == NULL || off > old_cap)
+        return;
+    if (off < shift)
+        *s = SWS_STR("");
+    else
+        s->p = new_base + (off - shift);
+}
+
+#endif
