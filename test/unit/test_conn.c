@@ -171,7 +171,8 @@ static void fake_on_input(sws_conn_t *c)
         char u = c->rbuf[i] >= 'a' && c->rbuf[i] <= 'z' ? (char)(c->rbuf[i] - 32) : c->rbuf[i];
         assert_int_equal(sws_conn_append(c, &u, 1), 0);
     }
-    if (fake.keep_tail && n >= 4) {
+    /* The slice is taken until the first move, which must carry it. */
+    if (fake.keep_tail && n >= 4 && fake.moved == 0) {
         fake.kept = (sws_str_t){ c->rbuf + c->rend - 4, 4 };
         fake.kept_at = fake.seen + n - 4;
     }
