@@ -10,16 +10,12 @@
 #include "core/fmt.h"
 #include "core/http_date.h"
 #include "core/log.h"
+#include "worker/ctx.h"
 #include "worker/handlers.h"
 #include "worker/mime.h"
 #include "worker/path.h"
 #include "worker/static_cond.h"
 #include "worker/static_open.h"
-
-/* The root directories this worker holds open (static_open.h). Owner: the
- * worker process; handlers get no per-worker context, and only workers
- * call sws_static_handle, so the table lives here. */
-static sws_static_roots_t worker_roots;
 
 /* Content-Type, Last-Modified, ETag, Accept-Ranges, Content-Range. */
 #define HEADERS_MAX 512
@@ -33,7 +29,7 @@ static void answer_open_error(sws_request_t *r, const char *root, int rootfd, co
 {
     unsigned status = sws_static_open_status(err);
     if ((err == EACCES || err == EPERM) && faccessat(AT_FDCWD, root, X_OK, AT_EACCESS) < 0 &&
-        sws_static_root_warn_due(&worker_roots, rootfd, r->start_ms))
+        sws_static_root_warn_due(&sws_worker_ctx(r)->static_roots, rootfd, r->start_ms))
         sws_log_error("static: root %s: %s (uid %u): every file below it is answered 403", root,
                       strerror(errno), (unsigned)geteuid());
     else if (err == ELOOP || err == EXDEV)
@@ -160,15 +156,16 @@ void sws_static_handle(sws_request_t *r)
         rel_len += index_len;
     }
 
+    sws_static_roots_t *roots = &sws_worker_ctx(r)->static_roots;
     const char *root = sws_table_str(r->table, route->root);
-    int rootfd = sws_static_root_fd(&worker_roots, root, route->root.len, r->start_ms);
+    int rootfd = sws_static_root_fd(roots, root, route->root.len, r->start_ms);
     if (rootfd < 0) {
         int err = errno;
         sws_log_error("static: root %s: %s", root, strerror(err));
         sws_response_error(r, sws_static_open_status(err));
         return;
     }
-    int fd = sws_static_open(&worker_roots, rootfd, rel, route->follow_symlinks);
+    int fd = sws_static_open(roots, rootfd, rel, route->follow_symlinks);
     if (fd < 0) {
         answer_open_error(r, root, rootfd, rel, errno);
         return;
