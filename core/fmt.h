@@ -22,7 +22,11 @@ static inline char *sws_put(char *o, const void *p, size_t n)
     return o + n;
 }
 
-#define SWS_PUT_LIT(o, lit) sws_put((o), (lit), sizeof(lit) - 1)
+/* The length of a string literal (or a char array holding one), as a
+ * constant: a reservation names the lines it sizes with it. */
+#define SWS_LIT_LEN(lit) (sizeof(lit) - 1)
+
+#define SWS_PUT_LIT(o, lit) sws_put((o), (lit), SWS_LIT_LEN(lit))
 
 /* v in base 10 (base 16 with lowercase digits when hex is set). */
 static inline char *sws_put_uint(char *o, uint64_t v, int hex)

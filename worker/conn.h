@@ -68,6 +68,7 @@
 #define SWS_CONN_SEND_PER_RUN (1u << 20)
 
 typedef struct sws_conn_set sws_conn_set_t;
+typedef struct sws_worker_ctx sws_worker_ctx_t;
 
 /* Called with a complete request; answers it with the response API. */
 typedef void (*sws_request_handler_t)(sws_request_t *r);
@@ -130,6 +131,7 @@ struct sws_conn_set {
     sws_request_handler_t handler;
     sws_shm_counters_t *counters;    /* never NULL */
     sws_access_log_t *access_log;    /* NULL: no access log */
+    sws_worker_ctx_t *ctx;           /* the owner's, for handlers (worker/ctx.h); NULL: none */
 
     /* The generation in use (refreshed by the owner at each tick). */
     const sws_table_t *table;        /* NULL before the first generation */

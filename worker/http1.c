@@ -799,6 +799,18 @@ void sws_http1_process(sws_conn_t *c)
     }
 }
 
+/* The fixed pieces of a response head, each written by
+ * sws_http1_write_head and sized by its reservation (SWS_LIT_LEN), so the
+ * room reserved is what the lines take by construction. */
+static const char head_version[] = "HTTP/1.1 ";
+#define HEAD_STATUS_LEN 4 /* "NNN ": three digits and a space */
+static const char head_date[] = "\r\nDate: "; /* ends the status line */
+static const char head_server[] = "Server: ";
+static const char head_length[] = "Content-Length: ";
+static const char head_close[] = "Connection: close\r\n";
+static const char head_keep_alive[] = "Connection: keep-alive\r\n";
+static const char crlf[] = "\r\n";
+
 int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const char *extra,
                          size_t extra_len, uint64_t content_length, int with_length,
                          size_t body_room)
@@ -809,37 +821,45 @@ int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const
     size_t reason_len = strlen(reason);
     if (s->draining)
         r->keep_alive = 0;
-    size_t need = 16 + reason_len + 8 + loop->http_date_len + 10 + s->server_name.len +
-                  40 + 26 + extra_len + 2 + body_room;
+    /* HTTP/1.1 keeps alive unless told; HTTP/1.0 closes unless told. */
+    sws_str_t connection = { "", 0 };
+    if (!r->keep_alive)
+        connection = SWS_STR(head_close);
+    else if (r->version_minor == 0)
+        connection = SWS_STR(head_keep_alive);
+    size_t need = SWS_LIT_LEN(head_version) + HEAD_STATUS_LEN + reason_len +
+                  SWS_LIT_LEN(head_date) + loop->http_date_len + SWS_LIT_LEN(crlf) +
+                  connection.len + extra_len + SWS_LIT_LEN(crlf) + body_room;
+    if (s->server_name.len > 0)
+        need += SWS_LIT_LEN(head_server) + s->server_name.len + SWS_LIT_LEN(crlf);
+    if (with_length)
+        need += SWS_LIT_LEN(head_length) + SWS_FMT_U64_MAX + SWS_LIT_LEN(crlf);
     if (sws_conn_reserve(c, need) < 0)
         return -1;
     char *o = c->obuf + c->olen;
-    o = SWS_PUT_LIT(o, "HTTP/1.1 ");
+    o = SWS_PUT_LIT(o, head_version);
     *o++ = (char)('0' + status / 100 % 10);
     *o++ = (char)('0' + status / 10 % 10);
     *o++ = (char)('0' + status % 10);
     *o++ = ' ';
     o = sws_put(o, reason, reason_len);
-    o = SWS_PUT_LIT(o, "\r\nDate: ");
+    o = SWS_PUT_LIT(o, head_date);
     o = sws_put(o, loop->http_date, loop->http_date_len);
-    o = SWS_PUT_LIT(o, "\r\n");
+    o = SWS_PUT_LIT(o, crlf);
     if (s->server_name.len > 0) {
-        o = SWS_PUT_LIT(o, "Server: ");
+        o = SWS_PUT_LIT(o, head_server);
         o = sws_put(o, s->server_name.p, s->server_name.len);
-        o = SWS_PUT_LIT(o, "\r\n");
+        o = SWS_PUT_LIT(o, crlf);
     }
     if (with_length) {
-        o = SWS_PUT_LIT(o, "Content-Length: ");
+        o = SWS_PUT_LIT(o, head_length);
         o = sws_put_u64(o, content_length);
-        o = SWS_PUT_LIT(o, "\r\n");
+        o = SWS_PUT_LIT(o, crlf);
     }
-    if (!r->keep_alive)
-        o = SWS_PUT_LIT(o, "Connection: close\r\n");
-    else if (r->version_minor == 0)
-        o = SWS_PUT_LIT(o, "Connection: keep-alive\r\n");
+    o = sws_put(o, connection.p, connection.len);
     if (extra_len > 0)
         o = sws_put(o, extra, extra_len);
-    o = SWS_PUT_LIT(o, "\r\n");
+    o = SWS_PUT_LIT(o, crlf);
     c->olen = (size_t)(o - c->obuf);
     return 0;
 }

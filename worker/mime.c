@@ -2,14 +2,20 @@
 
 #include <strings.h>
 
+#include "core/fmt.h"
+
 typedef struct mime_entry {
     const char *ext;
     size_t ext_len;
     sws_str_t type;
 } mime_entry_t;
 
-#define MIME(ext, type) { ext, sizeof(ext) - 1, SWS_STR(type) }
+/* A type longer than SWS_MIME_TYPE_MAX is a negative array size. */
+#define MIME_FITS(type) (0 * sizeof(char[SWS_LIT_LEN(type) <= SWS_MIME_TYPE_MAX ? 1 : -1]))
+#define MIME(ext, type) { ext, SWS_LIT_LEN(ext), { type, SWS_LIT_LEN(type) + MIME_FITS(type) } }
 #define UTF8 "; charset=utf-8"
+#define MIME_DEFAULT "application/octet-stream"
+_Static_assert(SWS_LIT_LEN(MIME_DEFAULT) <= SWS_MIME_TYPE_MAX, "the default type fits");
 
 /* Ordered roughly by how often a site serves them: the scan stops at the
  * first hit, and a table this small is faster scanned than hashed. */
@@ -64,5 +70,5 @@ sws_str_t sws_mime_type(const char *name, size_t len)
                 return m->type;
         }
     }
-    return SWS_STR("application/octet-stream");
+    return SWS_STR(MIME_DEFAULT);
 }

@@ -14,9 +14,15 @@
 
 #include "core/str.h"
 
+/* The longest type sws_mime_type returns ("text/javascript; charset=utf-8"),
+ * so that a caller can size the line it writes; mime.c does not compile
+ * with a longer one. */
+#define SWS_MIME_TYPE_MAX 30
+
 /* The Content-Type value for the file named name (a bare name or a path:
  * only the part after the last '/' counts). Extensions compare ASCII
- * case-insensitively. The returned bytes are static. */
+ * case-insensitively. The returned bytes are static, at most
+ * SWS_MIME_TYPE_MAX of them. */
 sws_str_t sws_mime_type(const char *name, size_t len);
 
 #endif

@@ -15,7 +15,10 @@ void sws_redirect_send(sws_request_t *r, unsigned status, const sws_str_t *parts
                        sws_str_t query)
 {
     static const char name[] = "Location: ";
-    size_t len = sizeof(name) - 1 + 2 + (query.len > 0 ? 1 + query.len : 0);
+    static const char query_mark[] = "?";
+    static const char crlf[] = "\r\n";
+    size_t len = SWS_LIT_LEN(name) + SWS_LIT_LEN(crlf) +
+                 (query.len > 0 ? SWS_LIT_LEN(query_mark) + query.len : 0);
     for (int i = 0; i < nparts; i++)
         len += parts[i].len;
     char stack[SWS_REDIRECT_STACK];
@@ -28,10 +31,10 @@ void sws_redirect_send(sws_request_t *r, unsigned status, const sws_str_t *parts
     for (int i = 0; i < nparts; i++)
         o = sws_put(o, parts[i].p, parts[i].len);
     if (query.len > 0) {
-        *o++ = '?';
+        o = SWS_PUT_LIT(o, query_mark);
         o = sws_put(o, query.p, query.len);
     }
-    SWS_PUT_LIT(o, "\r\n");
+    SWS_PUT_LIT(o, crlf);
     sws_response_send(r, status, buf, len, NULL, 0);
     if (buf != stack)
         free(buf);

@@ -91,7 +91,9 @@ void sws_response_error(sws_request_t *r, unsigned status);
 /* Close the connection after this response (Connection: close). */
 void sws_response_close(sws_request_t *r);
 
-/* The reason phrase for status ("Not Found"); "Unknown" for others. */
+/* The reason phrase for status ("Not Found"); "Unknown" for others. At
+ * most SWS_HTTP_REASON_MAX bytes ("Network Authentication Required"). */
+#define SWS_HTTP_REASON_MAX 31
 const char *sws_http_reason(unsigned status);
 
 #endif

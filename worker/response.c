@@ -6,6 +6,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "core/fmt.h"
 #include "core/log.h"
 #include "worker/conn.h"
 #include "worker/http1.h"
@@ -213,20 +214,25 @@ static int status_closes(unsigned status)
     }
 }
 
+/* The error page: each "%u %s" becomes a status of STATUS_DIGITS and its
+ * reason, so ERROR_PAGE_MAX holds the page of any status. */
+#define ERROR_PAGE                                               \
+    "<!DOCTYPE html>\n<html><head><title>%u %s</title></head>" \
+    "<body><h1>%u %s</h1></body></html>\n"
+#define STATUS_DIGITS 3
+#define ERROR_PAGE_MAX (sizeof(ERROR_PAGE) + 2 * (STATUS_DIGITS + SWS_HTTP_REASON_MAX))
+
 void sws_response_error(sws_request_t *r, unsigned status)
 {
     static const char type[] = "Content-Type: text/html\r\n";
-    char body[256];
+    char body[ERROR_PAGE_MAX];
     const char *reason = sws_http_reason(status);
-    int n = snprintf(body, sizeof(body),
-                     "<!DOCTYPE html>\n<html><head><title>%u %s</title></head>"
-                     "<body><h1>%u %s</h1></body></html>\n",
-                     status, reason, status, reason);
+    int n = snprintf(body, sizeof(body), ERROR_PAGE, status, reason, status, reason);
     if (n < 0 || (size_t)n >= sizeof(body))
         n = 0;
     if (status_closes(status))
         r->keep_alive = 0;
-    sws_response_send(r, status, type, sizeof(type) - 1, body, (size_t)n);
+    sws_response_send(r, status, type, SWS_LIT_LEN(type), body, (size_t)n);
 }
 
 void sws_response_close(sws_request_t *r)

@@ -10,19 +10,31 @@
 #include "core/fmt.h"
 #include "core/http_date.h"
 #include "core/log.h"
+#include "worker/ctx.h"
 #include "worker/handlers.h"
 #include "worker/mime.h"
 #include "worker/path.h"
 #include "worker/static_cond.h"
 #include "worker/static_open.h"
 
-/* The root directories this worker holds open (static_open.h). Owner: the
- * worker process; handlers get no per-worker context, and only workers
- * call sws_static_handle, so the table lives here. */
-static sws_static_roots_t worker_roots;
-
-/* Content-Type, Last-Modified, ETag, Accept-Ranges, Content-Range. */
-#define HEADERS_MAX 512
+/* The header lines serve_file writes, each sized by its literal: the
+ * validators, then Content-Range or Accept-Ranges, then Content-Type. The
+ * value bounds count the NUL their formatters write. */
+static const char hdr_last_modified[] = "Last-Modified: ";
+static const char hdr_etag[] = "\r\nETag: "; /* ends Last-Modified */
+static const char hdr_content_range[] = "Content-Range: ";
+static const char hdr_accept_ranges[] = "Accept-Ranges: bytes\r\n";
+static const char hdr_content_type[] = "Content-Type: ";
+static const char crlf[] = "\r\n";
+#define RANGE_LINE_MAX \
+    (SWS_LIT_LEN(hdr_content_range) + SWS_STATIC_CONTENT_RANGE_MAX + SWS_LIT_LEN(crlf))
+#define HEADERS_MAX                                                                      \
+    (SWS_LIT_LEN(hdr_last_modified) + SWS_HTTP_DATE_BUF + SWS_LIT_LEN(hdr_etag) +       \
+     SWS_STATIC_ETAG_MAX + SWS_LIT_LEN(crlf) +                                           \
+     (RANGE_LINE_MAX > SWS_LIT_LEN(hdr_accept_ranges) ? RANGE_LINE_MAX                   \
+                                                      : SWS_LIT_LEN(hdr_accept_ranges)) + \
+     SWS_LIT_LEN(hdr_content_type) + SWS_MIME_TYPE_MAX + SWS_LIT_LEN(crlf))
+_Static_assert(HEADERS_MAX <= 512, "serve_file's header lines stay a small stack buffer");
 
 /* Answer a failed open (sws_static_open_status), logging what an operator
  * must know. A root the worker may not search refuses every file below it:
@@ -33,7 +45,7 @@ static void answer_open_error(sws_request_t *r, const char *root, int rootfd, co
 {
     unsigned status = sws_static_open_status(err);
     if ((err == EACCES || err == EPERM) && faccessat(AT_FDCWD, root, X_OK, AT_EACCESS) < 0 &&
-        sws_static_root_warn_due(&worker_roots, rootfd, r->start_ms))
+        sws_static_root_warn_due(&sws_worker_ctx(r)->static_roots, rootfd, r->start_ms))
         sws_log_error("static: root %s: %s (uid %u): every file below it is answered 403", root,
                       strerror(errno), (unsigned)geteuid());
     else if (err == ELOOP || err == EXDEV)
@@ -82,11 +94,11 @@ static void serve_file(sws_request_t *r, int fd, const struct stat *st, const ch
     etag.p = etag_buf;
 
     /* Validators go on every answer about the file, 304 and 416 included. */
-    o = SWS_PUT_LIT(o, "Last-Modified: ");
+    o = SWS_PUT_LIT(o, hdr_last_modified);
     o += sws_http_date_format(st->st_mtime, o);
-    o = SWS_PUT_LIT(o, "\r\nETag: ");
+    o = SWS_PUT_LIT(o, hdr_etag);
     o = sws_put(o, etag.p, etag.len);
-    o = SWS_PUT_LIT(o, "\r\n");
+    o = SWS_PUT_LIT(o, crlf);
 
     if (not_modified(r, etag, st->st_mtime)) {
         close(fd);
@@ -105,9 +117,9 @@ static void serve_file(sws_request_t *r, int fd, const struct stat *st, const ch
         if (rc != SWS_STATIC_RANGE_NONE) {
             /* Unsatisfiable: the range is written as "*" with the size. */
             int ok = rc == SWS_STATIC_RANGE_OK;
-            o = SWS_PUT_LIT(o, "Content-Range: ");
+            o = SWS_PUT_LIT(o, hdr_content_range);
             o += sws_static_content_range(o, ok ? first : 0, ok ? len : 0, size);
-            o = SWS_PUT_LIT(o, "\r\n");
+            o = SWS_PUT_LIT(o, crlf);
             if (!ok) {
                 close(fd);
                 sws_response_send(r, 416, hdr, (size_t)(o - hdr), "", 0);
@@ -117,11 +129,11 @@ static void serve_file(sws_request_t *r, int fd, const struct stat *st, const ch
         }
     }
     if (status == 200)
-        o = SWS_PUT_LIT(o, "Accept-Ranges: bytes\r\n");
+        o = SWS_PUT_LIT(o, hdr_accept_ranges);
     sws_str_t type = sws_mime_type(name, name_len);
-    o = SWS_PUT_LIT(o, "Content-Type: ");
+    o = SWS_PUT_LIT(o, hdr_content_type);
     o = sws_put(o, type.p, type.len);
-    o = SWS_PUT_LIT(o, "\r\n");
+    o = SWS_PUT_LIT(o, crlf);
     sws_response_sendfile(r, status, hdr, (size_t)(o - hdr), fd, (off_t)first, len);
 }
 
@@ -134,7 +146,7 @@ void sws_static_handle(sws_request_t *r)
 
     if (!r->is_head && !sws_str_eq(r->method, SWS_STR("GET"))) {
         static const char allow[] = "Allow: GET, HEAD\r\n";
-        sws_response_send(r, 405, allow, sizeof(allow) - 1, "", 0);
+        sws_response_send(r, 405, allow, SWS_LIT_LEN(allow), "", 0);
         return;
     }
     /* The path is normal (dispatch made it so): no dot segment, no "//",
@@ -160,15 +172,16 @@ void sws_static_handle(sws_request_t *r)
         rel_len += index_len;
     }
 
+    sws_static_roots_t *roots = &sws_worker_ctx(r)->static_roots;
     const char *root = sws_table_str(r->table, route->root);
-    int rootfd = sws_static_root_fd(&worker_roots, root, route->root.len, r->start_ms);
+    int rootfd = sws_static_root_fd(roots, root, route->root.len, r->start_ms);
     if (rootfd < 0) {
         int err = errno;
         sws_log_error("static: root %s: %s", root, strerror(err));
         sws_response_error(r, sws_static_open_status(err));
         return;
     }
-    int fd = sws_static_open(&worker_roots, rootfd, rel, route->follow_symlinks);
+    int fd = sws_static_open(roots, rootfd, rel, route->follow_symlinks);
     if (fd < 0) {
         answer_open_error(r, root, rootfd, rel, errno);
         return;

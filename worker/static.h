@@ -16,7 +16,9 @@
  * open fails for want of descriptors or memory, 500 for any other failure
  * (sws_static_open_status, static_open.h).
  *
- * Runs in a worker, synchronously, inside the request's handler call.
+ * Runs in a worker, synchronously, inside the request's handler call; the
+ * roots it holds open are the worker context's (worker/ctx.h), so the
+ * request's connection set must carry one.
  */
 #ifndef SWS_WORKER_STATIC_H
 #define SWS_WORKER_STATIC_H

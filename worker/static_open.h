@@ -19,9 +19,9 @@
  * change is served within a second. Roots no longer in the table (after a
  * reload) age out as other roots need the slots.
  *
- * Owner: one sws_static_roots_t per worker process (static.c holds it);
- * single-threaded like everything in a worker. Zero-initialised memory is
- * an empty table.
+ * Owner: one sws_static_roots_t per worker process, in its context
+ * (worker/ctx.h); single-threaded like everything in a worker.
+ * Zero-initialised memory is an empty table.
  */
 #ifndef SWS_WORKER_STATIC_OPEN_H
 #define SWS_WORKER_STATIC_OPEN_H

@@ -19,6 +19,7 @@
 #include "core/loop.h"
 #include "worker/access_log.h"
 #include "worker/conn.h"
+#include "worker/ctx.h"
 #include "worker/handlers.h"
 
 #define ACCEPT_BATCH 64          /* accepts per listener event */
@@ -37,6 +38,7 @@ typedef struct sws_worker {
     sws_loop_t loop;
     sws_conn_set_t conns;
     sws_access_log_t access_log;
+    sws_worker_ctx_t ctx;         /* what handlers keep between requests */
     sws_shm_counters_t *counters;
     uint64_t generation;          /* of the table in use; 0: none */
     pid_t pid;                    /* cached: the reader slot is stamped every tick */
@@ -356,6 +358,7 @@ static int worker_setup(sws_worker_t *w)
     w->counters = sws_shm_counters(cfg->shm, cfg->index);
     sws_conn_set_init(&w->conns, &w->loop, &sws_http1_proto, sws_handlers_dispatch, w->counters);
     w->conns.access_log = &w->access_log;
+    w->conns.ctx = &w->ctx;
     sws_timer_queue_init(&w->loop, &w->accept_q, ACCEPT_PAUSE_MS);
     sws_timer_init(&w->accept_timer, accept_resume);
     sws_timer_queue_init(&w->loop, &w->shutdown_q, 0); /* set by drain() */
@@ -407,6 +410,7 @@ int sws_worker_main(const sws_worker_config_t *cfg)
         status = 1;
     }
     sws_conn_set_destroy(&w.conns);
+    sws_worker_ctx_close(&w.ctx);
     sws_access_log_close(&w.access_log);
     sws_shm_reader_clear(cfg->shm, cfg->index);
     if (w.counters != NULL)

@@ -995,6 +995,11 @@ static void reason_handler(sws_request_t *r)
     sws_response_send(r, (unsigned)atoi(r->path.p + 1), NULL, 0, NULL, 0);
 }
 
+static void error_page_handler(sws_request_t *r)
+{
+    sws_response_error(r, (unsigned)atoi(r->path.p + 1));
+}
+
 static void test_reason_phrases(void **state)
 {
     fixture_t *f = *state;
@@ -1013,10 +1018,68 @@ static void test_reason_phrases(void **state)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
         assert_string_equal(sws_http_reason(cases[i].status), cases[i].reason);
+    /* SWS_HTTP_REASON_MAX sizes what holds a reason: the longest one. */
+    size_t longest = 0;
+    for (unsigned s = 0; s < 1000; s++)
+        if (strlen(sws_http_reason(s)) > longest)
+            longest = strlen(sws_http_reason(s));
+    assert_int_equal(longest, SWS_HTTP_REASON_MAX);
     f->set.handler = reason_handler;
     send_str(f, "GET /451" H11 "\r\nGET /418" H11 "\r\n");
     assert_non_null(strstr(f->out, "HTTP/1.1 451 Unavailable For Legal Reasons\r\n"));
     assert_non_null(strstr(f->out, "HTTP/1.1 418 I'm a teapot\r\n"));
+    /* The error page of a longest reason is whole. */
+    f->set.handler = error_page_handler;
+    send_str(f, "GET /511" H11 "\r\n");
+    assert_non_null(strstr(f->out, "<h1>511 Network Authentication Required</h1></body></html>\n"));
+}
+
+/* The longest head sws_http1_write_head writes (the longest reason
+ * phrase, a 20-digit Content-Length, Server, Connection: close) is exactly
+ * the room it reserves: written into a buffer with that much room left
+ * (plus the body's), it fits without a second allocation; with one byte
+ * less it must grow the buffer, never write past it. */
+static void test_longest_head_fits_its_reservation_exactly(void **state)
+{
+    fixture_t *f = *state;
+    sws_conn_t *c = f->conn;
+    sws_request_t *r = &c->req;
+    unsigned status = 100;
+    for (unsigned s = 100; s < 600; s++)
+        if (strlen(sws_http_reason(s)) > strlen(sws_http_reason(status)))
+            status = s;
+    static const char extra[] = "X-Extra: 1\r\n";
+    const size_t body_room = 100;
+    char want[512];
+    int want_len = snprintf(want, sizeof(want),
+                            "HTTP/1.1 %u %s\r\nDate: %.*s\r\nServer: scalws-test\r\n"
+                            "Content-Length: 18446744073709551615\r\nConnection: close\r\n%s\r\n",
+                            status, sws_http_reason(status), (int)f->loop.http_date_len,
+                            f->loop.http_date, extra);
+    assert_true(want_len > 0 && (size_t)want_len < sizeof(want));
+
+    for (size_t less = 0; less <= 1; less++) {
+        /* Queued bytes (never sent: the loop does not run) leave exactly
+         * the head and the body's room, or one byte less. */
+        size_t room = (size_t)want_len + body_room - less;
+        assert_true(room < c->ocap);
+        c->osent = 0;
+        c->olen = c->ocap - room;
+        size_t cap = c->ocap, start = c->olen;
+        r->keep_alive = 0;
+        r->version_minor = 1;
+        assert_int_equal(sws_http1_write_head(c, r, status, extra, sizeof(extra) - 1, UINT64_MAX,
+                                              1, body_room),
+                         0);
+        assert_int_equal(c->olen - start, (size_t)want_len);
+        assert_memory_equal(c->obuf + start, want, (size_t)want_len);
+        if (less == 0)
+            assert_int_equal(c->ocap, cap);   /* no second allocation */
+        else
+            assert_true(c->ocap > cap);       /* reserved, then written */
+        assert_true(c->ocap - c->olen >= body_room);
+    }
+    c->olen = c->osent = 0;                   /* nothing real was queued */
 }
 
 /* A 1xx is interim: a handler that answers with one gets a 500 instead,
@@ -1084,6 +1147,8 @@ int main(void)
         cmocka_unit_test(test_refused_version_recorded_as_carried),
         cmocka_unit_test(test_eof_inside_request_logged),
         cmocka_unit_test_setup_teardown(test_reason_phrases, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_longest_head_fits_its_reservation_exactly, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,6 +1,7 @@
 /* worker/static_cond.c, static_open.c: the pure logic of the
  * static action and the confinement of opens below a root. The handler
- * itself (static.c) is driven end to end by the integration tests. */
+ * itself (static.c) is driven end to end by the integration tests; here
+ * only where it keeps its roots (the worker context, worker/ctx.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -17,6 +18,10 @@
 #include <unistd.h>
 
 #include "core/http_date.h"
+#include "core/log.h"
+#include "worker/conn.h"
+#include "worker/ctx.h"
+#include "worker/handlers.h"
 #include "worker/static_cond.h"
 #include "worker/static_open.h"
 
@@ -505,6 +510,108 @@ static void test_root_warning_once_per_interval(void **state)
     sws_static_roots_close(&roots);
 }
 
+/* ---- the handler and its worker context ---- */
+
+/* Serve one request as a worker whose context is ctx would: a table with
+ * one static route on t->root, a connection set carrying ctx, the client
+ * on a socketpair. What the server sent (it closes: Connection: close)
+ * goes to out, NUL-terminated. */
+static void serve_as_worker(const tree_t *t, sws_worker_ctx_t *ctx, const char *request,
+                            char *out, size_t outcap)
+{
+    Sws__Static st = SWS__STATIC__INIT;
+    st.root = (char *)t->root;
+    st.index = "index.html";
+    Sws__Route route = SWS__ROUTE__INIT;
+    route.match = SWS__ROUTE__MATCH__PREFIX;
+    route.path = "/";
+    route.action_case = SWS__ROUTE__ACTION_STATIC;
+    route.static_ = &st;
+    Sws__Route *routes[] = { &route };
+    char *names[] = { "*" };
+    Sws__Host host = SWS__HOST__INIT;
+    host.names = names;
+    host.n_names = 1;
+    host.routes = routes;
+    host.n_routes = 1;
+    Sws__Host *hosts[] = { &host };
+    Sws__Settings settings = SWS__SETTINGS__INIT;
+    settings.server_name = "scalws";
+    Sws__RouteSet rs = SWS__ROUTE_SET__INIT;
+    rs.settings = &settings;
+    rs.hosts = hosts;
+    rs.n_hosts = 1;
+    char err[256] = "";
+    size_t size = sws_table_size(&rs);
+    void *arena = aligned_alloc(8, (size + 7) & ~(size_t)7);
+    assert_non_null(arena);
+    if (sws_table_build(arena, size, 1, &rs, err, sizeof(err)) != 0)
+        fail_msg("table: %s", err);
+
+    sws_loop_t loop;
+    sws_conn_set_t set;
+    sws_shm_counters_t counters = { 0 };
+    int sv[2];
+    assert_int_equal(sws_loop_init(&loop), 0);
+    sws_conn_set_init(&set, &loop, sws_handlers_dispatch, &counters);
+    set.ctx = ctx;
+    sws_conn_set_configure(&set, arena, NULL, SWS_STR("scalws-test"));
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    assert_non_null(sws_conn_open(&set, sv[0], NULL, 0));
+    assert_int_equal(write(sv[1], request, strlen(request)), (ssize_t)strlen(request));
+
+    /* Every step is local (a socketpair): a few iterations answer it. */
+    size_t len = 0;
+    int eof = 0;
+    for (int i = 0; i < 16 && !eof; i++) {
+        assert_int_equal(sws_loop_run_once(&loop, 0), 0);
+        sws_conn_set_reap(&set);
+        ssize_t n;
+        while ((n = read(sv[1], out + len, outcap - 1 - len)) > 0)
+            if ((len += (size_t)n) + 1 == outcap)
+                fail_msg("the answer is longer than %zu bytes", outcap - 1);
+        eof = n == 0;
+    }
+    out[len] = '\0';
+    if (!eof)
+        fail_msg("no close after the answer; got \"%s\"", out);
+
+    sws_conn_set_close_all(&set);
+    sws_conn_set_reap(&set);
+    sws_conn_set_destroy(&set);
+    sws_loop_close(&loop);
+    close(sv[1]);
+    free(arena);
+}
+
+/* The roots a worker holds open are its context's, not the process's:
+ * two contexts, two tables; closing a context closes its roots. */
+static void test_handler_keeps_roots_in_the_workers_context(void **state)
+{
+    tree_t *t = *state;
+    sws_worker_ctx_t a = { 0 }, b = { 0 };
+    char out[4096];
+
+    sws_log_init("test", 2, SWS_LOG_ERROR);
+    serve_as_worker(t, &a, "GET /a.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n", out,
+                    sizeof(out));
+    assert_non_null(strstr(out, "HTTP/1.1 200 OK\r\n"));
+    assert_non_null(strstr(out, "\r\n\r\nA"));
+    assert_true(holds(&a.static_roots, t->root));
+    assert_false(holds(&b.static_roots, t->root));
+
+    serve_as_worker(t, &b, "GET /sub/b.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+                    out, sizeof(out));
+    assert_non_null(strstr(out, "\r\n\r\nB"));
+    assert_true(holds(&b.static_roots, t->root));
+
+    unsigned open_before = count_open_fds();
+    sws_worker_ctx_close(&a);
+    sws_worker_ctx_close(&b);
+    assert_false(holds(&a.static_roots, t->root));
+    assert_int_equal(count_open_fds(), open_before - 2);
+}
+
 /* What a failed open answers: a transient failure (out of descriptors or
  * memory) is never a 404 a cache would keep. */
 static void test_open_errno_to_status(void **state)
@@ -552,6 +659,7 @@ int main(void)
         cmocka_unit_test(test_root_table_replaces_least_recently_used),
         cmocka_unit_test(test_root_fd_errors),
         cmocka_unit_test(test_root_warning_once_per_interval),
+        cmocka_unit_test(test_handler_keeps_roots_in_the_workers_context),
     };
     int failed = cmocka_run_group_tests_name("static pure", pure, NULL, NULL);
     failed += cmocka_run_group_tests_name("static files", files, tree_setup, tree_teardown);

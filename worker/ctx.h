@@ -1,0 +1,44 @@
+/*
+ * The worker context: what one worker process keeps for its request
+ * handlers between requests, reached from the request rather than through
+ * file-scope globals.
+ *
+ * Owner: the worker (worker.c's sws_worker_t embeds one for the life of the
+ * process and closes it when its loop ends). A handler reaches it as
+ * sws_worker_ctx(r), through the connection set that carried the request
+ * (sws_conn_set_t.ctx, worker/conn.h), and never frees it. Single-threaded
+ * like everything in a worker; zero-initialised memory is an empty context.
+ * A test that drives a handler which needs one points its set's ctx at a
+ * context of its own.
+ *
+ * What belongs here: per-worker state shared by the requests of every
+ * connection: the static roots held open (static_open.h) today; the
+ * upstream connection pools, per-worker caches and action counters as they
+ * come, each one field more here rather than one global more.
+ */
+#ifndef SWS_WORKER_CTX_H
+#define SWS_WORKER_CTX_H
+
+#include "worker/conn.h"
+#include "worker/request.h"
+#include "worker/static_open.h"
+
+typedef struct sws_worker_ctx {
+    sws_static_roots_t static_roots; /* the static action's open root dirfds */
+} sws_worker_ctx_t;
+
+/* The context of the worker serving r. Never NULL in a worker; a test's
+ * set without one makes this NULL, for handlers that do not need it. */
+static inline sws_worker_ctx_t *sws_worker_ctx(const sws_request_t *r)
+{
+    return r->conn->set->ctx;
+}
+
+/* Release what the context holds (descriptors, later pools), leaving it
+ * empty. When the worker stops, after its connections are closed. */
+static inline void sws_worker_ctx_close(sws_worker_ctx_t *ctx)
+{
+    sws_static_roots_close(&ctx->static_roots);
+}
+
+#endif
