@@ -553,7 +553,7 @@ static void serve_as_worker(const tree_t *t, sws_worker_ctx_t *ctx, const char *
     sws_shm_counters_t counters = { 0 };
     int sv[2];
     assert_int_equal(sws_loop_init(&loop), 0);
-    sws_conn_set_init(&set, &loop, sws_handlers_dispatch, &counters);
+    sws_conn_set_init(&set, &loop, &sws_http1_proto, sws_handlers_dispatch, &counters);
     set.ctx = ctx;
     sws_conn_set_configure(&set, arena, NULL, SWS_STR("scalws-test"));
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
