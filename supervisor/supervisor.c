@@ -619,11 +619,15 @@ static void begin_stop(sws_supervisor_t *sup, sup_state_t state, const char *why
     uint64_t deadline = graceful ? (uint64_t)sup->shutdown_timeout_ms + STOP_GRACEFUL_EXTRA_MS
                                  : STOP_NOW_GRACE_MS;
     unsigned running = workers_running(sup);
-    /* The wait the operator configured; the kill comes a margin later. */
-    uint64_t wait = graceful ? sup->shutdown_timeout_ms : deadline;
-    sws_log_notice("%s: %s; waiting up to %llu ms for %u worker(s), then SIGKILL at %llu ms", why,
-                   graceful ? "graceful stop" : "stopping now", (unsigned long long)wait, running,
-                   (unsigned long long)deadline);
+    /* Graceful: the wait the operator configured, and the kill a margin
+     * later. Now: one deadline, after which workers are killed. */
+    if (graceful)
+        sws_log_notice("%s: graceful stop; waiting up to %llu ms for %u worker(s), then SIGKILL at "
+                       "%llu ms", why, (unsigned long long)sup->shutdown_timeout_ms, running,
+                       (unsigned long long)deadline);
+    else
+        sws_log_notice("%s: stopping now; SIGKILL to the %u worker(s) still running after %llu ms",
+                       why, running, (unsigned long long)deadline);
     signal_workers(sup, graceful ? SIGQUIT : SIGTERM);
     sws_timer_queue_set_duration(&sup->stop_queue, deadline);
     sws_timer_arm(&sup->loop, &sup->stop_queue, &sup->stop_timer);

@@ -44,6 +44,7 @@ static void answer_open_error(sws_request_t *r, const char *root, int rootfd, co
                               int err)
 {
     unsigned status = sws_static_open_status(err);
+    unsigned quiet = 0;
     if ((err == EACCES || err == EPERM) && faccessat(AT_FDCWD, root, X_OK, AT_EACCESS) < 0 &&
         sws_static_root_warn_due(&sws_worker_ctx(r)->static_roots, rootfd, r->start_ms))
         sws_log_error("static: root %s: %s (uid %u): every file below it is answered 403", root,
@@ -51,8 +52,10 @@ static void answer_open_error(sws_request_t *r, const char *root, int rootfd, co
     else if (err == ELOOP || err == EXDEV)
         sws_log_info("static: \"%s\" below %s leads out of the root through a symlink: refused",
                      rel, root);
-    else if (status >= 500)
-        sws_log_error("static: open \"%s\" below %s: %s", rel, root, strerror(err));
+    else if (status >= 500 &&
+             sws_static_fail_log_due(&sws_worker_ctx(r)->static_roots, r->start_ms, &quiet))
+        sws_log_error("static: open \"%s\" below %s: %s (%u more such failures not logged)",
+                      rel, root, strerror(err), quiet);
     sws_response_error(r, status);
 }
 
@@ -177,7 +180,10 @@ void sws_static_handle(sws_request_t *r)
     int rootfd = sws_static_root_fd(roots, root, route->root.len, r->start_ms);
     if (rootfd < 0) {
         int err = errno;
-        sws_log_error("static: root %s: %s", root, strerror(err));
+        unsigned quiet = 0;
+        if (sws_static_fail_log_due(roots, r->start_ms, &quiet))
+            sws_log_error("static: root %s: %s (%u more such failures not logged)", root,
+                          strerror(err), quiet);
         sws_response_error(r, sws_static_open_status(err));
         return;
     }

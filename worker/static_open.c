@@ -112,6 +112,18 @@ int sws_static_root_warn_due(sws_static_roots_t *roots, int rootfd, uint64_t now
     return 0;
 }
 
+int sws_static_fail_log_due(sws_static_roots_t *roots, uint64_t now_ms, unsigned *quiet)
+{
+    if (roots->failed_logged_ms != 0 && now_ms - roots->failed_logged_ms < SWS_STATIC_FAIL_LOG_MS) {
+        roots->failed_quiet++;
+        return 0;
+    }
+    roots->failed_logged_ms = now_ms != 0 ? now_ms : 1;
+    *quiet = roots->failed_quiet;
+    roots->failed_quiet = 0;
+    return 1;
+}
+
 void sws_static_roots_close(sws_static_roots_t *roots)
 {
     for (unsigned i = 0; i < SWS_STATIC_ROOTS; i++)

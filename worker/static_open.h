@@ -34,6 +34,7 @@
 #define SWS_STATIC_ROOTS 8
 #define SWS_STATIC_ROOT_CHECK_MS 1000
 #define SWS_STATIC_ROOT_WARN_MS 60000 /* one line per root per minute at most */
+#define SWS_STATIC_FAIL_LOG_MS 1000   /* one "cannot open" line per second at most */
 
 typedef struct sws_static_root {
     int fd;              /* O_PATH directory fd; valid when len > 0 */
@@ -49,6 +50,8 @@ typedef struct sws_static_root {
 typedef struct sws_static_roots {
     sws_static_root_t slot[SWS_STATIC_ROOTS];
     int no_openat2;      /* openat2 failed with ENOSYS/EPERM once: use the walk */
+    uint64_t failed_logged_ms; /* last sws_static_fail_log_due() yes; 0: never */
+    unsigned failed_quiet;     /* failures not logged since then */
 } sws_static_roots_t;
 
 /* A directory fd for the root path[0..len) (absolute; NUL at path[len]),
@@ -61,6 +64,13 @@ int sws_static_root_fd(sws_static_roots_t *roots, const char *path, size_t len, 
  * once after the root was reopened (another directory); a yes stamps the
  * time. So a broken root is named in the log without a line per request. */
 int sws_static_root_warn_due(sws_static_roots_t *roots, int rootfd, uint64_t now_ms);
+
+/* May an open that failed through no fault of the request (out of
+ * descriptors or memory: a 5xx) be logged at now_ms? Yes at most once per
+ * SWS_STATIC_FAIL_LOG_MS per worker, with *quiet set to how many such
+ * failures were not logged since the last yes: when every request fails
+ * the same way, the log gets one line a second, not one per request. */
+int sws_static_fail_log_due(sws_static_roots_t *roots, uint64_t now_ms, unsigned *quiet);
 
 /* Close every fd the table holds and empty it. */
 void sws_static_roots_close(sws_static_roots_t *roots);

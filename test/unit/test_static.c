@@ -510,6 +510,22 @@ static void test_root_warning_once_per_interval(void **state)
     sws_static_roots_close(&roots);
 }
 
+/* Out of descriptors every request fails alike: one line a second, which
+ * says how many were not logged. */
+static void test_open_failures_logged_once_a_second(void **state)
+{
+    (void)state;
+    sws_static_roots_t roots = { 0 };
+    unsigned quiet = 99;
+    assert_true(sws_static_fail_log_due(&roots, 5000, &quiet));
+    assert_int_equal(quiet, 0);
+    for (unsigned i = 0; i < 1000; i++)
+        assert_false(sws_static_fail_log_due(&roots, 5000 + i % SWS_STATIC_FAIL_LOG_MS, &quiet));
+    assert_true(sws_static_fail_log_due(&roots, 5000 + SWS_STATIC_FAIL_LOG_MS, &quiet));
+    assert_int_equal(quiet, 1000);
+    assert_false(sws_static_fail_log_due(&roots, 5001 + SWS_STATIC_FAIL_LOG_MS, &quiet));
+}
+
 /* ---- the handler and its worker context ---- */
 
 /* Serve one request as a worker whose context is ctx would: a table with
@@ -659,6 +675,7 @@ int main(void)
         cmocka_unit_test(test_root_table_replaces_least_recently_used),
         cmocka_unit_test(test_root_fd_errors),
         cmocka_unit_test(test_root_warning_once_per_interval),
+        cmocka_unit_test(test_open_failures_logged_once_a_second),
         cmocka_unit_test(test_handler_keeps_roots_in_the_workers_context),
     };
     int failed = cmocka_run_group_tests_name("static pure", pure, NULL, NULL);
