@@ -1,6 +1,7 @@
 #include "worker/http1.h"
 
 #include "core/fmt.h"
+#include "core/http_token.h"
 
 #include <string.h>
 #include <strings.h>
@@ -521,19 +522,11 @@ static unsigned check_request_line(sws_conn_t *c, const char *head, const char *
     return 0;
 }
 
-/* The header fields the head checks look at, as data: a name, and where
- * scan_known_headers records the (last) value and the count. */
-enum known_header { KH_HOST, KH_TRANSFER_ENCODING, KH_EXPECT, KH_COUNT };
-
-static const sws_str_t known_names[KH_COUNT] = {
-    [KH_HOST] = SWS_STR("host"),
-    [KH_TRANSFER_ENCODING] = SWS_STR("transfer-encoding"),
-    [KH_EXPECT] = SWS_STR("expect"),
-};
-
+/* The known header fields of a head (core/http_token.h): where
+ * scan_known_headers records the (last) value and the count of each. */
 typedef struct known_headers {
-    const sws_str_t *value[KH_COUNT]; /* the last one seen; NULL: none */
-    unsigned count[KH_COUNT];
+    const sws_str_t *value[SWS_TK_COUNT]; /* the last one seen; NULL: none */
+    unsigned count[SWS_TK_COUNT];
 } known_headers_t;
 
 /* Every field name a token, every value without trailing whitespace, the
@@ -550,13 +543,15 @@ static unsigned scan_known_headers(sws_request_t *r, known_headers_t *k, const c
         while (hd->value.len > 0 &&
                (hd->value.p[hd->value.len - 1] == ' ' || hd->value.p[hd->value.len - 1] == '\t'))
             hd->value.len--;
-        for (unsigned n = 0; n < KH_COUNT; n++) {
-            if (sws_str_caseeq(hd->name, known_names[n])) {
-                k->value[n] = &hd->value;
-                k->count[n]++;
-                break;
-            }
+        const sws_http_token_t *t = sws_http_token_find(hd->name.p, hd->name.len);
+        if (t == NULL)
+            continue;
+        if ((t->flags & SWS_TKF_SINGLE) && k->count[t->id] > 0) {
+            *why = "a header that must appear once is repeated";
+            return 400;
         }
+        k->value[t->id] = &hd->value;
+        k->count[t->id]++;
     }
     return 0;
 }
@@ -567,8 +562,8 @@ static unsigned scan_known_headers(sws_request_t *r, known_headers_t *k, const c
 static unsigned check_host_and_target(sws_request_t *r, const known_headers_t *k,
                                       const char **why)
 {
-    const sws_str_t *host = k->value[KH_HOST];
-    unsigned nhost = k->count[KH_HOST];
+    const sws_str_t *host = k->value[SWS_TK_HOST];
+    unsigned nhost = k->count[SWS_TK_HOST];
     if (nhost > 1 || (nhost == 0 && r->version_minor == 1) || (host != NULL && !host_ok(*host))) {
         *why = "missing, repeated or invalid Host";
         return 400;
@@ -593,9 +588,9 @@ static unsigned check_framing(sws_conn_t *c, const known_headers_t *k, const cha
     sws_http1_t *h = &c->h1;
     sws_request_t *r = &c->req;
     const llhttp_t *p = &h->parser;
-    const sws_str_t *te = k->value[KH_TRANSFER_ENCODING];
-    unsigned nte = k->count[KH_TRANSFER_ENCODING];
-    const sws_str_t *expect = k->value[KH_EXPECT];
+    const sws_str_t *te = k->value[SWS_TK_TRANSFER_ENCODING];
+    unsigned nte = k->count[SWS_TK_TRANSFER_ENCODING];
+    const sws_str_t *expect = k->value[SWS_TK_EXPECT];
     if (nte > 0 && (r->version_minor == 0 || nte > 1 || !sws_str_caseeq_lit(*te, "chunked"))) {
         *why = "Transfer-Encoding other than a single chunked";
         return 400;

@@ -1,0 +1,60 @@
+#include "core/http_token.h"
+
+
+#define TK(id_, lit, fl) [id_] = { SWS_STR(lit), id_, fl }
+
+const sws_http_token_t sws_http_tokens[SWS_TK_COUNT] = {
+    TK(SWS_TK_CONNECTION, "connection", SWS_TKF_HOP_BY_HOP | SWS_TKF_H2_FORBIDDEN | SWS_TKF_FRAMING),
+    TK(SWS_TK_CONTENT_LENGTH, "content-length", SWS_TKF_SINGLE | SWS_TKF_FRAMING),
+    TK(SWS_TK_EXPECT, "expect", 0),
+    TK(SWS_TK_HOST, "host", SWS_TKF_SINGLE),
+    TK(SWS_TK_KEEP_ALIVE, "keep-alive", SWS_TKF_HOP_BY_HOP | SWS_TKF_H2_FORBIDDEN),
+    TK(SWS_TK_PROXY_AUTHENTICATE, "proxy-authenticate", SWS_TKF_HOP_BY_HOP),
+    TK(SWS_TK_PROXY_AUTHORIZATION, "proxy-authorization", SWS_TKF_HOP_BY_HOP),
+    TK(SWS_TK_PROXY_CONNECTION, "proxy-connection", SWS_TKF_HOP_BY_HOP | SWS_TKF_H2_FORBIDDEN),
+    TK(SWS_TK_TE, "te", SWS_TKF_HOP_BY_HOP),
+    TK(SWS_TK_TRAILER, "trailer", SWS_TKF_HOP_BY_HOP),
+    TK(SWS_TK_TRANSFER_ENCODING, "transfer-encoding",
+       SWS_TKF_HOP_BY_HOP | SWS_TKF_H2_FORBIDDEN | SWS_TKF_FRAMING),
+    TK(SWS_TK_UPGRADE, "upgrade", SWS_TKF_HOP_BY_HOP | SWS_TKF_H2_FORBIDDEN),
+};
+
+/* The candidates for each name length, as ids + 1 (0 ends a list): every
+ * request header is looked up, so a lookup is one index and, for the one
+ * or two names of its length, a first-letter check before a full compare.
+ * test_http_token.c checks that every entry is reached. */
+#define LEN_MAX (sizeof("proxy-authorization") - 1)
+static const uint8_t by_len[LEN_MAX + 1][3] = {
+    [2] = { SWS_TK_TE + 1 },
+    [4] = { SWS_TK_HOST + 1 },
+    [6] = { SWS_TK_EXPECT + 1 },
+    [7] = { SWS_TK_TRAILER + 1, SWS_TK_UPGRADE + 1 },
+    [10] = { SWS_TK_CONNECTION + 1, SWS_TK_KEEP_ALIVE + 1 },
+    [14] = { SWS_TK_CONTENT_LENGTH + 1 },
+    [16] = { SWS_TK_PROXY_CONNECTION + 1 },
+    [17] = { SWS_TK_TRANSFER_ENCODING + 1 },
+    [18] = { SWS_TK_PROXY_AUTHENTICATE + 1 },
+    [19] = { SWS_TK_PROXY_AUTHORIZATION + 1 },
+};
+
+const sws_http_token_t *sws_http_token_find(const char *name, size_t len)
+{
+    if (len > LEN_MAX)
+        return NULL;
+    for (const uint8_t *id = by_len[len]; id < by_len[len] + 3 && *id != 0; id++) {
+        const sws_http_token_t *t = &sws_http_tokens[*id - 1];
+        /* ASCII case folding of letters only (strncasecmp is locale-aware
+         * and a call): the names are lowercase letters and '-'. */
+        size_t i = 0;
+        for (; i < len; i++) {
+            char c = name[i];
+            if (c >= 'A' && c <= 'Z')
+                c = (char)(c | 0x20);
+            if (c != t->name.p[i])
+                break;
+        }
+        if (i == len)
+            return t;
+    }
+    return NULL;
+}
