@@ -7,6 +7,12 @@
  * result is built with malloc and the generated *__init functions, and each
  * sub-message is attached to its parent before it is filled: whatever fails
  * half-way, protobuf_c_message_free_unpacked() frees exactly what was built.
+ *
+ * What a RouteSet must satisfy is shm/routeset_check.h's: the walk applies
+ * its rule functions where it has the YAML node at hand, and the finished
+ * RouteSet passes sws_routeset_check() (the check the table builder applies
+ * to every source), whose refusal is reported at the node its field path
+ * names (cfg_node_at).
  */
 #include "supervisor/config.h"
 
@@ -29,10 +35,10 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/str.h"
+#include "shm/routeset_check.h"
 #include "shm/table.h"
 #include "supervisor/listen.h"
 #include "supervisor/supervisor.h"
-#include "worker/path.h"
 
 /* The defaults; docs/configuration.md lists the same values. */
 #define CFG_DEFAULT_LISTEN ":8080"
@@ -275,18 +281,6 @@ static void *cfg_new(cfg_parser_t *p, const yaml_node_t *at,
     }
     desc->message_init(m);
     return m;
-}
-
-/* Bytes a header value or a Server name may hold: no CR, LF or other
- * control characters (tab is fine). */
-static int cfg_field_value_ok(const char *s)
-{
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return 0;
-    }
-    return 1;
 }
 
 /* ---- mappings and their keys ---- */
@@ -870,7 +864,7 @@ static int cfg_server_header(cfg_parser_t *p, const cfg_fields_t *f, Sws__Settin
     if (rc == 0 && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
         cfg_bool_text(cfg_text(n), &off) == 0 && off == 0)
         rc = cfg_set_str(p, n, &st->server_name, "");
-    else if (rc == 0 && !cfg_field_value_ok(cfg_text(n)))
+    else if (rc == 0 && !sws_routeset_field_value_ok(cfg_text(n)))
         rc = cfg_fail(p, n, "must not contain control characters (CR, LF, ...)");
     else if (rc == 0)
         rc = cfg_set_str(p, n, &st->server_name, cfg_is_null(n) ? "" : cfg_text(n));
@@ -1081,58 +1075,6 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
 
 /* ---- hosts ---- */
 
-/* NULL when s is a host name a Host header can match, else why not. */
-static const char *cfg_host_name_problem(const char *s)
-{
-    static const char wildcard[] = "a wildcard must be \"*.\" followed by a name";
-    size_t len, label = 0;
-    int wild = 0;
-
-    if (strcmp(s, "*") == 0)
-        return NULL;
-    if (s[0] == '*') {
-        if (s[1] != '.')
-            return wildcard;
-        s += 2;
-        wild = 1;
-    }
-    len = strlen(s);
-    if (len == 0)
-        return wild ? wildcard : "must not be empty";
-    if (s[0] == '[') {
-        char ip[INET6_ADDRSTRLEN];
-        struct in6_addr a;
-        if (wild)
-            return wildcard;
-        if (s[len - 1] != ']' || len - 2 >= sizeof(ip))
-            return "an IPv6 address is written in brackets, as in [::1]";
-        memcpy(ip, s + 1, len - 2);
-        ip[len - 2] = '\0';
-        return inet_pton(AF_INET6, ip, &a) == 1 ? NULL : "not an IPv6 address";
-    }
-    if (len > 253)
-        return "is longer than 253 characters";
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '.') {
-            if (label == 0)
-                return "has an empty label (two dots, or a dot at either end)";
-            label = 0;
-        } else if (c == ':') {
-            return "a host name has no port (ports are ignored when matching)";
-        } else if (c == '*') {
-            return wildcard;
-        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                   c == '-' || c == '_') {
-            if (++label > 63)
-                return "has a label longer than 63 characters";
-        } else {
-            return "may contain only letters, digits, '-', '_' and '.'";
-        }
-    }
-    return label == 0 ? "has an empty label (two dots, or a dot at either end)" : NULL;
-}
-
 static int cfg_host_name(cfg_parser_t *p, yaml_node_t *n, Sws__Host *h, cfg_set_t *seen)
 {
     const cfg_seen_t *dup;
@@ -1142,7 +1084,7 @@ static int cfg_host_name(cfg_parser_t *p, yaml_node_t *n, Sws__Host *h, cfg_set_
 
     if (cfg_want_string(p, n) < 0)
         return -1;
-    why = cfg_host_name_problem(cfg_text(n));
+    why = sws_routeset_host_name_problem(cfg_text(n));
     if (why != NULL)
         return cfg_fail(p, n, "\"%s\": %s", cfg_text(n), why);
     if (cfg_charge(p, n, n->data.scalar.length + 1 + sizeof(void *)) < 0)
@@ -1205,57 +1147,12 @@ static int cfg_host_names(cfg_parser_t *p, yaml_node_t *node, const cfg_fields_t
 
 /* ---- routes ---- */
 
-/* A route path as the table compares it: raw (still percent-encoded),
- * without query or fragment. NULL when fine, else why not. */
-static const char *cfg_path_problem(const char *s)
-{
-    if (s[0] != '/')
-        return "must start with \"/\"";
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '?' || c == '#')
-            return "must not contain '?' or '#' (routes match the path without the query)";
-        if (c <= 0x20 || c >= 0x7f)
-            return "must be ASCII without spaces or control characters "
-                   "(percent-encode the rest, as clients send it)";
-    }
-    return NULL;
-}
-
-/* Requests are routed by their normal path (worker/path.h, ADR 0006): a
- * route path in another form would never match, so it is refused with the
- * form to write instead. */
-static int cfg_path_normal(cfg_parser_t *p, yaml_node_t *n)
-{
-    sws_str_t in = { cfg_text(n), strlen(cfg_text(n)) }, norm;
-    const char *why = NULL;
-    char *out = malloc(SWS_PATH_OUT_MAX(in.len));
-    int rc = 0;
-
-    if (out == NULL)
-        return cfg_oom(p, n);
-    switch (sws_path_normalize(in, out, SWS_PATH_OUT_MAX(in.len), &norm, &why)) {
-    case SWS_PATH_NORMAL:
-        break;
-    case SWS_PATH_BAD:
-        rc = cfg_fail(p, n, "\"%s\" is no valid request path: %s", in.p, why);
-        break;
-    default:
-        rc = cfg_fail(p, n, "\"%s\" is not in normal form (requests are matched in it): "
-                      "write \"%.*s\"", in.p, (int)norm.len, norm.p);
-        break;
-    }
-    free(out);
-    return rc;
-}
-
 static int cfg_route_path(cfg_parser_t *p, const cfg_fields_t *f, yaml_node_t *route,
                           Sws__Route *r, cfg_set_t *seen)
 {
     static const char *const match_names[] = { "prefix", "exact", "regex" };
     yaml_node_t *n = cfg_field(f, "path"), *m = cfg_field(f, "match");
     const cfg_seen_t *dup;
-    const char *why;
     char got[64];
     size_t mark;
     int oom;
@@ -1276,13 +1173,9 @@ static int cfg_route_path(cfg_parser_t *p, const cfg_fields_t *f, yaml_node_t *r
         cfg_pop(p, mark);
     }
 
+    /* Its form is the checker's (sws_routeset_check, at the end). */
     mark = cfg_push(p, "path");
     if (cfg_want_string(p, n) < 0)
-        return -1;
-    why = cfg_path_problem(cfg_text(n));
-    if (why != NULL)
-        return cfg_fail(p, n, "\"%s\" %s", cfg_text(n), why);
-    if (cfg_path_normal(p, n) < 0)
         return -1;
     if (cfg_set_str(p, n, &r->path, cfg_text(n)) < 0)
         return -1;
@@ -1297,28 +1190,13 @@ static int cfg_route_path(cfg_parser_t *p, const cfg_fields_t *f, yaml_node_t *r
     return 0;
 }
 
-static int cfg_header_name_problem(const char *s, const char **why)
-{
-    static const char *const framing[] = { "content-length", "transfer-encoding", "connection" };
-
-    *why = NULL;
-    if (s[0] == '\0')
-        *why = "a header name must not be empty";
-    else if (!sws_is_token(s))
-        *why = "a header name may contain only letters, digits and !#$%&'*+-.^_`|~";
-    for (size_t i = 0; i < 3 && *why == NULL; i++)
-        if (strcasecmp(s, framing[i]) == 0)
-            *why = "is set by the server (from the body and the connection state)";
-    return *why == NULL ? 0 : -1;
-}
-
 static int cfg_header_add(cfg_parser_t *p, Sws__Respond *rsp, const char *name, yaml_node_t *v)
 {
     Sws__Header *h;
 
     if (cfg_want_string(p, v) < 0)
         return -1;
-    if (!cfg_field_value_ok(cfg_text(v)))
+    if (!sws_routeset_field_value_ok(cfg_text(v)))
         return cfg_fail(p, v, "a header value must not contain CR, LF or other control characters");
     h = cfg_new(p, v, &sws__header__descriptor);
     if (h == NULL)
@@ -1362,7 +1240,8 @@ static int cfg_headers(cfg_parser_t *p, yaml_node_t *node, Sws__Respond *rsp)
         mark = cfg_push(p, cfg_text(k));
         if (cfg_want_string(p, k) < 0)
             return -1;
-        if (cfg_header_name_problem(cfg_text(k), &why) < 0)
+        why = sws_routeset_header_name_problem(cfg_text(k));
+        if (why != NULL)
             return cfg_fail(p, k, "%s", why);
         for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < pr; q++) {
             yaml_node_t *prev = cfg_node(p, q->key);
@@ -1397,9 +1276,8 @@ static int cfg_respond(cfg_parser_t *p, yaml_node_t *node, void *msg)
 
     rsp->status = CFG_DEFAULT_RESPOND_STATUS;
     if (cfg_map(p, node, keys, &f) < 0 ||
-        /* No 1xx: an interim answer is never a final response, and the
-         * HTTP layer sends 100 Continue itself. */
-        cfg_u32(p, &f, "status", CFG_COUNT, 200, 599, &rsp->status) < 0)
+        cfg_u32(p, &f, "status", CFG_COUNT, SWS_ROUTESET_RESPOND_STATUS_MIN,
+                SWS_ROUTESET_RESPOND_STATUS_MAX, &rsp->status) < 0)
         return -1;
     if (cfg_field(&f, "headers") != NULL) {
         mark = cfg_push(p, "headers");
@@ -1486,8 +1364,7 @@ static int cfg_static(cfg_parser_t *p, yaml_node_t *node, void *msg)
         cfg_bool(p, &f, "follow_symlinks", &st->follow_symlinks) < 0)
         return -1;
     index = cfg_field(&f, "index");
-    if (index != NULL && (st->index[0] == '\0' || strchr(st->index, '/') != NULL ||
-                          strcmp(st->index, ".") == 0 || strcmp(st->index, "..") == 0)) {
+    if (index != NULL && !sws_routeset_index_ok(st->index)) {
         cfg_push(p, "index");
         return cfg_fail(p, index, "must be a file name (no '/')");
     }
@@ -1498,6 +1375,7 @@ static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, void *msg)
 {
     static const char *const keys[] = { "status", "location", NULL };
     Sws__Redirect *rd = msg;
+    const char *why;
     yaml_node_t *loc;
     cfg_fields_t f;
     size_t mark;
@@ -1512,8 +1390,8 @@ static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, void *msg)
         size_t smark = cfg_push(p, "status");
         /* A number outside the set and a word get the same message (it
          * replaces cfg_number's, which names a range). */
-        if (cfg_number(p, status, CFG_COUNT, 301, 308, &v) < 0 || v == 304 || v == 305 ||
-            v == 306)
+        if (cfg_number(p, status, CFG_COUNT, 301, 308, &v) < 0 ||
+            !sws_routeset_redirect_status_ok((uint32_t)v))
             return cfg_fail(p, status, "expected 301, 302, 303, 307 or 308, got %s",
                             cfg_quote(status, got, sizeof(got)));
         cfg_pop(p, smark);
@@ -1525,12 +1403,9 @@ static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, void *msg)
     mark = cfg_push(p, "location");
     if (cfg_string(p, &f, "location", &rd->location) < 0)
         return -1;
-    if (rd->location[0] == '\0')
-        return cfg_fail(p, loc, "must not be empty");
-    for (const char *c = rd->location; *c != '\0'; c++)
-        if ((unsigned char)*c <= 0x20 || (unsigned char)*c == 0x7f)
-            return cfg_fail(p, loc, "must not contain spaces or control characters "
-                            "(percent-encode them)");
+    why = sws_routeset_location_problem(rd->location);
+    if (why != NULL)
+        return cfg_fail(p, loc, "%s", why);
     cfg_pop(p, mark);
     return 0;
 }
@@ -1732,6 +1607,96 @@ static int cfg_build(cfg_parser_t *p, yaml_node_t *root, Sws__Config *cfg)
     return 0;
 }
 
+/* ---- the RouteSet check ---- */
+
+/* Item i of a list; of a scalar, i 0 is the scalar itself ("name: a" is
+ * names[0]); of a mapping of headers, the i-th value counting each value
+ * of a list (the order the reader built them in). NULL: none. */
+static yaml_node_t *cfg_item(cfg_parser_t *p, yaml_node_t *n, size_t i)
+{
+    if (n->type == YAML_SCALAR_NODE)
+        return i == 0 ? n : NULL;
+    if (n->type == YAML_SEQUENCE_NODE) {
+        size_t count = (size_t)(n->data.sequence.items.top - n->data.sequence.items.start);
+        return i < count ? cfg_node(p, n->data.sequence.items.start[i]) : NULL;
+    }
+    for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *v = cfg_node(p, pr->value);
+        yaml_node_t *at = cfg_item(p, v, v->type == YAML_SEQUENCE_NODE ? i : 0);
+        size_t count = v->type == YAML_SEQUENCE_NODE
+                           ? (size_t)(v->data.sequence.items.top - v->data.sequence.items.start)
+                           : 1;
+        if (i < count)
+            return at;
+        i -= count;
+    }
+    return NULL;
+}
+
+/* The value of key (len bytes) in a mapping; "names" is also "name:". */
+static yaml_node_t *cfg_key(cfg_parser_t *p, yaml_node_t *n, const char *key, size_t len)
+{
+    if (n->type != YAML_MAPPING_NODE)
+        return NULL;
+    for (yaml_node_pair_t *pr = n->data.mapping.pairs.start; pr < n->data.mapping.pairs.top;
+         pr++) {
+        yaml_node_t *k = cfg_node(p, pr->key);
+        if (k->type == YAML_SCALAR_NODE && k->data.scalar.length == len &&
+            memcmp(cfg_text(k), key, len) == 0)
+            return cfg_node(p, pr->value);
+    }
+    return len == 5 && memcmp(key, "names", 5) == 0 ? cfg_key(p, n, "name", 4) : NULL;
+}
+
+/* The node a checker's field path names ("hosts[0].routes[2].path"), or
+ * the deepest one on its way: the place a refusal is reported. The
+ * settings come from server:, whose keys are not theirs: the file's top. */
+static yaml_node_t *cfg_node_at(cfg_parser_t *p, yaml_node_t *root, const char *path)
+{
+    yaml_node_t *n = root, *next = NULL;
+    const char *s = path;
+
+    if (strncmp(path, "settings", 8) == 0)
+        return root;
+    while (*s != '\0') {
+        if (*s == '.')
+            s++;
+        if (*s == '[') {
+            char *end;
+            size_t i = strtoul(s + 1, &end, 10);
+            if (*end != ']')
+                break;
+            next = cfg_item(p, n, i);
+            s = end + 1;
+        } else {
+            size_t len = strcspn(s, ".[");
+            next = cfg_key(p, n, s, len);
+            s += len;
+        }
+        if (next == NULL)
+            break;
+        n = next;
+    }
+    return n;
+}
+
+/* The rules every source of a RouteSet passes (shm/routeset_check.h);
+ * those the walk above applied already hold, the rest are reported at
+ * the node the refusal's field path names. */
+static int cfg_routes_check(cfg_parser_t *p, yaml_node_t *root, const Sws__RouteSet *rs)
+{
+    sws_routeset_refusal_t why;
+
+    if (sws_routeset_check(rs, &why) == 0)
+        return 0;
+    cfg_pop(p, 0);
+    cfg_push(p, why.path);
+    cfg_fail(p, cfg_node_at(p, root, why.path), "%s", why.msg);
+    cfg_pop(p, 0);
+    return -1;
+}
+
 /* The table the routes need must fit server.table_size: reported at the
  * table_size value, or at the top of the file when the default is too
  * small, in the form of every other error. */
@@ -1833,7 +1798,8 @@ static int cfg_parse_in(const char *text, size_t len, const char *name, const ch
     cfg = cfg_new(&p, root, &sws__config__descriptor);
     if (cfg == NULL)
         goto done;
-    if (cfg_build(&p, root, cfg) < 0 || cfg_table_fits(&p, root, cfg) < 0) {
+    if (cfg_build(&p, root, cfg) < 0 || cfg_routes_check(&p, root, cfg->routes) < 0 ||
+        cfg_table_fits(&p, root, cfg) < 0) {
         sws_config_free(cfg);
         goto done;
     }

@@ -366,6 +366,11 @@ static void test_errors_hosts_and_routes(void **state)
                  "host name \"a.test\" is already used (line 2, column 11)");
     expect_error("hosts:\n  - names: [a.test, a.test]\n", "t.yaml:2:21: hosts[0].names[1]: ",
                  "already used (line 2, column 13)");
+    /* A trailing dot names the same host: found by the RouteSet checker,
+     * reported at the node its field path names. */
+    expect_error("hosts:\n  - name: a.test\n  - names: [b.test, A.Test.]\n",
+                 "t.yaml:3:21: hosts[1].names[1]: ",
+                 "host name \"a.test.\" is already used (hosts[0].names[0])");
     expect_error("hosts:\n  - name: a.test\n    routes:\n      - {path: /x, respond: {}}\n"
                  "      - {path: /x, match: prefix, redirect: {location: /}}\n",
                  "t.yaml:5:16: hosts[0].routes[1].path: ",
