@@ -19,7 +19,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -624,99 +623,6 @@ static void cfg_set_free(cfg_set_t *s)
 
 /* ---- listen addresses ---- */
 
-static int cfg_addr_fail(char *err, size_t errlen, const char *text, const char *why)
-{
-    return sws_errf(err, errlen, "bad address \"%s\": %s", text, why);
-}
-
-static int cfg_resolve(const char *host, struct sockaddr_storage *ss, unsigned *sslen,
-                       const char *text, char *err, size_t errlen)
-{
-    struct addrinfo hints, *res;
-    int rc;
-
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    rc = getaddrinfo(host, NULL, &hints, &res);
-    if (rc != 0)
-        return sws_errf(err, errlen, "bad address \"%s\": cannot resolve \"%.100s\": %s", text,
-                        host, gai_strerror(rc));
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *sslen = (unsigned)res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
-int sws_config_parse_address(const char *text, struct sockaddr_storage *ss, unsigned *sslen,
-                             char *err, size_t errlen)
-{
-    char host[256];
-    const char *port_text, *colon;
-    uint64_t port;
-    size_t hostlen;
-
-    memset(ss, 0, sizeof(*ss));
-    if (text[0] == '[') {
-        const char *close = strchr(text, ']');
-        if (close == NULL)
-            return cfg_addr_fail(err, errlen, text, "missing ']' after the IPv6 address");
-        if (close[1] != ':')
-            return cfg_addr_fail(err, errlen, text, "expected [IPv6]:PORT");
-        hostlen = (size_t)(close - text - 1);
-        port_text = close + 2;
-        if (hostlen >= sizeof(host))
-            return cfg_addr_fail(err, errlen, text, "address too long");
-        memcpy(host, text + 1, hostlen);
-        host[hostlen] = '\0';
-    } else {
-        colon = strrchr(text, ':');
-        if (colon == NULL)
-            return cfg_addr_fail(err, errlen, text, "expected HOST:PORT, [IPv6]:PORT or :PORT");
-        if (memchr(text, ':', (size_t)(colon - text)) != NULL)
-            return cfg_addr_fail(err, errlen, text,
-                                 "an IPv6 address needs brackets, as in [::1]:8080");
-        hostlen = (size_t)(colon - text);
-        port_text = colon + 1;
-        if (hostlen >= sizeof(host))
-            return cfg_addr_fail(err, errlen, text, "host name too long");
-        memcpy(host, text, hostlen);
-        host[hostlen] = '\0';
-    }
-
-    if (strlen(port_text) > 5 || cfg_digits(port_text, strlen(port_text), &port) < 0 ||
-        port < 1 || port > 65535)
-        return cfg_addr_fail(err, errlen, text, "the port must be a number from 1 to 65535");
-
-    if (text[0] == '[') {
-        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-        if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1)
-            return cfg_addr_fail(err, errlen, text, "not an IPv6 address");
-        sin6->sin6_family = AF_INET6;
-        sin6->sin6_port = htons((uint16_t)port);
-        *sslen = sizeof(*sin6);
-        return 0;
-    }
-    struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-    if (host[0] == '\0' || strcmp(host, "*") == 0 ||
-        inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
-        if (host[0] == '\0' || host[0] == '*')
-            sin->sin_addr.s_addr = htonl(INADDR_ANY);
-        sin->sin_family = AF_INET;
-        sin->sin_port = htons((uint16_t)port);
-        *sslen = sizeof(*sin);
-        return 0;
-    }
-    if (cfg_resolve(host, ss, sslen, text, err, errlen) < 0)
-        return -1;
-    if (ss->ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
-    else
-        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
-    return 0;
-}
-
 static int cfg_listen_one(cfg_parser_t *p, yaml_node_t *n, Sws__ServerConfig *sc, cfg_set_t *seen,
                           char keys[][INET6_ADDRSTRLEN + 8])
 {
@@ -729,7 +635,7 @@ static int cfg_listen_one(cfg_parser_t *p, yaml_node_t *n, Sws__ServerConfig *sc
 
     if (cfg_want_string(p, n) < 0)
         return -1;
-    if (sws_config_parse_address(cfg_text(n), &ss, &sslen, why, sizeof(why)) < 0)
+    if (sws_listen_parse_address(cfg_text(n), &ss, &sslen, why, sizeof(why)) < 0)
         return cfg_fail(p, n, "%s", why);
 
     /* The same text for the same socket address, however it was written. */
