@@ -240,9 +240,11 @@ static int check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
 
 static int check_respond(const Sws__Respond *rp, const char *route, sws_routeset_refusal_t *why)
 {
-    if (rp->status < SWS_ROUTESET_RESPOND_STATUS_MIN || rp->status > SWS_ROUTESET_RESPOND_STATUS_MAX)
-        return refuse(at(why, "%s.respond.status", route), "expected a number from %u to %u, got %u",
-                      SWS_ROUTESET_RESPOND_STATUS_MIN, SWS_ROUTESET_RESPOND_STATUS_MAX, rp->status);
+    if (rp->status < SWS_ROUTESET_RESPOND_STATUS_MIN ||
+        rp->status > SWS_ROUTESET_RESPOND_STATUS_MAX)
+        return refuse(at(why, "%s.respond.status", route),
+                      "expected a number from %u to %u, got %u", SWS_ROUTESET_RESPOND_STATUS_MIN,
+                      SWS_ROUTESET_RESPOND_STATUS_MAX, rp->status);
     for (size_t i = 0; i < rp->n_headers; i++) {
         const Sws__Header *hd = rp->headers[i];
         const char *problem = sws_routeset_header_name_problem(hd->name);

@@ -61,39 +61,102 @@ static void set(char **field, const char *value)
 
 /* ---- one broken rule per case ---- */
 
-static void framing_header(Sws__RouteSet *rs) { set(&route(rs, 0)->respond->headers[0]->name, "Content-Length"); }
-static void bad_header_name(Sws__RouteSet *rs) { set(&route(rs, 0)->respond->headers[0]->name, "Bad Name"); }
-static void bad_header_value(Sws__RouteSet *rs) { set(&route(rs, 0)->respond->headers[0]->value, "a\r\nSet-Cookie: x"); }
-static void interim_status(Sws__RouteSet *rs) { route(rs, 0)->respond->status = 100; }
-static void body_on_204(Sws__RouteSet *rs) { route(rs, 0)->respond->status = 204; }
-static void path_not_normal(Sws__RouteSet *rs) { set(&route(rs, 0)->path, "/a/../b"); }
-static void path_encoded_slash(Sws__RouteSet *rs) { set(&route(rs, 0)->path, "/a%2fb"); }
-static void path_relative(Sws__RouteSet *rs) { set(&route(rs, 0)->path, "x"); }
-static void path_query(Sws__RouteSet *rs) { set(&route(rs, 0)->path, "/a?b"); }
-static void match_regex(Sws__RouteSet *rs) { route(rs, 0)->match = SWS__ROUTE__MATCH__REGEX; }
-static void match_unknown(Sws__RouteSet *rs) { route(rs, 0)->match = (Sws__Route__Match)7; }
+static void framing_header(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->respond->headers[0]->name, "Content-Length");
+}
+static void bad_header_name(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->respond->headers[0]->name, "Bad Name");
+}
+static void bad_header_value(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->respond->headers[0]->value, "a\r\nSet-Cookie: x");
+}
+static void interim_status(Sws__RouteSet *rs)
+{
+    route(rs, 0)->respond->status = 100;
+}
+static void body_on_204(Sws__RouteSet *rs)
+{
+    route(rs, 0)->respond->status = 204;
+}
+static void path_not_normal(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->path, "/a/../b");
+}
+static void path_encoded_slash(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->path, "/a%2fb");
+}
+static void path_relative(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->path, "x");
+}
+static void path_query(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->path, "/a?b");
+}
+static void match_regex(Sws__RouteSet *rs)
+{
+    route(rs, 0)->match = SWS__ROUTE__MATCH__REGEX;
+}
+static void match_unknown(Sws__RouteSet *rs)
+{
+    route(rs, 0)->match = (Sws__Route__Match)7;
+}
 static void no_action(Sws__RouteSet *rs)
 {
     sws__respond__free_unpacked(route(rs, 0)->respond, NULL);
     route(rs, 0)->respond = NULL;
     route(rs, 0)->action_case = SWS__ROUTE__ACTION__NOT_SET;
 }
-static void root_relative(Sws__RouteSet *rs) { set(&route(rs, 1)->static_->root, "www"); }
-static void root_empty(Sws__RouteSet *rs) { set(&route(rs, 1)->static_->root, ""); }
-static void index_path(Sws__RouteSet *rs) { set(&route(rs, 1)->static_->index, "a/b.html"); }
-static void redirect_304(Sws__RouteSet *rs) { route(rs, 2)->redirect->status = 304; }
-static void location_empty(Sws__RouteSet *rs) { set(&route(rs, 2)->redirect->location, ""); }
-static void location_space(Sws__RouteSet *rs) { set(&route(rs, 2)->redirect->location, "/a b"); }
-static void unknown_pool(Sws__RouteSet *rs) { set(&route(rs, 3)->proxy->pool, "q"); }
+static void root_relative(Sws__RouteSet *rs)
+{
+    set(&route(rs, 1)->static_->root, "www");
+}
+static void root_empty(Sws__RouteSet *rs)
+{
+    set(&route(rs, 1)->static_->root, "");
+}
+static void index_path(Sws__RouteSet *rs)
+{
+    set(&route(rs, 1)->static_->index, "a/b.html");
+}
+static void redirect_304(Sws__RouteSet *rs)
+{
+    route(rs, 2)->redirect->status = 304;
+}
+static void location_empty(Sws__RouteSet *rs)
+{
+    set(&route(rs, 2)->redirect->location, "");
+}
+static void location_space(Sws__RouteSet *rs)
+{
+    set(&route(rs, 2)->redirect->location, "/a b");
+}
+static void unknown_pool(Sws__RouteSet *rs)
+{
+    set(&route(rs, 3)->proxy->pool, "q");
+}
 static void pool_twice(Sws__RouteSet *rs)
 {
     Sws__Pool *pool = NEW(Sws__Pool, SWS__POOL__INIT);
     pool->name = strdup("p");
     PUSH(rs->pools, rs->n_pools, pool);
 }
-static void name_star_inside(Sws__RouteSet *rs) { set(&rs->hosts[0]->names[0], "a.*.test"); }
-static void name_port(Sws__RouteSet *rs) { set(&rs->hosts[1]->names[0], "b.test:80"); }
-static void name_twice(Sws__RouteSet *rs) { set(&rs->hosts[1]->names[0], "A.TEST."); }
+static void name_star_inside(Sws__RouteSet *rs)
+{
+    set(&rs->hosts[0]->names[0], "a.*.test");
+}
+static void name_port(Sws__RouteSet *rs)
+{
+    set(&rs->hosts[1]->names[0], "b.test:80");
+}
+static void name_twice(Sws__RouteSet *rs)
+{
+    set(&rs->hosts[1]->names[0], "A.TEST.");
+}
 static void catchall_twice(Sws__RouteSet *rs)
 {
     set(&rs->hosts[0]->names[0], "*");
@@ -104,9 +167,18 @@ static void host_without_names(Sws__RouteSet *rs)
     free(rs->hosts[1]->names[0]);
     rs->hosts[1]->n_names = 0;
 }
-static void route_twice(Sws__RouteSet *rs) { set(&route(rs, 2)->path, "/s/"); }
-static void log_level(Sws__RouteSet *rs) { set(&rs->settings->log_level, "loud"); }
-static void server_name(Sws__RouteSet *rs) { set(&rs->settings->server_name, "x\r\nX-Evil: 1"); }
+static void route_twice(Sws__RouteSet *rs)
+{
+    set(&route(rs, 2)->path, "/s/");
+}
+static void log_level(Sws__RouteSet *rs)
+{
+    set(&rs->settings->log_level, "loud");
+}
+static void server_name(Sws__RouteSet *rs)
+{
+    set(&rs->settings->server_name, "x\r\nX-Evil: 1");
+}
 
 static const struct refusal_case {
     const char *name;
