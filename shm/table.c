@@ -27,6 +27,7 @@
 #include "core/fmt.h"
 #include "core/log.h"
 #include "core/str.h"
+#include "shm/routeset_check.h"
 
 #include <string.h>
 
@@ -153,20 +154,6 @@ static name_kind_t name_kind(const char *name)
     if (name[0] == '*' && name[1] == '\0')
         return NAME_CATCHALL;
     return name[0] == '*' ? NAME_WILDCARD : NAME_EXACT;
-}
-
-static int name_check(const char *name, char *err, size_t errlen)
-{
-    size_t len = name_len(name);
-    if (len == 0)
-        return sws_errf(err, errlen, "empty host name");
-    if (name_kind(name) == NAME_WILDCARD && (len < 3 || name[1] != '.'))
-        return sws_errf(err, errlen, "host name \"%s\": a wildcard is \"*.\" and a domain", name);
-    if (memchr(name + 1, '*', len - 1) != NULL)
-        return sws_errf(err, errlen, "host name \"%s\": '*' may only be the first label", name);
-    if (memchr(name, ':', len) != NULL || memchr(name, '/', len) != NULL)
-        return sws_errf(err, errlen, "host name \"%s\": a name has no port or path", name);
-    return 0;
 }
 
 /* ---- routes ---------------------------------------------------------- */
@@ -298,15 +285,6 @@ static sws_tstr_t put_lower(table_writer_t *w, const char *p, size_t len)
     return s;
 }
 
-static int header_check(const Sws__Header *hd, char *err, size_t errlen)
-{
-    if (!sws_is_token(hd->name))
-        return sws_errf(err, errlen, "header name \"%s\" is not a token", hd->name);
-    if (strpbrk(hd->value, "\r\n") != NULL)
-        return sws_errf(err, errlen, "header %s: value contains CR or LF", hd->name);
-    return 0;
-}
-
 static sws_tstr_t put_header_lines(table_writer_t *w, const Sws__Respond *rp)
 {
     size_t len = header_lines_len(rp);
@@ -339,88 +317,54 @@ static int pool_index(const Sws__RouteSet *rs, const char *name, uint32_t *out)
     return -1;
 }
 
-static int is_redirect_status(uint32_t status)
-{
-    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
-}
-
-/* The action-specific part of a route; the caller reports the route. */
-static int build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__Route *r,
-                        sws_route_t *out, char *err, size_t errlen)
+/* The action-specific part of a route (checked: sws_routeset_check). */
+static void build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__Route *r,
+                         sws_route_t *out)
 {
     switch (r->action_case) {
     case SWS__ROUTE__ACTION_RESPOND: {
         const Sws__Respond *rp = r->respond;
-        if (rp->status < 100 || rp->status > 599)
-            return sws_errf(err, errlen, "respond status %u is not 100..599", rp->status);
-        for (size_t i = 0; i < rp->n_headers; i++)
-            if (header_check(rp->headers[i], err, errlen) != 0)
-                return -1;
         out->action = SWS_ACTION_RESPOND;
         out->status = (uint16_t)rp->status;
         out->headers = put_header_lines(w, rp);
         out->body = put_bytes(w, rp->body.data, rp->body.len);
-        return 0;
+        return;
     }
     case SWS__ROUTE__ACTION_STATIC: {
         const Sws__Static *st = r->static_;
-        if (st->root[0] != '/')
-            return sws_errf(err, errlen, "static root \"%s\" is not an absolute path", st->root);
-        if (st->index[0] == '\0' || strchr(st->index, '/') != NULL)
-            return sws_errf(err, errlen, "static index \"%s\" is not a file name", st->index);
         out->action = SWS_ACTION_STATIC;
         out->follow_symlinks = st->follow_symlinks ? 1 : 0;
         out->root = put_bytes(w, st->root, root_len(st->root));
         out->index = put_bytes(w, st->index, strlen(st->index));
-        return 0;
+        return;
     }
     case SWS__ROUTE__ACTION_REDIRECT: {
         const Sws__Redirect *rd = r->redirect;
-        if (!is_redirect_status(rd->status))
-            return sws_errf(err, errlen, "redirect status %u is not 301, 302, 303, 307 or 308",
-                        rd->status);
-        if (rd->location[0] == '\0' || strpbrk(rd->location, "\r\n") != NULL)
-            return sws_errf(err, errlen, "redirect location is empty or contains CR or LF");
         out->action = SWS_ACTION_REDIRECT;
         out->status = (uint16_t)rd->status;
         out->location = put_bytes(w, rd->location, strlen(rd->location));
-        return 0;
+        return;
     }
     case SWS__ROUTE__ACTION_PROXY:
-        if (pool_index(rs, r->proxy->pool, &out->pool) != 0)
-            return sws_errf(err, errlen, "proxy to unknown pool \"%s\"", r->proxy->pool);
+        pool_index(rs, r->proxy->pool, &out->pool);
         out->action = SWS_ACTION_PROXY;
-        return 0;
+        return;
     default:
-        return sws_errf(err, errlen, "no action (respond, static, redirect or proxy)");
+        return;
     }
 }
 
-static int build_route(table_writer_t *w, const Sws__RouteSet *rs, const Sws__Host *host,
-                       const Sws__Route *r, sws_route_t *out, char *err, size_t errlen)
+static void build_route(table_writer_t *w, const Sws__RouteSet *rs, const Sws__Host *host,
+                        const Sws__Route *r, sws_route_t *out)
 {
-    char why[256];
-    const char *hname = host->names[0]; /* sws_table_build refused a host without names */
-
     sws_tstr_t empty = { w->empty, 0 };
     memset(out, 0, sizeof(*out));
     /* Fields the action does not use still read as "". */
     out->path = out->headers = out->body = out->location = out->root = out->index = empty;
-    if (r->match == SWS__ROUTE__MATCH__REGEX)
-        return sws_errf(err, errlen, "host \"%s\" route \"%s\": regex paths are not supported yet",
-                    hname, r->path);
-    if (r->match != SWS__ROUTE__MATCH__PREFIX && r->match != SWS__ROUTE__MATCH__EXACT)
-        return sws_errf(err, errlen, "host \"%s\" route \"%s\": unknown match type %d", hname,
-                    r->path, (int)r->match);
-    if (r->path[0] != '/')
-        return sws_errf(err, errlen, "host \"%s\" route \"%s\": a path starts with '/'", hname,
-                    r->path);
-    if (build_action(w, rs, r, out, why, sizeof(why)) != 0)
-        return sws_errf(err, errlen, "host \"%s\" route \"%s\": %s", hname, r->path, why);
+    build_action(w, rs, r, out);
     out->match = r->match == SWS__ROUTE__MATCH__EXACT ? SWS_MATCH_EXACT : SWS_MATCH_PREFIX;
     out->https_redirect = (r->https_redirect || host->https_redirect) ? 1 : 0;
     out->path = put_bytes(w, r->path, strlen(r->path));
-    return 0;
 }
 
 /* Does a come before b in a host's route order? Exact routes first; then
@@ -432,7 +376,7 @@ static int route_before(const sws_route_t *a, const sws_route_t *b)
     return a->match == SWS_MATCH_PREFIX && a->path.len > b->path.len;
 }
 
-/* Stable (equal routes keep the configuration's order: the first wins). */
+/* Stable: prefixes of one length keep the configuration's order. */
 static void sort_routes(sws_route_t *r, size_t n)
 {
     for (size_t i = 1; i < n; i++) {
@@ -464,17 +408,14 @@ static int name_insert(char *base, const tbl_names_t *names, uint32_t hash, sws_
     }
 }
 
-static int build_names(table_writer_t *w, struct sws_table *t, const Sws__Host *host,
-                       uint32_t index, char *err, size_t errlen)
+/* Names are valid and each is used once (sws_routeset_check). */
+static void build_names(table_writer_t *w, struct sws_table *t, const Sws__Host *host,
+                        uint32_t index)
 {
     for (size_t i = 0; i < host->n_names; i++) {
         const char *name = host->names[i];
         name_kind_t kind = name_kind(name);
-        if (name_check(name, err, errlen) != 0)
-            return -1;
         if (kind == NAME_CATCHALL) {
-            if (t->catchall != 0)
-                return sws_errf(err, errlen, "host name \"*\" appears twice");
             t->catchall = index + 1;
             continue;
         }
@@ -482,10 +423,8 @@ static int build_names(table_writer_t *w, struct sws_table *t, const Sws__Host *
         size_t skip = kind == NAME_WILDCARD ? 1 : 0;
         sws_tstr_t s = put_lower(w, name + skip, name_len(name) - skip);
         tbl_names_t *names = kind == NAME_WILDCARD ? &t->wild : &t->exact;
-        if (name_insert(w->base, names, hash_name(w->base + s.off, s.len), s, index + 1) != 0)
-            return sws_errf(err, errlen, "host name \"%s\" appears twice", name);
+        name_insert(w->base, names, hash_name(w->base + s.off, s.len), s, index + 1);
     }
-    return 0;
 }
 
 static void build_pools(table_writer_t *w, struct sws_table *t, const Sws__RouteSet *rs)
@@ -508,20 +447,16 @@ static void build_pools(table_writer_t *w, struct sws_table *t, const Sws__Route
     }
 }
 
-static int build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Settings *s,
-                          char *err, size_t errlen)
+static void build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Settings *s)
 {
     sws_log_level_t level;
     memset(out, 0, sizeof(*out));
     out->server_name = out->access_log_path = (sws_tstr_t){ w->empty, 0 };
     if (s == NULL)
-        return 0;
+        return;
     /* "" leaves log_level 0: workers keep the level they have. */
     if (sws_log_level_parse(s->log_level, &level) == 0)
         out->log_level = (uint32_t)level + 1;
-    else if (s->log_level[0] != '\0')
-        return sws_errf(err, errlen, "log level \"%s\" is not debug, info, notice, warn, error "
-                        "or crit", s->log_level);
     out->max_request_line = s->max_request_line;
     out->max_header_size = s->max_header_size;
     out->max_headers = s->max_headers;
@@ -539,17 +474,6 @@ static int build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Set
         /* "-" and "" both mean standard output; the table says it one way. */
         out->access_log_path = put_bytes(w, path, strcmp(path, "-") == 0 ? 0 : strlen(path));
     }
-    return 0;
-}
-
-static int pools_check(const Sws__RouteSet *rs, char *err, size_t errlen)
-{
-    for (size_t p = 0; p < rs->n_pools; p++) {
-        uint32_t first;
-        if (pool_index(rs, rs->pools[p]->name, &first) == 0 && first != p)
-            return sws_errf(err, errlen, "pool \"%s\" appears twice", rs->pools[p]->name);
-    }
-    return 0;
 }
 
 static tbl_names_t names_init(size_t off, size_t cap, size_t count)
@@ -579,14 +503,17 @@ static void header_init(struct sws_table *t, const table_layout_t *lay, uint64_t
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
                     char *err, size_t errlen)
 {
+    sws_routeset_refusal_t why;
     table_layout_t lay;
+
+    /* The one check every source passes; the build below trusts it. */
+    if (sws_routeset_check(rs, &why) != 0)
+        return sws_errf(err, errlen, "%s%s%s", why.path, why.path[0] ? ": " : "", why.msg);
     table_layout(rs, &lay);
     if (lay.total > arena_size)
         return sws_errf(err, errlen, "table needs %zu bytes, arena has %zu", lay.total, arena_size);
     if (lay.total > UINT32_MAX)
         return sws_errf(err, errlen, "table needs %zu bytes, more than 4 GiB", lay.total);
-    if (pools_check(rs, err, errlen) != 0)
-        return -1;
 
     char *base = arena;
     struct sws_table *t = arena;
@@ -595,26 +522,21 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     memset(base + lay.exact_off, 0, lay.pools_off - lay.exact_off);
     base[lay.strings_off] = '\0';
     header_init(t, &lay, gen);
-    if (build_settings(&w, &t->settings, rs->settings, err, errlen) != 0)
-        return -1;
+    build_settings(&w, &t->settings, rs->settings);
 
     tbl_host_t *hosts = (tbl_host_t *)(base + t->hosts_off);
     sws_route_t *routes = (sws_route_t *)(base + t->routes_off);
     uint32_t next_route = 0;
     for (size_t h = 0; h < rs->n_hosts; h++) {
         const Sws__Host *host = rs->hosts[h];
-        if (host->n_names == 0)
-            return sws_errf(err, errlen, "host #%zu has no names", h + 1);
-        if (build_names(&w, t, host, (uint32_t)h, err, errlen) != 0)
-            return -1;
+        build_names(&w, t, host, (uint32_t)h);
         tbl_host_t *th = &hosts[h];
         th->first_route = next_route;
         th->nroutes = (uint32_t)host->n_routes;
         th->nexact = 0;
         for (size_t i = 0; i < host->n_routes; i++) {
             sws_route_t *out = &routes[next_route + i];
-            if (build_route(&w, rs, host, host->routes[i], out, err, errlen) != 0)
-                return -1;
+            build_route(&w, rs, host, host->routes[i], out);
             th->nexact += out->match == SWS_MATCH_EXACT;
         }
         sort_routes(&routes[next_route], host->n_routes);

@@ -147,17 +147,14 @@ typedef struct sws_pool {
 size_t sws_table_size(const Sws__RouteSet *rs);
 
 /* Build rs into arena (arena_size bytes, 8-byte aligned) stamped with
- * generation gen. Returns 0, or -1 with a message in err ("route /x: regex
- * paths are not supported yet", "table needs 123 bytes, arena has 100").
+ * generation gen. Returns 0, or -1 with a message in err
+ * ("hosts[0].routes[1].match: regex paths are not supported yet", "table
+ * needs 123 bytes, arena has 100").
  * Caller: supervisor only.
  *
- * Refused (the config layer should have caught these; the table does not
- * guess): a host without names, a name used twice (case-insensitive) or a
- * '*' anywhere but a leading "*." label, a path not starting with '/', a
- * route without action, a respond status outside 100..599, a redirect
- * status other than 301/302/303/307/308, a header name that is not a token
- * or a value with CR/LF, a relative static root or an index with '/', a
- * proxy to an unknown pool, two pools with one name, an unknown log level. Normalised: host names
+ * Refused: whatever sws_routeset_check() refuses (shm/routeset_check.h),
+ * as "FIELD PATH: message" ("hosts[0].routes[2].path: ..."), checked
+ * first: every source of a RouteSet passes the same check. Normalised: host names
  * lowercased without a trailing dot, static roots without trailing '/',
  * access_log path "-" stored as "". On failure the arena holds garbage. */
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,

@@ -7,13 +7,22 @@
  * result is built with malloc and the generated *__init functions, and each
  * sub-message is attached to its parent before it is filled: whatever fails
  * half-way, protobuf_c_message_free_unpacked() frees exactly what was built.
+ * This file is the schema (which keys, their defaults and rules); the walk
+ * itself (errors with the key path, typed scalars, mappings, lists) is
+ * supervisor/config_yaml.c.
+ *
+ * What a RouteSet must satisfy is shm/routeset_check.h's: the walk applies
+ * its rule functions where it has the YAML node at hand, and the finished
+ * RouteSet passes sws_routeset_check() (the check the table builder applies
+ * to every source), whose refusal is reported at the node its field path
+ * names (cfg_node_at).
  */
 #include "supervisor/config.h"
+#include "supervisor/config_yaml.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
 #include <limits.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -29,10 +38,10 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/str.h"
+#include "shm/routeset_check.h"
 #include "shm/table.h"
 #include "supervisor/listen.h"
 #include "supervisor/supervisor.h"
-#include "worker/path.h"
 
 /* The defaults; docs/configuration.md lists the same values. */
 #define CFG_DEFAULT_LISTEN ":8080"
@@ -48,680 +57,7 @@
 #define CFG_MAX_FILE_SIZE (16u << 20)
 #define CFG_MAX_EVENT_LOOPS 1024
 #define CFG_DAY_MS (24ull * 3600 * 1000)
-#define CFG_MAX_FIELDS 16
-/* YAML aliases let a small file name the same body or route list many
- * times over, and the parse copies each use: without a bound, a 1 MiB file
- * can ask for gigabytes. Everything parsed goes into the routing table, and
- * no item takes more than 16 times the memory here that it takes there (the
- * worst is a short header: ~50 bytes of messages, 5 bytes in the table), so
- * a parse larger than 16 x server.table_size could never be published. */
-#define CFG_MEMORY_PER_TABLE_BYTE 16u
-
-typedef struct cfg_parser {
-    const char *name;       /* file name for messages */
-    const char *base_dir;   /* relative static roots resolve here; NULL: cwd */
-    int check_system;       /* a file: check the user and the log files as a start does */
-    yaml_document_t *doc;
-    char *err;
-    size_t errlen;
-    char path[256];         /* key path of the node being read */
-    size_t pathlen;
-    uint64_t used;          /* bytes of messages and strings built so far */
-    uint64_t limit;         /* 0 until server.table_size is known */
-    yaml_node_t *table_size; /* its value, where a too small table is reported; NULL: default */
-} cfg_parser_t;
-
-/* The values of one mapping, by key, after every key was checked to be known
- * and unique. names is NULL-terminated. */
-typedef struct cfg_fields {
-    const char *const *names;
-    yaml_node_t *val[CFG_MAX_FIELDS];
-} cfg_fields_t;
-
-/* A set of keys already seen (host names, routes, listen addresses), to
- * report the second one with the place of the first. Keys are borrowed. */
-typedef struct cfg_seen {
-    const char *key;
-    unsigned kind;
-    const yaml_node_t *node;
-} cfg_seen_t;
-
-typedef struct cfg_set {
-    cfg_seen_t *slot;
-    size_t cap;
-    size_t n;
-} cfg_set_t;
-
-typedef enum cfg_unit { CFG_COUNT, CFG_SIZE, CFG_DURATION } cfg_unit_t;
-
-/* ---- errors and the key path ---- */
-
-static int cfg_fail_at(cfg_parser_t *p, yaml_mark_t mark, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int cfg_fail_at(cfg_parser_t *p, yaml_mark_t mark, const char *fmt, ...)
-{
-    char msg[512];
-    va_list ap;
-
-    if (p->err == NULL || p->errlen == 0)
-        return -1;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    if (p->pathlen > 0)
-        snprintf(p->err, p->errlen, "%s:%zu:%zu: %s: %s", p->name, mark.line + 1,
-                 mark.column + 1, p->path, msg);
-    else
-        snprintf(p->err, p->errlen, "%s:%zu:%zu: %s", p->name, mark.line + 1,
-                 mark.column + 1, msg);
-    return -1;
-}
-
-#define cfg_fail(p, node, ...) cfg_fail_at((p), (node)->start_mark, __VA_ARGS__)
-#define cfg_oom(p, node) cfg_fail((p), (node), "out of memory")
-
-static size_t cfg_push_fmt(cfg_parser_t *p, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static size_t cfg_push_fmt(cfg_parser_t *p, const char *fmt, ...)
-{
-    size_t old = p->pathlen;
-    va_list ap;
-    int n;
-
-    va_start(ap, fmt);
-    n = vsnprintf(p->path + old, sizeof(p->path) - old, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        n = 0;
-    p->pathlen = old + (size_t)n < sizeof(p->path) ? old + (size_t)n : sizeof(p->path) - 1;
-    return old;
-}
-
-static size_t cfg_push(cfg_parser_t *p, const char *key)
-{
-    return cfg_push_fmt(p, "%s%s", p->pathlen > 0 ? "." : "", key);
-}
-
-static size_t cfg_push_index(cfg_parser_t *p, size_t i)
-{
-    return cfg_push_fmt(p, "[%zu]", i);
-}
-
-static void cfg_pop(cfg_parser_t *p, size_t mark)
-{
-    p->pathlen = mark;
-    p->path[mark] = '\0';
-}
-
-/* ---- nodes ---- */
-
-static yaml_node_t *cfg_node(cfg_parser_t *p, int index)
-{
-    return yaml_document_get_node(p->doc, index);
-}
-
-static const char *cfg_text(const yaml_node_t *n)
-{
-    return (const char *)n->data.scalar.value;
-}
-
-static int cfg_is_null(const yaml_node_t *n)
-{
-    static const char *const nulls[] = { "", "~", "null", "Null", "NULL" };
-
-    if (n->type != YAML_SCALAR_NODE || n->data.scalar.style != YAML_PLAIN_SCALAR_STYLE)
-        return 0;
-    for (size_t i = 0; i < sizeof(nulls) / sizeof(nulls[0]); i++)
-        if (strcmp(cfg_text(n), nulls[i]) == 0)
-            return 1;
-    return 0;
-}
-
-static const char *cfg_kind(const yaml_node_t *n)
-{
-    switch (n->type) {
-    case YAML_MAPPING_NODE: return "a mapping";
-    case YAML_SEQUENCE_NODE: return "a list";
-    default: return cfg_is_null(n) ? "nothing" : "a scalar";
-    }
-}
-
-/* The scalar's text, shortened for a message. */
-static const char *cfg_quote(const yaml_node_t *n, char *buf, size_t len)
-{
-    if (n->type != YAML_SCALAR_NODE)
-        snprintf(buf, len, "%s", cfg_kind(n));
-    else if (n->data.scalar.length > 40)
-        snprintf(buf, len, "\"%.37s...\"", cfg_text(n));
-    else
-        snprintf(buf, len, "\"%s\"", cfg_text(n));
-    return buf;
-}
-
-static int cfg_bool_text(const char *s, int *out)
-{
-    static const char *const yes[] = { "true", "yes", "on" };
-    static const char *const no[] = { "false", "no", "off" };
-
-    for (size_t i = 0; i < 3; i++) {
-        if (strcasecmp(s, yes[i]) == 0) {
-            *out = 1;
-            return 0;
-        }
-        if (strcasecmp(s, no[i]) == 0) {
-            *out = 0;
-            return 0;
-        }
-    }
-    return -1;
-}
-
-/* Count bytes the result is about to take; -1 (reported at `at`) past the
- * limit, see CFG_MEMORY_PER_TABLE_BYTE. */
-static int cfg_charge(cfg_parser_t *p, const yaml_node_t *at, size_t bytes)
-{
-    p->used += bytes;
-    if (p->limit == 0 || p->used <= p->limit)
-        return 0;
-    return cfg_fail(p, at, "the configuration takes more than %llu bytes once YAML aliases are "
-                    "expanded; a routing table of server.table_size (%llu bytes) could not hold it",
-                    (unsigned long long)p->limit,
-                    (unsigned long long)(p->limit / CFG_MEMORY_PER_TABLE_BYTE));
-}
-
-/* A scalar as a C string: one without NUL bytes inside. */
-static int cfg_want_string(cfg_parser_t *p, const yaml_node_t *n)
-{
-    if (n->type != YAML_SCALAR_NODE)
-        return cfg_fail(p, n, "expected a string, got %s", cfg_kind(n));
-    if (strlen(cfg_text(n)) != n->data.scalar.length)
-        return cfg_fail(p, n, "must not contain a NUL byte");
-    return 0;
-}
-
-/* Replace *dst (the generated empty string or an earlier malloc'ed value)
- * with a malloc'ed copy of s. */
-static int cfg_set_str(cfg_parser_t *p, const yaml_node_t *at, char **dst, const char *s)
-{
-    char *copy;
-
-    if (cfg_charge(p, at, strlen(s) + 1) < 0)
-        return -1;
-    copy = strdup(s);
-    if (copy == NULL)
-        return cfg_oom(p, at);
-    if (*dst != NULL && *dst != protobuf_c_empty_string)
-        free(*dst);
-    *dst = copy;
-    return 0;
-}
-
-/* A message of desc's type, malloc'ed and initialised with its generated
- * init (what free_unpacked expects); NULL after reporting at. */
-static void *cfg_new(cfg_parser_t *p, const yaml_node_t *at,
-                     const ProtobufCMessageDescriptor *desc)
-{
-    ProtobufCMessage *m;
-
-    /* The message and its pointer in the parent's array. */
-    if (cfg_charge(p, at, desc->sizeof_message + sizeof(void *)) < 0)
-        return NULL;
-    m = malloc(desc->sizeof_message);
-    if (m == NULL) {
-        cfg_oom(p, at);
-        return NULL;
-    }
-    desc->message_init(m);
-    return m;
-}
-
-/* Bytes a header value or a Server name may hold: no CR, LF or other
- * control characters (tab is fine). */
-static int cfg_field_value_ok(const char *s)
-{
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if ((c < 0x20 && c != '\t') || c == 0x7f)
-            return 0;
-    }
-    return 1;
-}
-
-/* ---- mappings and their keys ---- */
-
-static yaml_node_t *cfg_field(const cfg_fields_t *f, const char *name)
-{
-    for (size_t i = 0; f->names[i] != NULL; i++)
-        if (strcmp(f->names[i], name) == 0)
-            return f->val[i];
-    return NULL;
-}
-
-static int cfg_unknown_key(cfg_parser_t *p, const yaml_node_t *key, const char *const *names)
-{
-    char known[256];
-    size_t used = 0;
-
-    known[0] = '\0';
-    for (size_t i = 0; names[i] != NULL && used < sizeof(known); i++) {
-        int n = snprintf(known + used, sizeof(known) - used, "%s%s", i ? ", " : "", names[i]);
-        used += n > 0 ? (size_t)n : 0;
-    }
-    return cfg_fail(p, key, "unknown key (expected one of: %s)", known);
-}
-
-/* Check that node is a mapping (or absent: NULL, or empty) whose keys are all in names, each
- * once, and collect the values. */
-static int cfg_map(cfg_parser_t *p, yaml_node_t *node, const char *const *names, cfg_fields_t *f)
-{
-    yaml_node_t *keys[CFG_MAX_FIELDS] = { NULL };
-
-    memset(f, 0, sizeof(*f));
-    f->names = names;
-    for (size_t i = 0; names[i] != NULL; i++)
-        if (i >= CFG_MAX_FIELDS)
-            return cfg_fail_at(p, (yaml_mark_t){ 0 }, "internal error: raise CFG_MAX_FIELDS");
-    if (node == NULL || cfg_is_null(node))
-        return 0;
-    if (node->type != YAML_MAPPING_NODE)
-        return cfg_fail(p, node, "expected a mapping (key: value), got %s", cfg_kind(node));
-
-    for (yaml_node_pair_t *pair = node->data.mapping.pairs.start;
-         pair < node->data.mapping.pairs.top; pair++) {
-        yaml_node_t *key = cfg_node(p, pair->key);
-        size_t i, mark;
-        int rc = 0;
-
-        if (key->type != YAML_SCALAR_NODE)
-            return cfg_fail(p, key, "a key must be a plain name, not %s", cfg_kind(key));
-        for (i = 0; names[i] != NULL; i++)
-            if (strcmp(names[i], cfg_text(key)) == 0)
-                break;
-        mark = cfg_push(p, cfg_text(key));
-        if (names[i] == NULL || strlen(cfg_text(key)) != key->data.scalar.length)
-            rc = cfg_unknown_key(p, key, names);
-        else if (keys[i] != NULL)
-            rc = cfg_fail(p, key, "duplicate key (first at line %zu, column %zu)",
-                          keys[i]->start_mark.line + 1, keys[i]->start_mark.column + 1);
-        cfg_pop(p, mark);
-        if (rc < 0)
-            return rc;
-        keys[i] = key;
-        f->val[i] = cfg_node(p, pair->value);
-    }
-    return 0;
-}
-
-/* The items of a list; a null value is an empty list, a scalar or a mapping
- * an error. */
-static int cfg_list(cfg_parser_t *p, yaml_node_t *node, yaml_node_item_t **items, size_t *n)
-{
-    *items = NULL;
-    *n = 0;
-    if (cfg_is_null(node))
-        return 0;
-    if (node->type != YAML_SEQUENCE_NODE)
-        return cfg_fail(p, node, "expected a list, got %s", cfg_kind(node));
-    *items = node->data.sequence.items.start;
-    *n = (size_t)(node->data.sequence.items.top - node->data.sequence.items.start);
-    return 0;
-}
-
-/* ---- numbers, sizes, durations, booleans ---- */
-
-static int cfg_digits(const char *s, size_t len, uint64_t *out)
-{
-    uint64_t v = 0;
-
-    if (len == 0)
-        return -1;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] < '0' || s[i] > '9')
-            return -1;
-        if (v > (UINT64_MAX - (uint64_t)(s[i] - '0')) / 10)
-            return -1;
-        v = v * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = v;
-    return 0;
-}
-
-static int cfg_scaled(uint64_t v, uint64_t scale, uint64_t *out)
-{
-    if (v > UINT64_MAX / scale)
-        return -1;
-    *out = v * scale;
-    return 0;
-}
-
-/* "4096", "64k", "8m", "1g" (1024-based; the suffix in either case). */
-static int cfg_size_text(const char *s, uint64_t *out)
-{
-    size_t len = strlen(s);
-    uint64_t v, scale = 1;
-
-    if (len > 0) {
-        switch (s[len - 1]) {
-        case 'k': case 'K': scale = 1ull << 10; break;
-        case 'm': case 'M': scale = 1ull << 20; break;
-        case 'g': case 'G': scale = 1ull << 30; break;
-        default: break;
-        }
-    }
-    if (scale > 1)
-        len--;
-    if (cfg_digits(s, len, &v) < 0)
-        return -1;
-    return cfg_scaled(v, scale, out);
-}
-
-/* "500ms", "30s", "2m", "1h", or a bare number of seconds; in milliseconds. */
-static int cfg_duration_text(const char *s, uint64_t *out)
-{
-    size_t len = strlen(s);
-    uint64_t v, scale = 1000;
-
-    if (len > 2 && strcmp(s + len - 2, "ms") == 0) {
-        scale = 1;
-        len -= 2;
-    } else if (len > 1 && s[len - 1] == 's') {
-        len--;
-    } else if (len > 1 && s[len - 1] == 'm') {
-        scale = 60 * 1000;
-        len--;
-    } else if (len > 1 && s[len - 1] == 'h') {
-        scale = 3600 * 1000;
-        len--;
-    }
-    if (cfg_digits(s, len, &v) < 0)
-        return -1;
-    return cfg_scaled(v, scale, out);
-}
-
-static void cfg_fmt_size(uint64_t v, char *buf, size_t len)
-{
-    if (v >= (1ull << 30) && v % (1ull << 30) == 0)
-        snprintf(buf, len, "%llug", (unsigned long long)(v >> 30));
-    else if (v >= (1ull << 20) && v % (1ull << 20) == 0)
-        snprintf(buf, len, "%llum", (unsigned long long)(v >> 20));
-    else if (v >= (1ull << 10) && v % (1ull << 10) == 0)
-        snprintf(buf, len, "%lluk", (unsigned long long)(v >> 10));
-    else
-        snprintf(buf, len, "%llu", (unsigned long long)v);
-}
-
-static void cfg_fmt_duration(uint64_t ms, char *buf, size_t len)
-{
-    if (ms >= 3600000 && ms % 3600000 == 0)
-        snprintf(buf, len, "%lluh", (unsigned long long)(ms / 3600000));
-    else if (ms >= 60000 && ms % 60000 == 0)
-        snprintf(buf, len, "%llum", (unsigned long long)(ms / 60000));
-    else if (ms >= 1000 && ms % 1000 == 0)
-        snprintf(buf, len, "%llus", (unsigned long long)(ms / 1000));
-    else
-        snprintf(buf, len, "%llums", (unsigned long long)ms);
-}
-
-static int cfg_number(cfg_parser_t *p, const yaml_node_t *n, cfg_unit_t unit, uint64_t min,
-                      uint64_t max, uint64_t *out)
-{
-    char lo[32], hi[32], got[64];
-    const char *what;
-    int rc = -1;
-
-    if (n->type == YAML_SCALAR_NODE && strlen(cfg_text(n)) == n->data.scalar.length) {
-        switch (unit) {
-        case CFG_COUNT: rc = cfg_digits(cfg_text(n), n->data.scalar.length, out); break;
-        case CFG_SIZE: rc = cfg_size_text(cfg_text(n), out); break;
-        case CFG_DURATION: rc = cfg_duration_text(cfg_text(n), out); break;
-        }
-    }
-    if (rc == 0 && *out >= min && *out <= max)
-        return 0;
-
-    switch (unit) {
-    case CFG_SIZE:
-        what = "a size (bytes, or with a k/m/g suffix)";
-        cfg_fmt_size(min, lo, sizeof(lo));
-        cfg_fmt_size(max, hi, sizeof(hi));
-        break;
-    case CFG_DURATION:
-        what = "a duration (500ms, 30s, 2m, 1h; a bare number is seconds)";
-        cfg_fmt_duration(min, lo, sizeof(lo));
-        cfg_fmt_duration(max, hi, sizeof(hi));
-        break;
-    default:
-        what = "a number";
-        snprintf(lo, sizeof(lo), "%llu", (unsigned long long)min);
-        snprintf(hi, sizeof(hi), "%llu", (unsigned long long)max);
-        break;
-    }
-    return cfg_fail(p, n, "expected %s from %s to %s, got %s", what, lo, hi,
-                    cfg_quote(n, got, sizeof(got)));
-}
-
-/* Optional numeric field key of f into *out (untouched when absent). */
-static int cfg_u64(cfg_parser_t *p, const cfg_fields_t *f, const char *key, cfg_unit_t unit,
-                   uint64_t min, uint64_t max, uint64_t *out)
-{
-    yaml_node_t *n = cfg_field(f, key);
-    size_t mark;
-    int rc;
-
-    if (n == NULL)
-        return 0;
-    mark = cfg_push(p, key);
-    rc = cfg_number(p, n, unit, min, max, out);
-    cfg_pop(p, mark);
-    return rc;
-}
-
-static int cfg_u32(cfg_parser_t *p, const cfg_fields_t *f, const char *key, cfg_unit_t unit,
-                   uint64_t min, uint64_t max, uint32_t *out)
-{
-    uint64_t v = *out;
-
-    if (max > UINT32_MAX)
-        max = UINT32_MAX;
-    if (cfg_u64(p, f, key, unit, min, max, &v) < 0)
-        return -1;
-    *out = (uint32_t)v;
-    return 0;
-}
-
-static int cfg_bool(cfg_parser_t *p, const cfg_fields_t *f, const char *key,
-                    protobuf_c_boolean *out)
-{
-    yaml_node_t *n = cfg_field(f, key);
-    char got[64];
-    int v, rc = 0;
-    size_t mark;
-
-    if (n == NULL)
-        return 0;
-    mark = cfg_push(p, key);
-    if (n->type != YAML_SCALAR_NODE || cfg_bool_text(cfg_text(n), &v) < 0)
-        rc = cfg_fail(p, n, "expected true or false, got %s", cfg_quote(n, got, sizeof(got)));
-    else
-        *out = v;
-    cfg_pop(p, mark);
-    return rc;
-}
-
-/* Optional string field: a scalar without NUL bytes; a null value is "". */
-static int cfg_string(cfg_parser_t *p, const cfg_fields_t *f, const char *key, char **out)
-{
-    yaml_node_t *n = cfg_field(f, key);
-    size_t mark;
-    int rc;
-
-    if (n == NULL)
-        return 0;
-    mark = cfg_push(p, key);
-    rc = cfg_want_string(p, n);
-    if (rc == 0)
-        rc = cfg_set_str(p, n, out, cfg_is_null(n) ? "" : cfg_text(n));
-    cfg_pop(p, mark);
-    return rc;
-}
-
-/* ---- the seen-key set ---- */
-
-static uint64_t cfg_hash(const char *s, unsigned kind)
-{
-    uint64_t h = 14695981039346656037ull ^ kind;
-
-    for (; *s != '\0'; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static int cfg_set_grow(cfg_set_t *s)
-{
-    size_t cap = s->cap ? s->cap * 2 : 16;
-    cfg_seen_t *slot = calloc(cap, sizeof(*slot));
-
-    if (slot == NULL)
-        return -1;
-    for (size_t i = 0; i < s->cap; i++) {
-        if (s->slot[i].key == NULL)
-            continue;
-        size_t j = cfg_hash(s->slot[i].key, s->slot[i].kind) & (cap - 1);
-        while (slot[j].key != NULL)
-            j = (j + 1) & (cap - 1);
-        slot[j] = s->slot[i];
-    }
-    free(s->slot);
-    s->slot = slot;
-    s->cap = cap;
-    return 0;
-}
-
-/* Add (key, kind); NULL when new, the earlier entry when already there.
- * *oom is set when the set could not grow. */
-static const cfg_seen_t *cfg_set_add(cfg_set_t *s, const char *key, unsigned kind,
-                                     const yaml_node_t *node, int *oom)
-{
-    size_t j;
-
-    *oom = 0;
-    if ((s->n + 1) * 2 > s->cap && cfg_set_grow(s) < 0) {
-        *oom = 1;
-        return NULL;
-    }
-    j = cfg_hash(key, kind) & (s->cap - 1);
-    while (s->slot[j].key != NULL) {
-        if (s->slot[j].kind == kind && strcmp(s->slot[j].key, key) == 0)
-            return &s->slot[j];
-        j = (j + 1) & (s->cap - 1);
-    }
-    s->slot[j] = (cfg_seen_t){ key, kind, node };
-    s->n++;
-    return NULL;
-}
-
-static void cfg_set_free(cfg_set_t *s)
-{
-    free(s->slot);
-    memset(s, 0, sizeof(*s));
-}
-
 /* ---- listen addresses ---- */
-
-static int cfg_addr_fail(char *err, size_t errlen, const char *text, const char *why)
-{
-    return sws_errf(err, errlen, "bad address \"%s\": %s", text, why);
-}
-
-static int cfg_resolve(const char *host, struct sockaddr_storage *ss, unsigned *sslen,
-                       const char *text, char *err, size_t errlen)
-{
-    struct addrinfo hints, *res;
-    int rc;
-
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    hints.ai_flags = AI_PASSIVE;
-    rc = getaddrinfo(host, NULL, &hints, &res);
-    if (rc != 0)
-        return sws_errf(err, errlen, "bad address \"%s\": cannot resolve \"%.100s\": %s", text,
-                        host, gai_strerror(rc));
-    memcpy(ss, res->ai_addr, res->ai_addrlen);
-    *sslen = (unsigned)res->ai_addrlen;
-    freeaddrinfo(res);
-    return 0;
-}
-
-int sws_config_parse_address(const char *text, struct sockaddr_storage *ss, unsigned *sslen,
-                             char *err, size_t errlen)
-{
-    char host[256];
-    const char *port_text, *colon;
-    uint64_t port;
-    size_t hostlen;
-
-    memset(ss, 0, sizeof(*ss));
-    if (text[0] == '[') {
-        const char *close = strchr(text, ']');
-        if (close == NULL)
-            return cfg_addr_fail(err, errlen, text, "missing ']' after the IPv6 address");
-        if (close[1] != ':')
-            return cfg_addr_fail(err, errlen, text, "expected [IPv6]:PORT");
-        hostlen = (size_t)(close - text - 1);
-        port_text = close + 2;
-        if (hostlen >= sizeof(host))
-            return cfg_addr_fail(err, errlen, text, "address too long");
-        memcpy(host, text + 1, hostlen);
-        host[hostlen] = '\0';
-    } else {
-        colon = strrchr(text, ':');
-        if (colon == NULL)
-            return cfg_addr_fail(err, errlen, text, "expected HOST:PORT, [IPv6]:PORT or :PORT");
-        if (memchr(text, ':', (size_t)(colon - text)) != NULL)
-            return cfg_addr_fail(err, errlen, text,
-                                 "an IPv6 address needs brackets, as in [::1]:8080");
-        hostlen = (size_t)(colon - text);
-        port_text = colon + 1;
-        if (hostlen >= sizeof(host))
-            return cfg_addr_fail(err, errlen, text, "host name too long");
-        memcpy(host, text, hostlen);
-        host[hostlen] = '\0';
-    }
-
-    if (strlen(port_text) > 5 || cfg_digits(port_text, strlen(port_text), &port) < 0 ||
-        port < 1 || port > 65535)
-        return cfg_addr_fail(err, errlen, text, "the port must be a number from 1 to 65535");
-
-    if (text[0] == '[') {
-        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-        if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1)
-            return cfg_addr_fail(err, errlen, text, "not an IPv6 address");
-        sin6->sin6_family = AF_INET6;
-        sin6->sin6_port = htons((uint16_t)port);
-        *sslen = sizeof(*sin6);
-        return 0;
-    }
-    struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-    if (host[0] == '\0' || strcmp(host, "*") == 0 ||
-        inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
-        if (host[0] == '\0' || host[0] == '*')
-            sin->sin_addr.s_addr = htonl(INADDR_ANY);
-        sin->sin_family = AF_INET;
-        sin->sin_port = htons((uint16_t)port);
-        *sslen = sizeof(*sin);
-        return 0;
-    }
-    if (cfg_resolve(host, ss, sslen, text, err, errlen) < 0)
-        return -1;
-    if (ss->ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
-    else
-        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
-    return 0;
-}
 
 static int cfg_listen_one(cfg_parser_t *p, yaml_node_t *n, Sws__ServerConfig *sc, cfg_set_t *seen,
                           char keys[][INET6_ADDRSTRLEN + 8])
@@ -735,7 +71,7 @@ static int cfg_listen_one(cfg_parser_t *p, yaml_node_t *n, Sws__ServerConfig *sc
 
     if (cfg_want_string(p, n) < 0)
         return -1;
-    if (sws_config_parse_address(cfg_text(n), &ss, &sslen, why, sizeof(why)) < 0)
+    if (sws_listen_parse_address(cfg_text(n), &ss, &sslen, why, sizeof(why)) < 0)
         return cfg_fail(p, n, "%s", why);
 
     /* The same text for the same socket address, however it was written. */
@@ -870,7 +206,7 @@ static int cfg_server_header(cfg_parser_t *p, const cfg_fields_t *f, Sws__Settin
     if (rc == 0 && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
         cfg_bool_text(cfg_text(n), &off) == 0 && off == 0)
         rc = cfg_set_str(p, n, &st->server_name, "");
-    else if (rc == 0 && !cfg_field_value_ok(cfg_text(n)))
+    else if (rc == 0 && !sws_routeset_field_value_ok(cfg_text(n)))
         rc = cfg_fail(p, n, "must not contain control characters (CR, LF, ...)");
     else if (rc == 0)
         rc = cfg_set_str(p, n, &st->server_name, cfg_is_null(n) ? "" : cfg_text(n));
@@ -1081,58 +417,6 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
 
 /* ---- hosts ---- */
 
-/* NULL when s is a host name a Host header can match, else why not. */
-static const char *cfg_host_name_problem(const char *s)
-{
-    static const char wildcard[] = "a wildcard must be \"*.\" followed by a name";
-    size_t len, label = 0;
-    int wild = 0;
-
-    if (strcmp(s, "*") == 0)
-        return NULL;
-    if (s[0] == '*') {
-        if (s[1] != '.')
-            return wildcard;
-        s += 2;
-        wild = 1;
-    }
-    len = strlen(s);
-    if (len == 0)
-        return wild ? wildcard : "must not be empty";
-    if (s[0] == '[') {
-        char ip[INET6_ADDRSTRLEN];
-        struct in6_addr a;
-        if (wild)
-            return wildcard;
-        if (s[len - 1] != ']' || len - 2 >= sizeof(ip))
-            return "an IPv6 address is written in brackets, as in [::1]";
-        memcpy(ip, s + 1, len - 2);
-        ip[len - 2] = '\0';
-        return inet_pton(AF_INET6, ip, &a) == 1 ? NULL : "not an IPv6 address";
-    }
-    if (len > 253)
-        return "is longer than 253 characters";
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '.') {
-            if (label == 0)
-                return "has an empty label (two dots, or a dot at either end)";
-            label = 0;
-        } else if (c == ':') {
-            return "a host name has no port (ports are ignored when matching)";
-        } else if (c == '*') {
-            return wildcard;
-        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                   c == '-' || c == '_') {
-            if (++label > 63)
-                return "has a label longer than 63 characters";
-        } else {
-            return "may contain only letters, digits, '-', '_' and '.'";
-        }
-    }
-    return label == 0 ? "has an empty label (two dots, or a dot at either end)" : NULL;
-}
-
 static int cfg_host_name(cfg_parser_t *p, yaml_node_t *n, Sws__Host *h, cfg_set_t *seen)
 {
     const cfg_seen_t *dup;
@@ -1142,7 +426,7 @@ static int cfg_host_name(cfg_parser_t *p, yaml_node_t *n, Sws__Host *h, cfg_set_
 
     if (cfg_want_string(p, n) < 0)
         return -1;
-    why = cfg_host_name_problem(cfg_text(n));
+    why = sws_routeset_host_name_problem(cfg_text(n));
     if (why != NULL)
         return cfg_fail(p, n, "\"%s\": %s", cfg_text(n), why);
     if (cfg_charge(p, n, n->data.scalar.length + 1 + sizeof(void *)) < 0)
@@ -1205,57 +489,12 @@ static int cfg_host_names(cfg_parser_t *p, yaml_node_t *node, const cfg_fields_t
 
 /* ---- routes ---- */
 
-/* A route path as the table compares it: raw (still percent-encoded),
- * without query or fragment. NULL when fine, else why not. */
-static const char *cfg_path_problem(const char *s)
-{
-    if (s[0] != '/')
-        return "must start with \"/\"";
-    for (; *s != '\0'; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '?' || c == '#')
-            return "must not contain '?' or '#' (routes match the path without the query)";
-        if (c <= 0x20 || c >= 0x7f)
-            return "must be ASCII without spaces or control characters "
-                   "(percent-encode the rest, as clients send it)";
-    }
-    return NULL;
-}
-
-/* Requests are routed by their normal path (worker/path.h, ADR 0006): a
- * route path in another form would never match, so it is refused with the
- * form to write instead. */
-static int cfg_path_normal(cfg_parser_t *p, yaml_node_t *n)
-{
-    sws_str_t in = { cfg_text(n), strlen(cfg_text(n)) }, norm;
-    const char *why = NULL;
-    char *out = malloc(SWS_PATH_OUT_MAX(in.len));
-    int rc = 0;
-
-    if (out == NULL)
-        return cfg_oom(p, n);
-    switch (sws_path_normalize(in, out, SWS_PATH_OUT_MAX(in.len), &norm, &why)) {
-    case SWS_PATH_NORMAL:
-        break;
-    case SWS_PATH_BAD:
-        rc = cfg_fail(p, n, "\"%s\" is no valid request path: %s", in.p, why);
-        break;
-    default:
-        rc = cfg_fail(p, n, "\"%s\" is not in normal form (requests are matched in it): "
-                      "write \"%.*s\"", in.p, (int)norm.len, norm.p);
-        break;
-    }
-    free(out);
-    return rc;
-}
-
 static int cfg_route_path(cfg_parser_t *p, const cfg_fields_t *f, yaml_node_t *route,
                           Sws__Route *r, cfg_set_t *seen)
 {
     static const char *const match_names[] = { "prefix", "exact", "regex" };
     yaml_node_t *n = cfg_field(f, "path"), *m = cfg_field(f, "match");
     const cfg_seen_t *dup;
-    const char *why;
     char got[64];
     size_t mark;
     int oom;
@@ -1276,13 +515,9 @@ static int cfg_route_path(cfg_parser_t *p, const cfg_fields_t *f, yaml_node_t *r
         cfg_pop(p, mark);
     }
 
+    /* Its form is the checker's (sws_routeset_check, at the end). */
     mark = cfg_push(p, "path");
     if (cfg_want_string(p, n) < 0)
-        return -1;
-    why = cfg_path_problem(cfg_text(n));
-    if (why != NULL)
-        return cfg_fail(p, n, "\"%s\" %s", cfg_text(n), why);
-    if (cfg_path_normal(p, n) < 0)
         return -1;
     if (cfg_set_str(p, n, &r->path, cfg_text(n)) < 0)
         return -1;
@@ -1297,28 +532,13 @@ static int cfg_route_path(cfg_parser_t *p, const cfg_fields_t *f, yaml_node_t *r
     return 0;
 }
 
-static int cfg_header_name_problem(const char *s, const char **why)
-{
-    static const char *const framing[] = { "content-length", "transfer-encoding", "connection" };
-
-    *why = NULL;
-    if (s[0] == '\0')
-        *why = "a header name must not be empty";
-    else if (!sws_is_token(s))
-        *why = "a header name may contain only letters, digits and !#$%&'*+-.^_`|~";
-    for (size_t i = 0; i < 3 && *why == NULL; i++)
-        if (strcasecmp(s, framing[i]) == 0)
-            *why = "is set by the server (from the body and the connection state)";
-    return *why == NULL ? 0 : -1;
-}
-
 static int cfg_header_add(cfg_parser_t *p, Sws__Respond *rsp, const char *name, yaml_node_t *v)
 {
     Sws__Header *h;
 
     if (cfg_want_string(p, v) < 0)
         return -1;
-    if (!cfg_field_value_ok(cfg_text(v)))
+    if (!sws_routeset_field_value_ok(cfg_text(v)))
         return cfg_fail(p, v, "a header value must not contain CR, LF or other control characters");
     h = cfg_new(p, v, &sws__header__descriptor);
     if (h == NULL)
@@ -1362,7 +582,8 @@ static int cfg_headers(cfg_parser_t *p, yaml_node_t *node, Sws__Respond *rsp)
         mark = cfg_push(p, cfg_text(k));
         if (cfg_want_string(p, k) < 0)
             return -1;
-        if (cfg_header_name_problem(cfg_text(k), &why) < 0)
+        why = sws_routeset_header_name_problem(cfg_text(k));
+        if (why != NULL)
             return cfg_fail(p, k, "%s", why);
         for (yaml_node_pair_t *q = node->data.mapping.pairs.start; q < pr; q++) {
             yaml_node_t *prev = cfg_node(p, q->key);
@@ -1397,9 +618,8 @@ static int cfg_respond(cfg_parser_t *p, yaml_node_t *node, void *msg)
 
     rsp->status = CFG_DEFAULT_RESPOND_STATUS;
     if (cfg_map(p, node, keys, &f) < 0 ||
-        /* No 1xx: an interim answer is never a final response, and the
-         * HTTP layer sends 100 Continue itself. */
-        cfg_u32(p, &f, "status", CFG_COUNT, 200, 599, &rsp->status) < 0)
+        cfg_u32(p, &f, "status", CFG_COUNT, SWS_ROUTESET_RESPOND_STATUS_MIN,
+                SWS_ROUTESET_RESPOND_STATUS_MAX, &rsp->status) < 0)
         return -1;
     if (cfg_field(&f, "headers") != NULL) {
         mark = cfg_push(p, "headers");
@@ -1486,8 +706,7 @@ static int cfg_static(cfg_parser_t *p, yaml_node_t *node, void *msg)
         cfg_bool(p, &f, "follow_symlinks", &st->follow_symlinks) < 0)
         return -1;
     index = cfg_field(&f, "index");
-    if (index != NULL && (st->index[0] == '\0' || strchr(st->index, '/') != NULL ||
-                          strcmp(st->index, ".") == 0 || strcmp(st->index, "..") == 0)) {
+    if (index != NULL && !sws_routeset_index_ok(st->index)) {
         cfg_push(p, "index");
         return cfg_fail(p, index, "must be a file name (no '/')");
     }
@@ -1498,6 +717,7 @@ static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, void *msg)
 {
     static const char *const keys[] = { "status", "location", NULL };
     Sws__Redirect *rd = msg;
+    const char *why;
     yaml_node_t *loc;
     cfg_fields_t f;
     size_t mark;
@@ -1512,8 +732,8 @@ static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, void *msg)
         size_t smark = cfg_push(p, "status");
         /* A number outside the set and a word get the same message (it
          * replaces cfg_number's, which names a range). */
-        if (cfg_number(p, status, CFG_COUNT, 301, 308, &v) < 0 || v == 304 || v == 305 ||
-            v == 306)
+        if (cfg_number(p, status, CFG_COUNT, 301, 308, &v) < 0 ||
+            !sws_routeset_redirect_status_ok((uint32_t)v))
             return cfg_fail(p, status, "expected 301, 302, 303, 307 or 308, got %s",
                             cfg_quote(status, got, sizeof(got)));
         cfg_pop(p, smark);
@@ -1525,12 +745,9 @@ static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, void *msg)
     mark = cfg_push(p, "location");
     if (cfg_string(p, &f, "location", &rd->location) < 0)
         return -1;
-    if (rd->location[0] == '\0')
-        return cfg_fail(p, loc, "must not be empty");
-    for (const char *c = rd->location; *c != '\0'; c++)
-        if ((unsigned char)*c <= 0x20 || (unsigned char)*c == 0x7f)
-            return cfg_fail(p, loc, "must not contain spaces or control characters "
-                            "(percent-encode them)");
+    why = sws_routeset_location_problem(rd->location);
+    if (why != NULL)
+        return cfg_fail(p, loc, "%s", why);
     cfg_pop(p, mark);
     return 0;
 }
@@ -1732,6 +949,23 @@ static int cfg_build(cfg_parser_t *p, yaml_node_t *root, Sws__Config *cfg)
     return 0;
 }
 
+/* ---- the RouteSet check ---- */
+/* The rules every source of a RouteSet passes (shm/routeset_check.h);
+ * those the walk above applied already hold, the rest are reported at
+ * the node the refusal's field path names. */
+static int cfg_routes_check(cfg_parser_t *p, yaml_node_t *root, const Sws__RouteSet *rs)
+{
+    sws_routeset_refusal_t why;
+
+    if (sws_routeset_check(rs, &why) == 0)
+        return 0;
+    cfg_pop(p, 0);
+    cfg_push(p, why.path);
+    cfg_fail(p, cfg_node_at(p, root, why.path), "%s", why.msg);
+    cfg_pop(p, 0);
+    return -1;
+}
+
 /* The table the routes need must fit server.table_size: reported at the
  * table_size value, or at the top of the file when the default is too
  * small, in the form of every other error. */
@@ -1752,39 +986,6 @@ static int cfg_table_fits(cfg_parser_t *p, yaml_node_t *root, const Sws__Config 
                  "got the default %s", need, got);
     cfg_pop(p, mark);
     return -1;
-}
-
-/* libyaml's own errors (syntax, bad UTF-8, an undefined alias). */
-static int cfg_yaml_error(cfg_parser_t *p, const yaml_parser_t *parser, const char *text,
-                          size_t len)
-{
-    yaml_mark_t mark = parser->problem_mark;
-    const char *problem = parser->problem ? parser->problem : "cannot parse the file";
-
-    if (parser->error == YAML_MEMORY_ERROR)
-        problem = "out of memory";
-    if (parser->error == YAML_READER_ERROR) {
-        /* The reader reports a byte offset, not a mark. */
-        memset(&mark, 0, sizeof(mark));
-        for (size_t i = 0; i < parser->problem_offset && i < len; i++) {
-            if (text[i] == '\n') {
-                mark.line++;
-                mark.column = 0;
-            } else {
-                mark.column++;
-            }
-        }
-        return cfg_fail_at(p, mark, "%s (byte offset %zu)", problem, parser->problem_offset);
-    }
-    if (parser->error == YAML_SCANNER_ERROR && mark.index < len && text[mark.index] == '\t')
-        return cfg_fail_at(p, mark, "expected spaces, got a tab (YAML indents with spaces only)");
-    if (parser->context != NULL && strcmp(parser->context, "while scanning an alias") == 0)
-        return cfg_fail_at(p, mark, "%s: a value that starts with '*' is an alias in YAML; "
-                           "quote it, as in name: \"*\"", problem);
-    if (parser->context != NULL)
-        return cfg_fail_at(p, mark, "%s (%s at line %zu, column %zu)", problem, parser->context,
-                           parser->context_mark.line + 1, parser->context_mark.column + 1);
-    return cfg_fail_at(p, mark, "%s", problem);
 }
 
 static int cfg_parse_in(const char *text, size_t len, const char *name, const char *base_dir,
@@ -1833,7 +1034,8 @@ static int cfg_parse_in(const char *text, size_t len, const char *name, const ch
     cfg = cfg_new(&p, root, &sws__config__descriptor);
     if (cfg == NULL)
         goto done;
-    if (cfg_build(&p, root, cfg) < 0 || cfg_table_fits(&p, root, cfg) < 0) {
+    if (cfg_build(&p, root, cfg) < 0 || cfg_routes_check(&p, root, cfg->routes) < 0 ||
+        cfg_table_fits(&p, root, cfg) < 0) {
         sws_config_free(cfg);
         goto done;
     }

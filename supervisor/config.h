@@ -29,12 +29,4 @@ int sws_config_parse(const char *text, size_t len, const char *name, Sws__Config
 
 void sws_config_free(Sws__Config *cfg);
 
-/* Parse a listen address: "127.0.0.1:8080", "[::1]:8080", "*:8080" or
- * ":8080" (all IPv4 addresses), "localhost:8080" (resolved once, first
- * address). 0, or -1 with a message in err. Used by the config validator and
- * by the supervisor when it binds. */
-struct sockaddr_storage;
-int sws_config_parse_address(const char *text, struct sockaddr_storage *ss, unsigned *sslen,
-                             char *err, size_t errlen);
-
 #endif

@@ -758,7 +758,7 @@ static int open_listeners(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
         const char *text = sc->listen[i]->address;
         snprintf(addrs[i].name, sizeof(addrs[i].name), "%s", text);
         unsigned len = 0;
-        rc = sws_config_parse_address(text, &addrs[i].ss, &len, err, sizeof(err));
+        rc = sws_listen_parse_address(text, &addrs[i].ss, &len, err, sizeof(err));
         addrs[i].len = (socklen_t)len;
     }
     if (rc == 0) {

@@ -329,6 +329,76 @@ static void test_policy_names(void **state)
     assert_string_equal(sws_listen_policy_name(SWS_ACCEPT_REUSEPORT), "reuseport");
 }
 
+static void expect_addr(const char *text, int family, const char *ip, unsigned port)
+{
+    struct sockaddr_storage ss;
+    unsigned len = 0;
+    char err[256] = "", got[INET6_ADDRSTRLEN];
+
+    if (sws_listen_parse_address(text, &ss, &len, err, sizeof(err)) != 0)
+        print_error("%s: %s\n", text, err);
+    assert_int_equal(ss.ss_family, family);
+    if (family == AF_INET) {
+        struct sockaddr_in *sin = (struct sockaddr_in *)&ss;
+        assert_int_equal(len, sizeof(*sin));
+        assert_non_null(inet_ntop(AF_INET, &sin->sin_addr, got, sizeof(got)));
+        assert_int_equal(ntohs(sin->sin_port), port);
+    } else {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)&ss;
+        assert_int_equal(len, sizeof(*sin6));
+        assert_non_null(inet_ntop(AF_INET6, &sin6->sin6_addr, got, sizeof(got)));
+        assert_int_equal(ntohs(sin6->sin6_port), port);
+    }
+    assert_string_equal(got, ip);
+}
+
+static void expect_bad_addr(const char *text, const char *why)
+{
+    struct sockaddr_storage ss;
+    unsigned len = 0;
+    char err[256] = "";
+
+    assert_int_equal(sws_listen_parse_address(text, &ss, &len, err, sizeof(err)), -1);
+    if (strstr(err, why) == NULL)
+        print_error("%s: got \"%s\", want \"%s\"\n", text, err, why);
+    assert_non_null(strstr(err, why));
+}
+
+static void test_parse_address(void **state)
+{
+    (void)state;
+    expect_addr("127.0.0.1:8080", AF_INET, "127.0.0.1", 8080);
+    expect_addr("[::1]:8080", AF_INET6, "::1", 8080);
+    expect_addr("[::]:443", AF_INET6, "::", 443);
+    expect_addr(":8080", AF_INET, "0.0.0.0", 8080);
+    expect_addr("*:1", AF_INET, "0.0.0.0", 1);
+    expect_addr("10.1.2.3:65535", AF_INET, "10.1.2.3", 65535);
+
+    struct sockaddr_storage ss;
+    unsigned len = 0;
+    char err[256];
+    assert_int_equal(sws_listen_parse_address("localhost:8080", &ss, &len, err, sizeof(err)), 0);
+    if (ss.ss_family == AF_INET) {
+        assert_int_equal(ntohs(((struct sockaddr_in *)&ss)->sin_port), 8080);
+        assert_int_equal(ntohl(((struct sockaddr_in *)&ss)->sin_addr.s_addr), INADDR_LOOPBACK);
+    } else {
+        assert_int_equal(ss.ss_family, AF_INET6);
+        assert_int_equal(ntohs(((struct sockaddr_in6 *)&ss)->sin6_port), 8080);
+        assert_true(IN6_IS_ADDR_LOOPBACK(&((struct sockaddr_in6 *)&ss)->sin6_addr));
+    }
+
+    expect_bad_addr("127.0.0.1", "expected HOST:PORT");
+    expect_bad_addr("127.0.0.1:0", "from 1 to 65535");
+    expect_bad_addr(":65536", "from 1 to 65535");
+    expect_bad_addr(":080800", "from 1 to 65535");
+    expect_bad_addr("1.2.3.4:http", "from 1 to 65535");
+    expect_bad_addr("1.2.3.4:", "from 1 to 65535");
+    expect_bad_addr("::1:80", "needs brackets");
+    expect_bad_addr("[::1:80", "missing ']'");
+    expect_bad_addr("[::1]80", "expected [IPv6]:PORT");
+    expect_bad_addr("[1.2.3.4]:80", "not an IPv6 address");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -342,6 +412,7 @@ int main(void)
         cmocka_unit_test(test_failure_leaves_nothing_open),
         cmocka_unit_test(test_ipv6_is_v6only),
         cmocka_unit_test(test_policy_names),
+        cmocka_unit_test(test_parse_address),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

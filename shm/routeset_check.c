@@ -1,0 +1,464 @@
+/*
+ * The RouteSet checker (shm/routeset_check.h): one walk over a RouteSet,
+ * one function per rule, the same rules the YAML reader applies while it
+ * walks the file.
+ */
+#include "shm/routeset_check.h"
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/log.h"
+#include "core/str.h"
+#include "worker/path.h"
+
+/* ---- refusals ---- */
+
+static sws_routeset_refusal_t *at(sws_routeset_refusal_t *why, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static sws_routeset_refusal_t *at(sws_routeset_refusal_t *why, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why->path, sizeof(why->path), fmt, ap);
+    va_end(ap);
+    return why;
+}
+
+static int refuse(sws_routeset_refusal_t *why, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int refuse(sws_routeset_refusal_t *why, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    vsnprintf(why->msg, sizeof(why->msg), fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* ---- the rules ---- */
+
+const char *sws_routeset_host_name_problem(const char *s)
+{
+    static const char wildcard[] = "a wildcard must be \"*.\" followed by a name";
+    static const char empty_label[] = "has an empty label (two dots, or a dot at either end)";
+    size_t len, label = 0;
+    int wild = 0;
+
+    if (strcmp(s, "*") == 0)
+        return NULL;
+    if (s[0] == '*') {
+        if (s[1] != '.')
+            return wildcard;
+        s += 2;
+        wild = 1;
+    }
+    len = strlen(s);
+    if (len == 0)
+        return wild ? wildcard : "must not be empty";
+    if (s[0] == '[') {
+        char ip[INET6_ADDRSTRLEN];
+        struct in6_addr a;
+        if (wild)
+            return wildcard;
+        if (s[len - 1] != ']' || len - 2 >= sizeof(ip))
+            return "an IPv6 address is written in brackets, as in [::1]";
+        memcpy(ip, s + 1, len - 2);
+        ip[len - 2] = '\0';
+        return inet_pton(AF_INET6, ip, &a) == 1 ? NULL : "not an IPv6 address";
+    }
+    /* A fully qualified "a.example." is "a.example": the table strips the
+     * dot, as it strips one from the request's Host. */
+    if (len > 1 && s[len - 1] == '.' && s[len - 2] != '.')
+        len--;
+    if (len > 253)
+        return "is longer than 253 characters";
+    for (size_t i = 0; i < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '.') {
+            if (label == 0)
+                return empty_label;
+            label = 0;
+        } else if (c == ':') {
+            return "a host name has no port (ports are ignored when matching)";
+        } else if (c == '*') {
+            return wildcard;
+        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-' || c == '_') {
+            if (++label > 63)
+                return "has a label longer than 63 characters";
+        } else {
+            return "may contain only letters, digits, '-', '_' and '.'";
+        }
+    }
+    return label == 0 ? empty_label : NULL;
+}
+
+const char *sws_routeset_header_name_problem(const char *s)
+{
+    /* Framing the server computes from the body and the connection state;
+     * a second value would make the response ambiguous to a client. */
+    static const char *const framing[] = { "content-length", "transfer-encoding", "connection" };
+
+    if (s[0] == '\0')
+        return "a header name must not be empty";
+    if (!sws_is_token(s))
+        return "a header name may contain only letters, digits and !#$%&'*+-.^_`|~";
+    for (size_t i = 0; i < sizeof(framing) / sizeof(framing[0]); i++)
+        if (strcasecmp(s, framing[i]) == 0)
+            return "is set by the server (from the body and the connection state)";
+    return NULL;
+}
+
+int sws_routeset_field_value_ok(const char *s)
+{
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return 0;
+    }
+    return 1;
+}
+
+/* Raw (still percent-encoded), without query or fragment. */
+static const char *path_problem(const char *s)
+{
+    if (s[0] != '/')
+        return "must start with \"/\"";
+    for (; *s != '\0'; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c == '?' || c == '#')
+            return "must not contain '?' or '#' (routes match the path without the query)";
+        if (c <= 0x20 || c >= 0x7f)
+            return "must be ASCII without spaces or control characters "
+                   "(percent-encode the rest, as clients send it)";
+    }
+    return NULL;
+}
+
+int sws_routeset_route_path_check(const char *path, char *msg, size_t msglen)
+{
+    sws_str_t in = { path, strlen(path) }, norm;
+    const char *why = path_problem(path);
+    char *out;
+    int rc = -1;
+
+    if (why != NULL) {
+        snprintf(msg, msglen, "\"%s\" %s", path, why);
+        return -1;
+    }
+    /* Requests are routed by their normal path (ADR 0006): a route path in
+     * another form would never match, so it is refused with the form to
+     * write instead. */
+    out = malloc(SWS_PATH_OUT_MAX(in.len));
+    if (out == NULL) {
+        snprintf(msg, msglen, "out of memory");
+        return -1;
+    }
+    switch (sws_path_normalize(in, out, SWS_PATH_OUT_MAX(in.len), &norm, &why)) {
+    case SWS_PATH_NORMAL:
+        rc = 0;
+        break;
+    case SWS_PATH_BAD:
+        snprintf(msg, msglen, "\"%s\" is no valid request path: %s", path, why);
+        break;
+    default:
+        snprintf(msg, msglen, "\"%s\" is not in normal form (requests are matched in it): "
+                 "write \"%.*s\"", path, (int)norm.len, norm.p);
+        break;
+    }
+    free(out);
+    return rc;
+}
+
+int sws_routeset_index_ok(const char *index)
+{
+    return index[0] != '\0' && strchr(index, '/') == NULL && strcmp(index, ".") != 0 &&
+           strcmp(index, "..") != 0;
+}
+
+int sws_routeset_redirect_status_ok(uint32_t status)
+{
+    return status == 301 || status == 302 || status == 303 || status == 307 || status == 308;
+}
+
+const char *sws_routeset_location_problem(const char *location)
+{
+    if (location[0] == '\0')
+        return "must not be empty";
+    for (const char *c = location; *c != '\0'; c++)
+        if ((unsigned char)*c <= 0x20 || (unsigned char)*c == 0x7f)
+            return "must not contain spaces or control characters (percent-encode them)";
+    return NULL;
+}
+
+/* ---- the walk ---- */
+
+static int check_settings(const Sws__Settings *st, sws_routeset_refusal_t *why)
+{
+    sws_log_level_t level;
+
+    if (st == NULL)
+        return 0;
+    /* "": workers keep the level they have. */
+    if (st->log_level[0] != '\0' && sws_log_level_parse(st->log_level, &level) < 0)
+        return refuse(at(why, "settings.log_level"),
+                      "expected debug, info, notice, warn or error, got \"%s\"", st->log_level);
+    if (!sws_routeset_field_value_ok(st->server_name))
+        return refuse(at(why, "settings.server_name"),
+                      "must not contain control characters (CR, LF, ...)");
+    return 0;
+}
+
+static int pool_exists(const Sws__RouteSet *rs, const char *name)
+{
+    for (size_t p = 0; p < rs->n_pools; p++)
+        if (strcmp(rs->pools[p]->name, name) == 0)
+            return 1;
+    return 0;
+}
+
+static int check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
+{
+    /* Quadratic, and fine: pools are few (one per upstream service). */
+    for (size_t p = 0; p < rs->n_pools; p++)
+        for (size_t q = 0; q < p; q++)
+            if (strcmp(rs->pools[p]->name, rs->pools[q]->name) == 0)
+                return refuse(at(why, "pools[%zu].name", p),
+                              "pool \"%s\" appears twice (first at pools[%zu])",
+                              rs->pools[p]->name, q);
+    return 0;
+}
+
+static int check_respond(const Sws__Respond *rp, const char *route, sws_routeset_refusal_t *why)
+{
+    if (rp->status < SWS_ROUTESET_RESPOND_STATUS_MIN ||
+        rp->status > SWS_ROUTESET_RESPOND_STATUS_MAX)
+        return refuse(at(why, "%s.respond.status", route),
+                      "expected a number from %u to %u, got %u", SWS_ROUTESET_RESPOND_STATUS_MIN,
+                      SWS_ROUTESET_RESPOND_STATUS_MAX, rp->status);
+    for (size_t i = 0; i < rp->n_headers; i++) {
+        const Sws__Header *hd = rp->headers[i];
+        const char *problem = sws_routeset_header_name_problem(hd->name);
+        if (problem != NULL)
+            return refuse(at(why, "%s.respond.headers[%zu]", route, i), "\"%s\": %s", hd->name,
+                          problem);
+        if (!sws_routeset_field_value_ok(hd->value))
+            return refuse(at(why, "%s.respond.headers[%zu]", route, i),
+                          "a header value must not contain CR, LF or other control characters");
+    }
+    if (rp->body.len > 0 && (rp->status == 204 || rp->status == 304))
+        return refuse(at(why, "%s.respond.body", route), "a %u response has no body", rp->status);
+    return 0;
+}
+
+static int check_action(const Sws__RouteSet *rs, const Sws__Route *r, const char *route,
+                        sws_routeset_refusal_t *why)
+{
+    const char *problem;
+
+    switch (r->action_case) {
+    case SWS__ROUTE__ACTION_RESPOND:
+        return check_respond(r->respond, route, why);
+    case SWS__ROUTE__ACTION_STATIC:
+        if (r->static_->root[0] == '\0')
+            return refuse(at(why, "%s.static.root", route), "must name a directory");
+        if (r->static_->root[0] != '/')
+            return refuse(at(why, "%s.static.root", route),
+                          "expected an absolute path, got \"%s\"", r->static_->root);
+        if (!sws_routeset_index_ok(r->static_->index))
+            return refuse(at(why, "%s.static.index", route), "must be a file name (no '/')");
+        return 0;
+    case SWS__ROUTE__ACTION_REDIRECT:
+        if (!sws_routeset_redirect_status_ok(r->redirect->status))
+            return refuse(at(why, "%s.redirect.status", route),
+                          "expected 301, 302, 303, 307 or 308, got %u", r->redirect->status);
+        problem = sws_routeset_location_problem(r->redirect->location);
+        if (problem != NULL)
+            return refuse(at(why, "%s.redirect.location", route), "%s", problem);
+        return 0;
+    case SWS__ROUTE__ACTION_PROXY:
+        if (!pool_exists(rs, r->proxy->pool))
+            return refuse(at(why, "%s.proxy.pool", route), "no pool is named \"%s\"",
+                          r->proxy->pool);
+        return 0;
+    default:
+        return refuse(at(why, "%s", route),
+                      "a route needs one action: respond, static, redirect or proxy");
+    }
+}
+
+static int check_route(const Sws__RouteSet *rs, const Sws__Route *r, size_t h, size_t i,
+                       sws_routeset_refusal_t *why)
+{
+    char route[64];
+
+    snprintf(route, sizeof(route), "hosts[%zu].routes[%zu]", h, i);
+    if (r->match == SWS__ROUTE__MATCH__REGEX)
+        return refuse(at(why, "%s.match", route), "regex paths are not supported yet");
+    if (r->match != SWS__ROUTE__MATCH__PREFIX && r->match != SWS__ROUTE__MATCH__EXACT)
+        return refuse(at(why, "%s.match", route), "expected prefix or exact, got %d",
+                      (int)r->match);
+    if (sws_routeset_route_path_check(r->path, why->msg, sizeof(why->msg)) < 0) {
+        at(why, "%s.path", route);
+        return -1;
+    }
+    return check_action(rs, r, route, why);
+}
+
+static int check_host(const Sws__RouteSet *rs, const Sws__Host *host, size_t h,
+                      sws_routeset_refusal_t *why)
+{
+    if (host->n_names == 0)
+        return refuse(at(why, "hosts[%zu]", h), "a host needs names: [...] (or name: ...)");
+    for (size_t i = 0; i < host->n_names; i++) {
+        const char *problem = sws_routeset_host_name_problem(host->names[i]);
+        if (problem != NULL)
+            return refuse(at(why, "hosts[%zu].names[%zu]", h, i), "\"%s\": %s", host->names[i],
+                          problem);
+    }
+    for (size_t i = 0; i < host->n_routes; i++)
+        if (check_route(rs, host->routes[i], h, i, why) < 0)
+            return -1;
+    return 0;
+}
+
+/* ---- used twice: sorted, so a large RouteSet costs n log n ---- */
+
+/* One host name or one route; (a, b) is its place in the RouteSet. */
+typedef struct use {
+    const char *key;
+    size_t keylen;
+    unsigned kind; /* routes: the match */
+    size_t a, b;
+} use_t;
+
+/* qsort_r order: kind, key (ASCII case folded when *fold: host names),
+ * then place, so equal keys lie together in RouteSet order. */
+static int use_cmp(const void *x, const void *y, void *fold)
+{
+    const use_t *u = x, *v = y;
+    size_t n = u->keylen < v->keylen ? u->keylen : v->keylen;
+    int c;
+
+    if (u->kind != v->kind)
+        return u->kind < v->kind ? -1 : 1;
+    c = *(const int *)fold ? strncasecmp(u->key, v->key, n) : memcmp(u->key, v->key, n);
+    if (c != 0)
+        return c;
+    if (u->keylen != v->keylen)
+        return u->keylen < v->keylen ? -1 : 1;
+    if (u->a != v->a)
+        return u->a < v->a ? -1 : 1;
+    return u->b < v->b ? -1 : (u->b > v->b);
+}
+
+static int use_same(const use_t *u, const use_t *v, int fold)
+{
+    if (u->kind != v->kind || u->keylen != v->keylen)
+        return 0;
+    return fold ? strncasecmp(u->key, v->key, u->keylen) == 0
+                : memcmp(u->key, v->key, u->keylen) == 0;
+}
+
+/* The earliest second use in uses[0..n), or NULL; *first gets the use it
+ * repeats. Sorts uses. */
+static const use_t *second_use(use_t *uses, size_t n, int fold, const use_t **first)
+{
+    const use_t *found = NULL;
+
+    qsort_r(uses, n, sizeof(*uses), use_cmp, &fold);
+    for (size_t i = 1; i < n; i++) {
+        if (!use_same(&uses[i - 1], &uses[i], fold))
+            continue;
+        const use_t *f = &uses[i - 1];
+        while (f > uses && use_same(f - 1, &uses[i], fold))
+            f--;
+        if (found == NULL || uses[i].a < found->a ||
+            (uses[i].a == found->a && uses[i].b < found->b)) {
+            found = &uses[i];
+            *first = f;
+        }
+    }
+    return found;
+}
+
+static int check_names_once(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
+{
+    size_t n = 0, k = 0;
+    const use_t *dup, *first = NULL;
+    use_t *uses;
+    int rc = 0;
+
+    for (size_t h = 0; h < rs->n_hosts; h++)
+        n += rs->hosts[h]->n_names;
+    if (n < 2)
+        return 0;
+    uses = malloc(n * sizeof(*uses));
+    if (uses == NULL)
+        return refuse(at(why, "hosts"), "out of memory");
+    for (size_t h = 0; h < rs->n_hosts; h++) {
+        for (size_t i = 0; i < rs->hosts[h]->n_names; i++) {
+            const char *name = rs->hosts[h]->names[i];
+            size_t len = strlen(name);
+            if (len > 1 && name[len - 1] == '.')
+                len--;
+            uses[k++] = (use_t){ name, len, 0, h, i };
+        }
+    }
+    dup = second_use(uses, n, 1, &first);
+    if (dup != NULL)
+        rc = refuse(at(why, "hosts[%zu].names[%zu]", dup->a, dup->b),
+                    "host name \"%s\" is already used (hosts[%zu].names[%zu])",
+                    rs->hosts[dup->a]->names[dup->b], first->a, first->b);
+    free(uses);
+    return rc;
+}
+
+static int check_routes_once(const Sws__Host *host, size_t h, sws_routeset_refusal_t *why)
+{
+    static const char *const match_names[] = { "prefix", "exact" };
+    const use_t *dup, *first = NULL;
+    use_t *uses;
+    int rc = 0;
+
+    if (host->n_routes < 2)
+        return 0;
+    uses = malloc(host->n_routes * sizeof(*uses));
+    if (uses == NULL)
+        return refuse(at(why, "hosts[%zu].routes", h), "out of memory");
+    for (size_t i = 0; i < host->n_routes; i++)
+        uses[i] = (use_t){ host->routes[i]->path, strlen(host->routes[i]->path),
+                           (unsigned)host->routes[i]->match, h, i };
+    dup = second_use(uses, host->n_routes, 0, &first);
+    if (dup != NULL)
+        rc = refuse(at(why, "hosts[%zu].routes[%zu].path", h, dup->b),
+                    "this host already has a %s route for \"%s\" (routes[%zu])",
+                    match_names[dup->kind], dup->key, first->b);
+    free(uses);
+    return rc;
+}
+
+int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
+{
+    memset(why, 0, sizeof(*why));
+    if (check_settings(rs->settings, why) < 0 || check_pools(rs, why) < 0)
+        return -1;
+    for (size_t h = 0; h < rs->n_hosts; h++)
+        if (check_host(rs, rs->hosts[h], h, why) < 0)
+            return -1;
+    if (check_names_once(rs, why) < 0)
+        return -1;
+    for (size_t h = 0; h < rs->n_hosts; h++)
+        if (check_routes_once(rs->hosts[h], h, why) < 0)
+            return -1;
+    return 0;
+}

@@ -1,0 +1,81 @@
+/* RouteSets built in code, as a source other than the YAML file would
+ * build them: heap messages throughout, so sws__route_set__free_unpacked()
+ * frees the lot. Shared by test_table.c and test_routeset_check.c. Include
+ * after <cmocka.h>. */
+#ifndef SWS_TEST_ROUTESET_BUILD_H
+#define SWS_TEST_ROUTESET_BUILD_H
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "proto/scalws.pb-c.h"
+
+#define PUSH(arr, n, item)                                        \
+    do {                                                          \
+        (arr) = realloc((arr), ((n) + 1) * sizeof(*(arr)));       \
+        assert_non_null(arr);                                     \
+        (arr)[(n)++] = (item);                                    \
+    } while (0)
+
+static inline void *dup_msg(const void *init, size_t size)
+{
+    void *m = malloc(size);
+    assert_non_null(m);
+    memcpy(m, init, size);
+    return m;
+}
+
+#define NEW(type, INIT) ((type *)dup_msg(&(type)INIT, sizeof(type)))
+
+static inline Sws__RouteSet *rs_new(void)
+{
+    Sws__RouteSet *rs = NEW(Sws__RouteSet, SWS__ROUTE_SET__INIT);
+    rs->settings = NEW(Sws__Settings, SWS__SETTINGS__INIT);
+    rs->settings->server_name = strdup("scalws");
+    return rs;
+}
+
+/* names: space-separated */
+static inline Sws__Host *rs_host(Sws__RouteSet *rs, const char *names)
+{
+    Sws__Host *h = NEW(Sws__Host, SWS__HOST__INIT);
+    char *copy = strdup(names), *save = NULL;
+    for (char *n = strtok_r(copy, " ", &save); n != NULL; n = strtok_r(NULL, " ", &save))
+        PUSH(h->names, h->n_names, strdup(n));
+    free(copy);
+    PUSH(rs->hosts, rs->n_hosts, h);
+    return h;
+}
+
+static inline Sws__Route *host_route(Sws__Host *h, Sws__Route__Match match, const char *path)
+{
+    Sws__Route *r = NEW(Sws__Route, SWS__ROUTE__INIT);
+    r->match = match;
+    r->path = strdup(path);
+    PUSH(h->routes, h->n_routes, r);
+    return r;
+}
+
+/* A respond route whose body names it, so a lookup shows which one won. */
+static inline Sws__Route *host_respond(Sws__Host *h, Sws__Route__Match match, const char *path,
+                                       const char *body)
+{
+    Sws__Route *r = host_route(h, match, path);
+    Sws__Respond *rp = NEW(Sws__Respond, SWS__RESPOND__INIT);
+    rp->status = 200;
+    rp->body.data = (uint8_t *)strdup(body);
+    rp->body.len = strlen(body);
+    r->action_case = SWS__ROUTE__ACTION_RESPOND;
+    r->respond = rp;
+    return r;
+}
+
+static inline void respond_header(Sws__Route *r, const char *name, const char *value)
+{
+    Sws__Header *hd = NEW(Sws__Header, SWS__HEADER__INIT);
+    hd->name = strdup(name);
+    hd->value = strdup(value);
+    PUSH(r->respond->headers, r->respond->n_headers, hd);
+}
+
+#endif

@@ -1,0 +1,305 @@
+/* shm/routeset_check.c: the one RouteSet check, on RouteSets built in code
+ * (no YAML), as ingressd or the admin API would build them. Each case
+ * breaks one rule of a valid RouteSet and names the refusal it must get:
+ * the field path and the whole message. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shm/routeset_check.h"
+#include "shm/table.h"
+#include "support/routeset_build.h"
+
+/* hosts[0] "a.test": routes[0] respond "/", [1] static "/s/", [2] redirect
+ * "/r/", [3] proxy "/p/" to pool "p"; hosts[1] "b.test". Valid. */
+static Sws__RouteSet *fixture(void)
+{
+    Sws__RouteSet *rs = rs_new();
+    Sws__Host *h = rs_host(rs, "a.test");
+    Sws__Route *r;
+    Sws__Pool *pool;
+
+    rs->settings->log_level = strdup("info");
+    respond_header(host_respond(h, SWS__ROUTE__MATCH__PREFIX, "/", "hi"), "X-A", "1");
+    r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/s/");
+    r->action_case = SWS__ROUTE__ACTION_STATIC;
+    r->static_ = NEW(Sws__Static, SWS__STATIC__INIT);
+    r->static_->root = strdup("/srv/www");
+    r->static_->index = strdup("index.html");
+    r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/r/");
+    r->action_case = SWS__ROUTE__ACTION_REDIRECT;
+    r->redirect = NEW(Sws__Redirect, SWS__REDIRECT__INIT);
+    r->redirect->status = 308;
+    r->redirect->location = strdup("https://a.test/");
+    r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/p/");
+    r->action_case = SWS__ROUTE__ACTION_PROXY;
+    r->proxy = NEW(Sws__Proxy, SWS__PROXY__INIT);
+    r->proxy->pool = strdup("p");
+    pool = NEW(Sws__Pool, SWS__POOL__INIT);
+    pool->name = strdup("p");
+    PUSH(rs->pools, rs->n_pools, pool);
+    host_respond(rs_host(rs, "b.test"), SWS__ROUTE__MATCH__EXACT, "/", "b");
+    return rs;
+}
+
+static Sws__Route *route(Sws__RouteSet *rs, size_t i)
+{
+    return rs->hosts[0]->routes[i];
+}
+
+static void set(char **field, const char *value)
+{
+    free(*field);
+    *field = strdup(value);
+}
+
+/* ---- one broken rule per case ---- */
+
+static void framing_header(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->respond->headers[0]->name, "Content-Length");
+}
+static void bad_header_name(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->respond->headers[0]->name, "Bad Name");
+}
+static void bad_header_value(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->respond->headers[0]->value, "a\r\nSet-Cookie: x");
+}
+static void interim_status(Sws__RouteSet *rs)
+{
+    route(rs, 0)->respond->status = 100;
+}
+static void body_on_204(Sws__RouteSet *rs)
+{
+    route(rs, 0)->respond->status = 204;
+}
+static void path_not_normal(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->path, "/a/../b");
+}
+static void path_encoded_slash(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->path, "/a%2fb");
+}
+static void path_relative(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->path, "x");
+}
+static void path_query(Sws__RouteSet *rs)
+{
+    set(&route(rs, 0)->path, "/a?b");
+}
+static void match_regex(Sws__RouteSet *rs)
+{
+    route(rs, 0)->match = SWS__ROUTE__MATCH__REGEX;
+}
+static void match_unknown(Sws__RouteSet *rs)
+{
+    route(rs, 0)->match = (Sws__Route__Match)7;
+}
+static void no_action(Sws__RouteSet *rs)
+{
+    sws__respond__free_unpacked(route(rs, 0)->respond, NULL);
+    route(rs, 0)->respond = NULL;
+    route(rs, 0)->action_case = SWS__ROUTE__ACTION__NOT_SET;
+}
+static void root_relative(Sws__RouteSet *rs)
+{
+    set(&route(rs, 1)->static_->root, "www");
+}
+static void root_empty(Sws__RouteSet *rs)
+{
+    set(&route(rs, 1)->static_->root, "");
+}
+static void index_path(Sws__RouteSet *rs)
+{
+    set(&route(rs, 1)->static_->index, "a/b.html");
+}
+static void redirect_304(Sws__RouteSet *rs)
+{
+    route(rs, 2)->redirect->status = 304;
+}
+static void location_empty(Sws__RouteSet *rs)
+{
+    set(&route(rs, 2)->redirect->location, "");
+}
+static void location_space(Sws__RouteSet *rs)
+{
+    set(&route(rs, 2)->redirect->location, "/a b");
+}
+static void unknown_pool(Sws__RouteSet *rs)
+{
+    set(&route(rs, 3)->proxy->pool, "q");
+}
+static void pool_twice(Sws__RouteSet *rs)
+{
+    Sws__Pool *pool = NEW(Sws__Pool, SWS__POOL__INIT);
+    pool->name = strdup("p");
+    PUSH(rs->pools, rs->n_pools, pool);
+}
+static void name_star_inside(Sws__RouteSet *rs)
+{
+    set(&rs->hosts[0]->names[0], "a.*.test");
+}
+static void name_port(Sws__RouteSet *rs)
+{
+    set(&rs->hosts[1]->names[0], "b.test:80");
+}
+static void name_twice(Sws__RouteSet *rs)
+{
+    set(&rs->hosts[1]->names[0], "A.TEST.");
+}
+static void catchall_twice(Sws__RouteSet *rs)
+{
+    set(&rs->hosts[0]->names[0], "*");
+    set(&rs->hosts[1]->names[0], "*");
+}
+static void host_without_names(Sws__RouteSet *rs)
+{
+    free(rs->hosts[1]->names[0]);
+    rs->hosts[1]->n_names = 0;
+}
+static void route_twice(Sws__RouteSet *rs)
+{
+    set(&route(rs, 2)->path, "/s/");
+}
+static void log_level(Sws__RouteSet *rs)
+{
+    set(&rs->settings->log_level, "loud");
+}
+static void server_name(Sws__RouteSet *rs)
+{
+    set(&rs->settings->server_name, "x\r\nX-Evil: 1");
+}
+
+static const struct refusal_case {
+    const char *name;
+    void (*breaks)(Sws__RouteSet *rs);
+    const char *path, *msg;
+} cases[] = {
+    { "framing header", framing_header, "hosts[0].routes[0].respond.headers[0]",
+      "\"Content-Length\": is set by the server (from the body and the connection state)" },
+    { "header name", bad_header_name, "hosts[0].routes[0].respond.headers[0]",
+      "\"Bad Name\": a header name may contain only letters, digits and !#$%&'*+-.^_`|~" },
+    { "header value", bad_header_value, "hosts[0].routes[0].respond.headers[0]",
+      "a header value must not contain CR, LF or other control characters" },
+    { "1xx respond", interim_status, "hosts[0].routes[0].respond.status",
+      "expected a number from 200 to 599, got 100" },
+    { "204 with a body", body_on_204, "hosts[0].routes[0].respond.body",
+      "a 204 response has no body" },
+    { "path not normal", path_not_normal, "hosts[0].routes[0].path",
+      "\"/a/../b\" is not in normal form (requests are matched in it): write \"/b\"" },
+    { "encoded slash", path_encoded_slash, "hosts[0].routes[0].path",
+      "\"/a%2fb\" is not in normal form (requests are matched in it): write \"/a%2Fb\"" },
+    { "relative path", path_relative, "hosts[0].routes[0].path", "\"x\" must start with \"/\"" },
+    { "query in path", path_query, "hosts[0].routes[0].path",
+      "\"/a?b\" must not contain '?' or '#' (routes match the path without the query)" },
+    { "regex", match_regex, "hosts[0].routes[0].match", "regex paths are not supported yet" },
+    { "unknown match", match_unknown, "hosts[0].routes[0].match",
+      "expected prefix or exact, got 7" },
+    { "no action", no_action, "hosts[0].routes[0]",
+      "a route needs one action: respond, static, redirect or proxy" },
+    { "relative root", root_relative, "hosts[0].routes[1].static.root",
+      "expected an absolute path, got \"www\"" },
+    { "empty root", root_empty, "hosts[0].routes[1].static.root", "must name a directory" },
+    { "index with '/'", index_path, "hosts[0].routes[1].static.index",
+      "must be a file name (no '/')" },
+    { "redirect 304", redirect_304, "hosts[0].routes[2].redirect.status",
+      "expected 301, 302, 303, 307 or 308, got 304" },
+    { "empty location", location_empty, "hosts[0].routes[2].redirect.location",
+      "must not be empty" },
+    { "space in location", location_space, "hosts[0].routes[2].redirect.location",
+      "must not contain spaces or control characters (percent-encode them)" },
+    { "unknown pool", unknown_pool, "hosts[0].routes[3].proxy.pool", "no pool is named \"q\"" },
+    { "pool twice", pool_twice, "pools[1].name", "pool \"p\" appears twice (first at pools[0])" },
+    { "'*' inside", name_star_inside, "hosts[0].names[0]",
+      "\"a.*.test\": a wildcard must be \"*.\" followed by a name" },
+    { "port in name", name_port, "hosts[1].names[0]",
+      "\"b.test:80\": a host name has no port (ports are ignored when matching)" },
+    { "name twice", name_twice, "hosts[1].names[0]",
+      "host name \"A.TEST.\" is already used (hosts[0].names[0])" },
+    { "catch-all twice", catchall_twice, "hosts[1].names[0]",
+      "host name \"*\" is already used (hosts[0].names[0])" },
+    { "host without names", host_without_names, "hosts[1]",
+      "a host needs names: [...] (or name: ...)" },
+    { "route twice", route_twice, "hosts[0].routes[2].path",
+      "this host already has a prefix route for \"/s/\" (routes[1])" },
+    { "log level", log_level, "settings.log_level",
+      "expected debug, info, notice, warn or error, got \"loud\"" },
+    { "server name", server_name, "settings.server_name",
+      "must not contain control characters (CR, LF, ...)" },
+};
+
+static void test_fixture_is_valid(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = fixture();
+    sws_routeset_refusal_t why;
+    if (sws_routeset_check(rs, &why) != 0)
+        fail_msg("refused: %s: %s", why.path, why.msg);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static void test_each_refusal(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        Sws__RouteSet *rs = fixture();
+        sws_routeset_refusal_t why;
+        cases[i].breaks(rs);
+        if (sws_routeset_check(rs, &why) == 0)
+            fail_msg("%s: accepted", cases[i].name);
+        if (strcmp(why.path, cases[i].path) != 0 || strcmp(why.msg, cases[i].msg) != 0)
+            fail_msg("%s: got \"%s: %s\", want \"%s: %s\"", cases[i].name, why.path, why.msg,
+                     cases[i].path, cases[i].msg);
+        sws__route_set__free_unpacked(rs, NULL);
+    }
+}
+
+/* What a source other than the YAML reader sends goes straight to the
+ * table builder: it must refuse what the checker refuses, in its words. */
+static void assert_table_refuses(void (*breaks)(Sws__RouteSet *rs), const char *want)
+{
+    static uint64_t arena[4096];
+    char err[512] = "";
+    Sws__RouteSet *rs = fixture();
+
+    breaks(rs);
+    assert_true(sws_table_size(rs) <= sizeof(arena));
+    if (sws_table_build(arena, sizeof(arena), 1, rs, err, sizeof(err)) == 0)
+        fail_msg("built, want \"%s\"", want);
+    assert_string_equal(err, want);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static void test_table_build_refuses_what_the_checker_refuses(void **state)
+{
+    (void)state;
+    assert_table_refuses(framing_header, "hosts[0].routes[0].respond.headers[0]: "
+                         "\"Content-Length\": is set by the server (from the body and the "
+                         "connection state)");
+    assert_table_refuses(path_not_normal, "hosts[0].routes[0].path: \"/a/../b\" is not in "
+                         "normal form (requests are matched in it): write \"/b\"");
+    assert_table_refuses(route_twice, "hosts[0].routes[2].path: this host already has a "
+                         "prefix route for \"/s/\" (routes[1])");
+    assert_table_refuses(interim_status, "hosts[0].routes[0].respond.status: expected a "
+                         "number from 200 to 599, got 100");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fixture_is_valid),
+        cmocka_unit_test(test_each_refusal),
+        cmocka_unit_test(test_table_build_refuses_what_the_checker_refuses),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
