@@ -13,8 +13,9 @@
 #include <strings.h>
 
 #include "core/log.h"
+#include "core/http_token.h"
 #include "core/str.h"
-#include "worker/path.h"
+#include "core/path.h"
 
 /* ---- refusals ---- */
 
@@ -104,17 +105,15 @@ const char *sws_routeset_host_name_problem(const char *s)
 
 const char *sws_routeset_header_name_problem(const char *s)
 {
-    /* Framing the server computes from the body and the connection state;
-     * a second value would make the response ambiguous to a client. */
-    static const char *const framing[] = { "content-length", "transfer-encoding", "connection" };
-
     if (s[0] == '\0')
         return "a header name must not be empty";
     if (!sws_is_token(s))
         return "a header name may contain only letters, digits and !#$%&'*+-.^_`|~";
-    for (size_t i = 0; i < sizeof(framing) / sizeof(framing[0]); i++)
-        if (strcasecmp(s, framing[i]) == 0)
-            return "is set by the server (from the body and the connection state)";
+    /* Framing the server computes from the body and the connection state;
+     * a second value would make the response ambiguous to a client. */
+    const sws_http_token_t *t = sws_http_token_find(s, strlen(s));
+    if (t != NULL && (t->flags & SWS_TKF_FRAMING))
+        return "is set by the server (from the body and the connection state)";
     return NULL;
 }
 

@@ -115,7 +115,7 @@ struct sws_conn {
     sws_http1_t h1;
     sws_request_t req;
     /* The normal form of req.path when it differs from what the client
-     * sent (worker/path.h); allocated on the first such request. */
+     * sent (core/path.h); allocated on the first such request. */
     char *path_buf;
     size_t path_cap;
     unsigned requests;            /* answered on this connection */

@@ -2,7 +2,7 @@
  * The local actions and the dispatch of a complete request to them.
  *
  * sws_handlers_dispatch() is the worker's request handler: it replaces
- * r->path by its normal form (worker/path.h, ADR 0006; 400 when it has
+ * r->path by its normal form (core/path.h, ADR 0006; 400 when it has
  * none), routes the request by it in the table generation it carries
  * (r->table), then answers a
  * plain-HTTP request on an https_redirect route with a 308, else runs the

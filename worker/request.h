@@ -55,7 +55,7 @@ typedef struct sws_request {
     uint8_t tls;                    /* arrived over TLS (roadmap 3): https_redirect skips it */
 
     sws_str_t target;               /* the raw request-target */
-    sws_str_t path;                 /* target before '?'; normal form (worker/path.h) from
+    sws_str_t path;                 /* target before '?'; normal form (core/path.h) from
                                      * dispatch on: what routes and actions see */
     sws_str_t query;                /* after '?', without it; len 0 when none */
     sws_str_t host;                 /* Host header value as received; len 0 when none */

@@ -6,7 +6,7 @@
 #include "core/log.h"
 #include "shm/table.h"
 #include "worker/conn.h"
-#include "worker/path.h"
+#include "core/path.h"
 #include "worker/static.h"
 
 void sws_respond_handle(sws_request_t *r)
@@ -16,7 +16,7 @@ void sws_respond_handle(sws_request_t *r)
                       sws_table_str(r->table, rt->body), rt->body.len);
 }
 
-/* Replace r->path by its normal form (worker/path.h), once, before
+/* Replace r->path by its normal form (core/path.h), once, before
  * routing: the route, every action and the log of a refusal see the same
  * path. A path that changes is written into the connection's path buffer,
  * grown for the longest path it had to hold (bounded through

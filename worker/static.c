@@ -13,7 +13,7 @@
 #include "worker/ctx.h"
 #include "worker/handlers.h"
 #include "worker/mime.h"
-#include "worker/path.h"
+#include "core/path.h"
 #include "worker/static_cond.h"
 #include "worker/static_open.h"
 
@@ -61,7 +61,7 @@ static void answer_open_error(sws_request_t *r, const char *root, int rootfd, co
 
 /* A directory asked for without its trailing slash: send the client to the
  * name with one, so that relative links in its index resolve below it. The
- * path is normal (worker/path.h): it never starts with "//", which would be
+ * path is normal (core/path.h): it never starts with "//", which would be
  * a network-path reference, a redirect to another host. */
 static void redirect_to_directory(sws_request_t *r)
 {

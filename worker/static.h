@@ -1,7 +1,7 @@
 /*
  * The static action: serve a file below the route's root.
  *
- * URL mapping: the request path, normal already (worker/path.h: dot
+ * URL mapping: the request path, normal already (core/path.h: dot
  * segments resolved, "//" merged, %00 refused before routing), with its
  * remaining %XX decoded, is appended to the root, as nginx's `root` does
  * (an encoded '/' names no file: 404); a directory is

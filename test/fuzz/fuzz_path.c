@@ -1,5 +1,5 @@
 /*
- * Fuzz target: the normalized request path (worker/path.h, ADR 0006).
+ * Fuzz target: the normalized request path (core/path.h, ADR 0006).
  *
  * The input is a path as a client could send it; it is tried as it is and
  * with a leading '/' (so most inputs reach the segment logic). For each,
@@ -24,7 +24,7 @@
 #include <string.h>
 
 #include "core/log.h"
-#include "worker/path.h"
+#include "core/path.h"
 
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {

@@ -464,7 +464,7 @@ static void test_error_form_tab(void **state)
                  "expected spaces, got a tab (YAML indents with spaces only)");
 }
 
-/* Requests are matched by their normal path (worker/path.h): a route path
+/* Requests are matched by their normal path (core/path.h): a route path
  * in another form is refused, with the form to write. */
 static void test_route_path_must_be_normal(void **state)
 {

@@ -1,4 +1,4 @@
-/* worker/path.c: the normalized request path (docs/adr/0006) as a table of
+/* core/path.c: the normalized request path (docs/adr/0006) as a table of
  * cases, the no-copy promise for paths already normal, and the decoding of
  * a normal path into a file name for the static action. */
 #include <setjmp.h>
@@ -10,7 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "worker/path.h"
+#include "core/path.h"
 
 #define BAD NULL /* the expected normal form of a refused path */
 

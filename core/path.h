@@ -22,8 +22,8 @@
  *
  * Pure functions: any process (the supervisor checks route paths with them).
  */
-#ifndef SWS_WORKER_PATH_H
-#define SWS_WORKER_PATH_H
+#ifndef SWS_CORE_PATH_H
+#define SWS_CORE_PATH_H
 
 #include <stddef.h>
 

@@ -1,4 +1,4 @@
-#include "worker/path.h"
+#include "core/path.h"
 
 #include <string.h>
 
