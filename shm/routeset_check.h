@@ -12,7 +12,7 @@
  * Checked: host names (exact, "*.suffix" wildcard, "*"; an optional trailing
  * dot), every name once across all hosts (ASCII case-insensitive, trailing
  * dot ignored), a host has names; route paths start with '/', hold no
- * query, spaces or controls, and are in normal form (worker/path.h: requests
+ * query, spaces or controls, and are in normal form (core/path.h: requests
  * are matched in it); match is prefix or exact (regex not yet); one route
  * per (match, path) in a host; exactly one action; respond status 200..599,
  * header names are tokens other than the framing headers the server sets,

@@ -24,7 +24,7 @@
  *          No Host (HTTP/1.0) is looked up as "".
  *   paths  exact routes first, then the longest prefix; the path is
  *          compared bytewise: the caller passes the request's normal path
- *          (worker/path.h, ADR 0006) without the query string.
+ *          (core/path.h, ADR 0006) without the query string.
  */
 #ifndef SWS_SHM_TABLE_H
 #define SWS_SHM_TABLE_H
