@@ -861,12 +861,6 @@ int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const
 
 void sws_http1_response_done(sws_conn_t *c, sws_request_t *r)
 {
-    sws_conn_set_t *s = c->set;
-    c->requests++;
-    s->counters->requests++;
-    if (s->access_log != NULL && s->access_log->fd >= 0)
-        sws_access_log_request(s->access_log, r, sws_conn_peer_text(c), s->loop->wall_sec,
-                               sws_loop_now_ms(s->loop) - r->start_ms);
     if (!r->keep_alive) {
         c->close_after = 1;
         c->h1.state = SWS_H1_DEAD;
@@ -911,4 +905,6 @@ const sws_proto_ops_t sws_http1_proto = {
     .fail = sws_http1_fail,
     .waiting_for = http1_waiting_for,
     .input_moved = http1_input_moved,
+    .write_head = sws_http1_write_head,
+    .response_end = sws_http1_response_done,
 };

@@ -79,7 +79,8 @@ int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const
                          size_t extra_len, uint64_t content_length, int with_length,
                          size_t body_room);
 
-/* After a response is queued: count and log it, decide keep-alive. */
+/* After a response is queued (and counted and logged by response.c):
+ * keep the connection for the next request, or close it after the output. */
 void sws_http1_response_done(sws_conn_t *c, sws_request_t *r);
 
 #endif

@@ -17,6 +17,11 @@
  *   - waiting_for: what the protocol waits for from the client now, so that
  *     conn.c arms the matching timer and knows an idle connection (which a
  *     graceful stop may close at once);
+ *   - write_head: serialize a response's status and headers into the output
+ *     (worker/response.c calls it; the protocol adds what it owns: Date,
+ *     Server, framing, Connection), reserving body_room bytes after it;
+ *   - response_end: a response is queued, counted and logged: the protocol
+ *     decides what comes next (keep-alive or close);
  *   - input_moved: the read buffer's bytes moved (compaction drops
  *     rbuf[0, shift) and moves the rest to the front; growth moves them to
  *     new memory): the protocol re-points what it keeps into them, with
@@ -33,6 +38,7 @@
 #include "core/str.h"
 
 typedef struct sws_conn sws_conn_t;
+typedef struct sws_request sws_request_t;
 
 enum sws_proto_wait {
     SWS_PROTO_WAIT_IDLE = 0, /* between requests: nothing of the next one yet */
@@ -49,6 +55,11 @@ typedef struct sws_proto_ops {
     enum sws_proto_wait (*waiting_for)(const sws_conn_t *c);
     void (*input_moved)(sws_conn_t *c, uintptr_t old_base, size_t old_cap, const char *new_base,
                         size_t shift);
+    /* 0, or -1 when out of memory (nothing written). */
+    int (*write_head)(sws_conn_t *c, sws_request_t *r, unsigned status, const char *extra,
+                      size_t extra_len, uint64_t content_length, int with_length,
+                      size_t body_room);
+    void (*response_end)(sws_conn_t *c, sws_request_t *r);
 } sws_proto_ops_t;
 
 /* Re-point a slice into the read buffer after its bytes moved (see

@@ -1,5 +1,6 @@
-/* The response API of worker/request.h, over the HTTP/1 serializer. (HTTP/2
- * will choose its serializer by the connection's protocol here.) */
+/* The response API of worker/request.h, over the connection's protocol
+ * (worker/proto.h: write_head, response_end): it knows no protocol. A
+ * response is counted and logged here, once, whichever protocol carried it. */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
@@ -9,7 +10,7 @@
 #include "core/fmt.h"
 #include "core/log.h"
 #include "worker/conn.h"
-#include "worker/http1.h"
+#include "worker/access_log.h"
 #include "worker/request.h"
 
 /* Files up to this size are read into the output buffer, so the response
@@ -126,6 +127,18 @@ static int response_allowed(sws_request_t *r, unsigned *status)
     return 1;
 }
 
+/* The response is queued: count it, log it, let the protocol go on. */
+static void response_end(sws_conn_t *c, sws_request_t *r)
+{
+    sws_conn_set_t *s = c->set;
+    c->requests++;
+    s->counters->requests++;
+    if (s->access_log != NULL && s->access_log->fd >= 0)
+        sws_access_log_request(s->access_log, r, sws_conn_peer_text(c), s->loop->wall_sec,
+                               sws_loop_now_ms(s->loop) - r->start_ms);
+    c->proto->response_end(c, r);
+}
+
 /* Out of memory for the response: nothing of it was queued; end the
  * connection after what is already queued. */
 static void response_failed(sws_request_t *r, unsigned status)
@@ -133,7 +146,7 @@ static void response_failed(sws_request_t *r, unsigned status)
     sws_log_error("client %s: no memory for a %u response", sws_conn_peer_text(r->conn), status);
     r->status = status;
     r->keep_alive = 0;
-    sws_http1_response_done(r->conn, r);
+    response_end(r->conn, r);
 }
 
 void sws_response_send(sws_request_t *r, unsigned status, const char *extra, size_t extra_len,
@@ -146,7 +159,7 @@ void sws_response_send(sws_request_t *r, unsigned status, const char *extra, siz
     if (!has_body)
         body_len = 0;
     size_t send_len = r->is_head ? 0 : body_len;
-    if (sws_http1_write_head(c, r, status, extra, extra_len, body_len, has_body, send_len) < 0) {
+    if (c->proto->write_head(c, r, status, extra, extra_len, body_len, has_body, send_len) < 0) {
         response_failed(r, status);
         return;
     }
@@ -156,7 +169,7 @@ void sws_response_send(sws_request_t *r, unsigned status, const char *extra, siz
     }
     r->status = status;
     r->body_bytes = send_len;
-    sws_http1_response_done(c, r);
+    response_end(c, r);
 }
 
 void sws_response_sendfile(sws_request_t *r, unsigned status, const char *extra,
@@ -172,7 +185,7 @@ void sws_response_sendfile(sws_request_t *r, unsigned status, const char *extra,
         len = 0;
     int inline_body = !r->is_head && len > 0 && len <= SWS_RESPONSE_INLINE_FILE;
     size_t queued_before = c->olen - c->osent;
-    if (sws_http1_write_head(c, r, status, extra, extra_len, len, has_body,
+    if (c->proto->write_head(c, r, status, extra, extra_len, len, has_body,
                              inline_body ? (size_t)len : 0) < 0) {
         close(fd);
         response_failed(r, status);
@@ -199,7 +212,7 @@ void sws_response_sendfile(sws_request_t *r, unsigned status, const char *extra,
         r->body_bytes = len;
     }
     r->status = status;
-    sws_http1_response_done(c, r);
+    response_end(c, r);
 }
 
 /* Statuses after which the connection cannot be trusted to be in sync
