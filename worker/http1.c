@@ -280,7 +280,7 @@ static const llhttp_settings_t parser_settings = {
     .on_message_complete = on_message_complete,
 };
 
-void sws_http1_init(sws_conn_t *c)
+static void http1_init(sws_conn_t *c)
 {
     sws_http1_t *h = &c->h1;
     memset(h, 0, sizeof(*h));
@@ -325,7 +325,7 @@ static void begin_request(sws_conn_t *c)
     r->request_body_bytes = 0;
 }
 
-void sws_http1_fail(sws_conn_t *c, unsigned status, const char *why)
+static void http1_fail(sws_conn_t *c, unsigned status, const char *why)
 {
     sws_http1_t *h = &c->h1;
     sws_request_t *r = &c->req;
@@ -369,11 +369,11 @@ static void parse_error(sws_conn_t *c, llhttp_errno_t err)
     sws_http1_t *h = &c->h1;
     sws_request_t *r = &c->req;
     if (err == HPE_USER) {
-        sws_http1_fail(c, h->reject, h->reject_why);
+        http1_fail(c, h->reject, h->reject_why);
         return;
     }
     if (err == HPE_INVALID_VERSION || err == HPE_PAUSED_H2_UPGRADE) {
-        sws_http1_fail(c, version_refusal(r, c->rbuf + c->rend), "unsupported HTTP version");
+        http1_fail(c, version_refusal(r, c->rbuf + c->rend), "unsupported HTTP version");
         return;
     }
     if (err == HPE_PAUSED_UPGRADE) { /* not reached: upgrades close first */
@@ -381,7 +381,7 @@ static void parse_error(sws_conn_t *c, llhttp_errno_t err)
         c->close_after = 1;
         return;
     }
-    sws_http1_fail(c, 400, llhttp_get_error_reason(&h->parser));
+    http1_fail(c, 400, llhttp_get_error_reason(&h->parser));
 }
 
 static int host_char_ok(unsigned char ch)
@@ -654,7 +654,7 @@ static int head_complete(sws_conn_t *c, const char *pos)
     if (status == 0)
         status = check_framing(c, &known, pos, &why);
     if (status != 0) {
-        sws_http1_fail(c, status, why);
+        http1_fail(c, status, why);
         return -1;
     }
     decide_keep_alive(c);
@@ -694,7 +694,7 @@ static int framing_ok(sws_conn_t *c, const char *to, int complete)
     if (status == 0 && complete && c->h1.frame != FR_DONE)
         status = 400;
     if (status != 0)
-        sws_http1_fail(c, status, why);
+        http1_fail(c, status, why);
     return status == 0;
 }
 
@@ -721,9 +721,9 @@ static void input_used(sws_conn_t *c)
     if (h->state == SWS_H1_HEAD) {
         size_t have = c->rend - c->msg_start;
         if (!h->line_done && partial_line_len(c, have) > st->max_request_line)
-            sws_http1_fail(c, 414, "request line too long");
+            http1_fail(c, 414, "request line too long");
         else if (have > st->max_header_size)
-            sws_http1_fail(c, 431, "request head too large");
+            http1_fail(c, 431, "request head too large");
         c->rpos = c->rend;
         return;
     }
@@ -746,7 +746,7 @@ static void input_ended(sws_conn_t *c)
     c->close_after = 1;
 }
 
-void sws_http1_process(sws_conn_t *c)
+static void http1_process(sws_conn_t *c)
 {
     sws_http1_t *h = &c->h1;
     for (;;) {
@@ -795,7 +795,7 @@ void sws_http1_process(sws_conn_t *c)
 }
 
 /* The fixed pieces of a response head, each written by
- * sws_http1_write_head and sized by its reservation (SWS_LIT_LEN), so the
+ * http1_write_head and sized by its reservation (SWS_LIT_LEN), so the
  * room reserved is what the lines take by construction. */
 static const char head_version[] = "HTTP/1.1 ";
 #define HEAD_STATUS_LEN 4 /* "NNN ": three digits and a space */
@@ -806,9 +806,9 @@ static const char head_close[] = "Connection: close\r\n";
 static const char head_keep_alive[] = "Connection: keep-alive\r\n";
 static const char crlf[] = "\r\n";
 
-int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const char *extra,
-                         size_t extra_len, uint64_t content_length, int with_length,
-                         size_t body_room)
+static int http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status,
+                            const char *extra, size_t extra_len, uint64_t content_length,
+                            int with_length, size_t body_room)
 {
     sws_conn_set_t *s = c->set;
     sws_loop_t *loop = s->loop;
@@ -859,7 +859,7 @@ int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const
     return 0;
 }
 
-void sws_http1_response_done(sws_conn_t *c, sws_request_t *r)
+static void http1_response_done(sws_conn_t *c, sws_request_t *r)
 {
     if (!r->keep_alive) {
         c->close_after = 1;
@@ -900,11 +900,11 @@ static void http1_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
 
 const sws_proto_ops_t sws_http1_proto = {
     .name = "http/1.1",
-    .init = sws_http1_init,
-    .on_input = sws_http1_process,
-    .fail = sws_http1_fail,
+    .init = http1_init,
+    .on_input = http1_process,
+    .fail = http1_fail,
     .waiting_for = http1_waiting_for,
     .input_moved = http1_input_moved,
-    .write_head = sws_http1_write_head,
-    .response_end = sws_http1_response_done,
+    .write_head = http1_write_head,
+    .response_end = http1_response_done,
 };

@@ -54,33 +54,22 @@ typedef struct sws_http1 {
 } sws_http1_t;
 
 /* HTTP/1.x as a protocol of worker/proto.h: what a connection set that
- * serves HTTP/1 is initialised with. Its operations are the three below
- * plus the protocol's state and buffer bookkeeping. */
+ * serves HTTP/1 is initialised with. Its operations, each a static
+ * function of http1.c reached only through this table:
+ *   init          start HTTP/1 on a fresh connection;
+ *   on_input      parse rbuf[rpos, rend), answering each complete request
+ *                 through the set's handler; returns when the input is used
+ *                 up, the output is above its high-water mark, the
+ *                 connection is to close, or a request was rejected (then
+ *                 the rejection is queued);
+ *   fail          answer status (408 on a timeout) with Connection: close
+ *                 and stop parsing;
+ *   write_head    the status line and headers: Date, Server,
+ *                 Content-Length (when with_length), Connection, extra;
+ *                 reserves body_room more bytes after the head so the body
+ *                 follows without another allocation;
+ *   response_end  keep the connection for the next request, or close it
+ *                 after the output. */
 extern const sws_proto_ops_t sws_http1_proto;
-
-/* Start HTTP/1 on a fresh connection. */
-void sws_http1_init(sws_conn_t *c);
-
-/* Parse the buffered input rbuf[rpos, rend), answering each complete
- * request through the set's handler. Returns when the input is used up,
- * the output is above its high-water mark, the connection is to close, or
- * a request was rejected (then the rejection is queued). */
-void sws_http1_process(sws_conn_t *c);
-
-/* Answer status (408 on a timeout) with Connection: close, stop parsing. */
-void sws_http1_fail(sws_conn_t *c, unsigned status, const char *why);
-
-/* Serialize the status line and headers of r's response into the output:
- * Date, Server, Content-Length (when with_length), Connection, extra.
- * Reserves body_room more bytes after the head, so the body can follow
- * without another allocation. 0, or -1 when out of memory (nothing
- * written). */
-int sws_http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status, const char *extra,
-                         size_t extra_len, uint64_t content_length, int with_length,
-                         size_t body_room);
-
-/* After a response is queued (and counted and logged by response.c):
- * keep the connection for the next request, or close it after the output. */
-void sws_http1_response_done(sws_conn_t *c, sws_request_t *r);
 
 #endif

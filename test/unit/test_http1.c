@@ -1034,7 +1034,7 @@ static void test_reason_phrases(void **state)
     assert_non_null(strstr(f->out, "<h1>511 Network Authentication Required</h1></body></html>\n"));
 }
 
-/* The longest head sws_http1_write_head writes (the longest reason
+/* The longest head the HTTP/1 write_head writes (the longest reason
  * phrase, a 20-digit Content-Length, Server, Connection: close) is exactly
  * the room it reserves: written into a buffer with that much room left
  * (plus the body's), it fits without a second allocation; with one byte
@@ -1068,8 +1068,8 @@ static void test_longest_head_fits_its_reservation_exactly(void **state)
         size_t cap = c->ocap, start = c->olen;
         r->keep_alive = 0;
         r->version_minor = 1;
-        assert_int_equal(sws_http1_write_head(c, r, status, extra, sizeof(extra) - 1, UINT64_MAX,
-                                              1, body_room),
+        assert_int_equal(sws_http1_proto.write_head(c, r, status, extra, sizeof(extra) - 1,
+                                                    UINT64_MAX, 1, body_room),
                          0);
         assert_int_equal(c->olen - start, (size_t)want_len);
         assert_memory_equal(c->obuf + start, want, (size_t)want_len);
