@@ -47,14 +47,35 @@ static void file_handler(sws_request_t *r)
     sws_response_sendfile(r, 200, NULL, 0, fd, 0, BODY_SIZE);
 }
 
-static int setup(void **state)
+/* A fixture whose set speaks proto and answers with handler, and a
+ * socketpair: the server's end, not yet a connection, in *server_fd. */
+static fixture_t *fixture_new(const sws_proto_ops_t *proto, sws_request_handler_t handler,
+                              int *server_fd)
 {
     fixture_t *f = calloc(1, sizeof(*f));
     int sv[2];
     assert_non_null(f);
     sws_log_init("test", 2, SWS_LOG_ERROR);
     assert_int_equal(sws_loop_init(&f->loop), 0);
-    sws_conn_set_init(&f->set, &f->loop, &sws_http1_proto, file_handler, &f->counters);
+    sws_conn_set_init(&f->set, &f->loop, proto, handler, &f->counters);
+    f->file = -1;
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    f->peer = sv[1];
+    *server_fd = sv[0];
+    return f;
+}
+
+static void fixture_open(fixture_t *f, int server_fd, void **state)
+{
+    f->conn = sws_conn_open(&f->set, server_fd, NULL, 0);
+    assert_non_null(f->conn);
+    *state = f;
+}
+
+static int setup(void **state)
+{
+    int server_fd;
+    fixture_t *f = fixture_new(&sws_http1_proto, file_handler, &server_fd);
     f->file = memfd_create("body", MFD_CLOEXEC);
     assert_true(f->file >= 0);
     char *body = malloc(BODY_SIZE);
@@ -63,20 +84,17 @@ static int setup(void **state)
         body[i] = (char)('a' + i % 26);
     assert_int_equal(write(f->file, body, BODY_SIZE), BODY_SIZE);
     free(body);
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
     /* Past net.core.wmem_max only with CAP_NET_ADMIN (FORCE); the kernel
      * doubles what it is asked for. */
     int sndbuf = SERVER_SNDBUF / 2;
     socklen_t len = sizeof(sndbuf);
-    if (setsockopt(sv[0], SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
-        assert_int_equal(setsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
-    assert_int_equal(getsockopt(sv[0], SOL_SOCKET, SO_SNDBUF, &sndbuf, &len), 0);
+    if (setsockopt(server_fd, SOL_SOCKET, SO_SNDBUFFORCE, &sndbuf, sizeof(sndbuf)) < 0)
+        assert_int_equal(setsockopt(server_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)),
+                         0);
+    assert_int_equal(getsockopt(server_fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len), 0);
     f->sndbuf_ok = sndbuf >= (int)SERVER_SNDBUF;
-    f->peer = sv[1];
-    f->conn = sws_conn_open(&f->set, sv[0], NULL, 0);
-    assert_non_null(f->conn);
     current = f;
-    *state = f;
+    fixture_open(f, server_fd, state);
     return 0;
 }
 
@@ -222,19 +240,10 @@ static void never_called(sws_request_t *r)
 
 static int fake_setup(void **state)
 {
-    fixture_t *f = calloc(1, sizeof(*f));
-    int sv[2];
-    assert_non_null(f);
+    int server_fd;
     memset(&fake, 0, sizeof(fake));
-    sws_log_init("test", 2, SWS_LOG_ERROR);
-    assert_int_equal(sws_loop_init(&f->loop), 0);
-    sws_conn_set_init(&f->set, &f->loop, &fake_proto, never_called, &f->counters);
-    f->file = -1;
-    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
-    f->peer = sv[1];
-    f->conn = sws_conn_open(&f->set, sv[0], NULL, 0);
-    assert_non_null(f->conn);
-    *state = f;
+    fixture_t *f = fixture_new(&fake_proto, never_called, &server_fd);
+    fixture_open(f, server_fd, state);
     return 0;
 }
 
