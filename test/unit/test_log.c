@@ -20,6 +20,17 @@ static size_t drain(int fd, char *buf, size_t cap)
     return (size_t)n;
 }
 
+/* What the logger wrote since the last read is exactly one line, of more
+ * than min_len bytes (a cut line still ends in its newline). */
+static size_t read_one_line(int fd, char *buf, size_t cap, size_t min_len)
+{
+    size_t n = drain(fd, buf, cap);
+    assert_true(n > min_len);
+    assert_int_equal(buf[n - 1], '\n');
+    assert_null(memchr(buf, '\n', n - 1));
+    return n;
+}
+
 static void test_line_format_and_filter(void **state)
 {
     (void)state;
@@ -45,10 +56,7 @@ static void test_line_format_and_filter(void **state)
     memset(big, 'a', sizeof(big) - 1);
     big[sizeof(big) - 1] = '\0';
     sws_log_error("%s", big);
-    n = drain(p[0], buf, sizeof(buf));
-    assert_true(n > 1000);
-    assert_int_equal(buf[n - 1], '\n');
-    assert_null(memchr(buf, '\n', n - 1));
+    read_one_line(p[0], buf, sizeof(buf), 1000);
 
     sws_log_init("test", 2, SWS_LOG_INFO);
     close(p[0]);
@@ -67,10 +75,7 @@ static void test_control_bytes_are_escaped(void **state)
     sws_log_init("worker 0", p[1], SWS_LOG_INFO);
 
     sws_log_info("static: \"%s\" refused", "a\n2026-11-30T00:00:00.000Z [crit] forged\x1b[2J\x7f\t\r");
-    size_t n = drain(p[0], buf, sizeof(buf));
-    assert_true(n > 0);
-    assert_int_equal(buf[n - 1], '\n');
-    assert_null(memchr(buf, '\n', n - 1));
+    size_t n = read_one_line(p[0], buf, sizeof(buf), 0);
     for (size_t i = 0; i + 1 < n; i++)
         assert_true((unsigned char)buf[i] >= 0x20 && (unsigned char)buf[i] != 0x7f);
     assert_non_null(strstr(buf, "\"a\\x0a2026-11-30T00:00:00.000Z [crit] forged\\x1b[2J\\x7f\\x09\\x0d\" refused\n"));
@@ -85,10 +90,7 @@ static void test_control_bytes_are_escaped(void **state)
     memset(ctl, '\n', sizeof(ctl) - 1);
     ctl[sizeof(ctl) - 1] = '\0';
     sws_log_error("%s", ctl);
-    n = drain(p[0], buf, sizeof(buf));
-    assert_true(n > 1000);
-    assert_int_equal(buf[n - 1], '\n');
-    assert_null(memchr(buf, '\n', n - 1));
+    read_one_line(p[0], buf, sizeof(buf), 1000);
 
     sws_log_init("test", 2, SWS_LOG_INFO);
     close(p[0]);
