@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "core/http_token.h"
 #include "core/str.h"
+#include "shm/table.h"
 #include "core/path.h"
 
 /* ---- refusals ---- */
@@ -244,6 +245,9 @@ static int check_respond(const Sws__Respond *rp, const char *route, sws_routeset
         return refuse(at(why, "%s.respond.status", route),
                       "expected a number from %u to %u, got %u", SWS_ROUTESET_RESPOND_STATUS_MIN,
                       SWS_ROUTESET_RESPOND_STATUS_MAX, rp->status);
+    if (rp->n_headers > SWS_ROUTE_MAX_FIELDS)
+        return refuse(at(why, "%s.respond.headers", route), "at most %u header fields, got %zu",
+                      SWS_ROUTE_MAX_FIELDS, rp->n_headers);
     for (size_t i = 0; i < rp->n_headers; i++) {
         const Sws__Header *hd = rp->headers[i];
         const char *problem = sws_routeset_header_name_problem(hd->name);

@@ -13,6 +13,8 @@
  *                      most 1/2) of lowercased exact host names
  *   wildcard names     the same for wildcard suffixes: "*.example.com" is
  *                      stored as ".example.com"
+ *   fields             sws_tfield_t: the respond routes' header fields,
+ *                      each route's in one slice
  *   pools, members     carried for roadmap 2
  *   strings            a NUL byte (every empty string), then each string's
  *                      bytes followed by a NUL
@@ -70,15 +72,18 @@ struct sws_table {
     uint32_t npools;
     uint32_t members_off;
     uint32_t nmembers;
+    uint32_t fields_off;
+    uint32_t nfields;
     sws_settings_t settings;
 };
 
 /* Where each section goes; computed the same way by sws_table_size() and
  * sws_table_build() so the size is exact. */
 typedef struct table_layout {
-    size_t nhosts, nroutes, nexact, nwild, npools, nmembers;
+    size_t nhosts, nroutes, nexact, nwild, npools, nmembers, nfields;
     size_t exact_cap, wild_cap;
-    size_t hosts_off, routes_off, exact_off, wild_off, pools_off, members_off, strings_off;
+    size_t hosts_off, routes_off, exact_off, wild_off, fields_off, pools_off, members_off;
+    size_t strings_off;
     size_t total;
 } table_layout_t;
 
@@ -88,6 +93,8 @@ typedef struct table_writer {
     size_t next;
     size_t end;
     uint32_t empty; /* offset of the shared "" */
+    sws_tfield_t *fields;
+    uint32_t next_field;
     int overflow;   /* a layout bug: refuse rather than write past the table */
 } table_writer_t;
 
@@ -158,11 +165,11 @@ static name_kind_t name_kind(const char *name)
 
 /* ---- routes ---------------------------------------------------------- */
 
-static size_t header_lines_len(const Sws__Respond *rp)
+static size_t fields_str_bytes(const Sws__Respond *rp)
 {
     size_t n = 0;
     for (size_t i = 0; i < rp->n_headers; i++)
-        n += strlen(rp->headers[i]->name) + 2 + strlen(rp->headers[i]->value) + 2;
+        n += str_bytes(strlen(rp->headers[i]->name)) + str_bytes(strlen(rp->headers[i]->value));
     return n;
 }
 
@@ -180,7 +187,7 @@ static size_t route_str_bytes(const Sws__Route *r)
     size_t n = str_bytes(strlen(r->path));
     switch (r->action_case) {
     case SWS__ROUTE__ACTION_RESPOND:
-        n += str_bytes(header_lines_len(r->respond)) + str_bytes(r->respond->body.len);
+        n += fields_str_bytes(r->respond) + str_bytes(r->respond->body.len);
         break;
     case SWS__ROUTE__ACTION_STATIC:
         n += str_bytes(root_len(r->static_->root)) + str_bytes(strlen(r->static_->index));
@@ -214,8 +221,12 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
             strings += str_bytes(name_len(name));
         }
         lay->nroutes += host->n_routes;
-        for (size_t i = 0; i < host->n_routes; i++)
-            strings += route_str_bytes(host->routes[i]);
+        for (size_t i = 0; i < host->n_routes; i++) {
+            const Sws__Route *r = host->routes[i];
+            strings += route_str_bytes(r);
+            if (r->action_case == SWS__ROUTE__ACTION_RESPOND)
+                lay->nfields += r->respond->n_headers;
+        }
     }
     lay->npools = rs->n_pools;
     for (size_t p = 0; p < rs->n_pools; p++) {
@@ -239,6 +250,7 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
     lay->routes_off = place(&off, lay->nroutes, sizeof(sws_route_t));
     lay->exact_off = place(&off, lay->exact_cap, sizeof(tbl_name_t));
     lay->wild_off = place(&off, lay->wild_cap, sizeof(tbl_name_t));
+    lay->fields_off = place(&off, lay->nfields, sizeof(sws_tfield_t));
     lay->pools_off = place(&off, lay->npools, sizeof(sws_pool_t));
     lay->members_off = place(&off, lay->nmembers, sizeof(sws_member_t));
     lay->strings_off = off;
@@ -285,25 +297,18 @@ static sws_tstr_t put_lower(table_writer_t *w, const char *p, size_t len)
     return s;
 }
 
-static sws_tstr_t put_header_lines(table_writer_t *w, const Sws__Respond *rp)
+/* The respond route's header fields, as name/value strings in the next
+ * slice of the fields section. */
+static void put_fields(table_writer_t *w, const Sws__Respond *rp, sws_route_t *out)
 {
-    size_t len = header_lines_len(rp);
-    sws_tstr_t s = { w->empty, 0 };
-    if (len == 0 || reserve(w, len) != 0)
-        return s;
-    s.off = (uint32_t)w->next;
-    s.len = (uint32_t)len;
-    char *p = w->base + w->next;
+    out->fields = w->next_field;
+    out->nfields = (uint16_t)rp->n_headers;
     for (size_t i = 0; i < rp->n_headers; i++) {
         const Sws__Header *hd = rp->headers[i];
-        p = sws_put(p, hd->name, strlen(hd->name));
-        p = SWS_PUT_LIT(p, ": ");
-        p = sws_put(p, hd->value, strlen(hd->value));
-        p = SWS_PUT_LIT(p, "\r\n");
+        sws_tfield_t *f = &w->fields[w->next_field++];
+        f->name = put_bytes(w, hd->name, strlen(hd->name));
+        f->value = put_bytes(w, hd->value, strlen(hd->value));
     }
-    *p = '\0';
-    w->next += len + 1;
-    return s;
 }
 
 static int pool_index(const Sws__RouteSet *rs, const char *name, uint32_t *out)
@@ -326,7 +331,7 @@ static void build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__
         const Sws__Respond *rp = r->respond;
         out->action = SWS_ACTION_RESPOND;
         out->status = (uint16_t)rp->status;
-        out->headers = put_header_lines(w, rp);
+        put_fields(w, rp, out);
         out->body = put_bytes(w, rp->body.data, rp->body.len);
         return;
     }
@@ -360,7 +365,7 @@ static void build_route(table_writer_t *w, const Sws__RouteSet *rs, const Sws__H
     sws_tstr_t empty = { w->empty, 0 };
     memset(out, 0, sizeof(*out));
     /* Fields the action does not use still read as "". */
-    out->path = out->headers = out->body = out->location = out->root = out->index = empty;
+    out->path = out->body = out->location = out->root = out->index = empty;
     build_action(w, rs, r, out);
     out->match = r->match == SWS__ROUTE__MATCH__EXACT ? SWS_MATCH_EXACT : SWS_MATCH_PREFIX;
     out->https_redirect = (r->https_redirect || host->https_redirect) ? 1 : 0;
@@ -498,6 +503,8 @@ static void header_init(struct sws_table *t, const table_layout_t *lay, uint64_t
     t->npools = (uint32_t)lay->npools;
     t->members_off = (uint32_t)lay->members_off;
     t->nmembers = (uint32_t)lay->nmembers;
+    t->fields_off = (uint32_t)lay->fields_off;
+    t->nfields = (uint32_t)lay->nfields;
 }
 
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
@@ -517,7 +524,8 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
 
     char *base = arena;
     struct sws_table *t = arena;
-    table_writer_t w = { base, lay.strings_off + 1, lay.total, (uint32_t)lay.strings_off, 0 };
+    table_writer_t w = { base, lay.strings_off + 1, lay.total, (uint32_t)lay.strings_off,
+                         (sws_tfield_t *)(base + lay.fields_off), 0, 0 };
     /* Empty hash slots must read as host 0; the rest is overwritten. */
     memset(base + lay.exact_off, 0, lay.pools_off - lay.exact_off);
     base[lay.strings_off] = '\0';
@@ -568,6 +576,11 @@ uint32_t sws_table_pool_count(const sws_table_t *t)
 const sws_pool_t *sws_table_pool(const sws_table_t *t, uint32_t i)
 {
     return (const sws_pool_t *)((const char *)t + t->pools_off) + i;
+}
+
+const sws_tfield_t *sws_table_fields(const sws_table_t *t, const sws_route_t *route)
+{
+    return (const sws_tfield_t *)((const char *)t + t->fields_off) + route->fields;
 }
 
 const sws_member_t *sws_table_members(const sws_table_t *t, const sws_pool_t *p)

@@ -62,15 +62,25 @@ typedef struct sws_route {
     uint8_t https_redirect;  /* route flag OR its host's flag, precomputed */
     uint8_t follow_symlinks; /* static */
     uint16_t status;         /* respond, redirect */
-    uint16_t reserved;
+    uint16_t nfields;        /* respond: its header fields ... */
     sws_tstr_t path;
-    sws_tstr_t headers;      /* respond: "Name: value\r\n" lines, ready to send */
+    uint32_t fields;         /* ... from this index (sws_table_fields) */
     sws_tstr_t body;         /* respond */
     sws_tstr_t location;     /* redirect */
     sws_tstr_t root;         /* static: absolute, no trailing '/' (except "/") */
     sws_tstr_t index;        /* static: index file name */
     uint32_t pool;           /* proxy: index into the pools (roadmap 2) */
 } sws_route_t;
+
+/* Header fields a respond route may carry (sws_routeset_check refuses more). */
+#define SWS_ROUTE_MAX_FIELDS 64u
+
+/* A header field of a respond route: name and value as configured
+ * (checked: a token and a field value, sws_routeset_check). */
+typedef struct sws_tfield {
+    sws_tstr_t name;
+    sws_tstr_t value;
+} sws_tfield_t;
 
 /* Per-request settings of this generation (see proto Settings). */
 typedef struct sws_settings {
@@ -171,6 +181,9 @@ const sws_route_t *sws_table_lookup(const sws_table_t *t, const char *host, size
 uint32_t sws_table_pool_count(const sws_table_t *t);
 const sws_pool_t *sws_table_pool(const sws_table_t *t, uint32_t i); /* i < pool count */
 const sws_member_t *sws_table_members(const sws_table_t *t, const sws_pool_t *p);
+
+/* The route's header fields (route->nfields of them). */
+const sws_tfield_t *sws_table_fields(const sws_table_t *t, const sws_route_t *route);
 
 static inline const char *sws_table_str(const sws_table_t *t, sws_tstr_t s)
 {

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stddef.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
 #include <stdlib.h>
@@ -24,7 +25,7 @@ static void conn_on_timer(sws_timer_t *t);
 static void conn_run(sws_conn_t *c);
 
 void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, const sws_proto_ops_t *proto,
-                       sws_request_handler_t handler, sws_shm_counters_t *counters)
+                       sws_stream_handler_t handler, sws_shm_counters_t *counters)
 {
     memset(s, 0, sizeof(*s));
     s->loop = loop;
@@ -53,11 +54,15 @@ void sws_conn_set_configure(sws_conn_set_t *s, const sws_table_t *t, const sws_s
 
 static void conn_free(sws_conn_t *c)
 {
+    c->proto->destroy(c);
     free(c->rbuf);
     free(c->obuf);
-    free(c->path_buf);
     free(c);
 }
+
+/* The protocol's state follows the connection in the same allocation. */
+#define CONN_STATE_OFFSET \
+    ((sizeof(sws_conn_t) + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t))
 
 /* A connection with its buffers, from the free list when one is there. */
 static sws_conn_t *conn_alloc(sws_conn_set_t *s)
@@ -68,9 +73,12 @@ static sws_conn_t *conn_alloc(sws_conn_set_t *s)
         s->nfree--;
         return c;
     }
-    c = calloc(1, sizeof(*c));
+    c = calloc(1, CONN_STATE_OFFSET + s->proto->state_size);
     if (c == NULL)
         return NULL;
+    c->proto = s->proto;
+    c->proto_state = (char *)c + CONN_STATE_OFFSET;
+    c->proto->setup(c);
     c->rbuf = malloc(SWS_CONN_READ_BUF);
     c->obuf = malloc(SWS_CONN_OUT_BUF);
     if (c->rbuf == NULL || c->obuf == NULL) {
@@ -104,7 +112,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->set = s;
     c->phase = SWS_CONN_ACTIVE;
     c->readable = c->rdhup = c->peer_eof = c->close_after = 0;
-    c->wrote = c->got_input = c->head_started = c->tls = 0;
+    c->wrote = c->got_input = c->head_started = c->tls = c->want_writable = 0;
     c->rpos = c->rend = c->msg_start = 0;
     c->olen = c->osent = 0;
     c->file_fd = -1;
@@ -119,7 +127,6 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
         memcpy(&c->peer, peer, peer_len);
     c->peer_len = peer_len;
     c->peer_text[0] = '\0';
-    c->proto = s->proto;
     c->proto->init(c);
 
     if (sws_loop_add(s->loop, &c->io, CONN_EVENTS) < 0) {
@@ -151,11 +158,11 @@ void sws_conn_close(sws_conn_t *c)
     /* close() also removes the fd from epoll: a worker never dups it. */
     close(c->io.fd);
     c->io.fd = -1;
-    if (c->file_fd >= 0)
-        close(c->file_fd);
     c->file_fd = -1;
     c->file_left = 0;
     c->phase = SWS_CONN_CLOSED;
+    c->want_writable = 0;
+    c->proto->close(c);
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -176,7 +183,7 @@ void sws_conn_set_reap(sws_conn_set_t *s)
         /* A buffer grown for one large head or response goes back to the
          * usual size, so memory stays flat. */
         if (s->nfree >= SWS_CONN_FREE_MAX || c->rcap != SWS_CONN_READ_BUF ||
-            c->ocap != SWS_CONN_OUT_BUF || c->path_cap > SWS_CONN_PATH_BUF_KEEP) {
+            c->ocap != SWS_CONN_OUT_BUF) {
             conn_free(c);
             continue;
         }
@@ -283,10 +290,8 @@ int sws_conn_append(sws_conn_t *c, const void *p, size_t n)
 
 void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len)
 {
-    if (len == 0 || c->file_fd >= 0) {
-        close(fd);
+    if (len == 0 || c->file_left > 0)
         return;
-    }
     c->file_fd = fd;
     c->file_off = off;
     c->file_left = len;
@@ -431,10 +436,7 @@ static int conn_flush(sws_conn_t *c)
         if (r <= 0)
             return r;
     }
-    if (c->file_fd >= 0) {
-        close(c->file_fd);
-        c->file_fd = -1;
-    }
+    c->file_fd = -1;
     return 0;
 }
 
@@ -493,8 +495,46 @@ static void conn_update_timer(sws_conn_t *c)
         if (c->timer_q != &s->body_q || c->got_input)
             conn_arm(c, &s->body_q);
         break;
+    case SWS_PROTO_WAIT_RESPONSE: /* the producer's own timers run */
     case SWS_PROTO_WAIT_NOTHING:
         break;
+    }
+}
+
+/* The protocol asked to hear when the output drained (a response in
+ * progress waits for room, or for its file range to be sent). */
+static void conn_tell_writable(sws_conn_t *c)
+{
+    if (c->want_writable && !sws_conn_output_blocked(c)) {
+        c->want_writable = 0;
+        c->proto->writable(c);
+    }
+}
+
+/* Read, parse, answer and write until the socket or the output blocks, or
+ * this turn's budget is spent. 0, or -1 when the connection was closed. */
+static int conn_pass(sws_conn_t *c)
+{
+    unsigned reads = 0;
+    for (;;) {
+        conn_tell_writable(c);
+        if (!c->close_after)
+            c->proto->on_input(c);
+        if (sws_conn_output_blocked(c)) {
+            if (conn_flush(c) < 0)
+                return -1;
+            if (sws_conn_output_blocked(c))
+                return 0; /* EPOLLOUT will call us again */
+            continue;
+        }
+        if (c->want_writable)
+            continue; /* conn_tell_writable clears it */
+        if (c->close_after || !c->readable)
+            return 0;
+        if (reads++ == SWS_CONN_READS_PER_RUN)
+            return conn_yield(c);
+        if (conn_read(c) < 0)
+            return -1;
     }
 }
 
@@ -508,34 +548,21 @@ static void conn_run(sws_conn_t *c)
     c->got_input = 0;
     c->head_started = 0;
     c->file_sent = 0;
-    unsigned reads = 0;
-    for (;;) {
-        if (!c->close_after)
-            c->proto->on_input(c);
-        if (sws_conn_output_blocked(c)) {
-            if (conn_flush(c) < 0)
-                return;
-            if (sws_conn_output_blocked(c)) {
-                conn_update_timer(c); /* EPOLLOUT will call us again */
-                return;
-            }
-            continue;
-        }
-        if (c->close_after || !c->readable)
-            break;
-        if (reads++ == SWS_CONN_READS_PER_RUN) {
-            if (conn_yield(c) < 0)
-                return;
-            break;
-        }
-        if (conn_read(c) < 0)
+    do {
+        if (conn_pass(c) < 0)
             return;
-    }
-    /* The client is gone for input: answer what it completed, then close. */
-    if (c->peer_eof && !sws_conn_output_blocked(c))
-        c->close_after = 1;
-    if (conn_flush(c) < 0)
-        return;
+        if (sws_conn_output_blocked(c)) {
+            conn_update_timer(c);
+            return;
+        }
+        /* The client is gone for input: answer what it completed, then
+         * close (a response still being produced finishes first). */
+        if (c->peer_eof && c->proto->waiting_for(c) != SWS_PROTO_WAIT_RESPONSE)
+            c->close_after = 1;
+        if (conn_flush(c) < 0)
+            return;
+        /* That write may have drained what a response waits on. */
+    } while (c->want_writable && !sws_conn_output_blocked(c));
     if (!conn_output_empty(c)) {
         conn_update_timer(c);
         return;

@@ -7,9 +7,10 @@
  * optional file being sent. Everything runs in the worker's one thread.
  *
  * Protocols: conn.c knows none; it calls the connection's protocol through
- * the operations of worker/proto.h (HTTP/1.1: sws_http1_proto). The
- * protocol's per-connection state (h1, req) still lives in this struct
- * until streams arrive (issue 6).
+ * the operations of worker/proto.h (HTTP/1.1: sws_http1_proto), and keeps
+ * the protocol's per-connection state (its streams among it) in
+ * proto_state, allocated with the connection. Requests reach the set's
+ * handler as streams (worker/stream.h).
  *
  * I/O model (the hot path; see worker/http1.c for the protocol):
  *   - the fd is registered once, edge-triggered for IN|OUT|RDHUP; there is
@@ -48,13 +49,10 @@
 #include "shm/shm.h"
 #include "shm/table.h"
 #include "worker/access_log.h"
-#include "worker/http1.h"
 #include "worker/proto.h"
-#include "worker/request.h"
 
 #define SWS_CONN_READ_BUF (16u * 1024)   /* initial read buffer */
 #define SWS_CONN_OUT_BUF (8u * 1024)     /* initial output buffer */
-#define SWS_CONN_PATH_BUF_KEEP (4u * 1024) /* a recycled connection keeps at most this */
 #define SWS_CONN_OUT_HWM (64u * 1024)    /* stop parsing while more is queued */
 #define SWS_CONN_LINGER_MS 2000          /* wait for the client's FIN after ours */
 #define SWS_CONN_FREE_MAX 128            /* recycled connections kept */
@@ -69,9 +67,11 @@
 
 typedef struct sws_conn_set sws_conn_set_t;
 typedef struct sws_worker_ctx sws_worker_ctx_t;
+typedef struct sws_stream sws_stream_t;
 
-/* Called with a complete request; answers it with the response API. */
-typedef void (*sws_request_handler_t)(sws_request_t *r);
+/* Called with a stream whose request is complete; answers it through the
+ * stream's producer API (worker/stream.h). */
+typedef void (*sws_stream_handler_t)(sws_stream_t *st);
 
 enum sws_conn_phase {
     SWS_CONN_ACTIVE = 0, /* reading requests, writing responses */
@@ -96,13 +96,15 @@ struct sws_conn {
     uint8_t got_input;            /* a read brought bytes in this run */
     uint8_t head_started;         /* a request head began in this run */
     uint8_t tls;                  /* roadmap 3 */
+    uint8_t want_writable;        /* call proto->writable once the output drains */
 
     /* Input: rbuf[rpos, rend) is unparsed; the current request's head lives
      * in rbuf[msg_start, ...) until the request is answered. */
     char *rbuf;
     uint32_t rcap, rpos, rend, msg_start;
 
-    /* Output: obuf[osent, olen) is queued, then file_left bytes of file_fd. */
+    /* Output: obuf[osent, olen) is queued, then file_left bytes of file_fd
+     * (the fd is the protocol's: a stream's, closed when it is released). */
     char *obuf;
     size_t ocap, olen, osent;
     int file_fd;
@@ -112,12 +114,7 @@ struct sws_conn {
     uint64_t bytes_out;           /* written to the socket, ever */
     uint64_t acked_checked;       /* of those, acknowledged at the last send timer check */
 
-    sws_http1_t h1;
-    sws_request_t req;
-    /* The normal form of req.path when it differs from what the client
-     * sent (core/path.h); allocated on the first such request. */
-    char *path_buf;
-    size_t path_cap;
+    void *proto_state;            /* proto->state_size bytes, the protocol's */
     unsigned requests;            /* answered on this connection */
 
     struct sockaddr_storage peer;
@@ -128,7 +125,7 @@ struct sws_conn {
 struct sws_conn_set {
     sws_loop_t *loop;
     const sws_proto_ops_t *proto;    /* what new connections speak */
-    sws_request_handler_t handler;
+    sws_stream_handler_t handler;
     sws_shm_counters_t *counters;    /* never NULL */
     sws_access_log_t *access_log;    /* NULL: no access log */
     sws_worker_ctx_t *ctx;           /* the owner's, for handlers (worker/ctx.h); NULL: none */
@@ -154,7 +151,7 @@ extern const sws_settings_t sws_conn_default_settings;
  * static, not copied). handler answers complete requests; counters must
  * outlive the set. */
 void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, const sws_proto_ops_t *proto,
-                       sws_request_handler_t handler, sws_shm_counters_t *counters);
+                       sws_stream_handler_t handler, sws_shm_counters_t *counters);
 
 /* Use table t with settings st (NULL: the defaults) and Server header
  * value server_name (borrowed: must stay valid while t is held). Timer
@@ -194,7 +191,10 @@ int sws_conn_reserve(sws_conn_t *c, size_t n);
 /* Append bytes to the output (reserving room). 0 or -1. */
 int sws_conn_append(sws_conn_t *c, const void *p, size_t n);
 
-/* Queue len bytes of fd from off after the queued output; takes fd. */
+/* Queue len bytes of fd from off after the queued output. The fd stays the
+ * caller's and must stay open until they are sent (file_left is 0) or the
+ * connection closes. Nothing may be appended to the output meanwhile: it
+ * would overtake the file. */
 void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len);
 
 /* Parsing of further requests must wait for the output to drain. */

@@ -3,6 +3,7 @@
 #include "core/fmt.h"
 #include "core/http_token.h"
 
+#include <stddef.h>
 #include <string.h>
 #include <strings.h>
 
@@ -30,8 +31,8 @@ static sws_conn_t *parser_conn(llhttp_t *p)
 /* A callback refuses the request: remember why, stop llhttp. */
 static int refuse(sws_conn_t *c, unsigned status, const char *why)
 {
-    c->h1.reject = (uint16_t)status;
-    c->h1.reject_why = why;
+    sws_http1_of(c)->reject = (uint16_t)status;
+    sws_http1_of(c)->reject_why = why;
     return HPE_USER;
 }
 
@@ -145,7 +146,7 @@ static int frame_step(sws_http1_t *h, unsigned char b)
  * with. */
 static unsigned scan_framing(sws_conn_t *c, const char *from, const char *to, const char **why)
 {
-    sws_http1_t *h = &c->h1;
+    sws_http1_t *h = sws_http1_of(c);
     const sws_settings_t *st = c->set->settings;
     h->framing_bytes += (uint64_t)(to - from);
     if (h->framing_bytes > st->max_body_size + st->max_header_size) {
@@ -179,7 +180,7 @@ static unsigned scan_data(sws_http1_t *h, size_t len, const char **why)
 
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
-    sws_request_t *r = &parser_conn(p)->req;
+    sws_request_t *r = &sws_http1_of(parser_conn(p))->stream.req;
     if (r->target.len > 0 && r->target.p + r->target.len == at)
         r->target.len += len; /* the rest of a target split across reads */
     else
@@ -190,8 +191,8 @@ static int on_url(llhttp_t *p, const char *at, size_t len)
 static int on_header_field(llhttp_t *p, const char *at, size_t len)
 {
     sws_conn_t *c = parser_conn(p);
-    sws_http1_t *h = &c->h1;
-    sws_request_t *r = &c->req;
+    sws_http1_t *h = sws_http1_of(c);
+    sws_request_t *r = &h->stream.req;
     if (h->state == SWS_H1_BODY) { /* a trailer: counted, dropped (scan_framing checks it) */
         h->trailer_bytes += (uint32_t)len;
         if (h->trailer_bytes > c->set->settings->max_header_size)
@@ -220,8 +221,8 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
 static int on_header_value(llhttp_t *p, const char *at, size_t len)
 {
     sws_conn_t *c = parser_conn(p);
-    sws_http1_t *h = &c->h1;
-    sws_request_t *r = &c->req;
+    sws_http1_t *h = sws_http1_of(c);
+    sws_request_t *r = &h->stream.req;
     if (h->state == SWS_H1_BODY) {
         h->trailer_bytes += (uint32_t)len;
         if (h->trailer_bytes > c->set->settings->max_header_size)
@@ -242,14 +243,14 @@ static int on_headers_complete(llhttp_t *p)
 {
     /* Pause: the head is checked as a whole, outside llhttp, before any
      * body byte is accepted. */
-    return parser_conn(p)->h1.state == SWS_H1_HEAD ? HPE_PAUSED : 0;
+    return sws_http1_of(parser_conn(p))->state == SWS_H1_HEAD ? HPE_PAUSED : 0;
 }
 
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
     sws_conn_t *c = parser_conn(p);
-    sws_http1_t *h = &c->h1;
-    sws_request_t *r = &c->req;
+    sws_http1_t *h = sws_http1_of(c);
+    sws_request_t *r = &h->stream.req;
     r->request_body_bytes += len;
     if (r->request_body_bytes > c->set->settings->max_body_size)
         return refuse(c, 413, "request body too large");
@@ -280,10 +281,15 @@ static const llhttp_settings_t parser_settings = {
     .on_message_complete = on_message_complete,
 };
 
+static void http1_setup(sws_conn_t *c)
+{
+    sws_stream_init(&sws_http1_of(c)->stream);
+}
+
 static void http1_init(sws_conn_t *c)
 {
-    sws_http1_t *h = &c->h1;
-    memset(h, 0, sizeof(*h));
+    sws_http1_t *h = sws_http1_of(c);
+    memset(h, 0, offsetof(sws_http1_t, stream));
     llhttp_init(&h->parser, HTTP_REQUEST, &parser_settings);
     h->parser.data = c;
     h->state = SWS_H1_IDLE;
@@ -291,8 +297,7 @@ static void http1_init(sws_conn_t *c)
 
 static void begin_request(sws_conn_t *c)
 {
-    sws_http1_t *h = &c->h1;
-    sws_request_t *r = &c->req;
+    sws_http1_t *h = sws_http1_of(c);
     h->state = SWS_H1_HEAD;
     h->line_done = 0;
     h->chunked = 0;
@@ -302,33 +307,55 @@ static void begin_request(sws_conn_t *c)
     h->framing_bytes = 0;
     c->msg_start = c->rpos;
     c->head_started = 1;
+    sws_stream_start(&h->stream, c, &sws_http1_sink);
+}
 
-    r->conn = c;
-    r->table = NULL;
-    r->route = NULL;
-    r->settings = c->set->settings;
-    r->method = SWS_STR("-");
-    r->method_id = 0;
-    r->version_major = 1;
-    r->version_minor = 1;
-    r->is_head = 0;
-    r->keep_alive = 0;
-    r->tls = c->tls;
-    r->target = SWS_STR("");
-    r->path = SWS_STR("");
-    r->query = SWS_STR("");
-    r->host = SWS_STR("");
-    r->nheaders = 0;
-    r->start_ms = sws_loop_now_ms(c->set->loop);
-    r->status = 0;
-    r->body_bytes = 0;
-    r->request_body_bytes = 0;
+/* The exchange is over on our side: the stream's response is all queued
+ * and its file range sent (or it was cut short). Count and log it, then
+ * go on with the next request or close after the output. */
+static void exchange_finish(sws_conn_t *c)
+{
+    sws_http1_t *h = sws_http1_of(c);
+    int keep = h->stream.req.keep_alive && !h->stream.aborted && h->state != SWS_H1_DEAD;
+    sws_stream_release(&h->stream);
+    if (keep) {
+        h->state = SWS_H1_IDLE;
+    } else {
+        h->state = SWS_H1_DEAD;
+        c->close_after = 1;
+    }
+    /* The head is no longer referenced: its bytes may be reused. */
+    if (c->rpos == c->rend)
+        c->rpos = c->rend = 0;
+    c->msg_start = c->rpos;
+}
+
+/* After the handler, and whenever the output drained: release the stream
+ * when its response is complete, or ask conn.c to call again once the
+ * output it waits on has drained. A response that waits on its producer
+ * (nothing queued) goes on when the producer writes. */
+static void http1_exchange_check(sws_conn_t *c)
+{
+    sws_http1_t *h = sws_http1_of(c);
+    sws_stream_t *st = &h->stream;
+    if (st->phase == SWS_STREAM_IDLE || st->phase == SWS_STREAM_REQUEST)
+        return;
+    if (sws_stream_ended(st) && c->file_left == 0)
+        exchange_finish(c);
+    else if (sws_conn_output_blocked(c))
+        c->want_writable = 1;
+}
+
+static void http1_writable(sws_conn_t *c)
+{
+    sws_stream_resume(&sws_http1_of(c)->stream);
+    http1_exchange_check(c);
 }
 
 static void http1_fail(sws_conn_t *c, unsigned status, const char *why)
 {
-    sws_http1_t *h = &c->h1;
-    sws_request_t *r = &c->req;
+    sws_http1_t *h = sws_http1_of(c);
+    sws_request_t *r = &h->stream.req;
     if (h->state == SWS_H1_DEAD)
         return;
     if (h->state == SWS_H1_IDLE)
@@ -339,8 +366,9 @@ static void http1_fail(sws_conn_t *c, unsigned status, const char *why)
     h->state = SWS_H1_DEAD;
     c->close_after = 1;
     r->keep_alive = 0;
-    if (r->status == 0)
-        sws_response_error(r, status);
+    if (h->stream.phase == SWS_STREAM_REQUEST)
+        sws_stream_error(&h->stream, status);
+    http1_exchange_check(c);
 }
 
 /* The request line's version is not one we serve: 505 when it is a
@@ -366,8 +394,8 @@ static unsigned version_refusal(sws_request_t *r, const char *end)
 /* llhttp refused the bytes: which answer. */
 static void parse_error(sws_conn_t *c, llhttp_errno_t err)
 {
-    sws_http1_t *h = &c->h1;
-    sws_request_t *r = &c->req;
+    sws_http1_t *h = sws_http1_of(c);
+    sws_request_t *r = &h->stream.req;
     if (err == HPE_USER) {
         http1_fail(c, h->reject, h->reject_why);
         return;
@@ -504,8 +532,8 @@ static int request_line_ok(const char *head, sws_str_t method, sws_str_t target)
 static unsigned check_request_line(sws_conn_t *c, const char *head, const char *pos,
                                    const char **why)
 {
-    sws_request_t *r = &c->req;
-    const llhttp_t *p = &c->h1.parser;
+    sws_request_t *r = &sws_http1_of(c)->stream.req;
+    const llhttp_t *p = &sws_http1_of(c)->parser;
     r->method_id = p->method;
     r->method = method_name(p->method);
     r->is_head = p->method == HTTP_HEAD;
@@ -585,8 +613,8 @@ static unsigned check_framing(sws_conn_t *c, const known_headers_t *k, const cha
                               const char **why)
 {
     static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
-    sws_http1_t *h = &c->h1;
-    sws_request_t *r = &c->req;
+    sws_http1_t *h = sws_http1_of(c);
+    sws_request_t *r = &h->stream.req;
     const llhttp_t *p = &h->parser;
     const sws_str_t *te = k->value[SWS_TK_TRANSFER_ENCODING];
     unsigned nte = k->count[SWS_TK_TRANSFER_ENCODING];
@@ -619,13 +647,13 @@ static unsigned check_framing(sws_conn_t *c, const known_headers_t *k, const cha
 /* Whether the connection may carry another request after this one. */
 static void decide_keep_alive(sws_conn_t *c)
 {
-    const llhttp_t *p = &c->h1.parser;
+    const llhttp_t *p = &sws_http1_of(c)->parser;
     /* An upgrade or CONNECT is answered like any request, then the
      * connection ends: what follows is not HTTP/1. */
     int upgrade = p->method == HTTP_CONNECT ||
                   ((p->flags & F_UPGRADE) && (p->flags & F_CONNECTION_UPGRADE));
     /* (A graceful stop clears it when the response is written.) */
-    c->req.keep_alive = llhttp_should_keep_alive(p) && !upgrade &&
+    sws_http1_of(c)->stream.req.keep_alive = llhttp_should_keep_alive(p) && !upgrade &&
                         c->requests + 1 < c->set->settings->keepalive_requests;
 }
 
@@ -633,7 +661,7 @@ static void decide_keep_alive(sws_conn_t *c)
  * 0, or -1 when the request was rejected. */
 static int head_complete(sws_conn_t *c, const char *pos)
 {
-    sws_http1_t *h = &c->h1;
+    sws_http1_t *h = sws_http1_of(c);
     const sws_settings_t *st = c->set->settings;
     const char *head = c->rbuf + c->msg_start;
     const char *why = NULL;
@@ -648,9 +676,9 @@ static int head_complete(sws_conn_t *c, const char *pos)
     if (status == 0)
         status = check_request_line(c, head, pos, &why);
     if (status == 0)
-        status = scan_known_headers(&c->req, &known, &why);
+        status = scan_known_headers(&sws_http1_of(c)->stream.req, &known, &why);
     if (status == 0)
-        status = check_host_and_target(&c->req, &known, &why);
+        status = check_host_and_target(&sws_http1_of(c)->stream.req, &known, &why);
     if (status == 0)
         status = check_framing(c, &known, pos, &why);
     if (status != 0) {
@@ -666,22 +694,20 @@ static int head_complete(sws_conn_t *c, const char *pos)
 
 static void message_complete(sws_conn_t *c)
 {
-    sws_request_t *r = &c->req;
+    sws_http1_t *h = sws_http1_of(c);
+    sws_request_t *r = &h->stream.req;
     sws_conn_set_t *s = c->set;
-    c->h1.state = SWS_H1_IDLE;
+    h->state = SWS_H1_RESPONSE;
     r->table = s->table;
     r->settings = s->settings;
     r->route = NULL;
-    s->handler(r);
-    if (r->status == 0) {
+    s->handler(&h->stream);
+    if (!sws_stream_answered(&h->stream)) {
         sws_log_error("no answer for %.*s %.*s", (int)r->method.len, r->method.p,
                       (int)r->target.len, r->target.p);
-        sws_response_error(r, 500);
+        sws_stream_error(&h->stream, 500);
     }
-    /* The head is no longer referenced: its bytes may be reused. */
-    if (c->rpos == c->rend)
-        c->rpos = c->rend = 0;
-    c->msg_start = c->rpos;
+    http1_exchange_check(c);
 }
 
 /* The framing from the last body span up to `to`: 1 if acceptable, else 0
@@ -690,8 +716,8 @@ static void message_complete(sws_conn_t *c)
 static int framing_ok(sws_conn_t *c, const char *to, int complete)
 {
     const char *why = "chunked body ends before its final CRLF";
-    unsigned status = scan_framing(c, c->h1.gap, to, &why);
-    if (status == 0 && complete && c->h1.frame != FR_DONE)
+    unsigned status = scan_framing(c, sws_http1_of(c)->gap, to, &why);
+    if (status == 0 && complete && sws_http1_of(c)->frame != FR_DONE)
         status = 400;
     if (status != 0)
         http1_fail(c, status, why);
@@ -703,7 +729,7 @@ static int framing_ok(sws_conn_t *c, const char *to, int complete)
  * when the line is complete. */
 static size_t partial_line_len(sws_conn_t *c, size_t have)
 {
-    sws_http1_t *h = &c->h1;
+    sws_http1_t *h = sws_http1_of(c);
     const char *head = c->rbuf + c->msg_start;
     const char *lf = memchr(head, '\n', have);
     size_t len = lf != NULL ? (size_t)(lf - head) : have;
@@ -716,7 +742,7 @@ static size_t partial_line_len(sws_conn_t *c, size_t have)
 /* llhttp used up rbuf[rpos, rend) without completing the message. */
 static void input_used(sws_conn_t *c)
 {
-    sws_http1_t *h = &c->h1;
+    sws_http1_t *h = sws_http1_of(c);
     const sws_settings_t *st = c->set->settings;
     if (h->state == SWS_H1_HEAD) {
         size_t have = c->rend - c->msg_start;
@@ -737,7 +763,7 @@ static void input_used(sws_conn_t *c)
  * (the rest will never come), but it is logged like a rejected request. */
 static void input_ended(sws_conn_t *c)
 {
-    sws_http1_t *h = &c->h1;
+    sws_http1_t *h = sws_http1_of(c);
     if (!c->peer_eof || (h->state != SWS_H1_HEAD && h->state != SWS_H1_BODY))
         return;
     sws_log_info("client %s: connection closed in the request %s", sws_conn_peer_text(c),
@@ -748,10 +774,10 @@ static void input_ended(sws_conn_t *c)
 
 static void http1_process(sws_conn_t *c)
 {
-    sws_http1_t *h = &c->h1;
+    sws_http1_t *h = sws_http1_of(c);
     for (;;) {
-        if (h->state == SWS_H1_DEAD || c->close_after || c->phase != SWS_CONN_ACTIVE ||
-            sws_conn_output_blocked(c))
+        if (h->state == SWS_H1_DEAD || h->state == SWS_H1_RESPONSE || c->close_after ||
+            c->phase != SWS_CONN_ACTIVE || sws_conn_output_blocked(c))
             return;
         if (h->state == SWS_H1_IDLE) {
             /* Empty lines before a request line are ignored (RFC 9112 2.2). */
@@ -794,90 +820,19 @@ static void http1_process(sws_conn_t *c)
     }
 }
 
-/* The fixed pieces of a response head, each written by
- * http1_write_head and sized by its reservation (SWS_LIT_LEN), so the
- * room reserved is what the lines take by construction. */
-static const char head_version[] = "HTTP/1.1 ";
-#define HEAD_STATUS_LEN 4 /* "NNN ": three digits and a space */
-static const char head_date[] = "\r\nDate: "; /* ends the status line */
-static const char head_server[] = "Server: ";
-static const char head_length[] = "Content-Length: ";
-static const char head_close[] = "Connection: close\r\n";
-static const char head_keep_alive[] = "Connection: keep-alive\r\n";
-static const char crlf[] = "\r\n";
-
-static int http1_write_head(sws_conn_t *c, sws_request_t *r, unsigned status,
-                            const char *extra, size_t extra_len, uint64_t content_length,
-                            int with_length, size_t body_room)
-{
-    sws_conn_set_t *s = c->set;
-    sws_loop_t *loop = s->loop;
-    const char *reason = sws_http_reason(status);
-    size_t reason_len = strlen(reason);
-    if (s->draining)
-        r->keep_alive = 0;
-    /* HTTP/1.1 keeps alive unless told; HTTP/1.0 closes unless told. */
-    sws_str_t connection = { "", 0 };
-    if (!r->keep_alive)
-        connection = SWS_STR(head_close);
-    else if (r->version_minor == 0)
-        connection = SWS_STR(head_keep_alive);
-    size_t need = SWS_LIT_LEN(head_version) + HEAD_STATUS_LEN + reason_len +
-                  SWS_LIT_LEN(head_date) + loop->http_date_len + SWS_LIT_LEN(crlf) +
-                  connection.len + extra_len + SWS_LIT_LEN(crlf) + body_room;
-    if (s->server_name.len > 0)
-        need += SWS_LIT_LEN(head_server) + s->server_name.len + SWS_LIT_LEN(crlf);
-    if (with_length)
-        need += SWS_LIT_LEN(head_length) + SWS_FMT_U64_MAX + SWS_LIT_LEN(crlf);
-    if (sws_conn_reserve(c, need) < 0)
-        return -1;
-    char *o = c->obuf + c->olen;
-    o = SWS_PUT_LIT(o, head_version);
-    *o++ = (char)('0' + status / 100 % 10);
-    *o++ = (char)('0' + status / 10 % 10);
-    *o++ = (char)('0' + status % 10);
-    *o++ = ' ';
-    o = sws_put(o, reason, reason_len);
-    o = SWS_PUT_LIT(o, head_date);
-    o = sws_put(o, loop->http_date, loop->http_date_len);
-    o = SWS_PUT_LIT(o, crlf);
-    if (s->server_name.len > 0) {
-        o = SWS_PUT_LIT(o, head_server);
-        o = sws_put(o, s->server_name.p, s->server_name.len);
-        o = SWS_PUT_LIT(o, crlf);
-    }
-    if (with_length) {
-        o = SWS_PUT_LIT(o, head_length);
-        o = sws_put_u64(o, content_length);
-        o = SWS_PUT_LIT(o, crlf);
-    }
-    o = sws_put(o, connection.p, connection.len);
-    if (extra_len > 0)
-        o = sws_put(o, extra, extra_len);
-    o = SWS_PUT_LIT(o, crlf);
-    c->olen = (size_t)(o - c->obuf);
-    return 0;
-}
-
-static void http1_response_done(sws_conn_t *c, sws_request_t *r)
-{
-    if (!r->keep_alive) {
-        c->close_after = 1;
-        c->h1.state = SWS_H1_DEAD;
-    }
-}
-
 /* ---- the protocol operations conn.c calls (worker/proto.h) ---- */
 
 static enum sws_proto_wait http1_waiting_for(const sws_conn_t *c)
 {
-    switch (c->h1.state) {
+    switch (sws_http1_of(c)->state) {
     case SWS_H1_IDLE:
         return SWS_PROTO_WAIT_IDLE;
     case SWS_H1_HEAD:
         return SWS_PROTO_WAIT_HEAD;
     case SWS_H1_BODY:
         return SWS_PROTO_WAIT_BODY;
+    case SWS_H1_RESPONSE:
+        return SWS_PROTO_WAIT_RESPONSE;
     default:
         return SWS_PROTO_WAIT_NOTHING;
     }
@@ -887,7 +842,7 @@ static enum sws_proto_wait http1_waiting_for(const sws_conn_t *c)
 static void http1_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
                               const char *new_base, size_t shift)
 {
-    sws_request_t *r = &c->req;
+    sws_request_t *r = &sws_http1_of(c)->stream.req;
     sws_proto_slice_move(&r->target, old_base, old_cap, new_base, shift);
     sws_proto_slice_move(&r->path, old_base, old_cap, new_base, shift);
     sws_proto_slice_move(&r->query, old_base, old_cap, new_base, shift);
@@ -898,13 +853,31 @@ static void http1_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
     }
 }
 
+/* The connection is closing: a response still in progress is cut short
+ * (and logged as such); a path buffer grown for one long path is freed. */
+static void http1_close(sws_conn_t *c)
+{
+    sws_http1_t *h = sws_http1_of(c);
+    h->stream.req.keep_alive = 0;
+    sws_stream_release(&h->stream);
+    sws_stream_free(&h->stream, 1);
+}
+
+static void http1_destroy(sws_conn_t *c)
+{
+    sws_stream_free(&sws_http1_of(c)->stream, 0);
+}
+
 const sws_proto_ops_t sws_http1_proto = {
     .name = "http/1.1",
+    .state_size = sizeof(sws_http1_t),
+    .setup = http1_setup,
     .init = http1_init,
     .on_input = http1_process,
+    .writable = http1_writable,
     .fail = http1_fail,
     .waiting_for = http1_waiting_for,
     .input_moved = http1_input_moved,
-    .write_head = http1_write_head,
-    .response_end = http1_response_done,
+    .close = http1_close,
+    .destroy = http1_destroy,
 };

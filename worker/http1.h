@@ -28,13 +28,15 @@
 #include <stdint.h>
 
 #include "llhttp.h"
+#include "worker/conn.h"
 #include "worker/proto.h"
-#include "worker/request.h"
+#include "worker/stream.h"
 
 enum sws_http1_state {
     SWS_H1_IDLE = 0, /* between requests: no byte of the next one parsed */
     SWS_H1_HEAD,     /* request line and headers in progress */
     SWS_H1_BODY,     /* head accepted; body (and trailers) in progress */
+    SWS_H1_RESPONSE, /* the request is in; its response is produced or sent */
     SWS_H1_DEAD,     /* a request was rejected: nothing more is parsed */
 };
 
@@ -51,25 +53,42 @@ typedef struct sws_http1 {
     uint64_t framing_bytes; /* chunk sizes, extensions, CRLFs, trailers */
     uint64_t chunk_left;    /* chunk framing: size, then data bytes still due */
     const char *gap;        /* chunk framing not yet scanned starts here */
+
+    /* The response in progress (worker/http1_out.c). */
+    uint8_t out_chunked;    /* its body goes in chunks (length unknown) */
+    uint64_t head_pos;      /* output position (bytes_out + queued) of its head */
+
+    /* The one exchange at a time: HTTP/1 answers in order, so a connection
+     * reuses one stream. Last: init resets everything before it. */
+    sws_stream_t stream;
 } sws_http1_t;
+
+/* The HTTP/1 state of connection c (its proto_state). */
+static inline sws_http1_t *sws_http1_of(const sws_conn_t *c)
+{
+    return c->proto_state;
+}
 
 /* HTTP/1.x as a protocol of worker/proto.h: what a connection set that
  * serves HTTP/1 is initialised with. Its operations, each a static
  * function of http1.c reached only through this table:
- *   init          start HTTP/1 on a fresh connection;
- *   on_input      parse rbuf[rpos, rend), answering each complete request
- *                 through the set's handler; returns when the input is used
- *                 up, the output is above its high-water mark, the
- *                 connection is to close, or a request was rejected (then
- *                 the rejection is queued);
+ *   setup/init    a stream for the connection; parsing from the start;
+ *   on_input      parse rbuf[rpos, rend), handing each complete request to
+ *                 the set's handler; returns when the input is used up, a
+ *                 response is still in progress, the output is above its
+ *                 high-water mark, the connection is to close, or a
+ *                 request was rejected (then the rejection is queued);
+ *   writable      push more of the response in progress; release its
+ *                 stream once all of it is queued and its file range sent,
+ *                 then go on with the next request (or close);
  *   fail          answer status (408 on a timeout) with Connection: close
  *                 and stop parsing;
- *   write_head    the status line and headers: Date, Server,
- *                 Content-Length (when with_length), Connection, extra;
- *                 reserves body_room more bytes after the head so the body
- *                 follows without another allocation;
- *   response_end  keep the connection for the next request, or close it
- *                 after the output. */
+ *   close         release the stream of a response cut short. */
 extern const sws_proto_ops_t sws_http1_proto;
+
+/* The serialization of a stream's response (worker/http1_out.c), used by
+ * http1.c only: status line and fields (Date, Server, Content-Length or
+ * chunked, Connection added), body with or without chunks, trailers. */
+extern const sws_stream_sink_t sws_http1_sink;
 
 #endif

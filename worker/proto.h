@@ -1,31 +1,36 @@
 /*
  * The interface between a connection (worker/conn.c) and the protocol that
- * runs on it (worker/http1.c today, HTTP/2 next).
+ * runs on it (worker/http1.c today, HTTP/2 next); ADR 0007, and ADR 0008
+ * for the streams a protocol carries.
  *
- * conn.c owns the socket, the read and output buffers, the file being sent
- * and the one timer; it knows no protocol. It calls the protocol through
- * these operations, always from the worker's thread, with a connection
- * that is not closed:
- *   - init: once, when the connection opens (the protocol's state lives in
- *     the connection, see sws_conn_t; nothing to free);
+ * conn.c owns the socket, the read and output buffers, the file range being
+ * sent and the one timer; it knows no protocol. It keeps state_size bytes
+ * for the protocol with each connection (c->proto_state, allocated and
+ * freed with the connection, reused with it) and calls the protocol
+ * through these operations, always from the worker's thread:
+ *   - setup: once, when the connection's memory is allocated (make the
+ *     state valid; destroy frees what setup or later calls allocated);
+ *   - init: when a connection opens on that memory (a fresh exchange);
  *   - on_input: the bytes rbuf[rpos, rend) are new; parse and answer what is
  *     complete, advancing rpos and appending to the output. Stop early when
  *     sws_conn_output_blocked() says so: conn.c calls again once it drained;
+ *   - writable: the output drained below its high-water mark (and no file
+ *     range is pending) after the protocol asked with c->want_writable:
+ *     push more of the responses in progress, finish those that are sent;
  *   - fail: conn.c gives up on the input (408 on a timeout, 431 when a head
  *     does not fit the read buffer): queue that answer with Connection:
  *     close and parse nothing more;
- *   - waiting_for: what the protocol waits for from the client now, so that
- *     conn.c arms the matching timer and knows an idle connection (which a
- *     graceful stop may close at once);
- *   - write_head: serialize a response's status and headers into the output
- *     (worker/response.c calls it; the protocol adds what it owns: Date,
- *     Server, framing, Connection), reserving body_room bytes after it;
- *   - response_end: a response is queued, counted and logged: the protocol
- *     decides what comes next (keep-alive or close);
+ *   - waiting_for: what the protocol waits for now, so that conn.c arms the
+ *     matching timer and knows an idle connection (which a graceful stop
+ *     may close at once);
  *   - input_moved: the read buffer's bytes moved (compaction drops
  *     rbuf[0, shift) and moves the rest to the front; growth moves them to
  *     new memory): the protocol re-points what it keeps into them, with
- *     sws_proto_slice_move().
+ *     sws_proto_slice_move();
+ *   - close: the connection is closing (its fd is already closed): release
+ *     every stream still open (each is logged as cut short) and trim the
+ *     state's memory for reuse;
+ *   - destroy: the connection's memory is freed: free what the state holds.
  * A protocol never closes the fd or frees the connection itself: it sets
  * close_after (or calls sws_conn_close on a fatal error) and returns.
  */
@@ -38,28 +43,28 @@
 #include "core/str.h"
 
 typedef struct sws_conn sws_conn_t;
-typedef struct sws_request sws_request_t;
 
 enum sws_proto_wait {
     SWS_PROTO_WAIT_IDLE = 0, /* between requests: nothing of the next one yet */
     SWS_PROTO_WAIT_HEAD,     /* a request head is in progress */
     SWS_PROTO_WAIT_BODY,     /* a request body is in progress */
+    SWS_PROTO_WAIT_RESPONSE, /* a request is in; its response is being produced */
     SWS_PROTO_WAIT_NOTHING,  /* parsing stopped for good (a rejected request) */
 };
 
 typedef struct sws_proto_ops {
-    const char *name; /* "http/1.1": for logs */
+    const char *name;  /* "http/1.1": for logs */
+    size_t state_size; /* bytes of per-connection state (c->proto_state) */
+    void (*setup)(sws_conn_t *c);
     void (*init)(sws_conn_t *c);
     void (*on_input)(sws_conn_t *c);
+    void (*writable)(sws_conn_t *c);
     void (*fail)(sws_conn_t *c, unsigned status, const char *why);
     enum sws_proto_wait (*waiting_for)(const sws_conn_t *c);
     void (*input_moved)(sws_conn_t *c, uintptr_t old_base, size_t old_cap, const char *new_base,
                         size_t shift);
-    /* 0, or -1 when out of memory (nothing written). */
-    int (*write_head)(sws_conn_t *c, sws_request_t *r, unsigned status, const char *extra,
-                      size_t extra_len, uint64_t content_length, int with_length,
-                      size_t body_room);
-    void (*response_end)(sws_conn_t *c, sws_request_t *r);
+    void (*close)(sws_conn_t *c);
+    void (*destroy)(sws_conn_t *c);
 } sws_proto_ops_t;
 
 /* Re-point a slice into the read buffer after its bytes moved (see

@@ -9,20 +9,28 @@
 #include "core/path.h"
 #include "worker/static.h"
 
-void sws_respond_handle(sws_request_t *r)
+void sws_respond_handle(sws_stream_t *st)
 {
+    const sws_request_t *r = &st->req;
     const sws_route_t *rt = r->route;
-    sws_response_send(r, rt->status, sws_table_str(r->table, rt->headers), rt->headers.len,
-                      sws_table_str(r->table, rt->body), rt->body.len);
+    const sws_tfield_t *tf = sws_table_fields(r->table, rt);
+    sws_header_t fields[SWS_ROUTE_MAX_FIELDS];
+    for (unsigned i = 0; i < rt->nfields; i++) {
+        fields[i].name = (sws_str_t){ sws_table_str(r->table, tf[i].name), tf[i].name.len };
+        fields[i].value = (sws_str_t){ sws_table_str(r->table, tf[i].value), tf[i].value.len };
+    }
+    sws_stream_respond(st, rt->status, fields, rt->nfields, sws_table_str(r->table, rt->body),
+                       rt->body.len);
 }
 
 /* Replace r->path by its normal form (core/path.h), once, before
  * routing: the route, every action and the log of a refusal see the same
- * path. A path that changes is written into the connection's path buffer,
+ * path. A path that changes is written into the stream's path buffer,
  * grown for the longest path it had to hold (bounded through
  * max_request_line). 0, or -1 with the request answered. */
-static int normalize_path(sws_request_t *r)
+static int normalize_path(sws_stream_t *st)
 {
+    sws_request_t *r = &st->req;
     sws_conn_t *c = r->conn;
     const char *why = NULL;
     sws_str_t norm;
@@ -34,62 +42,63 @@ static int normalize_path(sws_request_t *r)
     sws_path_rc_t rc = sws_path_normalize(r->path, NULL, 0, &norm, &why);
     if (rc == SWS_PATH_NEED_ROOM) {
         size_t need = SWS_PATH_OUT_MAX(r->path.len);
-        if (need > c->path_cap) {
+        if (need > st->path_cap) {
             /* Doubling: a client sending ever longer paths costs a few
              * reallocations per connection, not one per request. */
-            size_t cap = c->path_cap < 256 ? 256 : c->path_cap;
+            size_t cap = st->path_cap < 256 ? 256 : st->path_cap;
             while (cap < need)
                 cap *= 2;
-            char *p = realloc(c->path_buf, cap);
+            char *p = realloc(st->path_buf, cap);
             if (p == NULL) {
                 sws_log_error("client %s: out of memory for a %zu-byte path",
                               sws_conn_peer_text(c), r->path.len);
-                sws_response_error(r, 500);
+                sws_stream_error(st, 500);
                 return -1;
             }
-            c->path_buf = p;
-            c->path_cap = cap;
+            st->path_buf = p;
+            st->path_cap = cap;
         }
-        rc = sws_path_normalize(r->path, c->path_buf, c->path_cap, &norm, &why);
+        rc = sws_path_normalize(r->path, st->path_buf, st->path_cap, &norm, &why);
     }
     if (rc == SWS_PATH_BAD) {
         sws_log_info("client %s: bad path: %s (400)", sws_conn_peer_text(c), why);
-        sws_response_error(r, 400);
+        sws_stream_error(st, 400);
         return -1;
     }
     r->path = norm;
     return 0;
 }
 
-void sws_handlers_dispatch(sws_request_t *r)
+void sws_handlers_dispatch(sws_stream_t *st)
 {
+    sws_request_t *r = &st->req;
     if (r->table == NULL) {
-        sws_response_error(r, 503);
+        sws_stream_error(st, 503);
         return;
     }
-    if (normalize_path(r) < 0)
+    if (normalize_path(st) < 0)
         return;
     r->route = sws_table_lookup(r->table, r->host.p, r->host.len, r->path.p, r->path.len);
     if (r->route == NULL) {
-        sws_response_error(r, 404);
+        sws_stream_error(st, 404);
         return;
     }
     if (r->route->https_redirect && !r->tls) {
-        sws_https_redirect(r);
+        sws_https_redirect(st);
         return;
     }
     switch (r->route->action) {
     case SWS_ACTION_RESPOND:
-        sws_respond_handle(r);
+        sws_respond_handle(st);
         break;
     case SWS_ACTION_STATIC:
-        sws_static_handle(r);
+        sws_static_handle(st);
         break;
     case SWS_ACTION_REDIRECT:
-        sws_redirect_handle(r);
+        sws_redirect_handle(st);
         break;
     default:
-        sws_response_error(r, 501);
+        sws_stream_error(st, 501);
         break;
     }
 }

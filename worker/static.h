@@ -23,8 +23,8 @@
 #ifndef SWS_WORKER_STATIC_H
 #define SWS_WORKER_STATIC_H
 
-#include "worker/request.h"
+#include "worker/stream.h"
 
-void sws_static_handle(sws_request_t *r);
+void sws_static_handle(sws_stream_t *st);
 
 #endif

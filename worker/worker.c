@@ -21,6 +21,7 @@
 #include "worker/conn.h"
 #include "worker/ctx.h"
 #include "worker/handlers.h"
+#include "worker/http1.h"
 
 #define ACCEPT_BATCH 64          /* accepts per listener event */
 #define ACCEPT_PAUSE_MS 100      /* out of fds: retry accepting after this */

@@ -25,6 +25,7 @@
 #include "core/log.h"
 #include "core/str.h"
 #include "worker/conn.h"
+#include "worker/http1.h"
 
 #define OUT_CAP (256u * 1024)
 
@@ -54,15 +55,16 @@ static void check_request(const sws_request_t *r)
 
 /* Answers with what it parsed, so a difference in parsing is a difference
  * in the output. */
-static void handler(sws_request_t *r)
+static void handler(sws_stream_t *st)
 {
+    const sws_request_t *r = &st->req;
     check_request(r);
     char body[256];
     int n = snprintf(body, sizeof(body), "%.*s %.*s host=%.*s body=%llu",
                      (int)r->method.len, r->method.p, (int)(r->path.len > 64 ? 64 : r->path.len),
                      r->path.p, (int)(r->host.len > 64 ? 64 : r->host.len), r->host.p,
                      (unsigned long long)r->request_body_bytes);
-    sws_response_send(r, 200, NULL, 0, body, (size_t)n);
+    sws_stream_respond(st, 200, NULL, 0, body, (size_t)n);
 }
 
 static void drain(int fd, run_t *run)

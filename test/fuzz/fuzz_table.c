@@ -58,7 +58,14 @@ static void lookup(const char *host, size_t hlen, const char *path, size_t plen)
         (const char *)(r + 1) > (const char *)table_base + table_bytes)
         abort();
     check_str(r->path);
-    check_str(r->headers);
+    const sws_tfield_t *tf = sws_table_fields(table_base, r);
+    if (r->nfields > 0 && ((const char *)tf < (const char *)table_base ||
+                           (const char *)(tf + r->nfields) > (const char *)table_base + table_bytes))
+        abort();
+    for (unsigned i = 0; i < r->nfields; i++) {
+        check_str(tf[i].name);
+        check_str(tf[i].value);
+    }
     check_str(r->body);
     check_str(r->location);
     check_str(r->root);

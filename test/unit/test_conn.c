@@ -19,6 +19,8 @@
 
 #include "core/log.h"
 #include "worker/conn.h"
+#include "worker/http1.h"
+#include "worker/stream.h"
 
 /* A budget and a half: the body takes two turns. */
 #define BODY_SIZE (SWS_CONN_SEND_PER_RUN / 2 * 3)
@@ -40,16 +42,16 @@ typedef struct fixture {
 
 static fixture_t *current;
 
-static void file_handler(sws_request_t *r)
+static void file_handler(sws_stream_t *st)
 {
     int fd = dup(current->file);
     assert_true(fd >= 0);
-    sws_response_sendfile(r, 200, NULL, 0, fd, 0, BODY_SIZE);
+    sws_stream_respond_file(st, 200, NULL, 0, fd, 0, BODY_SIZE);
 }
 
 /* A fixture whose set speaks proto and answers with handler, and a
  * socketpair: the server's end, not yet a connection, in *server_fd. */
-static fixture_t *fixture_new(const sws_proto_ops_t *proto, sws_request_handler_t handler,
+static fixture_t *fixture_new(const sws_proto_ops_t *proto, sws_stream_handler_t handler,
                               int *server_fd)
 {
     fixture_t *f = calloc(1, sizeof(*f));
@@ -174,7 +176,19 @@ static struct fake {
     int keep_all;         /* keep everything: msg_start stays 0 */
     sws_str_t kept;
     size_t kept_at;       /* offset of kept's first byte in the stream */
+    size_t bulk;          /* answer the first input with this many bytes */
+    int writables;        /* writable() calls */
+    size_t queued_at_writable; /* output still queued when it came */
+    int closes, setups, destroys;
+    int *state;           /* the connection's proto_state */
 } fake;
+
+static void fake_setup_state(sws_conn_t *c)
+{
+    fake.setups++;
+    fake.state = c->proto_state;
+    *fake.state = 42;
+}
 
 static void fake_init(sws_conn_t *c)
 {
@@ -196,6 +210,18 @@ static void fake_on_input(sws_conn_t *c)
     }
     fake.seen += n;
     c->rpos = c->rend;
+    if (fake.bulk > 0) {
+        /* Far above the high-water mark: conn.c must hold the input back
+         * and call writable() only once the output drained. */
+        char *big = malloc(fake.bulk);
+        assert_non_null(big);
+        memset(big, 'b', fake.bulk);
+        assert_int_equal(sws_conn_append(c, big, fake.bulk), 0);
+        free(big);
+        fake.bulk = 0;
+        c->want_writable = 1;
+        fake.wait = SWS_PROTO_WAIT_RESPONSE;
+    }
     if (fake.keep_all)
         return;
     c->msg_start = fake.keep_tail && n >= 4 ? c->rend - 4 : c->rend;
@@ -223,18 +249,42 @@ static void fake_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
     sws_proto_slice_move(&fake.kept, old_base, old_cap, new_base, shift);
 }
 
+static void fake_writable(sws_conn_t *c)
+{
+    fake.writables++;
+    fake.queued_at_writable = c->olen - c->osent;
+    fake.wait = SWS_PROTO_WAIT_IDLE;
+}
+
+static void fake_close(sws_conn_t *c)
+{
+    (void)c;
+    fake.closes++;
+}
+
+static void fake_destroy(sws_conn_t *c)
+{
+    assert_ptr_equal(c->proto_state, fake.state);
+    fake.destroys++;
+}
+
 static const sws_proto_ops_t fake_proto = {
     .name = "fake",
+    .state_size = sizeof(int),
+    .setup = fake_setup_state,
     .init = fake_init,
     .on_input = fake_on_input,
+    .writable = fake_writable,
     .fail = fake_fail,
     .waiting_for = fake_waiting_for,
     .input_moved = fake_input_moved,
+    .close = fake_close,
+    .destroy = fake_destroy,
 };
 
-static void never_called(sws_request_t *r)
+static void never_called(sws_stream_t *st)
 {
-    (void)r;
+    (void)st;
     fail_msg("conn.c called the request handler itself");
 }
 
@@ -332,6 +382,48 @@ static void test_drain_closes_only_what_the_protocol_calls_idle(void **state)
     assert_int_equal(f->conn->phase, SWS_CONN_CLOSED);
 }
 
+/* A protocol whose answer waits on the output hears so (writable) once the
+ * output drained, not before. */
+static void test_writable_comes_once_the_output_drained(void **state)
+{
+    fixture_t *f = *state;
+    int sndbuf = 0;
+    socklen_t len = sizeof(sndbuf);
+    assert_int_equal(getsockopt(f->conn->io.fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, &len), 0);
+    /* More than the socket takes: the rest waits for the client. */
+    fake.bulk = 4 * (size_t)sndbuf + 4 * SWS_CONN_OUT_HWM;
+    write_all(f->peer, "x", 1);
+    size_t got = 0;
+    char buf[65536];
+    for (int i = 0; i < 1000 && fake.writables == 0; i++) {
+        ssize_t n = read(f->peer, buf, sizeof(buf));
+        if (n > 0)
+            got += (size_t)n;
+        assert_int_equal(sws_loop_run_once(&f->loop, 100), 0);
+    }
+    assert_int_equal(fake.seen, 1);
+    assert_int_equal(fake.writables, 1);
+    assert_true(fake.queued_at_writable < SWS_CONN_OUT_HWM);
+    assert_true(got > 0); /* the client had to read before it came */
+}
+
+/* The protocol's state lives with the connection: set up once with its
+ * memory, told when the connection closes, freed with it. */
+static void test_protocol_state_follows_the_connection(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(fake.setups, 1);
+    assert_int_equal(*(int *)f->conn->proto_state, 42);
+    sws_conn_close(f->conn);
+    assert_int_equal(fake.closes, 1);
+    sws_conn_close(f->conn); /* twice: told once */
+    assert_int_equal(fake.closes, 1);
+    sws_conn_set_reap(&f->set);
+    assert_int_equal(fake.destroys, 0); /* kept for reuse */
+    sws_conn_set_destroy(&f->set);
+    assert_int_equal(fake.destroys, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -348,6 +440,10 @@ int main(void)
                                         fake_setup, teardown),
         cmocka_unit_test_setup_teardown(test_drain_closes_only_what_the_protocol_calls_idle,
                                         fake_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_writable_comes_once_the_output_drained, fake_setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_protocol_state_follows_the_connection, fake_setup,
+                                        teardown),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     return failed + cmocka_run_group_tests_name("conn.c with a fake protocol", fake_tests, NULL,

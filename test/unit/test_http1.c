@@ -18,6 +18,8 @@
 
 #include "core/log.h"
 #include "worker/conn.h"
+#include "worker/http1.h"
+#include "worker/stream.h"
 
 typedef struct fixture {
     sws_loop_t loop;
@@ -33,13 +35,15 @@ typedef struct fixture {
 
 /* Answers 200 with "METHOD path host=HOST body=N" so tests see the order
  * of requests and what the parser made of them. */
-static void echo_handler(sws_request_t *r)
+static void echo_handler(sws_stream_t *st)
 {
+    const sws_request_t *r = &st->req;
+    static const sws_header_t test_field = { SWS_STR("X-Test"), SWS_STR("1") };
     char body[512];
     int n = snprintf(body, sizeof(body), "%.*s %.*s host=%.*s body=%llu", (int)r->method.len,
                      r->method.p, (int)r->path.len, r->path.p, (int)r->host.len, r->host.p,
                      (unsigned long long)r->request_body_bytes);
-    sws_response_send(r, 200, "X-Test: 1\r\n", 11, body, (size_t)n);
+    sws_stream_respond(st, 200, &test_field, 1, body, (size_t)n);
 }
 
 static int setup(void **state)
@@ -924,7 +928,7 @@ static void test_refused_version_recorded_as_carried(void **state)
         for (int k = 0; k < 4; k++)
             assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
         drain_peer(f);
-        const sws_request_t *r = &f->conn->req;
+        const sws_request_t *r = &sws_http1_of(f->conn)->stream.req;
         if (status_at(f, 0) != cases[i].status || r->version_major != cases[i].major ||
             r->version_minor != cases[i].minor)
             fail_msg("%s: recorded HTTP/%u.%u, answered %s", cases[i].req, r->version_major,
@@ -990,14 +994,14 @@ static void test_eof_inside_request_logged(void **state)
 }
 
 /* Every status of the IANA registry a server may send has its phrase. */
-static void reason_handler(sws_request_t *r)
+static void reason_handler(sws_stream_t *st)
 {
-    sws_response_send(r, (unsigned)atoi(r->path.p + 1), NULL, 0, NULL, 0);
+    sws_stream_respond(st, (unsigned)atoi(st->req.path.p + 1), NULL, 0, NULL, 0);
 }
 
-static void error_page_handler(sws_request_t *r)
+static void error_page_handler(sws_stream_t *st)
 {
-    sws_response_error(r, (unsigned)atoi(r->path.p + 1));
+    sws_stream_error(st, (unsigned)atoi(st->req.path.p + 1));
 }
 
 static void test_reason_phrases(void **state)
@@ -1034,7 +1038,7 @@ static void test_reason_phrases(void **state)
     assert_non_null(strstr(f->out, "<h1>511 Network Authentication Required</h1></body></html>\n"));
 }
 
-/* The longest head the HTTP/1 write_head writes (the longest reason
+/* The longest head the HTTP/1 sink writes (the longest reason
  * phrase, a 20-digit Content-Length, Server, Connection: close) is exactly
  * the room it reserves: written into a buffer with that much room left
  * (plus the body's), it fits without a second allocation; with one byte
@@ -1043,17 +1047,19 @@ static void test_longest_head_fits_its_reservation_exactly(void **state)
 {
     fixture_t *f = *state;
     sws_conn_t *c = f->conn;
-    sws_request_t *r = &c->req;
+    sws_stream_t *st = &sws_http1_of(c)->stream;
+    sws_request_t *r = &st->req;
     unsigned status = 100;
     for (unsigned s = 100; s < 600; s++)
         if (strlen(sws_http_reason(s)) > strlen(sws_http_reason(status)))
             status = s;
     static const char extra[] = "X-Extra: 1\r\n";
+    static const sws_header_t extra_field = { SWS_STR("X-Extra"), SWS_STR("1") };
     const size_t body_room = 100;
     char want[512];
     int want_len = snprintf(want, sizeof(want),
                             "HTTP/1.1 %u %s\r\nDate: %.*s\r\nServer: scalws-test\r\n"
-                            "Content-Length: 18446744073709551615\r\nConnection: close\r\n%s\r\n",
+                            "Content-Length: 18446744073709551614\r\nConnection: close\r\n%s\r\n",
                             status, sws_http_reason(status), (int)f->loop.http_date_len,
                             f->loop.http_date, extra);
     assert_true(want_len > 0 && (size_t)want_len < sizeof(want));
@@ -1066,11 +1072,11 @@ static void test_longest_head_fits_its_reservation_exactly(void **state)
         c->osent = 0;
         c->olen = c->ocap - room;
         size_t cap = c->ocap, start = c->olen;
+        sws_stream_start(st, c, &sws_http1_sink);
         r->keep_alive = 0;
-        r->version_minor = 1;
-        assert_int_equal(sws_http1_proto.write_head(c, r, status, extra, sizeof(extra) - 1,
-                                                    UINT64_MAX, 1, body_room),
-                         0);
+        r->status = status;
+        st->length = UINT64_MAX - 1; /* the longest length: UINT64_MAX means unknown */
+        assert_int_equal(sws_http1_sink.head(st, &extra_field, 1, body_room), 0);
         assert_int_equal(c->olen - start, (size_t)want_len);
         assert_memory_equal(c->obuf + start, want, (size_t)want_len);
         if (less == 0)
@@ -1080,13 +1086,14 @@ static void test_longest_head_fits_its_reservation_exactly(void **state)
         assert_true(c->ocap - c->olen >= body_room);
     }
     c->olen = c->osent = 0;                   /* nothing real was queued */
+    st->phase = SWS_STREAM_IDLE;
 }
 
 /* A 1xx is interim: a handler that answers with one gets a 500 instead,
  * or the client would wait for a final answer that never comes. */
-static void interim_handler(sws_request_t *r)
+static void interim_handler(sws_stream_t *st)
 {
-    sws_response_send(r, 103, NULL, 0, NULL, 0);
+    sws_stream_respond(st, 103, NULL, 0, NULL, 0);
 }
 
 static void test_interim_status_from_handler_is_500(void **state)

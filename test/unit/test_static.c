@@ -20,6 +20,7 @@
 #include "core/http_date.h"
 #include "core/log.h"
 #include "worker/conn.h"
+#include "worker/http1.h"
 #include "worker/ctx.h"
 #include "worker/handlers.h"
 #include "worker/static_cond.h"

@@ -273,7 +273,13 @@ static void check_actions(const sws_table_t *t)
     assert_int_equal(r->https_redirect, 1); /* from the host */
     assert_tstr(t, r->path, "/hello");
     assert_tstr(t, r->body, "hi\n");
-    assert_tstr(t, r->headers, "Content-Type: text/plain\r\nX-Test: 1\r\n");
+    /* Header fields as name/value strings, in the configured order. */
+    assert_int_equal(r->nfields, 2);
+    const sws_tfield_t *tf = sws_table_fields(t, r);
+    assert_tstr(t, tf[0].name, "Content-Type");
+    assert_tstr(t, tf[0].value, "text/plain");
+    assert_tstr(t, tf[1].name, "X-Test");
+    assert_tstr(t, tf[1].value, "1");
 
     r = sws_table_lookup(t, "site.test", 9, "/static/a.css", 13);
     assert_non_null(r);
@@ -281,7 +287,7 @@ static void check_actions(const sws_table_t *t)
     assert_int_equal(r->follow_symlinks, 1);
     assert_tstr(t, r->root, "/srv/www");
     assert_tstr(t, r->index, "index.html");
-    assert_tstr(t, r->headers, "");
+    assert_int_equal(r->nfields, 0);
 
     r = sws_table_lookup(t, "other.test", 10, "/old/x", 6);
     assert_non_null(r);

@@ -1,0 +1,93 @@
+/* The request helpers of worker/request.h: field lookup and the reason
+ * phrases. Responses are written through the stream (worker/stream.h). */
+#include "worker/request.h"
+
+#include <string.h>
+#include <strings.h>
+
+/* The IANA HTTP Status Code Registry, every code a server may send, with
+ * the reason phrase of its RFC (RFC 9110 where it defines the code). 418
+ * is reserved by RFC 9110 15.5.19; its phrase is RFC 2324's. */
+static const char *const reasons[] = {
+    [100] = "Continue",
+    [101] = "Switching Protocols",
+    [102] = "Processing",
+    [103] = "Early Hints",
+    [200] = "OK",
+    [201] = "Created",
+    [202] = "Accepted",
+    [203] = "Non-Authoritative Information",
+    [204] = "No Content",
+    [205] = "Reset Content",
+    [206] = "Partial Content",
+    [207] = "Multi-Status",
+    [208] = "Already Reported",
+    [226] = "IM Used",
+    [300] = "Multiple Choices",
+    [301] = "Moved Permanently",
+    [302] = "Found",
+    [303] = "See Other",
+    [304] = "Not Modified",
+    [305] = "Use Proxy",
+    [307] = "Temporary Redirect",
+    [308] = "Permanent Redirect",
+    [400] = "Bad Request",
+    [401] = "Unauthorized",
+    [402] = "Payment Required",
+    [403] = "Forbidden",
+    [404] = "Not Found",
+    [405] = "Method Not Allowed",
+    [406] = "Not Acceptable",
+    [407] = "Proxy Authentication Required",
+    [408] = "Request Timeout",
+    [409] = "Conflict",
+    [410] = "Gone",
+    [411] = "Length Required",
+    [412] = "Precondition Failed",
+    [413] = "Content Too Large",
+    [414] = "URI Too Long",
+    [415] = "Unsupported Media Type",
+    [416] = "Range Not Satisfiable",
+    [417] = "Expectation Failed",
+    [418] = "I'm a teapot",
+    [421] = "Misdirected Request",
+    [422] = "Unprocessable Content",
+    [423] = "Locked",
+    [424] = "Failed Dependency",
+    [425] = "Too Early",
+    [426] = "Upgrade Required",
+    [428] = "Precondition Required",
+    [429] = "Too Many Requests",
+    [431] = "Request Header Fields Too Large",
+    [451] = "Unavailable For Legal Reasons",
+    [500] = "Internal Server Error",
+    [501] = "Not Implemented",
+    [502] = "Bad Gateway",
+    [503] = "Service Unavailable",
+    [504] = "Gateway Timeout",
+    [505] = "HTTP Version Not Supported",
+    [506] = "Variant Also Negotiates",
+    [507] = "Insufficient Storage",
+    [508] = "Loop Detected",
+    [510] = "Not Extended",
+    [511] = "Network Authentication Required",
+};
+
+const char *sws_http_reason(unsigned status)
+{
+    if (status < sizeof(reasons) / sizeof(reasons[0]) && reasons[status] != NULL)
+        return reasons[status];
+    return "Unknown";
+}
+
+const sws_str_t *sws_request_header(const sws_request_t *r, const char *name)
+{
+    size_t n = strlen(name);
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        const sws_header_t *h = &r->headers[i];
+        if (h->name.len == n && strncasecmp(h->name.p, name, n) == 0)
+            return &h->value;
+    }
+    return NULL;
+}
+
