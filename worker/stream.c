@@ -106,7 +106,8 @@ static int pend_append(sws_stream_t *st, const char *p, size_t n)
 
 /* Push what the stream holds, in order: bytes, the file range, the end.
  * 0 (pushed, or the sink is full), -1 when the file could not be read
- * (errno set). Never re-entered: a sink never calls back into a push. */
+ * (errno set). A sink never calls back into the stream from an operation,
+ * so a push is never re-entered. */
 static int stream_push(sws_stream_t *st)
 {
     sws_request_t *r = &st->req;

@@ -123,7 +123,6 @@ struct sws_stream {
     uint8_t no_body;                   /* HEAD, 204, 304: body bytes are dropped */
     uint8_t end_asked;                 /* the producer ended; the end waits behind the body */
     uint8_t aborted;
-    uint8_t pushing;                   /* in stream_push: no re-entry */
     uint64_t length;                   /* announced body length, or ..._UNKNOWN */
     uint64_t given;                    /* body bytes the producer gave */
 

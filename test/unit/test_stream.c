@@ -1,0 +1,559 @@
+/* worker/stream.c and the actions on it: each action (respond, static,
+ * redirect) answers into a fake sink that applies backpressure (it takes a
+ * few bytes, then refuses until the test resumes the stream), so what
+ * reaches the client is the stream's pacing, not a protocol's. No socket,
+ * no protocol: the sink checks order and content as the bytes come. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "shm/table.h"
+#include "support/routeset_build.h"
+#include "worker/conn.h"
+#include "worker/ctx.h"
+#include "worker/handlers.h"
+#include "worker/http1.h"
+#include "worker/stream.h"
+
+#define BIG_FILE (100u << 20)   /* the static file that must move with bounded memory */
+#define RESPOND_BODY 10000u     /* a respond body of several sink quotas */
+#define SINK_PIECE 4096u        /* the sink's own buffer: what it reads a file range into */
+
+/* Byte i of every body the tests serve: not periodic in any power of two,
+ * so a piece out of place or repeated shows. */
+static unsigned char pattern(uint64_t i)
+{
+    return (unsigned char)(i % 251u);
+}
+
+/* ---- the fake sink ---- */
+
+static struct sink {
+    size_t quota;         /* body bytes it takes before refusing */
+    unsigned heads;
+    unsigned status;
+    uint64_t length;
+    char fields[512];     /* "Name: value\n" each, as handed over */
+    uint64_t got;         /* body bytes taken, each checked against pattern() */
+    int check_pattern;    /* 0: keep the body in text instead (error pages) */
+    char text[1024];
+    int ends;
+    char trailers[128];
+    int fail_reads;       /* file(): refuse with EIO this many times */
+    int retracts, aborts;
+    int fd_seen;          /* the fd a file range came from */
+} sink;
+
+static void take(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (sink.check_pattern && p[i] != pattern(sink.got + i))
+            fail_msg("body byte %llu is %u, expected %u", (unsigned long long)(sink.got + i),
+                     p[i], pattern(sink.got + i));
+        if (!sink.check_pattern && sink.got + i < sizeof(sink.text) - 1)
+            sink.text[sink.got + i] = (char)p[i];
+    }
+    sink.got += n;
+}
+
+static int fake_head(sws_stream_t *st, const sws_header_t *h, unsigned n, size_t room)
+{
+    (void)room;
+    sink.heads++;
+    sink.status = st->req.status;
+    sink.length = st->length;
+    sink.fields[0] = '\0';
+    for (unsigned i = 0; i < n; i++) {
+        size_t at = strlen(sink.fields);
+        snprintf(sink.fields + at, sizeof(sink.fields) - at, "%.*s: %.*s\n", (int)h[i].name.len,
+                 h[i].name.p, (int)h[i].value.len, h[i].value.p);
+    }
+    return 0;
+}
+
+static size_t fake_data(sws_stream_t *st, const char *p, size_t n)
+{
+    (void)st;
+    if (n > sink.quota)
+        n = sink.quota;
+    take((const unsigned char *)p, n);
+    sink.quota -= n;
+    return n;
+}
+
+static int64_t fake_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
+{
+    (void)st;
+    unsigned char buf[SINK_PIECE];
+    sink.fd_seen = fd;
+    if (sink.fail_reads > 0) {
+        sink.fail_reads--;
+        errno = EIO;
+        return -1;
+    }
+    size_t n = len < sink.quota ? (size_t)len : sink.quota;
+    if (n > sizeof(buf))
+        n = sizeof(buf);
+    if (n == 0)
+        return 0;
+    assert_int_equal(pread(fd, buf, n, off), (ssize_t)n);
+    take(buf, n);
+    sink.quota -= n;
+    return (int64_t)n;
+}
+
+static int fake_end(sws_stream_t *st, const sws_header_t *t, unsigned n)
+{
+    (void)st;
+    if (sink.quota == 0)
+        return 0; /* the end takes room too: it waits like the body */
+    for (unsigned i = 0; i < n; i++) {
+        size_t at = strlen(sink.trailers);
+        snprintf(sink.trailers + at, sizeof(sink.trailers) - at, "%.*s=%.*s;",
+                 (int)t[i].name.len, t[i].name.p, (int)t[i].value.len, t[i].value.p);
+    }
+    sink.ends++;
+    return 1;
+}
+
+static int fake_retract(sws_stream_t *st)
+{
+    (void)st;
+    sink.retracts++;
+    sink.heads--;
+    return sink.got == 0 ? 0 : -1;
+}
+
+static void fake_abort(sws_stream_t *st)
+{
+    (void)st;
+    sink.aborts++;
+}
+
+static const sws_stream_sink_t fake_sink = {
+    .head = fake_head,
+    .data = fake_data,
+    .file = fake_file,
+    .end = fake_end,
+    .retract = fake_retract,
+    .abort = fake_abort,
+};
+
+/* ---- a worker without sockets ---- */
+
+typedef struct fixture {
+    char dir[64];          /* the static root */
+    void *table;
+    sws_loop_t loop;
+    sws_conn_set_t set;
+    sws_shm_counters_t counters;
+    sws_worker_ctx_t ctx;
+    sws_conn_t conn;       /* never opened: the stream's owner for counting */
+    sws_stream_t st;
+} fixture_t;
+
+static void write_pattern_file(const char *path, uint64_t size)
+{
+    int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    assert_true(fd >= 0);
+    static unsigned char buf[1 << 20];
+    for (uint64_t off = 0; off < size; off += sizeof(buf)) {
+        size_t n = size - off < sizeof(buf) ? (size_t)(size - off) : sizeof(buf);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = pattern(off + i);
+        assert_int_equal(write(fd, buf, n), (ssize_t)n);
+    }
+    close(fd);
+}
+
+/* host "*": respond /hello (a patterned body and two fields), static
+ * /files/ with a temporary directory as its root (files in its files/),
+ * redirect /old. */
+static void *build_table(const char *dir)
+{
+    Sws__RouteSet *rs = rs_new();
+    Sws__Host *h = rs_host(rs, "*");
+    char *body = malloc(RESPOND_BODY + 1);
+    assert_non_null(body);
+    for (size_t i = 0; i < RESPOND_BODY; i++)
+        body[i] = (char)pattern(i);
+    body[RESPOND_BODY] = '\0';
+    Sws__Route *r = host_respond(h, SWS__ROUTE__MATCH__EXACT, "/hello", "");
+    free(r->respond->body.data);
+    r->respond->body.data = (uint8_t *)body;
+    r->respond->body.len = RESPOND_BODY;
+    respond_header(r, "Content-Type", "application/octet-stream");
+    respond_header(r, "X-Route", "hello");
+
+    r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/files/");
+    r->action_case = SWS__ROUTE__ACTION_STATIC;
+    r->static_ = NEW(Sws__Static, SWS__STATIC__INIT);
+    r->static_->root = strdup(dir);
+    r->static_->index = strdup("index.html");
+
+    r = host_route(h, SWS__ROUTE__MATCH__EXACT, "/old");
+    r->action_case = SWS__ROUTE__ACTION_REDIRECT;
+    r->redirect = NEW(Sws__Redirect, SWS__REDIRECT__INIT);
+    r->redirect->status = 301;
+    r->redirect->location = strdup("https://new.test/");
+
+    char err[256] = "";
+    size_t size = sws_table_size(rs);
+    void *arena = aligned_alloc(8, (size + 7) & ~(size_t)7);
+    assert_non_null(arena);
+    if (sws_table_build(arena, size, 1, rs, err, sizeof(err)) != 0)
+        fail_msg("table: %s", err);
+    sws__route_set__free_unpacked(rs, NULL);
+    return arena;
+}
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    assert_non_null(f);
+    sws_log_init("test", 2, SWS_LOG_ERROR);
+    strcpy(f->dir, "/tmp/sws-stream-XXXXXX");
+    assert_non_null(mkdtemp(f->dir));
+    char files[96];
+    snprintf(files, sizeof(files), "%s/files", f->dir); /* root + the request's path */
+    assert_int_equal(mkdir(files, 0755), 0);
+    f->table = build_table(f->dir);
+    assert_int_equal(sws_loop_init(&f->loop), 0);
+    sws_conn_set_init(&f->set, &f->loop, &sws_http1_proto, sws_handlers_dispatch, &f->counters);
+    sws_conn_set_configure(&f->set, f->table, NULL, SWS_STR("scalws-test"));
+    f->set.ctx = &f->ctx;
+    f->conn.set = &f->set;
+    f->conn.io.fd = -1;
+    sws_stream_init(&f->st);
+    memset(&sink, 0, sizeof(sink));
+    sink.check_pattern = 1;
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    char path[128];
+    sws_stream_release(&f->st);
+    sws_stream_free(&f->st, 0);
+    sws_worker_ctx_close(&f->ctx);
+    sws_loop_close(&f->loop);
+    snprintf(path, sizeof(path), "%s/files/big.bin", f->dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/files/small.bin", f->dir);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/files", f->dir);
+    rmdir(path);
+    rmdir(f->dir);
+    free(f->table);
+    free(f);
+    return 0;
+}
+
+/* A complete GET (or HEAD) for path, handed to the worker's dispatch as
+ * a protocol would. */
+static void request(fixture_t *f, const char *method, const char *path)
+{
+    sws_stream_t *st = &f->st;
+    sws_stream_start(st, &f->conn, &fake_sink);
+    sws_request_t *r = &st->req;
+    r->method = (sws_str_t){ method, strlen(method) };
+    r->is_head = strcmp(method, "HEAD") == 0;
+    r->target = r->path = (sws_str_t){ path, strlen(path) };
+    r->host = SWS_STR("site.test");
+    r->keep_alive = 1;
+    r->table = f->table;
+    r->settings = f->set.settings;
+    sws_handlers_dispatch(st);
+}
+
+/* Resume with quotas of 1 to 4096 bytes until the stream ended; returns
+ * the largest copy of body the stream held meanwhile. */
+static size_t pump(fixture_t *f, uint64_t max_rounds)
+{
+    sws_stream_t *st = &f->st;
+    size_t held = st->pend_cap;
+    for (uint64_t round = 0; !sws_stream_ended(st); round++) {
+        if (round == max_rounds)
+            fail_msg("not ended after %llu resumes (%llu bytes)", (unsigned long long)round,
+                     (unsigned long long)sink.got);
+        sink.quota = 1 + (size_t)(round * 7919 % SINK_PIECE);
+        sws_stream_resume(st);
+        if (st->pend_cap > held)
+            held = st->pend_cap;
+    }
+    return held;
+}
+
+/* ---- the actions under backpressure ---- */
+
+/* 100 MB of file through a sink that takes at most 4 KiB a time: every
+ * byte in order, and the stream never holds a byte of it in memory (the
+ * range stays a range; the sink's own 4 KiB buffer is all there is). */
+static void test_static_file_moves_at_the_sinks_pace_with_bounded_memory(void **state)
+{
+    fixture_t *f = *state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/files/big.bin", f->dir);
+    write_pattern_file(path, BIG_FILE);
+    sink.quota = 3; /* the handler's own call: a few bytes, then full */
+    request(f, "GET", "/files/big.bin");
+    assert_int_equal(sink.heads, 1);
+    assert_int_equal(sink.status, 200);
+    assert_int_equal(sink.length, BIG_FILE);
+    assert_non_null(strstr(sink.fields, "Accept-Ranges: bytes\n"));
+    assert_non_null(strstr(sink.fields, "Content-Type: application/octet-stream\n"));
+    assert_int_equal(sink.got, 3);
+    assert_false(sws_stream_ended(&f->st));
+    assert_true(sws_stream_blocked(&f->st));
+
+    size_t held = pump(f, BIG_FILE);
+    assert_int_equal(held, 0);
+    assert_int_equal(sink.got, BIG_FILE);
+    assert_int_equal(f->st.req.body_bytes, BIG_FILE);
+    assert_int_equal(sink.ends, 1);
+    /* The fd is the stream's until the release, which closes it. */
+    assert_true(fcntl(sink.fd_seen, F_GETFD) >= 0);
+    sws_stream_release(&f->st);
+    assert_int_equal(fcntl(sink.fd_seen, F_GETFD), -1);
+    assert_int_equal(f->counters.requests, 1);
+}
+
+/* A range of the same kind of file: only its bytes, at the sink's pace. */
+static void test_static_range_is_paced_too(void **state)
+{
+    fixture_t *f = *state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/files/small.bin", f->dir);
+    write_pattern_file(path, 100000);
+    sws_stream_start(&f->st, &f->conn, &fake_sink);
+    sink.quota = 0;
+    /* The request carries a Range field: 0-49999 is 50,000 bytes. */
+    sws_request_t *r = &f->st.req;
+    static const char range[] = "bytes=0-49999";
+    r->headers[0] = (sws_header_t){ SWS_STR("Range"), SWS_STR(range) };
+    r->nheaders = 1;
+    r->method = SWS_STR("GET");
+    r->path = r->target = SWS_STR("/files/small.bin");
+    r->host = SWS_STR("site.test");
+    r->table = f->table;
+    r->settings = f->set.settings;
+    sws_handlers_dispatch(&f->st);
+    assert_int_equal(sink.status, 206);
+    assert_int_equal(sink.length, 50000);
+    assert_non_null(strstr(sink.fields, "Content-Range: bytes 0-49999/100000\n"));
+    assert_int_equal(pump(f, 100000), 0);
+    assert_int_equal(sink.got, 50000);
+}
+
+/* The respond body (from the table, which a reload may replace) is copied
+ * once into the stream when the sink cannot take it, then paced: in
+ * order, and the copy is no larger than the body's size class. */
+static void test_respond_body_is_paced_in_order(void **state)
+{
+    fixture_t *f = *state;
+    sink.quota = 7;
+    request(f, "GET", "/hello");
+    assert_int_equal(sink.status, 200);
+    assert_int_equal(sink.length, RESPOND_BODY);
+    assert_string_equal(sink.fields,
+                        "Content-Type: application/octet-stream\nX-Route: hello\n");
+    assert_int_equal(sink.got, 7);
+    size_t held = pump(f, RESPOND_BODY);
+    assert_true(held >= RESPOND_BODY - 7 && held <= 2 * RESPOND_BODY);
+    assert_int_equal(sink.got, RESPOND_BODY);
+    assert_int_equal(sink.ends, 1);
+}
+
+/* HEAD: the head GET would get, no body byte. */
+static void test_respond_head_has_length_and_no_body(void **state)
+{
+    fixture_t *f = *state;
+    sink.quota = 0;
+    request(f, "HEAD", "/hello");
+    pump(f, 10);
+    assert_int_equal(sink.status, 200);
+    assert_int_equal(sink.length, RESPOND_BODY);
+    assert_int_equal(sink.got, 0);
+    assert_int_equal(f->st.req.body_bytes, 0);
+    assert_int_equal(sink.ends, 1);
+}
+
+/* A redirect is a head with a Location field and an end, even through a
+ * sink with no room for body. */
+static void test_redirect_is_a_location_field(void **state)
+{
+    fixture_t *f = *state;
+    sink.quota = 0;
+    request(f, "GET", "/old");
+    assert_int_equal(sink.status, 301);
+    assert_string_equal(sink.fields, "Location: https://new.test/\n");
+    pump(f, 10);
+    assert_int_equal(sink.got, 0);
+    assert_int_equal(sink.ends, 1);
+}
+
+/* A file that cannot be read after its head went to the sink: the head is
+ * taken back and the client gets a 500 instead. */
+static void test_unreadable_file_turns_into_a_500(void **state)
+{
+    fixture_t *f = *state;
+    char path[128];
+    snprintf(path, sizeof(path), "%s/files/small.bin", f->dir);
+    write_pattern_file(path, 1000);
+    sink.fail_reads = 1;
+    sink.check_pattern = 0;
+    sink.quota = 4096;
+    request(f, "GET", "/files/small.bin");
+    assert_int_equal(sink.retracts, 1);
+    assert_int_equal(sink.heads, 1);
+    assert_int_equal(sink.status, 500);
+    pump(f, 100);
+    assert_non_null(strstr(sink.text, "<h1>500 Internal Server Error</h1>"));
+    assert_int_equal(fcntl(sink.fd_seen, F_GETFD), -1); /* closed when replaced */
+}
+
+/* ---- a producer that makes its body piece by piece ---- */
+
+#define PIECE 3000u
+#define PIECES 40u
+
+static struct producer {
+    unsigned written;     /* pieces written */
+    int proceeds;
+    int proceeded_while_blocked;
+    int disposed;
+} producer;
+
+static void producer_write(sws_stream_t *st)
+{
+    unsigned char buf[PIECE];
+    while (!sws_stream_blocked(st) && producer.written < PIECES) {
+        for (size_t i = 0; i < PIECE; i++)
+            buf[i] = pattern((uint64_t)producer.written * PIECE + i);
+        assert_int_equal(sws_stream_write(st, buf, PIECE), 0);
+        producer.written++;
+    }
+    if (producer.written == PIECES) {
+        static const sws_header_t t = { SWS_STR("X-Sum"), SWS_STR("ok") };
+        assert_int_equal(sws_stream_end(st, &t, 1), 0);
+    }
+}
+
+static void producer_proceed(sws_stream_t *st)
+{
+    producer.proceeds++;
+    if (sws_stream_blocked(st))
+        producer.proceeded_while_blocked++;
+    producer_write(st);
+}
+
+static void producer_dispose(sws_stream_t *st)
+{
+    (void)st;
+    producer.disposed++;
+}
+
+static const sws_stream_source_t producer_source = { producer_proceed, producer_dispose };
+
+/* The producer is told when it may write more, and only then; so the
+ * stream never holds more than one of its pieces, and the trailers come
+ * after the last byte. */
+static void test_source_is_resumed_when_the_sink_drained(void **state)
+{
+    fixture_t *f = *state;
+    sws_stream_t *st = &f->st;
+    memset(&producer, 0, sizeof(producer));
+    sws_stream_start(st, &f->conn, &fake_sink);
+    st->req.method = SWS_STR("GET");
+    sink.quota = 100;
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, SWS_STREAM_LENGTH_UNKNOWN), 0);
+    sws_stream_set_source(st, &producer_source, NULL);
+    producer_write(st);
+    assert_int_equal(producer.written, 1);
+    size_t held = pump(f, (uint64_t)PIECE * PIECES);
+    assert_true(held <= 2 * PIECE);
+    assert_int_equal(producer.written, PIECES);
+    assert_true(producer.proceeds >= 1);
+    assert_int_equal(producer.proceeded_while_blocked, 0);
+    assert_int_equal(sink.got, (uint64_t)PIECE * PIECES);
+    assert_string_equal(sink.trailers, "X-Sum=ok;");
+    sws_stream_release(st);
+    assert_int_equal(producer.disposed, 1);
+}
+
+/* ---- what the stream refuses ---- */
+
+static void test_interim_status_becomes_500_and_a_second_head_is_refused(void **state)
+{
+    fixture_t *f = *state;
+    sws_stream_t *st = &f->st;
+    sws_stream_start(st, &f->conn, &fake_sink);
+    sink.quota = 1000;
+    assert_int_equal(sws_stream_head(st, 103, NULL, 0, 0), 0);
+    assert_int_equal(sink.status, 500);
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, 0), -1);
+    assert_int_equal(sink.heads, 1);
+}
+
+static void test_body_longer_than_its_length_is_cut(void **state)
+{
+    fixture_t *f = *state;
+    sws_stream_t *st = &f->st;
+    sws_stream_start(st, &f->conn, &fake_sink);
+    sink.quota = 1000;
+    sink.check_pattern = 0;
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, 4), 0);
+    assert_int_equal(sws_stream_write(st, "12345", 5), -1);
+    assert_int_equal(sink.aborts, 1);
+    assert_int_equal(sink.got, 0);
+    assert_true(sws_stream_ended(st));
+    assert_int_equal(st->req.keep_alive, 0);
+}
+
+/* A stream is counted once, when released, also when cut short. */
+static void test_release_counts_once(void **state)
+{
+    fixture_t *f = *state;
+    sink.quota = 0;
+    request(f, "GET", "/hello");
+    assert_int_equal(f->counters.requests, 0); /* not before the release */
+    sws_stream_release(&f->st);
+    sws_stream_release(&f->st);
+    assert_int_equal(f->counters.requests, 1);
+    assert_int_equal(f->conn.requests, 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(
+            test_static_file_moves_at_the_sinks_pace_with_bounded_memory, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_static_range_is_paced_too, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_respond_body_is_paced_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_respond_head_has_length_and_no_body, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_redirect_is_a_location_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unreadable_file_turns_into_a_500, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_source_is_resumed_when_the_sink_drained, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_interim_status_becomes_500_and_a_second_head_is_refused, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_longer_than_its_length_is_cut, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_release_counts_once, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
