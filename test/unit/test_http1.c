@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "core/log.h"
@@ -1105,6 +1106,163 @@ static void test_interim_status_from_handler_is_500(void **state)
     assert_int_equal(status_at(f, 0), 500);
 }
 
+/* ---- the HTTP/1 sink: bodies of unknown length, paced producers ---- */
+
+/* A body whose length the producer does not know: chunks on HTTP/1.1,
+ * with the trailers after the last one, and the connection stays usable. */
+static void chunked_handler(sws_stream_t *st)
+{
+    static const sws_header_t trailer = { SWS_STR("X-Digest"), SWS_STR("abc") };
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, SWS_STREAM_LENGTH_UNKNOWN), 0);
+    assert_int_equal(sws_stream_write(st, "abc", 3), 0);
+    assert_int_equal(sws_stream_write(st, "", 0), 0);
+    assert_int_equal(sws_stream_write(st, "0123456789abcdefg", 17), 0);
+    assert_int_equal(sws_stream_end(st, &trailer, 1), 0);
+}
+
+static void test_unknown_length_goes_in_chunks_with_trailers(void **state)
+{
+    fixture_t *f = *state;
+    f->set.handler = chunked_handler;
+    send_str(f, "GET /a" H11 "\r\nGET /b" H11 "\r\n");
+    static const char body[] = "\r\n\r\n3\r\nabc\r\n11\r\n0123456789abcdefg\r\n0\r\nX-Digest: abc\r\n\r\n";
+    assert_int_equal(count(f->out, "Transfer-Encoding: chunked\r\n"), 2);
+    assert_int_equal(count(f->out, body), 2);
+    assert_null(strstr(f->out, "Content-Length"));
+    assert_false(f->eof);
+}
+
+/* A file range in a body of unknown length is read into chunks (their
+ * framing must follow the bytes), a bounded piece at a time. */
+#define CHUNKED_FILE (SWS_CONN_OUT_HWM + 1000)
+
+static void chunked_file_handler(sws_stream_t *st)
+{
+    int fd = memfd_create("body", MFD_CLOEXEC);
+    assert_true(fd >= 0);
+    for (size_t i = 0; i < CHUNKED_FILE; i++)
+        assert_int_equal(write(fd, (char[]){ (char)('a' + i % 23) }, 1), 1);
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, SWS_STREAM_LENGTH_UNKNOWN), 0);
+    assert_int_equal(sws_stream_send_file(st, fd, 0, CHUNKED_FILE), 0);
+    assert_int_equal(sws_stream_end(st, NULL, 0), 0);
+}
+
+static void test_file_of_unknown_length_goes_in_chunks(void **state)
+{
+    fixture_t *f = *state;
+    f->set.handler = chunked_file_handler;
+    send_str(f, "GET /f" H11 "\r\n");
+    for (int i = 0; i < 20 && strstr(f->out, "\r\n0\r\n\r\n") == NULL; i++)
+        pump(f);
+    /* Decode the chunks and compare. */
+    const char *p = strstr(f->out, "\r\n\r\n");
+    assert_non_null(p);
+    p += 4;
+    size_t total = 0, chunks = 0;
+    for (;;) {
+        char *end;
+        unsigned long n = strtoul(p, &end, 16);
+        assert_true(end[0] == '\r' && end[1] == '\n');
+        p = end + 2;
+        if (n == 0)
+            break;
+        for (size_t i = 0; i < n; i++)
+            if (p[i] != (char)('a' + (total + i) % 23))
+                fail_msg("byte %zu of the file is %c", total + i, p[i]);
+        total += n;
+        chunks++;
+        p += n;
+        assert_true(p[0] == '\r' && p[1] == '\n');
+        p += 2;
+    }
+    assert_int_equal(total, CHUNKED_FILE);
+    assert_true(chunks >= 2);
+}
+
+/* HTTP/1.0 has no chunks: the end of the connection ends the body. */
+static void test_unknown_length_on_http10_ends_with_the_connection(void **state)
+{
+    fixture_t *f = *state;
+    f->set.handler = chunked_handler;
+    send_str(f, "GET /a HTTP/1.0\r\nConnection: keep-alive\r\n\r\n");
+    run_until_eof(f, 20);
+    assert_true(f->eof);
+    assert_null(strstr(f->out, "chunked"));
+    assert_non_null(strstr(f->out, "Connection: close\r\n"));
+    assert_non_null(strstr(f->out, "\r\n\r\nabc0123456789abcdefg"));
+    assert_int_equal(strlen(strstr(f->out, "\r\n\r\n")), 4 + 20);
+}
+
+/* A producer paced by the client: it writes while the stream is not
+ * blocked and is resumed once the client read. */
+#define PACED_PIECE 5000u
+#define PACED_PIECES 40u
+
+static struct paced {
+    unsigned written;
+    int disposed;
+} paced;
+
+static void paced_write(sws_stream_t *st)
+{
+    char buf[PACED_PIECE];
+    while (!sws_stream_blocked(st) && paced.written < PACED_PIECES) {
+        for (size_t i = 0; i < PACED_PIECE; i++)
+            buf[i] = (char)('a' + (paced.written * PACED_PIECE + i) % 23);
+        assert_int_equal(sws_stream_write(st, buf, PACED_PIECE), 0);
+        paced.written++;
+    }
+    if (paced.written == PACED_PIECES)
+        assert_int_equal(sws_stream_end(st, NULL, 0), 0);
+}
+
+static void paced_dispose(sws_stream_t *st)
+{
+    (void)st;
+    paced.disposed++;
+}
+
+static const sws_stream_source_t paced_source = { paced_write, paced_dispose };
+
+static void paced_handler(sws_stream_t *st)
+{
+    memset(&paced, 0, sizeof(paced));
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, (uint64_t)PACED_PIECE * PACED_PIECES), 0);
+    sws_stream_set_source(st, &paced_source, NULL);
+    paced_write(st);
+}
+
+static void test_producer_is_paced_by_the_client(void **state)
+{
+    fixture_t *f = *state;
+    int small = 4096;
+    assert_int_equal(setsockopt(f->conn->io.fd, SOL_SOCKET, SO_SNDBUF, &small, sizeof(small)), 0);
+    f->set.handler = paced_handler;
+    send_bytes(f, "GET /p" H11 "\r\n", strlen("GET /p" H11 "\r\n"));
+    /* The client reads nothing: the producer must stop, its bytes held in
+     * a bounded output, not all queued. */
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+    assert_true(paced.written < PACED_PIECES);
+    assert_true(f->conn->olen - f->conn->osent < SWS_CONN_OUT_HWM + PACED_PIECE);
+    /* Reading lets it go on, to the end, in order. */
+    for (int i = 0; i < 200 && paced.disposed == 0; i++)
+        pump(f);
+    assert_int_equal(paced.written, PACED_PIECES);
+    assert_int_equal(paced.disposed, 1);
+    const char *body = strstr(f->out, "\r\n\r\n");
+    assert_non_null(body);
+    body += 4;
+    assert_int_equal(strlen(body), PACED_PIECE * PACED_PIECES);
+    for (size_t i = 0; i < PACED_PIECE * PACED_PIECES; i++)
+        if (body[i] != (char)('a' + i % 23))
+            fail_msg("body byte %zu is %c", i, body[i]);
+    /* The exchange is over: the next request is answered. */
+    f->set.handler = echo_handler;
+    send_str(f, "GET /next" H11 "\r\n");
+    assert_non_null(strstr(f->out, "GET /next host="));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1151,6 +1309,13 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_input_flood_read_in_turns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interim_status_from_handler_is_500, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_length_goes_in_chunks_with_trailers, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_file_of_unknown_length_goes_in_chunks, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_unknown_length_on_http10_ends_with_the_connection,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_producer_is_paced_by_the_client, setup, teardown),
         cmocka_unit_test(test_refused_version_recorded_as_carried),
         cmocka_unit_test(test_eof_inside_request_logged),
         cmocka_unit_test_setup_teardown(test_reason_phrases, setup, teardown),
