@@ -158,11 +158,11 @@ void sws_conn_close(sws_conn_t *c)
     /* close() also removes the fd from epoll: a worker never dups it. */
     close(c->io.fd);
     c->io.fd = -1;
-    c->file_fd = -1;
-    c->file_left = 0;
     c->phase = SWS_CONN_CLOSED;
     c->want_writable = 0;
-    c->proto->close(c);
+    c->proto->close(c); /* sees what of a file range was never sent */
+    c->file_fd = -1;
+    c->file_left = 0;
     if (c->prev != NULL)
         c->prev->next = c->next;
     else

@@ -858,7 +858,11 @@ static void http1_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
 static void http1_close(sws_conn_t *c)
 {
     sws_http1_t *h = sws_http1_of(c);
-    h->stream.req.keep_alive = 0;
+    sws_request_t *r = &h->stream.req;
+    r->keep_alive = 0;
+    /* The log counts what reached the socket, not a file range's unsent rest. */
+    if (h->stream.phase != SWS_STREAM_IDLE && c->file_left <= r->body_bytes)
+        r->body_bytes -= c->file_left;
     sws_stream_release(&h->stream);
     sws_stream_free(&h->stream, 1);
 }

@@ -2,9 +2,10 @@
 parser cannot trust the connection is closed."""
 
 import os
+import re
 import time
 
-from harness import ServerTestCase, make_config, request, scale, static_hosts, HELLO_HOSTS
+from harness import ServerTestCase, make_config, poll, request, scale, static_hosts, HELLO_HOSTS
 
 LIMITS = """
 limits: {max_request_line: 1k, max_header_size: 4k, max_headers: 20, max_body_size: 1k}
@@ -163,3 +164,11 @@ class SendTimeout(ServerTestCase):
     def test_client_reading_nothing_is_cut(self):
         self.download()
         self.srv.wait_log(r"client 127\.0\.0\.1: send timeout, closing")
+        # Logged once, when cut, with the bytes that reached the socket: not
+        # the whole file it never took.
+        line = re.compile(r'"GET /big\.bin HTTP/1\.1" 200 (\d+) ')
+        poll(lambda: line.search(self.srv.access_log()),
+             what="the access log line of the cut download")
+        sent = [int(m) for m in line.findall(self.srv.access_log())]
+        self.assertEqual(len(sent), 1)
+        self.assertLess(sent[0], SLOW_BODY_SIZE)
