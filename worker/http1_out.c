@@ -185,6 +185,8 @@ static size_t sink_data(sws_stream_t *st, const char *p, size_t n)
         return n;
     if (!sink_room(c))
         return 0;
+    if (!sws_http1_of(c)->out_chunked) /* the common case: room was reserved with the head */
+        return sws_conn_append(c, p, n) == 0 ? n : 0;
     char *o = body_room(c, n);
     if (o == NULL)
         return 0; /* kept by the stream: the output may drain and shrink */

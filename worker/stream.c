@@ -208,15 +208,17 @@ void sws_stream_release(sws_stream_t *st)
     st->file_fd = -1;
     st->file_left = 0;
     st->pend_off = st->pend_len = 0;
-    if (st->pend_cap > STREAM_PEND_KEEP) {
+    if (st->pend_cap > STREAM_PEND_KEEP) { /* rare: a large body to a slow sink */
         free(st->pend);
         st->pend = NULL;
         st->pend_cap = 0;
     }
-    free(st->trailer_mem);
-    st->trailer_mem = NULL;
-    st->trailers = NULL;
-    st->ntrailers = 0;
+    if (st->trailer_mem != NULL) {
+        free(st->trailer_mem);
+        st->trailer_mem = NULL;
+        st->trailers = NULL;
+        st->ntrailers = 0;
+    }
     st->phase = SWS_STREAM_IDLE;
 }
 
