@@ -7,6 +7,7 @@
 int sws_loop_init(sws_loop_t *loop)
 {
     memset(loop, 0, sizeof(*loop));
+    loop->deferred.prev = loop->deferred.next = &loop->deferred;
     loop->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (loop->epfd < 0)
         return -1;
@@ -130,6 +131,41 @@ static void expire_timers(sws_loop_t *loop)
     }
 }
 
+void sws_loop_defer(sws_loop_t *loop, sws_defer_t *d)
+{
+    if (d->next != NULL)
+        return;
+    sws_defer_t *head = &loop->deferred;
+    d->prev = head->prev;
+    d->next = head;
+    head->prev->next = d;
+    head->prev = d;
+}
+
+void sws_defer_cancel(sws_defer_t *d)
+{
+    if (d->next == NULL)
+        return;
+    d->prev->next = d->next;
+    d->next->prev = d->prev;
+    d->prev = d->next = NULL;
+}
+
+/* Run what is queued, including what the callbacks queue, up to a bound:
+ * two items that keep queueing each other must not hold the loop; what is
+ * left runs in the next iteration, which then does not sleep. */
+#define DEFER_PER_ITERATION 4096
+
+static void run_deferred(sws_loop_t *loop)
+{
+    sws_defer_t *head = &loop->deferred;
+    for (unsigned i = 0; i < DEFER_PER_ITERATION && head->next != head; i++) {
+        sws_defer_t *d = head->next;
+        sws_defer_cancel(d);
+        d->cb(d);
+    }
+}
+
 int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
 {
     if (loop->tick != NULL)
@@ -145,7 +181,7 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
      * under load the next events are usually already there, and going to
      * sleep and being woken costs both sides far more than this extra
      * epoll_wait (docs/adr/0005-poll-once-before-sleeping.md). */
-    if (loop->busy)
+    if (loop->busy || loop->deferred.next != &loop->deferred)
         wait = 0;
     int n = epoll_wait(loop->epfd, loop->events, SWS_LOOP_MAX_EVENTS, wait);
     loop->busy = n > 0;
@@ -159,6 +195,7 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
         io->cb(io, loop->events[i].events);
     }
     expire_timers(loop);
+    run_deferred(loop);
     return 0;
 }
 

@@ -43,6 +43,8 @@ typedef struct sws_timer_queue sws_timer_queue_t;
 typedef void (*sws_io_cb)(sws_io_t *io, uint32_t events);
 typedef void (*sws_timer_cb)(sws_timer_t *timer);
 typedef void (*sws_tick_cb)(sws_loop_t *loop, void *data);
+typedef struct sws_defer sws_defer_t;
+typedef void (*sws_defer_cb)(sws_defer_t *d);
 
 struct sws_io {
     int fd;
@@ -61,6 +63,14 @@ struct sws_timer_queue {
     sws_timer_queue_t *next_queue; /* the loop's list of queues */
 };
 
+/* Work to run later in this iteration, after the events and timers: what
+ * one watcher's callback asks of another owner (a producer writing to a
+ * connection that is not running). Embedded in its owner, like a timer. */
+struct sws_defer {
+    sws_defer_t *prev, *next; /* NULL when not queued */
+    sws_defer_cb cb;
+};
+
 #define SWS_LOOP_MAX_EVENTS 256
 
 struct sws_loop {
@@ -76,6 +86,8 @@ struct sws_loop {
     void *tick_data;
     sws_tick_cb wake;             /* called once per iteration, after waiting */
     void *wake_data;
+    sws_defer_t deferred;         /* sentinel of a circular list: work queued
+                                   * (the loop must not move after init) */
     struct epoll_event events[SWS_LOOP_MAX_EVENTS];
 };
 
@@ -127,6 +139,19 @@ static inline void sws_timer_init(sws_timer_t *t, sws_timer_cb cb)
 }
 
 static inline int sws_timer_is_armed(const sws_timer_t *t) { return t->next != NULL; }
+
+/* Deferred work (sws_defer_t): cb runs once, in this iteration after the
+ * events and timers (or in the next, without sleeping, when queued from
+ * the tick). Queueing a queued item does nothing; cancel is safe on an
+ * item that is not queued. */
+static inline void sws_defer_init(sws_defer_t *d, sws_defer_cb cb)
+{
+    d->prev = d->next = NULL;
+    d->cb = cb;
+}
+static inline int sws_defer_is_queued(const sws_defer_t *d) { return d->next != NULL; }
+void sws_loop_defer(sws_loop_t *loop, sws_defer_t *d);
+void sws_defer_cancel(sws_defer_t *d);
 
 /* Fire t at now + q->duration_ms; re-arming moves it (also across queues). */
 void sws_timer_arm(sws_loop_t *loop, sws_timer_queue_t *q, sws_timer_t *t);

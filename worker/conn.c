@@ -23,6 +23,7 @@ const sws_settings_t sws_conn_default_settings = SWS_SETTINGS_DEFAULTS;
 static void conn_on_event(sws_io_t *io, uint32_t events);
 static void conn_on_timer(sws_timer_t *t);
 static void conn_run(sws_conn_t *c);
+static void conn_on_wake(sws_defer_t *d);
 
 void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, const sws_proto_ops_t *proto,
                        sws_stream_handler_t handler, sws_shm_counters_t *counters)
@@ -108,11 +109,12 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->io.fd = fd;
     c->io.cb = conn_on_event;
     sws_timer_init(&c->timer, conn_on_timer);
+    sws_defer_init(&c->wake, conn_on_wake);
     c->timer_q = NULL;
     c->set = s;
     c->phase = SWS_CONN_ACTIVE;
     c->readable = c->rdhup = c->peer_eof = c->close_after = 0;
-    c->wrote = c->got_input = c->head_started = c->tls = c->want_writable = 0;
+    c->wrote = c->got_input = c->head_started = c->tls = c->want_writable = c->running = 0;
     c->rpos = c->rend = c->msg_start = 0;
     c->olen = c->osent = 0;
     c->file_fd = -1;
@@ -155,6 +157,7 @@ void sws_conn_close(sws_conn_t *c)
         return;
     sws_timer_disarm(&c->timer);
     c->timer_q = NULL;
+    sws_defer_cancel(&c->wake);
     /* close() also removes the fd from epoll: a worker never dups it. */
     close(c->io.fd);
     c->io.fd = -1;
@@ -495,7 +498,12 @@ static void conn_update_timer(sws_conn_t *c)
         if (c->timer_q != &s->body_q || c->got_input)
             conn_arm(c, &s->body_q);
         break;
-    case SWS_PROTO_WAIT_RESPONSE: /* the producer's own timers run */
+    case SWS_PROTO_WAIT_RESPONSE:
+        /* Nothing is due from the client: the producer's own timers run
+         * (the proxy's upstream timeouts). */
+        sws_timer_disarm(&c->timer);
+        c->timer_q = NULL;
+        break;
     case SWS_PROTO_WAIT_NOTHING:
         break;
     }
@@ -538,7 +546,31 @@ static int conn_pass(sws_conn_t *c)
     }
 }
 
+static void conn_turn(sws_conn_t *c);
+
+/* A turn, marked so that what its protocol's producers write during it
+ * does not ask for another. */
 static void conn_run(sws_conn_t *c)
+{
+    c->running = 1;
+    conn_turn(c);
+    c->running = 0;
+}
+
+void sws_conn_wake(sws_conn_t *c)
+{
+    if (!c->running && c->phase == SWS_CONN_ACTIVE)
+        sws_loop_defer(c->set->loop, &c->wake);
+}
+
+static void conn_on_wake(sws_defer_t *d)
+{
+    sws_conn_t *c = (sws_conn_t *)((char *)d - offsetof(sws_conn_t, wake));
+    if (c->phase == SWS_CONN_ACTIVE)
+        conn_run(c);
+}
+
+static void conn_turn(sws_conn_t *c)
 {
     if (c->phase == SWS_CONN_LINGER) {
         conn_linger_read(c);

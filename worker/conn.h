@@ -84,6 +84,7 @@ struct sws_conn {
     const sws_proto_ops_t *proto; /* the protocol on this connection */
     sws_timer_t timer;
     sws_timer_queue_t *timer_q;   /* queue the timer is armed in; NULL: none */
+    sws_defer_t wake;             /* queued by sws_conn_wake */
     sws_conn_set_t *set;
     sws_conn_t *prev, *next;      /* set->live list; `next` links closed/free lists */
 
@@ -97,6 +98,7 @@ struct sws_conn {
     uint8_t head_started;         /* a request head began in this run */
     uint8_t tls;                  /* roadmap 3 */
     uint8_t want_writable;        /* call proto->writable once the output drains */
+    uint8_t running;              /* inside its turn (conn_run) */
 
     /* Input: rbuf[rpos, rend) is unparsed; the current request's head lives
      * in rbuf[msg_start, ...) until the request is answered. */
@@ -196,6 +198,12 @@ int sws_conn_append(sws_conn_t *c, const void *p, size_t n);
  * connection closes. Nothing may be appended to the output meanwhile: it
  * would overtake the file. */
 void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len);
+
+/* Give the connection a turn later in this loop iteration (write what was
+ * queued, call writable if asked): for a producer that wrote to one of its
+ * streams from another watcher's callback (an upstream's bytes arrived).
+ * Nothing when it is running now (its turn writes anyway) or closed. */
+void sws_conn_wake(sws_conn_t *c);
 
 /* Parsing of further requests must wait for the output to drain. */
 static inline int sws_conn_output_blocked(const sws_conn_t *c)

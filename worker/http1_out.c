@@ -82,6 +82,16 @@ static sws_str_t framing_field(sws_http1_t *h, sws_stream_t *st)
     return SWS_STR(head_chunked);
 }
 
+/* A producer wrote outside the connection's turn (from an upstream's
+ * event): have the connection write it and look at the exchange again. */
+static void sink_wake(sws_conn_t *c)
+{
+    if (!c->running) {
+        c->want_writable = 1;
+        sws_conn_wake(c);
+    }
+}
+
 static int sink_head(sws_stream_t *st, const sws_header_t *fields, unsigned nfields,
                      size_t body_room)
 {
@@ -143,6 +153,7 @@ static int sink_head(sws_stream_t *st, const sws_header_t *fields, unsigned nfie
     o = put_fields(o, fields, nfields);
     o = SWS_PUT_LIT(o, crlf);
     c->olen = (size_t)(o - c->obuf);
+    sink_wake(c);
     return 0;
 }
 
@@ -185,6 +196,7 @@ static size_t sink_data(sws_stream_t *st, const char *p, size_t n)
         return n;
     if (!sink_room(c))
         return 0;
+    sink_wake(c);
     if (!sws_http1_of(c)->out_chunked) /* the common case: room was reserved with the head */
         return sws_conn_append(c, p, n) == 0 ? n : 0;
     char *o = body_room(c, n);
@@ -203,6 +215,7 @@ static int64_t sink_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
         return (int64_t)len;
     if (!sink_room(c))
         return 0;
+    sink_wake(c);
     if (!h->out_chunked && len > INLINE_FILE) {
         sws_conn_queue_file(c, fd, off, len);
         return (int64_t)len;
@@ -232,6 +245,7 @@ static int64_t sink_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
 static int sink_end(sws_stream_t *st, const sws_header_t *t, unsigned n)
 {
     sws_conn_t *c = st->req.conn;
+    sink_wake(c);
     if (!sws_http1_of(c)->out_chunked || c->phase == SWS_CONN_CLOSED)
         return 1; /* a length, or the connection's end, delimits the body */
     if (!sink_room(c))
@@ -259,6 +273,7 @@ static int sink_retract(sws_stream_t *st)
 static void sink_abort(sws_stream_t *st)
 {
     sws_conn_t *c = st->req.conn;
+    sink_wake(c);
     sws_http1_of(c)->state = SWS_H1_DEAD;
     c->close_after = 1;
 }

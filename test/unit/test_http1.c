@@ -1263,6 +1263,38 @@ static void test_producer_is_paced_by_the_client(void **state)
     assert_non_null(strstr(f->out, "GET /next host="));
 }
 
+/* A producer that answers later, from another watcher's event (the proxy,
+ * when its upstream's bytes arrive): the connection is woken, writes what
+ * was written, finishes the exchange and goes on with the next request. */
+static sws_stream_t *later_stream;
+
+static void later_handler(sws_stream_t *st)
+{
+    static const sws_stream_source_t waits = { NULL, NULL };
+    later_stream = st;
+    sws_stream_set_source(st, &waits, NULL); /* answers, but not now */
+}
+
+static void test_producer_writing_outside_the_turn_wakes_the_connection(void **state)
+{
+    fixture_t *f = *state;
+    f->set.handler = later_handler;
+    send_str(f, "GET /later" H11 "\r\nGET /next" H11 "\r\n");
+    assert_non_null(later_stream);
+    assert_int_equal(f->out_len, 0);
+    assert_int_equal(f->conn->timer_q, NULL); /* no client timer while it waits */
+    /* "Later": outside any turn of the connection. */
+    f->set.handler = echo_handler;
+    assert_int_equal(sws_stream_head(later_stream, 200, NULL, 0, 5), 0);
+    assert_int_equal(sws_stream_write(later_stream, "later", 5), 0);
+    assert_int_equal(sws_stream_end(later_stream, NULL, 0), 0);
+    pump(f);
+    assert_int_equal(status_at(f, 0), 200);
+    assert_non_null(strstr(f->out, "\r\n\r\nlater"));
+    assert_non_null(strstr(f->out, "GET /next host=a"));
+    assert_int_equal(f->counters.requests, 2);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1316,6 +1348,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_length_on_http10_ends_with_the_connection,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_producer_is_paced_by_the_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_producer_writing_outside_the_turn_wakes_the_connection,
+                                        setup, teardown),
         cmocka_unit_test(test_refused_version_recorded_as_carried),
         cmocka_unit_test(test_eof_inside_request_logged),
         cmocka_unit_test_setup_teardown(test_reason_phrases, setup, teardown),

@@ -171,6 +171,80 @@ static void test_timer_not_due_does_not_fire(void **state)
     sws_loop_close(&loop);
 }
 
+/* Deferred work runs once in the iteration that queued it, after the
+ * events, also what a deferred callback queues; a cancelled item never
+ * runs; queueing from outside an iteration keeps the next one awake. */
+static struct deferred_log {
+    sws_loop_t *loop;
+    sws_defer_t a, b, c;
+    char order[8];
+    int n;
+    int runs;
+} dl;
+
+static void note(char what)
+{
+    dl.runs++;
+    if (dl.n < (int)sizeof(dl.order) - 1)
+        dl.order[dl.n++] = what;
+}
+
+static void defer_a(sws_defer_t *d)
+{
+    (void)d;
+    note('a');
+    sws_loop_defer(dl.loop, &dl.b); /* queued by a callback: same iteration */
+    sws_loop_defer(dl.loop, &dl.a); /* itself again: runs again, bounded */
+}
+
+static void defer_b(sws_defer_t *d)
+{
+    (void)d;
+    note('b');
+}
+
+static void defer_c(sws_defer_t *d)
+{
+    (void)d;
+    note('c');
+}
+
+static void test_deferred_work_runs_once_per_queueing(void **state)
+{
+    (void)state;
+    sws_loop_t loop;
+    assert_int_equal(sws_loop_init(&loop), 0);
+    memset(&dl, 0, sizeof(dl));
+    dl.loop = &loop;
+    sws_defer_init(&dl.a, defer_b);
+    sws_defer_init(&dl.b, defer_b);
+    sws_defer_init(&dl.c, defer_c);
+    sws_loop_defer(&loop, &dl.b);
+    sws_loop_defer(&loop, &dl.b); /* twice: once */
+    sws_loop_defer(&loop, &dl.c);
+    sws_defer_cancel(&dl.c);
+    assert_false(sws_defer_is_queued(&dl.c));
+    /* Queued outside an iteration: this one must not sleep (a -1 wait
+     * would block for ever with nothing else registered). */
+    assert_int_equal(sws_loop_run_once(&loop, -1), 0);
+    assert_string_equal(dl.order, "b");
+    assert_false(sws_defer_is_queued(&dl.b));
+
+    dl.n = dl.runs = 0;
+    memset(dl.order, 0, sizeof(dl.order));
+    sws_defer_init(&dl.a, defer_a);
+    sws_loop_defer(&loop, &dl.a);
+    assert_int_equal(sws_loop_run_once(&loop, 0), 0);
+    /* a ran, queued b and itself: b, then a again (which queues both
+     * again), up to the per-iteration bound: the loop is never held. */
+    assert_memory_equal(dl.order, "abab", 4);
+    assert_true(dl.runs > 4 && dl.runs <= 4096);
+    assert_true(sws_defer_is_queued(&dl.a) || sws_defer_is_queued(&dl.b));
+    sws_defer_cancel(&dl.a);
+    sws_defer_cancel(&dl.b);
+    sws_loop_close(&loop);
+}
+
 static void test_http_date_format(void **state)
 {
     (void)state;
@@ -202,6 +276,7 @@ int main(void)
         cmocka_unit_test(test_wake_runs_after_waiting_before_events),
         cmocka_unit_test(test_timer_queue_fires_in_arm_order_and_rearm_moves),
         cmocka_unit_test(test_timer_not_due_does_not_fire),
+        cmocka_unit_test(test_deferred_work_runs_once_per_queueing),
         cmocka_unit_test(test_http_date_format),
         cmocka_unit_test(test_loop_date_is_current),
     };
