@@ -80,15 +80,7 @@ static sws_conn_t *conn_alloc(sws_conn_set_t *s)
     c->proto = s->proto;
     c->proto_state = (char *)c + CONN_STATE_OFFSET;
     c->proto->setup(c);
-    c->rbuf = malloc(SWS_CONN_READ_BUF);
-    c->obuf = malloc(SWS_CONN_OUT_BUF);
-    if (c->rbuf == NULL || c->obuf == NULL) {
-        conn_free(c);
-        return NULL;
-    }
-    c->rcap = SWS_CONN_READ_BUF;
-    c->ocap = SWS_CONN_OUT_BUF;
-    return c;
+    return c; /* buffers come when it first reads or writes */
 }
 
 static void conn_arm(sws_conn_t *c, sws_timer_queue_t *q)
@@ -178,15 +170,72 @@ void sws_conn_close(sws_conn_t *c)
     s->closed = c;
 }
 
+/* A standard buffer from the cache, or a new one; NULL: out of memory. */
+static char *buf_take(char **cache, unsigned *n, size_t size)
+{
+    return *n > 0 ? cache[--*n] : malloc(size);
+}
+
+/* Keep a buffer of the standard size for the next connection; free others
+ * (and what the full cache cannot take). */
+static void buf_give(char **cache, unsigned *n, char *buf, int standard)
+{
+    if (standard && *n < SWS_CONN_BUF_CACHE)
+        cache[(*n)++] = buf;
+    else
+        free(buf);
+}
+
+static int conn_take_rbuf(sws_conn_t *c)
+{
+    sws_conn_set_t *s = c->set;
+    c->rbuf = buf_take(s->rbufs, &s->nrbufs, SWS_CONN_READ_BUF);
+    if (c->rbuf == NULL)
+        return -1;
+    c->rcap = SWS_CONN_READ_BUF;
+    c->rpos = c->rend = c->msg_start = 0;
+    return 0;
+}
+
+static int conn_take_obuf(sws_conn_t *c)
+{
+    sws_conn_set_t *s = c->set;
+    c->obuf = buf_take(s->obufs, &s->nobufs, SWS_CONN_OUT_BUF);
+    if (c->obuf == NULL)
+        return -1;
+    c->ocap = SWS_CONN_OUT_BUF;
+    c->olen = c->osent = 0;
+    return 0;
+}
+
+/* Give back what the connection holds but does not use: the read buffer
+ * when no byte of it is unparsed or referenced, the output buffer when
+ * nothing is queued. */
+static void conn_buffers_release(sws_conn_t *c)
+{
+    sws_conn_set_t *s = c->set;
+    if (c->rbuf != NULL && (c->phase == SWS_CONN_CLOSED ||
+                            (c->rpos == c->rend && c->msg_start == c->rend))) {
+        buf_give(s->rbufs, &s->nrbufs, c->rbuf, c->rcap == SWS_CONN_READ_BUF);
+        c->rbuf = NULL;
+        c->rcap = c->rpos = c->rend = c->msg_start = 0;
+    }
+    if (c->obuf != NULL && (c->phase == SWS_CONN_CLOSED || c->olen == c->osent)) {
+        buf_give(s->obufs, &s->nobufs, c->obuf, c->ocap == SWS_CONN_OUT_BUF);
+        c->obuf = NULL;
+        c->ocap = c->olen = c->osent = 0;
+    }
+}
+
 void sws_conn_set_reap(sws_conn_set_t *s)
 {
     while (s->closed != NULL) {
         sws_conn_t *c = s->closed;
         s->closed = c->next;
-        /* A buffer grown for one large head or response goes back to the
-         * usual size, so memory stays flat. */
-        if (s->nfree >= SWS_CONN_FREE_MAX || c->rcap != SWS_CONN_READ_BUF ||
-            c->ocap != SWS_CONN_OUT_BUF) {
+        /* Its buffers go to the cache (or, grown for one large head or
+         * response, are freed), so a recycled connection holds none. */
+        conn_buffers_release(c);
+        if (s->nfree >= SWS_CONN_FREE_MAX) {
             conn_free(c);
             continue;
         }
@@ -239,6 +288,10 @@ void sws_conn_set_destroy(sws_conn_set_t *s)
         conn_free(c);
     }
     s->nfree = 0;
+    while (s->nrbufs > 0)
+        free(s->rbufs[--s->nrbufs]);
+    while (s->nobufs > 0)
+        free(s->obufs[--s->nobufs]);
 }
 
 const char *sws_conn_peer_text(sws_conn_t *c)
@@ -262,6 +315,8 @@ const char *sws_conn_peer_text(sws_conn_t *c)
 
 int sws_conn_reserve(sws_conn_t *c, size_t n)
 {
+    if (c->obuf == NULL && conn_take_obuf(c) < 0)
+        return -1;
     if (c->ocap - c->olen >= n)
         return 0;
     if (c->osent > 0) {
@@ -333,6 +388,11 @@ static int conn_make_room(sws_conn_t *c)
  * the connection was closed. */
 static int conn_read(sws_conn_t *c)
 {
+    if (c->rbuf == NULL && conn_take_rbuf(c) < 0) {
+        sws_log_error("client %s: no memory for a read buffer", sws_conn_peer_text(c));
+        sws_conn_close(c);
+        return -1;
+    }
     if (c->rend == c->rcap && conn_make_room(c) < 0) {
         c->proto->fail(c, 431, "request head does not fit the buffer");
         return 0;
@@ -448,6 +508,10 @@ static int conn_flush(sws_conn_t *c)
  * by a reset caused by unread data. */
 static void conn_linger_read(sws_conn_t *c)
 {
+    if (c->rbuf == NULL && conn_take_rbuf(c) < 0) {
+        sws_conn_close(c);
+        return;
+    }
     for (unsigned i = 0; i < SWS_CONN_READS_PER_RUN; i++) {
         ssize_t n = read(c->io.fd, c->rbuf, c->rcap);
         if (n > 0 || (n < 0 && errno == EINTR))
@@ -607,6 +671,8 @@ static void conn_turn(sws_conn_t *c)
         sws_conn_close(c);
         return;
     }
+    if (c->proto->waiting_for(c) == SWS_PROTO_WAIT_IDLE)
+        conn_buffers_release(c);
     conn_update_timer(c);
 }
 

@@ -1051,6 +1051,7 @@ static void test_longest_head_fits_its_reservation_exactly(void **state)
     sws_stream_t *st = &sws_http1_of(c)->stream;
     sws_request_t *r = &st->req;
     unsigned status = 100;
+    assert_int_equal(sws_conn_reserve(c, 1), 0); /* an idle connection holds no buffer */
     for (unsigned s = 100; s < 600; s++)
         if (strlen(sws_http_reason(s)) > strlen(sws_http_reason(status)))
             status = s;
@@ -1295,6 +1296,29 @@ static void test_producer_writing_outside_the_turn_wakes_the_connection(void **s
     assert_int_equal(f->counters.requests, 2);
 }
 
+/* An idle keep-alive connection holds neither buffer: they go back to the
+ * set's cache when the exchange is over, and the next read takes one. */
+static void test_idle_connection_holds_no_buffers(void **state)
+{
+    fixture_t *f = *state;
+    assert_null(f->conn->rbuf);
+    assert_null(f->conn->obuf);
+    send_str(f, "GET /a" H11 "\r\n");
+    assert_int_equal(status_at(f, 0), 200);
+    assert_null(f->conn->rbuf);
+    assert_null(f->conn->obuf);
+    assert_int_equal(f->set.nrbufs, 1);
+    assert_int_equal(f->set.nobufs, 1);
+    /* A head split across reads keeps its buffer between them. */
+    send_str(f, "GET /b HTTP/1.1\r\nHo");
+    assert_non_null(f->conn->rbuf);
+    assert_int_equal(f->set.nrbufs, 0);
+    send_str(f, "st: a\r\n\r\n");
+    assert_non_null(strstr(f->out, "GET /b host=a"));
+    assert_null(f->conn->rbuf);
+    assert_int_equal(f->set.nrbufs, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1348,6 +1372,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_unknown_length_on_http10_ends_with_the_connection,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_producer_is_paced_by_the_client, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_connection_holds_no_buffers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_producer_writing_outside_the_turn_wakes_the_connection,
                                         setup, teardown),
         cmocka_unit_test(test_refused_version_recorded_as_carried),
