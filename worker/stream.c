@@ -395,9 +395,23 @@ int sws_stream_end(sws_stream_t *st, const sws_header_t *t, unsigned n)
 void sws_stream_respond(sws_stream_t *st, unsigned status, const sws_header_t *h, unsigned n,
                         const void *body, size_t len)
 {
-    if (stream_head(st, status, h, n, len, len) < 0 || sws_stream_write(st, body, len) < 0)
+    if (stream_head(st, status, h, n, len, len) < 0)
         return;
-    sws_stream_end(st, NULL, 0);
+    /* The whole body and the end at once: the checks of write and end
+     * hold by construction (nothing pending, the length is len). */
+    if (!st->no_body && len > 0) {
+        st->given = len;
+        size_t took = st->sink->data(st, body, len);
+        st->req.body_bytes += took;
+        if (took < len && pend_append(st, (const char *)body + took, len - took) < 0) {
+            sws_log_error("client %s: no memory to hold %zu body bytes",
+                          sws_conn_peer_text(st->req.conn), len - took);
+            stream_abort(st);
+            return;
+        }
+    }
+    st->end_asked = 1;
+    stream_flush(st);
 }
 
 void sws_stream_respond_file(sws_stream_t *st, unsigned status, const sws_header_t *h,
