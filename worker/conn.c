@@ -448,6 +448,7 @@ static int conn_write_failed(sws_conn_t *c, ssize_t n, const char *what)
  * would not. 0, or -1 when the connection was closed. */
 static int conn_yield(sws_conn_t *c)
 {
+    c->yielded = 1;
     if (sws_loop_mod(c->set->loop, &c->io, CONN_EVENTS) == 0)
         return 0;
     sws_log_error("epoll_ctl(MOD) for a connection: %s", strerror(errno));
@@ -460,10 +461,13 @@ static int conn_yield(sws_conn_t *c)
 static int conn_flush(sws_conn_t *c)
 {
     while (c->osent < c->olen) {
+        if (c->sent_turn >= SWS_CONN_SEND_PER_RUN)
+            return conn_yield(c);
         ssize_t n = send(c->io.fd, c->obuf + c->osent, c->olen - c->osent, MSG_NOSIGNAL);
         if (n > 0) {
             c->osent += (size_t)n;
             c->bytes_out += (uint64_t)n;
+            c->sent_turn += (size_t)n;
             c->wrote = 1;
             continue;
         }
@@ -482,16 +486,16 @@ static int conn_flush(sws_conn_t *c)
     while (c->file_left > 0) {
         /* A fast reader would otherwise take the worker for as long as the
          * socket keeps up (hundreds of ms for a large file). */
-        if (c->file_sent >= SWS_CONN_SEND_PER_RUN)
+        if (c->sent_turn >= SWS_CONN_SEND_PER_RUN)
             return conn_yield(c);
-        size_t want = SWS_CONN_SEND_PER_RUN - c->file_sent;
+        size_t want = SWS_CONN_SEND_PER_RUN - c->sent_turn;
         if (want > c->file_left)
             want = (size_t)c->file_left;
         ssize_t n = sendfile(c->io.fd, c->file_fd, &c->file_off, want);
         if (n > 0) {
             c->file_left -= (uint64_t)n;
             c->bytes_out += (uint64_t)n;
-            c->file_sent += (size_t)n;
+            c->sent_turn += (size_t)n;
             c->wrote = 1;
             continue;
         }
@@ -583,6 +587,13 @@ static void conn_tell_writable(sws_conn_t *c)
     }
 }
 
+/* This turn wrote its share: the connection yielded (conn_yield) and goes
+ * on in the next loop iteration. */
+static int conn_budget_spent(const sws_conn_t *c)
+{
+    return c->sent_turn >= SWS_CONN_SEND_PER_RUN;
+}
+
 /* Read, parse, answer and write until the socket or the output blocks, or
  * this turn's budget is spent. 0, or -1 when the connection was closed. */
 static int conn_pass(sws_conn_t *c)
@@ -595,8 +606,8 @@ static int conn_pass(sws_conn_t *c)
         if (sws_conn_output_blocked(c)) {
             if (conn_flush(c) < 0)
                 return -1;
-            if (sws_conn_output_blocked(c))
-                return 0; /* EPOLLOUT will call us again */
+            if (sws_conn_output_blocked(c) || conn_budget_spent(c))
+                return 0; /* EPOLLOUT, or the yield, will call us again */
             continue;
         }
         if (c->want_writable)
@@ -629,7 +640,7 @@ void sws_conn_wake(sws_conn_t *c)
 
 static void conn_on_wake(sws_defer_t *d)
 {
-    sws_conn_t *c = (sws_conn_t *)((char *)d - offsetof(sws_conn_t, wake));
+    sws_conn_t *c = sws_container_of(d, sws_conn_t, wake);
     if (c->phase == SWS_CONN_ACTIVE)
         conn_run(c);
 }
@@ -643,7 +654,8 @@ static void conn_turn(sws_conn_t *c)
     c->wrote = 0;
     c->got_input = 0;
     c->head_started = 0;
-    c->file_sent = 0;
+    c->sent_turn = 0;
+    c->yielded = 0;
     do {
         if (conn_pass(c) < 0)
             return;
@@ -658,7 +670,11 @@ static void conn_turn(sws_conn_t *c)
         if (conn_flush(c) < 0)
             return;
         /* That write may have drained what a response waits on. */
-    } while (c->want_writable && !sws_conn_output_blocked(c));
+    } while (c->want_writable && !sws_conn_output_blocked(c) && !conn_budget_spent(c));
+    /* The budget ran out just as the output emptied, with more to come:
+     * no write will be pending to bring us back, so ask for a turn. */
+    if (c->want_writable && conn_budget_spent(c) && !c->yielded && conn_yield(c) < 0)
+        return;
     if (!conn_output_empty(c)) {
         conn_update_timer(c);
         return;

@@ -22,9 +22,11 @@
  *     only waited for after a short write;
  *   - above the write high-water mark (or while a file body is pending)
  *     parsing of further pipelined requests stops until the output drains;
- *   - one event reads at most SWS_CONN_READS_PER_RUN times and sends at
- *     most SWS_CONN_SEND_PER_RUN file bytes; input still waiting, or room
- *     for more, is then reported again in the next loop iteration.
+ *   - one event reads at most SWS_CONN_READS_PER_RUN times and writes at
+ *     most about SWS_CONN_SEND_PER_RUN bytes (queued output and file
+ *     ranges alike: a relay refilling the output as fast as the client
+ *     takes it is held like a sendfile); input still waiting, or room for
+ *     more, is then reported again in the next loop iteration.
  *
  * Timers: one per connection, armed in the set's per-purpose queues
  * (core/loop.h): header (request head in progress), body (body read in
@@ -66,7 +68,7 @@
 #define SWS_CONN_FREE_MAX 128            /* recycled connections kept */
 #define SWS_CONN_BUF_CACHE 64            /* idle buffers of each kind kept per set */
 #define SWS_CONN_READS_PER_RUN 16        /* reads per event before others get a turn */
-/* File bytes per event before others get a turn (nginx: sendfile_max_chunk,
+/* Bytes written per event before others get a turn (nginx: sendfile_max_chunk,
  * 2m). Measured on the dev machine: one 1 MiB sendfile from the page cache
  * to a loopback reader takes 0.03-0.06 ms (1 ms cold), and the 90 MB turn
  * of issue 5 took 166-436 ms under load (2-5 ms per MiB): so a fast
@@ -108,6 +110,7 @@ struct sws_conn {
     uint8_t tls;                  /* roadmap 3 */
     uint8_t want_writable;        /* call proto->writable once the output drains */
     uint8_t running;              /* inside its turn (conn_run) */
+    uint8_t yielded;              /* this turn asked for the next (conn_yield) */
 
     /* Input: rbuf[rpos, rend) is unparsed; the current request's head lives
      * in rbuf[msg_start, ...) until the request is answered. NULL (rcap 0)
@@ -123,7 +126,7 @@ struct sws_conn {
     int file_fd;
     off_t file_off;
     uint64_t file_left;
-    size_t file_sent;             /* in this run, against SWS_CONN_SEND_PER_RUN */
+    size_t sent_turn;             /* bytes written in this turn, against SWS_CONN_SEND_PER_RUN */
     uint64_t bytes_out;           /* written to the socket, ever */
     uint64_t acked_checked;       /* of those, acknowledged at the last send timer check */
 

@@ -145,8 +145,10 @@ static void test_one_turn_sends_at_most_the_budget(void **state)
     fixture_t *f = *state;
     send_request(f);
     one_turn(f);
-    /* The socket could take it all; the connection stopped at its budget. */
-    assert_int_equal(f->conn->file_left, BODY_SIZE - SWS_CONN_SEND_PER_RUN);
+    /* The socket could take it all; the connection stopped at its budget,
+     * which the head's bytes count against too. */
+    assert_int_equal(f->conn->bytes_out, SWS_CONN_SEND_PER_RUN);
+    assert_true(f->conn->file_left > BODY_SIZE - SWS_CONN_SEND_PER_RUN);
 }
 
 static void test_rest_follows_in_the_next_turn_without_an_edge(void **state)
@@ -179,6 +181,7 @@ static struct fake {
     size_t bulk;          /* answer the first input with this many bytes */
     int writables;        /* writable() calls */
     size_t queued_at_writable; /* output still queued when it came */
+    size_t relay_left;    /* writable(): refill the output while this lasts */
     int closes, setups, destroys;
     int *state;           /* the connection's proto_state */
 } fake;
@@ -254,6 +257,15 @@ static void fake_writable(sws_conn_t *c)
     fake.writables++;
     fake.queued_at_writable = c->olen - c->osent;
     fake.wait = SWS_PROTO_WAIT_IDLE;
+    if (fake.relay_left > 0) {
+        /* A relay: as soon as the output drains, more is there. */
+        static char piece[2 * SWS_CONN_OUT_HWM];
+        size_t n = fake.relay_left < sizeof(piece) ? fake.relay_left : sizeof(piece);
+        assert_int_equal(sws_conn_append(c, piece, n), 0);
+        fake.relay_left -= n;
+        c->want_writable = 1;
+        fake.wait = SWS_PROTO_WAIT_RESPONSE;
+    }
 }
 
 static void fake_close(sws_conn_t *c)
@@ -407,6 +419,27 @@ static void test_writable_comes_once_the_output_drained(void **state)
     assert_true(got > 0); /* the client had to read before it came */
 }
 
+/* A relay that refills the output whenever it drains is held to the
+ * same budget per turn as a sendfile: the other connections get theirs. */
+static void test_relay_is_held_to_the_send_budget(void **state)
+{
+    fixture_t *f = *state;
+    int big = 64 << 20; /* FORCE: past wmem_max when we may (root) */
+    if (setsockopt(f->conn->io.fd, SOL_SOCKET, SO_SNDBUFFORCE, &big, sizeof(big)) < 0)
+        skip();
+    fake.relay_left = 4 * SWS_CONN_SEND_PER_RUN;
+    fake.bulk = 1; /* the first input starts it */
+    write_all(f->peer, "x", 1);
+    assert_int_equal(sws_loop_run_once(&f->loop, 1000), 0);
+    assert_true(f->conn->bytes_out >= SWS_CONN_SEND_PER_RUN);
+    assert_true(f->conn->bytes_out < SWS_CONN_SEND_PER_RUN + 2 * SWS_CONN_OUT_HWM);
+    assert_true(fake.relay_left > 0);
+    /* It goes on in the next turns, without a new edge from the client. */
+    for (int i = 0; i < 20 && fake.relay_left > 0; i++)
+        assert_int_equal(sws_loop_run_once(&f->loop, 1000), 0);
+    assert_int_equal(fake.relay_left, 0);
+}
+
 /* The protocol's state lives with the connection: set up once with its
  * memory, told when the connection closes, freed with it. */
 static void test_protocol_state_follows_the_connection(void **state)
@@ -443,6 +476,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_writable_comes_once_the_output_drained, fake_setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_protocol_state_follows_the_connection, fake_setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_relay_is_held_to_the_send_budget, fake_setup,
                                         teardown),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
