@@ -6,7 +6,7 @@
 #   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c,
 #          llhttp, and for the eBPF accept policies libbpf, bpftool and
 #          clang (what `make` and `make run` need, nothing more)
-#   test   run, plus what `make test` needs: cmocka, python3, curl, ps
+#   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
 #   bench  run, plus nginx and wrk (bench/run.sh)
 #   all    every set (the default)
@@ -19,7 +19,7 @@
 set -eu
 
 RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang"
-TEST="libcmocka-dev python3 curl procps"
+TEST="libcmocka-dev python3 curl procps libcap2-bin"
 FUZZ="clang libclang-rt-dev"
 BENCH="nginx-light wrk curl python3 procps util-linux"
 
@@ -56,6 +56,7 @@ present() {
     python3) [ -x /usr/bin/python3 ] ;;
     curl) command -v curl ;;
     procps) command -v ps ;;
+    libcap2-bin) command -v capsh || [ -x /usr/sbin/capsh ] || [ -x /sbin/capsh ] ;;
     util-linux) command -v taskset ;;
     clang) command -v clang ;;
     libclang-rt-dev) fuzzer_links ;;
