@@ -23,6 +23,7 @@
 #include "supervisor/config.h"
 #include "supervisor/listen.h"
 #include "supervisor/proctitle.h"
+#include "worker/load.h"
 #include "worker/worker.h"
 
 #define STOP_NOW_GRACE_MS 5000u      /* SIGTERM/SIGINT: then SIGKILL */
@@ -302,6 +303,9 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
     if (sup->pending_access_fd >= 0)
         close(sup->pending_access_fd);
 
+    /* Eligible from its title on (what tests and operators wait for):
+     * connections placed before its loop runs wait in its queue. */
+    sws_load_announce(sws_ebpf_worker(&sup->ebpf, w->index));
     sws_proctitle_set("scalwsd: worker %u", w->index);
 
     sws_worker_config_t cfg = {

@@ -26,6 +26,18 @@ static int queues_empty(const sws_load_t *l)
     return 1;
 }
 
+void sws_load_announce(struct sws_ebpf_worker *rec)
+{
+    if (rec == NULL)
+        return;
+    /* The loop's clock (core/loop.c), which the supervisor's stuck check
+     * and the later ticks use. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    rec->draining = 0;
+    rec->heartbeat_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static void on_beat(sws_timer_t *t)
 {
     sws_load_t *l = sws_container_of(t, sws_load_t, beat_timer);

@@ -42,6 +42,10 @@ typedef struct sws_load {
     sws_timer_t beat_timer;
 } sws_load_t;
 
+/* In the worker child as soon as it forked (rec NULL: nothing): its first
+ * heartbeat, so the program places connections on it from now on. */
+void sws_load_announce(struct sws_ebpf_worker *rec);
+
 /* Start publishing into rec (NULL: never) for a worker accepting on the
  * nfds listeners fds (borrowed; they must outlive l). Marks the worker up:
  * heartbeat now (a restarted worker's record was reset by the supervisor). */
