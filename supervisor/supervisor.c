@@ -393,7 +393,7 @@ static void on_restart_timer(sws_timer_t *t)
  * of the workers' counters: a snapshot, not an account. */
 static void log_placement(sws_supervisor_t *sup)
 {
-    static sws_shm_counters_t counters[SWS_SHM_MAX_WORKERS];
+    sws_shm_counters_t counters[SWS_SHM_MAX_WORKERS];
     char line[1536];
     for (unsigned i = 0; i < sup->nworkers; i++)
         counters[i] = *sws_shm_counters(&sup->shm, i);
