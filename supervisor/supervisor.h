@@ -15,6 +15,10 @@
  *   SIGUSR1  reopen the log files and hand them to every worker
  *   SIGUSR2  binary upgrade (not implemented yet: logged)
  *
+ * With an eBPF accept policy it also loads the program and owns its maps
+ * (ebpf/ebpf.h), and parks a worker that died or stopped beating
+ * (docs/adr/0010-park-stuck-workers.md).
+ *
  * Log files are opened here, before any privilege drops, and reopened here
  * (SIGUSR1, a reload that moves the access log); workers get descriptors,
  * at fork or over their control channel (core/chan.h), and never open one.
@@ -33,7 +37,9 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ebpf/policy.h"
 #include "proto/scalws.pb-c.h"
+#include "shm/shm.h"
 
 /* A worker that ran at least this long before dying is restarted at once
  * and its crash count starts over. */
@@ -75,6 +81,22 @@ unsigned sws_worker_count(uint32_t event_loops, const cpu_set_t *allowed);
 /* The CPU worker `index` is pinned to: the (index mod count)-th CPU of the
  * affinity mask, or -1 when the mask is empty. */
 int sws_worker_cpu(const cpu_set_t *allowed, unsigned index);
+
+/* The eBPF policy a configured accept policy needs; 0 for shared and
+ * reuseport, which need none. */
+enum sws_ebpf_policy sws_accept_ebpf_policy(Sws__ServerConfig__AcceptPolicy policy);
+
+/* Whether a worker started at started_ms whose last heartbeat was
+ * heartbeat_ms (0: none yet) is stuck at now_ms: silent for more than
+ * SWS_EBPF_STALE_MS, counted from its start while it has not beaten. */
+int sws_worker_stuck(uint64_t now_ms, uint64_t started_ms, uint64_t heartbeat_ms);
+
+/* The placement line the supervisor logs at a worker's death and at stop
+ * (until /v1/status serves it): "placement, accept_policy least-loaded
+ * (worker:accepted/live): 0:120/8 1:118/8 ...", from n workers' counters,
+ * cut to fit outlen. Returns the length. */
+size_t sws_placement_format(const char *policy, const sws_shm_counters_t *counters, unsigned n,
+                            char *out, size_t outlen);
 
 /* Names of the server keys that differ between the running and the
  * reloaded config and only take effect on a restart, ", "-separated
