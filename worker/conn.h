@@ -162,6 +162,7 @@ struct sws_conn_set {
     sws_conn_t *closed;              /* singly linked, freed by the tick */
     sws_conn_t *free_list;           /* singly linked */
     unsigned nlive, nfree;
+    unsigned inflight;               /* streams started and not released (worker/stream.c) */
     int draining;                    /* graceful stop: no keep-alive */
 };
 

@@ -26,6 +26,7 @@ void sws_stream_init(sws_stream_t *st)
 void sws_stream_start(sws_stream_t *st, sws_conn_t *c, const sws_stream_sink_t *sink)
 {
     sws_request_t *r = &st->req;
+    c->set->inflight++;
     st->sink = sink;
     st->source = NULL;
     st->source_data = NULL;
@@ -191,6 +192,7 @@ void sws_stream_release(sws_stream_t *st)
     sws_request_t *r = &st->req;
     if (st->phase == SWS_STREAM_IDLE)
         return;
+    r->conn->set->inflight--;
     if (r->status != 0) {
         sws_conn_t *c = r->conn;
         sws_conn_set_t *s = c->set;

@@ -1312,11 +1312,13 @@ static void test_idle_connection_holds_no_buffers(void **state)
     /* A head split across reads keeps its buffer between them. */
     send_str(f, "GET /b HTTP/1.1\r\nHo");
     assert_non_null(f->conn->rbuf);
+    assert_int_equal(f->set.inflight, 1);
     assert_int_equal(f->set.nrbufs, 0);
     send_str(f, "st: a\r\n\r\n");
     assert_non_null(strstr(f->out, "GET /b host=a"));
     assert_null(f->conn->rbuf);
     assert_int_equal(f->set.nrbufs, 1);
+    assert_int_equal(f->set.inflight, 0); /* what the accept policies read */
 }
 
 int main(void)

@@ -530,8 +530,10 @@ static void test_release_counts_once(void **state)
     sink.quota = 0;
     request(f, "GET", "/hello");
     assert_int_equal(f->counters.requests, 0); /* not before the release */
+    assert_int_equal(f->set.inflight, 1);
     sws_stream_release(&f->st);
     sws_stream_release(&f->st);
+    assert_int_equal(f->set.inflight, 0);
     assert_int_equal(f->counters.requests, 1);
     assert_int_equal(f->conn.requests, 1);
 }
