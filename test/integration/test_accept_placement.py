@@ -311,7 +311,7 @@ class Placement(ServerTestCase):
         batch.connect(64)
         batch.wait_connected()
         at_stop = accept_queues(srv.port).get(victim, 0)
-        left = batch.pump(timeout=2)
+        left = batch.pump(timeout=scale(2))
         report("reuseport, worker 0 stopped: %d of 64 queued on it, %d unanswered after 2 s"
                % (at_stop, len(left)))
         self.assertEqual(len(left), at_stop, "only what the stopped worker holds waits")
