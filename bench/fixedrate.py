@@ -105,7 +105,9 @@ def main(argv):
             sel.unregister(c.sock)
             c.sock.close()
 
-    busy = lambda: sum(1 for k in sel.get_map().values() if k.data.due is not None)
+    def busy():
+        return sum(1 for k in sel.get_map().values() if k.data.due is not None)
+
     while True:
         now = time.monotonic()
         if now < stop:

@@ -87,14 +87,14 @@ esac
 # A CPU list as taskset and /proc/PID/status write it (0,2 or 0-1), as the
 # sorted CPU numbers separated by spaces.
 expand_cpus() {
-    local part lo hi parts out=()
+    local part lo hi parts cpus=()
     IFS=, read -r -a parts <<<"$1"
     for part in "${parts[@]}"; do
         [[ $part =~ ^([0-9]+)(-([0-9]+))?$ ]] || return 1
         lo=${BASH_REMATCH[1]} hi=${BASH_REMATCH[3]:-${BASH_REMATCH[1]}}
-        for ((; lo <= hi; lo++)); do out+=("$lo"); done
+        for ((; lo <= hi; lo++)); do cpus+=("$lo"); done
     done
-    printf '%s\n' "${out[@]}" | sort -nu | tr '\n' ' ' | sed 's/ $//'
+    printf '%s\n' "${cpus[@]}" | sort -nu | tr '\n' ' ' | sed 's/ $//'
 }
 
 for v in RUNS DURATION WARMUP CONNECTIONS WORKERS RATE LOAD_CPU START_TIMEOUT STOP_TIMEOUT; do
@@ -407,7 +407,8 @@ check_answer() {
 # closed: wrk, whose Lua script only has done(), so wrk's hot path is
 # unchanged. rate: bench/fixedrate.py, which prints the same BENCH line.
 run_wrk() {
-    local s=$1 secs=$2 out=$3 rc=0 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" cmd
+    local s=$1 secs=$2 out=$3 rc=0 url="http://127.0.0.1:${PORT[$1]}$URL_PATH"
+    local -a cmd
     if [[ $LOAD == rate ]]; then
         cmd=("$PY" "$BENCH/fixedrate.py" "$url" "$RATE" "$secs" "$CONNECTIONS")
     else
