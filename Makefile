@@ -23,7 +23,7 @@ endif
 
 CC ?= cc
 OPT ?= -O2 -g
-PKGS := libprotobuf-c yaml-0.1
+PKGS := libprotobuf-c yaml-0.1 libbpf
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
 
@@ -38,7 +38,8 @@ LDLIBS = $(PKG_LIBS)
 
 GEN := $(BUILD)/gen/proto/scalws.pb-c.c
 GEN_H := $(GEN:.c=.h)
-LIB_SRCS := $(filter-out supervisor/main.c,$(wildcard core/*.c shm/*.c worker/*.c supervisor/*.c))
+LIB_SRCS := $(filter-out supervisor/main.c ebpf/%.bpf.c,\
+              $(wildcard core/*.c shm/*.c worker/*.c supervisor/*.c ebpf/*.c))
 LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/scalws.pb-c.o
 LLHTTP_OBJS := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/obj/llhttp/%.o,$(wildcard $(LLHTTP_DIR)/*.c))
 LIB := $(BUILD)/libscalws.a
@@ -129,6 +130,26 @@ $(GEN) $(GEN_H): proto/scalws.proto | preflight
 $(BUILD)/obj/gen/scalws.pb-c.o: $(GEN)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+# The sk_reuseport program (ebpf/): compiled for the running kernel's BTF,
+# dumped at build time (never committed), and wrapped in a libbpf skeleton
+# that ebpf/ebpf.c includes. /usr/sbin is not on every user's PATH.
+BPFTOOL ?= $(or $(shell command -v bpftool 2>/dev/null),/usr/sbin/bpftool)
+BPF_CLANG ?= clang
+EBPF_GEN := $(BUILD)/gen/ebpf
+EBPF_SKEL := $(EBPF_GEN)/accept.skel.h
+
+$(EBPF_GEN)/vmlinux.h: | preflight
+	@mkdir -p $(dir $@)
+	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c >$@.tmp && mv $@.tmp $@
+
+$(EBPF_GEN)/accept.bpf.o: ebpf/accept.bpf.c ebpf/policy.h $(EBPF_GEN)/vmlinux.h
+	$(BPF_CLANG) -O2 -g -target bpf -mcpu=v3 -Wall -Wextra -Werror -I$(EBPF_GEN) -I. -c $< -o $@
+
+$(EBPF_SKEL): $(EBPF_GEN)/accept.bpf.o
+	$(BPFTOOL) gen skeleton $< name sws_accept >$@.tmp && mv $@.tmp $@
+
+$(BUILD)/obj/ebpf/ebpf.o: $(EBPF_SKEL)
 
 $(BUILD)/obj/%.o: %.c | $(GEN_H)
 	@mkdir -p $(dir $@)

@@ -4,8 +4,9 @@
 #   scripts/deps.sh [--check] [SET...]
 #
 #   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c,
-#          llhttp (what `make` and `make run` need, nothing more)
-#   test   run, plus what `make test` needs: cmocka, python3, curl, ps
+#          llhttp, and for the eBPF accept policies libbpf, bpftool and
+#          clang (what `make` and `make run` need, nothing more)
+#   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
 #   bench  run, plus nginx and wrk (bench/run.sh)
 #   all    every set (the default)
@@ -17,8 +18,8 @@
 # Quiet and idempotent when nothing is missing; only Debian's archive.
 set -eu
 
-RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp"
-TEST="libcmocka-dev python3 curl procps"
+RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang"
+TEST="libcmocka-dev python3 curl procps libcap2-bin"
 FUZZ="clang libclang-rt-dev"
 BENCH="nginx-light wrk curl python3 procps util-linux"
 
@@ -49,10 +50,13 @@ present() {
     libprotobuf-c-dev) [ -f /usr/include/protobuf-c/protobuf-c.h ] ;;
     protobuf-c-compiler) command -v protoc-c ;;
     node-llhttp) [ -f /usr/share/llhttp/api.c ] && [ -f /usr/share/include/llhttp/llhttp.h ] ;;
+    libbpf-dev) [ -f /usr/include/bpf/libbpf.h ] ;;
+    bpftool) command -v bpftool || [ -x /usr/sbin/bpftool ] ;;
     libcmocka-dev) [ -f /usr/include/cmocka.h ] ;;
     python3) [ -x /usr/bin/python3 ] ;;
     curl) command -v curl ;;
     procps) command -v ps ;;
+    libcap2-bin) command -v capsh || [ -x /usr/sbin/capsh ] || [ -x /sbin/capsh ] ;;
     util-linux) command -v taskset ;;
     clang) command -v clang ;;
     libclang-rt-dev) fuzzer_links ;;

@@ -168,26 +168,35 @@ static int cfg_event_loops(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerCo
 
 static int cfg_accept_policy(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerConfig *sc)
 {
-    static const char *const bpf[] = { "least-loaded", "fountain", "cpu", "hash" };
+    static const struct {
+        const char *name;
+        Sws__ServerConfig__AcceptPolicy policy;
+    } policies[] = {
+        { "shared", SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED },
+        { "reuseport", SWS__SERVER_CONFIG__ACCEPT_POLICY__REUSEPORT },
+        { "hash", SWS__SERVER_CONFIG__ACCEPT_POLICY__HASH },
+        { "least-loaded", SWS__SERVER_CONFIG__ACCEPT_POLICY__LEAST_LOADED },
+        { "fountain", SWS__SERVER_CONFIG__ACCEPT_POLICY__FOUNTAIN },
+        { "cpu", SWS__SERVER_CONFIG__ACCEPT_POLICY__CPU },
+    };
     yaml_node_t *n = cfg_field(f, "accept_policy");
     char got[64];
     size_t mark;
-    int rc = 0;
+    int rc = -1;
 
     if (n == NULL)
         return 0;
     mark = cfg_push(p, "accept_policy");
-    if (n->type == YAML_SCALAR_NODE && strcmp(cfg_text(n), "shared") == 0) {
-        sc->accept_policy = SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED;
-    } else if (n->type == YAML_SCALAR_NODE && strcmp(cfg_text(n), "reuseport") == 0) {
-        sc->accept_policy = SWS__SERVER_CONFIG__ACCEPT_POLICY__REUSEPORT;
-    } else {
-        rc = cfg_fail(p, n, "expected shared or reuseport, got %s", cfg_quote(n, got, sizeof(got)));
-        for (size_t i = 0; n->type == YAML_SCALAR_NODE && i < sizeof(bpf) / sizeof(bpf[0]); i++)
-            if (strcmp(cfg_text(n), bpf[i]) == 0)
-                cfg_fail(p, n, "\"%s\" needs the eBPF accept policies, not built yet "
-                         "(use shared or reuseport)", bpf[i]);
+    for (size_t i = 0; n->type == YAML_SCALAR_NODE && i < sizeof(policies) / sizeof(policies[0]);
+         i++) {
+        if (strcmp(cfg_text(n), policies[i].name) == 0) {
+            sc->accept_policy = policies[i].policy;
+            rc = 0;
+        }
     }
+    if (rc < 0)
+        cfg_fail(p, n, "expected shared, reuseport, hash, least-loaded, fountain or cpu, got %s",
+                 cfg_quote(n, got, sizeof(got)));
     cfg_pop(p, mark);
     return rc;
 }
@@ -374,7 +383,8 @@ static int cfg_user(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerConfig *s
 static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
                       Sws__Settings *st)
 {
-    static const char *const keys[] = { "listen", "event_loops", "accept_policy", "backlog",
+    static const char *const keys[] = { "listen", "event_loops", "accept_policy",
+                                        "fountain_threshold", "backlog",
                                         "user", "shutdown_timeout", "table_size",
                                         "keepalive_requests", "server_header", "limits",
                                         "timeouts", "logging", NULL };
@@ -390,6 +400,7 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
     cfg_pop(p, mark);
     p->table_size = cfg_field(&f, "table_size");
     if (cfg_event_loops(p, &f, sc) < 0 || cfg_accept_policy(p, &f, sc) < 0 ||
+        cfg_u32(p, &f, "fountain_threshold", CFG_COUNT, 1, 100, &sc->fountain_threshold) < 0 ||
         cfg_u32(p, &f, "backlog", CFG_COUNT, 1, 65535, &sc->backlog) < 0 ||
         cfg_user(p, &f, sc) < 0 ||
         cfg_u32(p, &f, "shutdown_timeout", CFG_DURATION, 0, CFG_DAY_MS,
@@ -906,6 +917,7 @@ static int cfg_defaults(cfg_parser_t *p, yaml_node_t *at, Sws__Config *cfg)
     sc = cfg->server;
     sc->event_loops = 0;
     sc->accept_policy = SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED;
+    sc->fountain_threshold = 85;
     sc->backlog = CFG_DEFAULT_BACKLOG;
     sc->table_size = CFG_DEFAULT_TABLE_SIZE;
     st = cfg->routes->settings;

@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "core/version.h"
+#include "ebpf/ebpf.h"
 #include "supervisor/config.h"
 #include "supervisor/proctitle.h"
 #include "supervisor/supervisor.h"
@@ -47,6 +48,22 @@ static const char *option_name(char **argv, int letter, char buf[3])
     return buf;
 }
 
+/* What the start would do about an eBPF accept policy: load the program
+ * here and now (same privileges as the start, if -t runs as the server
+ * would). */
+static void test_accept_policy(const Sws__ServerConfig *sc)
+{
+    enum sws_ebpf_policy policy = sws_accept_ebpf_policy(sc->accept_policy);
+    char err[256];
+    if (policy == 0)
+        return;
+    if (sws_ebpf_probe(err, sizeof(err)) == 0)
+        printf("scalwsd: accept_policy %s: eBPF available\n", sws_ebpf_policy_name(policy));
+    else
+        printf("scalwsd: accept_policy %s: %s; falling back to reuseport\n",
+               sws_ebpf_policy_name(policy), err);
+}
+
 /* `scalwsd -t`: parse, then build the table into scratch memory, so an
  * error the table builder would find at reload is reported here too. */
 static int test_config(const char *path)
@@ -58,6 +75,8 @@ static int test_config(const char *path)
         return 1;
     }
     int rc = sws_supervisor_check_table(cfg->routes, cfg->server->table_size, err, sizeof(err));
+    if (rc == 0)
+        test_accept_policy(cfg->server);
     sws_config_free(cfg);
     if (rc < 0) {
         fprintf(stderr, "%s: %s\n", path, err);

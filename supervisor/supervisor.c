@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "core/version.h"
+#include "ebpf/ebpf.h"
 #include "shm/shm.h"
 #include "shm/table.h"
 #include "supervisor/config.h"
@@ -28,6 +29,10 @@
 #define STOP_GRACEFUL_EXTRA_MS 5000u /* SIGQUIT: shutdown_timeout plus this, then SIGKILL */
 #define PUBLISH_RETRY_MS 100u
 #define PUBLISH_RETRY_LOG_EVERY 100u /* retries between two "still waiting" lines */
+/* eBPF policies: how often heartbeats are checked. A worker is stuck when
+ * its heartbeat is SWS_EBPF_STALE_MS old, so it is parked within this much
+ * more; workers beat four times as often (worker/load.h). */
+#define LOAD_WATCH_MS 250u
 
 /* ---- policy: pure functions ---- */
 
@@ -69,6 +74,29 @@ int sws_worker_cpu(const cpu_set_t *allowed, unsigned index)
     return -1;
 }
 
+enum sws_ebpf_policy sws_accept_ebpf_policy(Sws__ServerConfig__AcceptPolicy policy)
+{
+    switch (policy) {
+    case SWS__SERVER_CONFIG__ACCEPT_POLICY__HASH:
+        return SWS_EBPF_HASH;
+    case SWS__SERVER_CONFIG__ACCEPT_POLICY__LEAST_LOADED:
+        return SWS_EBPF_LEAST_LOADED;
+    case SWS__SERVER_CONFIG__ACCEPT_POLICY__FOUNTAIN:
+        return SWS_EBPF_FOUNTAIN;
+    case SWS__SERVER_CONFIG__ACCEPT_POLICY__CPU:
+        return SWS_EBPF_CPU;
+    default:
+        return 0;
+    }
+}
+
+int sws_worker_stuck(uint64_t now_ms, uint64_t started_ms, uint64_t heartbeat_ms)
+{
+    /* A worker starting up has not beaten yet: it counts from its start. */
+    uint64_t last = heartbeat_ms > started_ms ? heartbeat_ms : started_ms;
+    return now_ms > last && now_ms - last > SWS_EBPF_STALE_MS;
+}
+
 static int same_listen(const Sws__ServerConfig *a, const Sws__ServerConfig *b)
 {
     if (a->n_listen != b->n_listen)
@@ -90,6 +118,7 @@ size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__Ser
         { "server.listen", !same_listen(running, next) },
         { "server.event_loops", running->event_loops != next->event_loops },
         { "server.accept_policy", running->accept_policy != next->accept_policy },
+        { "server.fountain_threshold", running->fountain_threshold != next->fountain_threshold },
         { "server.user", strcmp(running->user, next->user) != 0 },
         { "server.backlog", running->backlog != next->backlog },
         { "server.error_log", strcmp(running->error_log, next->error_log) != 0 },
@@ -173,6 +202,10 @@ struct sws_supervisor {
     sws_io_t signals;     /* signalfd: the first mailbox */
     sigset_t sigmask;
     sws_listen_set_t listen;
+    sws_ebpf_t ebpf;      /* loaded when an eBPF policy is in force */
+    const char *policy;   /* the accept policy in force, for logs */
+    sws_timer_queue_t watch_queue; /* eBPF: heartbeats checked (park, unpark) */
+    sws_timer_t watch_timer;
     sws_shm_t shm;
     cpu_set_t cpus;
     unsigned nworkers;
@@ -241,6 +274,7 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
      * could also ftruncate the region and kill the supervisor (SIGBUS). */
     close(sup->shm.fd);
     sup->shm.fd = -1;
+    sws_ebpf_forget(&sup->ebpf);
     /* Other workers' channels, and an access log not published yet. */
     for (unsigned i = 0; i < sup->nworkers; i++) {
         if (&sup->workers[i] != w && sup->workers[i].ctl_fd >= 0)
@@ -263,6 +297,7 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
         .drop_privileges = sup->drop_privileges,
         .ctl_fd = w->ctl_fd,
         .access_fd = sup->access_fd,
+        .load = sws_ebpf_worker(&sup->ebpf, w->index),
     };
     _exit(sws_worker_main(&cfg));
 }
@@ -278,6 +313,10 @@ static void spawn_worker(sws_supervisor_t *sup, worker_proc_t *w)
     char err[256];
     int ends[2];
     pid_t pid = -1;
+    /* Before the fork, so the child inherits a listening socket; the
+     * program gives it nothing until its first heartbeat. */
+    if (sws_ebpf_unpark(&sup->ebpf, w->index, 1, err, sizeof(err)) < 0)
+        sws_log_error("worker %u: %s", w->index, err);
     if (sws_chan_pair(ends, err, sizeof(err)) < 0) {
         sws_log_error("worker %u: %s", w->index, err);
     } else if ((pid = fork()) < 0) {
@@ -346,6 +385,11 @@ static void on_worker_exit(sws_supervisor_t *sup, worker_proc_t *w, int status)
     if (w->ctl_fd >= 0)
         close(w->ctl_fd);
     w->ctl_fd = -1;
+    /* Its queued connections go to the others now, not after the restart
+     * (ADR 0009). */
+    char err[256];
+    if (sup->state == SUP_RUNNING && sws_ebpf_park(&sup->ebpf, w->index, err, sizeof(err)) < 0)
+        sws_log_error("worker %u: %s", w->index, err);
     if (sup->state != SUP_RUNNING) {
         sws_log_info("worker %u (pid %d) %s", w->index, (int)pid, how);
         return;
@@ -376,6 +420,59 @@ static void signal_workers(sws_supervisor_t *sup, int sig)
             sws_log_error("kill worker %u (pid %d): %s", i, (int)sup->workers[i].pid,
                           strerror(errno));
     }
+}
+
+/* ---- eBPF accept policies: stuck workers ---- */
+
+/* Park a running worker whose heartbeat stopped (SIGSTOP, a loop that
+ * never returns); unpark it when it beats again. Dead workers are parked
+ * when reaped and unparked when restarted. */
+static void on_watch_timer(sws_timer_t *t)
+{
+    sws_supervisor_t *sup = sws_container_of(t, sws_supervisor_t, watch_timer);
+    uint64_t now = sws_loop_now_ms(&sup->loop);
+    char err[256];
+    for (unsigned i = 0; i < sup->nworkers && sup->state == SUP_RUNNING; i++) {
+        worker_proc_t *w = &sup->workers[i];
+        struct sws_ebpf_worker *rec = sws_ebpf_worker(&sup->ebpf, i);
+        if (w->pid == 0 || rec == NULL)
+            continue;
+        int stuck = sws_worker_stuck(now, w->started_ms, rec->heartbeat_ms);
+        if (stuck && !rec->down) {
+            sws_log_warn("worker %u (pid %d): no heartbeat for over %u ms; it gets no new "
+                         "connections and its queue goes to the others", i, (int)w->pid,
+                         SWS_EBPF_STALE_MS);
+            if (sws_ebpf_park(&sup->ebpf, i, err, sizeof(err)) < 0)
+                sws_log_error("worker %u: %s", i, err);
+        } else if (!stuck && rec->down) {
+            sws_log_notice("worker %u (pid %d): heartbeat back; taking connections again", i,
+                           (int)w->pid);
+            if (sws_ebpf_unpark(&sup->ebpf, i, 0, err, sizeof(err)) < 0)
+                sws_log_error("worker %u: %s", i, err);
+        }
+    }
+    sws_timer_arm(&sup->loop, &sup->watch_queue, &sup->watch_timer);
+}
+
+/* The eBPF policy in force, or the fallback line and reuseport. */
+static void start_ebpf(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
+{
+    enum sws_ebpf_policy policy = sws_accept_ebpf_policy(sc->accept_policy);
+    sup->policy = sws_listen_policy_name(sup->listen.policy);
+    if (policy == 0)
+        return;
+    int cpus[SWS_EBPF_MAX_WORKERS];
+    for (unsigned i = 0; i < sup->nworkers && i < SWS_EBPF_MAX_WORKERS; i++)
+        cpus[i] = sws_worker_cpu(&sup->cpus, i);
+    char err[256];
+    if (sws_ebpf_open(&sup->ebpf, &sup->listen, (int)sc->backlog, policy, sc->fountain_threshold,
+                      cpus, err, sizeof(err)) < 0) {
+        sws_log_warn("accept_policy %s: %s; falling back to reuseport",
+                     sws_ebpf_policy_name(policy), err);
+        return;
+    }
+    sup->policy = sws_ebpf_policy_name(policy);
+    sws_timer_arm(&sup->loop, &sup->watch_queue, &sup->watch_timer);
 }
 
 /* ---- log files: opened here, before any privilege drops ---- */
@@ -762,9 +859,10 @@ static int open_listeners(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
         addrs[i].len = (socklen_t)len;
     }
     if (rc == 0) {
-        sws_accept_policy_t policy = sc->accept_policy == SWS__SERVER_CONFIG__ACCEPT_POLICY__REUSEPORT
-                                         ? SWS_ACCEPT_REUSEPORT
-                                         : SWS_ACCEPT_SHARED;
+        /* The eBPF policies place connections over reuseport sockets. */
+        sws_accept_policy_t policy = sc->accept_policy == SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED
+                                         ? SWS_ACCEPT_SHARED
+                                         : SWS_ACCEPT_REUSEPORT;
         rc = sws_listen_open(&sup->listen, addrs, (unsigned)sc->n_listen, policy, sup->nworkers,
                              (int)sc->backlog, err, sizeof(err));
     }
@@ -809,7 +907,7 @@ static void log_start(const sws_supervisor_t *sup)
             len += (size_t)n;
     }
     sws_log_notice("scalwsd " SWS_VERSION " starting: %u workers, accept_policy %s, listening on %s",
-                   sup->nworkers, sws_listen_policy_name(sup->listen.policy), where);
+                   sup->nworkers, sup->policy, where);
 }
 
 static int create_table(sws_supervisor_t *sup)
@@ -884,6 +982,9 @@ static int setup(sws_supervisor_t *sup)
         return -1;
     if (open_listeners(sup, sc) < 0)
         return -1;
+    sws_timer_queue_init(&sup->loop, &sup->watch_queue, LOAD_WATCH_MS);
+    sws_timer_init(&sup->watch_timer, on_watch_timer);
+    start_ebpf(sup, sc);
     log_start(sup);
     if (create_table(sup) < 0 || init_workers(sup) < 0)
         return -1;
@@ -910,6 +1011,7 @@ static void teardown(sws_supervisor_t *sup)
     if (sup->signals.fd >= 0)
         close(sup->signals.fd);
     sws_loop_close(&sup->loop);
+    sws_ebpf_close(&sup->ebpf);
     sws_listen_close(&sup->listen);
     if (sup->shm.base != NULL)
         sws_shm_close(&sup->shm);

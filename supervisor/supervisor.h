@@ -33,6 +33,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ebpf/policy.h"
 #include "proto/scalws.pb-c.h"
 
 /* A worker that ran at least this long before dying is restarted at once
@@ -75,6 +76,15 @@ unsigned sws_worker_count(uint32_t event_loops, const cpu_set_t *allowed);
 /* The CPU worker `index` is pinned to: the (index mod count)-th CPU of the
  * affinity mask, or -1 when the mask is empty. */
 int sws_worker_cpu(const cpu_set_t *allowed, unsigned index);
+
+/* The eBPF policy a configured accept policy needs; 0 for shared and
+ * reuseport, which need none. */
+enum sws_ebpf_policy sws_accept_ebpf_policy(Sws__ServerConfig__AcceptPolicy policy);
+
+/* Whether a worker started at started_ms whose last heartbeat was
+ * heartbeat_ms (0: none yet) is stuck at now_ms: silent for more than
+ * SWS_EBPF_STALE_MS, counted from its start while it has not beaten. */
+int sws_worker_stuck(uint64_t now_ms, uint64_t started_ms, uint64_t heartbeat_ms);
 
 /* Names of the server keys that differ between the running and the
  * reloaded config and only take effect on a restart, ", "-separated

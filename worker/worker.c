@@ -21,6 +21,7 @@
 #include "worker/conn.h"
 #include "worker/ctx.h"
 #include "worker/handlers.h"
+#include "worker/load.h"
 
 #define ACCEPT_BATCH 64          /* accepts per listener event */
 #define ACCEPT_PAUSE_MS 100      /* out of fds: retry accepting after this */
@@ -40,6 +41,7 @@ typedef struct sws_worker {
     sws_access_log_t access_log;
     sws_worker_ctx_t ctx;         /* what handlers keep between requests */
     sws_shm_counters_t *counters;
+    sws_load_t load;              /* published for the eBPF accept policies */
     uint64_t generation;          /* of the table in use; 0: none */
     pid_t pid;                    /* cached: the reader slot is stamped every tick */
     sws_io_t signals;
@@ -99,6 +101,15 @@ static void accept_pause(sws_worker_t *w, int err)
     sws_timer_arm(&w->loop, &w->accept_q, &w->accept_timer);
 }
 
+/* A shut-down listener polls as hung up for good: wait for the supervisor
+ * to listen on it again instead of spinning on it. */
+static void listener_parked(sws_worker_t *w)
+{
+    sws_log_info("accept: the listening socket is parked; retrying in %u ms", ACCEPT_PAUSE_MS);
+    listeners_unregister(w);
+    sws_timer_arm(&w->loop, &w->accept_q, &w->accept_timer);
+}
+
 static void on_listener(sws_io_t *io, uint32_t events)
 {
     (void)events;
@@ -113,8 +124,14 @@ static void on_listener(sws_io_t *io, uint32_t events)
                 continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
                 accept_pause(w, errno);
+            else if (errno == EINVAL)
+                /* Not listening: the supervisor parked the socket while we
+                 * were stuck (ADR 0009) and will listen on it again. */
+                listener_parked(w);
             else if (errno != EAGAIN && errno != EWOULDBLOCK)
                 sws_log_error("accept: %s", strerror(errno));
+            else
+                sws_load_emptied(&w->load);
             return;
         }
         if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
@@ -122,6 +139,7 @@ static void on_listener(sws_io_t *io, uint32_t events)
             setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
         }
         w->counters->connections_accepted++;
+        sws_load_accepted(&w->load);
         sws_conn_open(&w->conns, fd, (struct sockaddr *)&ss, len);
     }
 }
@@ -176,6 +194,7 @@ static void drain(sws_worker_t *w)
         return;
     listeners_unregister(w);
     sws_timer_disarm(&w->accept_timer);
+    sws_load_draining(&w->load);
     for (unsigned i = 0; i < w->nlisteners; i++) {
         close(w->listeners[i].io.fd);
         w->listeners[i].io.fd = -1;
@@ -189,7 +208,6 @@ static void drain(sws_worker_t *w)
 
 static void on_tick(sws_loop_t *loop, void *data)
 {
-    (void)loop;
     sws_worker_t *w = data;
     sws_conn_set_reap(&w->conns);
     sws_access_log_flush(&w->access_log);
@@ -199,6 +217,8 @@ static void on_tick(sws_loop_t *loop, void *data)
     if (w->quit_requested)
         drain(w);
     w->counters->connections_active = w->conns.nlive;
+    /* Requests in flight are not counted by the connection set yet: 0. */
+    sws_load_tick(&w->load, sws_loop_now_ms(loop), w->conns.nlive, 0);
     if (w->conns.draining && w->conns.nlive == 0 && !w->loop.stop)
         stop_now(w);
 }
@@ -210,7 +230,9 @@ static void on_tick(sws_loop_t *loop, void *data)
 static void on_wake(sws_loop_t *loop, void *data)
 {
     (void)loop;
-    adopt_generation(data);
+    sws_worker_t *w = data;
+    sws_load_woke(&w->load);
+    adopt_generation(w);
 }
 
 /* Nothing to do here: waking up is the point, the tick that follows
@@ -366,6 +388,7 @@ static int worker_setup(sws_worker_t *w)
     sws_timer_queue_init(&w->loop, &w->access_log_q, ACCESS_LOG_RETRY_MS);
     sws_timer_init(&w->access_log_timer, on_access_log_timer);
     adopt_generation(w);
+    sws_load_init(&w->load, &w->loop, cfg->load);
 
     w->nlisteners = cfg->nlisten;
     w->listeners = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*w->listeners));

@@ -28,6 +28,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ebpf/policy.h"
 #include "shm/shm.h"
 
 typedef struct sws_worker_config {
@@ -42,6 +43,8 @@ typedef struct sws_worker_config {
     int drop_privileges;
     int ctl_fd;              /* this worker's end of the control channel; owned */
     int access_fd;           /* the access log (-1: none); owned */
+    struct sws_ebpf_worker *load; /* its record in the eBPF load map (shared
+                                   * mapping); NULL: no eBPF policy */
 } sws_worker_config_t;
 
 /* Run the worker until it stops; returns the process exit status. */

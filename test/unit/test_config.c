@@ -62,6 +62,7 @@ static void test_defaults(void **state)
     assert_string_equal(sc->listen[0]->address, ":8080");
     assert_int_equal(sc->event_loops, 0);
     assert_int_equal(sc->accept_policy, SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED);
+    assert_int_equal(sc->fountain_threshold, 85);
     assert_int_equal(sc->backlog, 4096);
     assert_string_equal(sc->user, "");
     assert_string_equal(sc->error_log, "-");
@@ -341,12 +342,39 @@ static void test_errors_server(void **state)
                  "0.0.0.0:8080 is already listed (line 2, column 12)");
     expect_error("server:\n  listen: []\n", "t.yaml:2:11: server.listen: ",
                  "needs at least one address");
-    expect_error("server:\n  accept_policy: least-loaded\n", "t.yaml:2:18: server.accept_policy: ",
-                 "\"least-loaded\" needs the eBPF accept policies, not built yet");
-    expect_error("server:\n  accept_policy: hash\n", "t.yaml:2:18: server.accept_policy: ",
-                 "needs the eBPF accept policies");
     expect_error("server:\n  accept_policy: random\n", "t.yaml:2:18: server.accept_policy: ",
-                 "expected shared or reuseport");
+                 "expected shared, reuseport, hash, least-loaded, fountain or cpu");
+    expect_error("server:\n  fountain_threshold: 0\n", "t.yaml:2:23: server.fountain_threshold: ",
+                 "");
+    expect_error("server:\n  fountain_threshold: 101\n",
+                 "t.yaml:2:23: server.fountain_threshold: ", "");
+}
+
+/* Every accept policy by its name; the eBPF ones parse whether or not the
+ * program can load here (the supervisor falls back at start). */
+static void test_accept_policies(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        Sws__ServerConfig__AcceptPolicy policy;
+    } cases[] = {
+        { "shared", SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED },
+        { "reuseport", SWS__SERVER_CONFIG__ACCEPT_POLICY__REUSEPORT },
+        { "hash", SWS__SERVER_CONFIG__ACCEPT_POLICY__HASH },
+        { "least-loaded", SWS__SERVER_CONFIG__ACCEPT_POLICY__LEAST_LOADED },
+        { "fountain", SWS__SERVER_CONFIG__ACCEPT_POLICY__FOUNTAIN },
+        { "cpu", SWS__SERVER_CONFIG__ACCEPT_POLICY__CPU },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char yaml[128];
+        snprintf(yaml, sizeof(yaml), "server:\n  accept_policy: %s\n  fountain_threshold: 60\n",
+                 cases[i].name);
+        Sws__Config *cfg = parse_ok(yaml);
+        assert_int_equal(cfg->server->accept_policy, cases[i].policy);
+        assert_int_equal(cfg->server->fountain_threshold, 60);
+        sws_config_free(cfg);
+    }
 }
 
 static void test_errors_hosts_and_routes(void **state)
@@ -687,6 +715,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
+        cmocka_unit_test(test_accept_policies),
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_value_forms),
         cmocka_unit_test(test_errors_keys_and_types),

@@ -13,6 +13,31 @@
 #include "shm/shm.h"
 #include "supervisor/supervisor.h"
 
+/* Stuck: silent for more than a second, counted from the start until the
+ * first heartbeat (a worker still setting up is not stuck). */
+static void test_worker_stuck_counts_from_the_last_heartbeat_or_the_start(void **state)
+{
+    (void)state;
+    assert_false(sws_worker_stuck(10500, 10000, 0));
+    assert_true(sws_worker_stuck(11001, 10000, 0));
+    assert_false(sws_worker_stuck(12000, 10000, 11500));
+    assert_true(sws_worker_stuck(12501, 10000, 11500));
+    assert_false(sws_worker_stuck(11500, 10000, 11504)); /* a heartbeat a tick ahead */
+}
+
+static void test_accept_policies_that_need_ebpf(void **state)
+{
+    (void)state;
+    assert_int_equal(sws_accept_ebpf_policy(SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED), 0);
+    assert_int_equal(sws_accept_ebpf_policy(SWS__SERVER_CONFIG__ACCEPT_POLICY__REUSEPORT), 0);
+    assert_int_equal(sws_accept_ebpf_policy(SWS__SERVER_CONFIG__ACCEPT_POLICY__HASH), SWS_EBPF_HASH);
+    assert_int_equal(sws_accept_ebpf_policy(SWS__SERVER_CONFIG__ACCEPT_POLICY__LEAST_LOADED),
+                     SWS_EBPF_LEAST_LOADED);
+    assert_int_equal(sws_accept_ebpf_policy(SWS__SERVER_CONFIG__ACCEPT_POLICY__FOUNTAIN),
+                     SWS_EBPF_FOUNTAIN);
+    assert_int_equal(sws_accept_ebpf_policy(SWS__SERVER_CONFIG__ACCEPT_POLICY__CPU), SWS_EBPF_CPU);
+}
+
 static void test_restart_delay_sequence(void **state)
 {
     (void)state;
@@ -176,6 +201,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restart_delay_sequence),
+        cmocka_unit_test(test_worker_stuck_counts_from_the_last_heartbeat_or_the_start),
+        cmocka_unit_test(test_accept_policies_that_need_ebpf),
         cmocka_unit_test(test_crash_count_resets_after_a_long_run),
         cmocka_unit_test(test_crash_loop_backs_off_and_recovers),
         cmocka_unit_test(test_worker_count),

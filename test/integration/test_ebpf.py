@@ -1,0 +1,128 @@
+"""The eBPF accept policies' own machinery: the fallback to reuseport when
+the program cannot load (-t and a start without CAP_BPF), and the parking of
+a stopped or killed worker (its queued connections served by the others).
+Placement per policy is test_accept_placement's."""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import unittest
+
+from harness import (HELLO_HOSTS, SANITIZER_PATTERNS, TIMEOUT, ServerTestCase, binary,
+                     make_config, poll, process_state)
+
+CAPSH = shutil.which("capsh")
+NO_BPF = ["--drop=cap_bpf,cap_sys_admin,cap_perfmon", "--"]
+FALLBACK = "falling back to reuseport"
+
+
+def can_load_bpf():
+    return os.geteuid() == 0
+
+
+def unprivileged(argv):
+    """argv run under capsh without the capabilities BPF needs."""
+    return [CAPSH] + NO_BPF + ["-c", " ".join("'%s'" % a for a in argv)]
+
+
+@unittest.skipUnless(CAPSH, "capsh (libcap2-bin) is not installed")
+@unittest.skipUnless(can_load_bpf(), "needs root to load BPF and to drop the capability")
+class Fallback(ServerTestCase):
+    def config(self):
+        return make_config(HELLO_HOSTS, server="event_loops: 2\naccept_policy: least-loaded\n")
+
+    def check(self, argv):
+        p = subprocess.run(argv, capture_output=True, timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        out = (p.stdout + p.stderr).decode("utf-8", "replace")
+        for pat in SANITIZER_PATTERNS:
+            self.assertNotIn(pat, out)
+        self.assertEqual(p.returncode, 0, out)
+        return out
+
+    def test_t_says_what_start_would_do(self):
+        srv = self.server(self.config(), start=False)
+        out = self.check([binary(), "-t", "-c", srv.config_path])
+        self.assertIn("accept_policy least-loaded: eBPF available", out)
+        out = self.check(unprivileged([binary(), "-t", "-c", srv.config_path]))
+        self.assertIn("accept_policy least-loaded: eBPF program could not be loaded "
+                      "(Operation not permitted); " + FALLBACK, out)
+        self.assertIn("test is successful", out)
+
+    def test_start_without_cap_bpf_serves_with_reuseport_and_says_so_once(self):
+        srv = self.server(self.config(), start=False)
+        with open(srv.err_path, "ab") as err, open(srv.out_path, "ab") as out:
+            srv.proc = subprocess.Popen(unprivileged([binary(), "-c", srv.config_path]),
+                                        stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                        cwd=srv.dir, start_new_session=True)
+        # The shell capsh starts execs scalwsd, so srv.proc is the supervisor
+        # and tearDown stops it as any other.
+        srv.wait_ready()
+        log = srv.log()
+        lines = [l for l in log.splitlines() if FALLBACK in l]
+        self.assertEqual(len(lines), 1, log)
+        self.assertRegex(lines[0], r"\[warn\] .*accept_policy least-loaded: eBPF program could "
+                                   r"not be loaded \(Operation not permitted\)")
+        self.assertIn("accept_policy reuseport, listening on", log)
+        self.assertTrue(srv.answers())
+
+
+@unittest.skipUnless(can_load_bpf(), "needs root to load BPF")
+class Parking(ServerTestCase):
+    def start(self, workers=4):
+        srv = self.server(make_config(HELLO_HOSTS, server="event_loops: %d\n"
+                                      "accept_policy: least-loaded\n" % workers))
+        self.assertIn("accept_policy least-loaded, listening on", srv.log())
+        return srv, srv.wait_workers(workers)
+
+    def open_requests(self, srv, n):
+        """n connections, each with a request sent and no answer read yet."""
+        socks = []
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT)
+            self.addCleanup(s.close)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+            socks.append(s)
+        return socks
+
+    def answered(self, socks):
+        n = 0
+        for s in socks:
+            try:
+                n += s.recv(64).startswith(b"HTTP/1.1 200")
+            except socket.timeout:
+                pass
+        return n
+
+    def test_stopped_worker_gets_nothing_new_and_its_queue_is_served(self):
+        srv, pids = self.start()
+        stopped = pids[1]
+        os.kill(stopped, signal.SIGSTOP)
+        self.addCleanup(lambda: os.kill(stopped, signal.SIGCONT)
+                        if process_state(stopped) else None)
+        poll(lambda: process_state(stopped) == "T", what="the worker to stop")
+        # Opened at once, while its heartbeat still looks fresh: some are
+        # placed on it, and must move when it is parked.
+        socks = self.open_requests(srv, 16)
+        self.assertEqual(self.answered(socks), 16, srv.log_tail())
+        srv.wait_log(r"worker \d+ \(pid %d\): no heartbeat for over 1000 ms" % stopped)
+        later = self.open_requests(srv, 16)
+        self.assertEqual(self.answered(later), 16, srv.log_tail())
+        os.kill(stopped, signal.SIGCONT)
+        srv.wait_log(r"worker \d+ \(pid %d\): heartbeat back" % stopped)
+        self.assertEqual(self.answered(self.open_requests(srv, 8)), 8, srv.log_tail())
+
+    def test_killed_worker_is_replaced_in_its_slot_and_nothing_is_lost(self):
+        srv, pids = self.start()
+        victim = pids[2]
+        os.kill(victim, signal.SIGKILL)
+        socks = self.open_requests(srv, 32)
+        self.assertEqual(self.answered(socks), 32, srv.log_tail())
+        new = srv.wait_workers(4, exclude=[victim])
+        self.assertEqual(len(set(new) - set(pids)), 1)
+        self.assertEqual(self.answered(self.open_requests(srv, 8)), 8, srv.log_tail())
+
+
+if __name__ == "__main__":
+    unittest.main()
