@@ -12,6 +12,7 @@ yet") makes its tests skip, naming the refusal, and nothing else does.
 """
 
 import errno
+import json
 import os
 import re
 import selectors
@@ -129,6 +130,32 @@ def placement(port, slots, client_ports):
         else:
             counts[slots[pid]] += 1
     return counts, queued, missing
+
+
+def load_records(supervisor_pid):
+    """The workers' own view under a BPF policy: their records in the load
+    map (ebpf/policy.h: live, accepted, selected, settled, busy_pct, ...),
+    a list by slot, read with bpftool from the map the supervisor holds
+    (the BPF_F_MMAPABLE array among its fds). None when it holds none
+    (shared, reuseport, a fallback)."""
+    fd_dir = "/proc/%d/fd" % supervisor_pid
+    for fd in os.listdir(fd_dir):
+        try:
+            if os.readlink(os.path.join(fd_dir, fd)) != "anon_inode:bpf-map":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (supervisor_pid, fd)) as f:
+                info = dict(line.split(":", 1) for line in f.read().splitlines() if ":" in line)
+        except OSError:
+            continue
+        if info["map_type"].strip() != "2" or not int(info["map_flags"], 16) & 0x400:
+            continue
+        p = subprocess.run(["bpftool", "-j", "map", "dump", "id", info["map_id"].strip()],
+                           capture_output=True, text=True, timeout=TIMEOUT)
+        if p.returncode != 0:
+            raise AssertionError("bpftool map dump: %s" % p.stderr.strip())
+        value = json.loads(p.stdout)[0]["formatted"]["value"]
+        return value["w"][:value["config"]["nworkers"]]
+    return None
 
 
 class Conn:

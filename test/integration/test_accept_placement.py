@@ -18,10 +18,11 @@ import signal
 import sys
 import time
 
-from harness import ServerTestCase, scale
+from harness import ServerTestCase, poll, scale
 from placement import (BPF_POLICIES, KERNEL_POLICIES, WORKERS, Batch, accept_queues,
-                       check_config, cpus_allowed, holders, open_burst, open_one_at_a_time, pinned_to,
-                       placement, policy_config, refusal, worker_slots)
+                       check_config, cpus_allowed, holders, load_records, open_burst,
+                       open_one_at_a_time, pinned_to, placement, policy_config, refusal,
+                       worker_slots)
 
 SEQUENTIAL = 64
 BURST = 256
@@ -97,18 +98,37 @@ class Placement(ServerTestCase):
                          % (len(ports), queued, missing))
         return counts
 
+    def worker_side(self, srv, slots):
+        """The workers' own count of their live connections (the load map)
+        must come to what ss shows each holding; they publish it each loop
+        turn, so it is polled. Returns it."""
+        held = holders(srv.port)
+
+        def agree():
+            recs = load_records(srv.pid)
+            self.assertIsNotNone(recs, "the supervisor holds no load map")
+            live = [r["live"] for r in recs]
+            seen = [0] * len(live)
+            for pid in held.values():
+                if pid in slots:
+                    seen[slots[pid]] += 1
+            return live if live == seen else None
+        return poll(agree, what=lambda: "the load map's live counts to be ss's: %s"
+                    % [r["live"] for r in load_records(srv.pid) or []])
+
     # ---------------------------------------------------------------- least-loaded
 
     def test_least_loaded_spreads_evenly(self):
         srv, slots = self.start_bpf("least-loaded")
         batch = self.hold(open_one_at_a_time(srv.port, SEQUENTIAL))
         first = self.counts(srv, slots, batch.ports())
-        report("least-loaded %d one at a time: %s" % (SEQUENTIAL, first))
+        report("least-loaded %d one at a time: %s, live in the load map %s"
+               % (SEQUENTIAL, first, self.worker_side(srv, slots)))
         self.assert_even(first, "one at a time")
         _, burst = open_burst(srv.port, BURST, batch)
-        report("least-loaded burst of %d: %s, all %d: %s"
+        report("least-loaded burst of %d: %s, all %d: %s, live in the load map %s"
                % (BURST, self.counts(srv, slots, burst), len(batch.conns),
-                  self.counts(srv, slots, batch.ports())))
+                  self.counts(srv, slots, batch.ports()), self.worker_side(srv, slots)))
         self.assert_even(self.counts(srv, slots, batch.ports()), "after the burst")
 
     def assert_even(self, counts, phase):
@@ -139,7 +159,8 @@ class Placement(ServerTestCase):
         _, ports = open_burst(srv.port, BURST, batch)
         burst = self.counts(srv, slots, ports)
         total = self.counts(srv, slots, batch.ports())
-        report("fountain burst of %d: %s, all %d: %s" % (BURST, burst, sum(total), total))
+        report("fountain burst of %d: %s, all %d: %s, live in the load map %s"
+               % (BURST, burst, sum(total), total, self.worker_side(srv, slots)))
         self.assert_fountain(total, burst, "after the burst")
 
     def assert_fountain(self, total, new, phase):
