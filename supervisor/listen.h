@@ -18,9 +18,9 @@
  *              sockets bind before they set SO_REUSEPORT, so an address
  *              another process listens on (a second scalwsd, same user) is
  *              refused as with shared instead of joining its group.
- * The BPF policies (roadmap 4) use the reuseport layout and add a
- * REUSEPORT_SOCKARRAY whose slot i holds group i's socket for an address,
- * so worker index, group index and array slot are the same number.
+ * The eBPF policies (ebpf/ebpf.h) use the reuseport layout and add a
+ * REUSEPORT_SOCKARRAY whose slot a * 64 + i holds group i's socket for
+ * address a, so worker index and group index are the same number.
  *
  * Sockets are non-blocking and close-on-exec; v6 sockets are IPV6_V6ONLY so
  * "[::]:80" and "0.0.0.0:80" can both be configured. Every socket has

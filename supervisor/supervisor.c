@@ -97,6 +97,25 @@ int sws_worker_stuck(uint64_t now_ms, uint64_t started_ms, uint64_t heartbeat_ms
     return now_ms > last && now_ms - last > SWS_EBPF_STALE_MS;
 }
 
+size_t sws_placement_format(const char *policy, const sws_shm_counters_t *counters, unsigned n,
+                            char *out, size_t outlen)
+{
+    size_t len = 0;
+    if (outlen == 0)
+        return 0;
+    int k = snprintf(out, outlen, "placement, accept_policy %s (worker:accepted/live):", policy);
+    if (k > 0)
+        len = (size_t)k < outlen ? (size_t)k : outlen - 1;
+    for (unsigned i = 0; i < n && len < outlen - 1; i++) {
+        k = snprintf(out + len, outlen - len, " %u:%llu/%llu", i,
+                     (unsigned long long)counters[i].connections_accepted,
+                     (unsigned long long)counters[i].connections_active);
+        if (k > 0)
+            len += (size_t)k < outlen - len ? (size_t)k : outlen - len - 1;
+    }
+    return len;
+}
+
 static int same_listen(const Sws__ServerConfig *a, const Sws__ServerConfig *b)
 {
     if (a->n_listen != b->n_listen)
@@ -365,6 +384,19 @@ static void on_restart_timer(sws_timer_t *t)
         spawn_worker(w->sup, w);
 }
 
+/* Where connections went, per worker: the figures /v1/status will serve
+ * (issue 7), logged meanwhile at a worker's death and at stop. Racy reads
+ * of the workers' counters: a snapshot, not an account. */
+static void log_placement(sws_supervisor_t *sup)
+{
+    static sws_shm_counters_t counters[SWS_SHM_MAX_WORKERS];
+    char line[1536];
+    for (unsigned i = 0; i < sup->nworkers; i++)
+        counters[i] = *sws_shm_counters(&sup->shm, i);
+    sws_placement_format(sup->policy, counters, sup->nworkers, line, sizeof(line));
+    sws_log_info("%s", line);
+}
+
 static worker_proc_t *find_worker(sws_supervisor_t *sup, pid_t pid)
 {
     for (unsigned i = 0; i < sup->nworkers; i++) {
@@ -395,6 +427,7 @@ static void on_worker_exit(sws_supervisor_t *sup, worker_proc_t *w, int status)
         return;
     }
     sws_log_warn("worker %u (pid %d) %s", w->index, (int)pid, how);
+    log_placement(sup);
     uint64_t uptime = sws_loop_now_ms(&sup->loop) - w->started_ms;
     w->crashes = sws_restart_crashes(w->crashes, uptime);
     restart_worker(sup, w);
@@ -725,6 +758,7 @@ static void begin_stop(sws_supervisor_t *sup, sup_state_t state, const char *why
     else
         sws_log_notice("%s: stopping now; SIGKILL to the %u worker(s) still running after %llu ms",
                        why, running, (unsigned long long)deadline);
+    log_placement(sup);
     signal_workers(sup, graceful ? SIGQUIT : SIGTERM);
     sws_timer_queue_set_duration(&sup->stop_queue, deadline);
     sws_timer_arm(&sup->loop, &sup->stop_queue, &sup->stop_timer);

@@ -15,6 +15,10 @@
  *   SIGUSR1  reopen the log files and hand them to every worker
  *   SIGUSR2  binary upgrade (not implemented yet: logged)
  *
+ * With an eBPF accept policy it also loads the program and owns its maps
+ * (ebpf/ebpf.h), and parks a worker that died or stopped beating
+ * (docs/adr/0009-park-stuck-workers.md).
+ *
  * Log files are opened here, before any privilege drops, and reopened here
  * (SIGUSR1, a reload that moves the access log); workers get descriptors,
  * at fork or over their control channel (core/chan.h), and never open one.
@@ -35,6 +39,7 @@
 
 #include "ebpf/policy.h"
 #include "proto/scalws.pb-c.h"
+#include "shm/shm.h"
 
 /* A worker that ran at least this long before dying is restarted at once
  * and its crash count starts over. */
@@ -85,6 +90,13 @@ enum sws_ebpf_policy sws_accept_ebpf_policy(Sws__ServerConfig__AcceptPolicy poli
  * heartbeat_ms (0: none yet) is stuck at now_ms: silent for more than
  * SWS_EBPF_STALE_MS, counted from its start while it has not beaten. */
 int sws_worker_stuck(uint64_t now_ms, uint64_t started_ms, uint64_t heartbeat_ms);
+
+/* The placement line the supervisor logs at a worker's death and at stop
+ * (until /v1/status serves it): "placement, accept_policy least-loaded
+ * (worker:accepted/live): 0:120/8 1:118/8 ...", from n workers' counters,
+ * cut to fit outlen. Returns the length. */
+size_t sws_placement_format(const char *policy, const sws_shm_counters_t *counters, unsigned n,
+                            char *out, size_t outlen);
 
 /* Names of the server keys that differ between the running and the
  * reloaded config and only take effect on a restart, ", "-separated

@@ -38,6 +38,21 @@ static void test_accept_policies_that_need_ebpf(void **state)
     assert_int_equal(sws_accept_ebpf_policy(SWS__SERVER_CONFIG__ACCEPT_POLICY__CPU), SWS_EBPF_CPU);
 }
 
+static void test_placement_line_names_the_policy_and_each_worker(void **state)
+{
+    (void)state;
+    sws_shm_counters_t c[3] = { { 120, 8, 500 }, { 0, 0, 0 }, { 7, 1, 9 } };
+    char out[128];
+    size_t len = sws_placement_format("least-loaded", c, 3, out, sizeof(out));
+    assert_string_equal(out, "placement, accept_policy least-loaded (worker:accepted/live): "
+                             "0:120/8 1:0/0 2:7/1");
+    assert_int_equal(len, strlen(out));
+    char small[40];
+    len = sws_placement_format("least-loaded", c, 3, small, sizeof(small));
+    assert_int_equal(len, sizeof(small) - 1); /* cut, still terminated */
+    assert_int_equal(strlen(small), len);
+}
+
 static void test_restart_delay_sequence(void **state)
 {
     (void)state;
@@ -201,6 +216,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restart_delay_sequence),
+        cmocka_unit_test(test_placement_line_names_the_policy_and_each_worker),
         cmocka_unit_test(test_worker_stuck_counts_from_the_last_heartbeat_or_the_start),
         cmocka_unit_test(test_accept_policies_that_need_ebpf),
         cmocka_unit_test(test_crash_count_resets_after_a_long_run),
