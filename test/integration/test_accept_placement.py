@@ -66,10 +66,10 @@ class Placement(ServerTestCase):
         self.doCleanups()
         super().tearDown()
 
-    def start(self, policy, prefix=(), workers=WORKERS):
+    def start(self, policy, workers=WORKERS):
         """A server with the policy; skips while the config refuses a BPF
         policy. Returns (server, {pid: slot})."""
-        srv = self.server(policy_config(policy, workers), start=False, prefix=prefix)
+        srv = self.server(policy_config(policy, workers), start=False)
         if policy in BPF_POLICIES:
             why = refusal(srv, policy)
             if why:
@@ -200,6 +200,7 @@ class Placement(ServerTestCase):
             report("cpu: 64 from CPU %d: per slot %s, %d on a worker of another CPU"
                    % (cpu, counts, len(wrong)))
             self.assertEqual(wrong, [], "from CPU %d: (client port, worker pid, its CPU)" % cpu)
+        report("cpu: live in the load map %s" % self.worker_side(srv, slots))
 
     def held_by(self, srv, ports):
         held = holders(srv.port)
