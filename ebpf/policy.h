@@ -6,8 +6,8 @@
  * clang -target bpf against vmlinux.h) and by userspace (ebpf/ebpf.c, the
  * worker's worker/load.c, test/unit/test_ebpf_policy.c), so the choice the
  * kernel makes at each SYN is the one the unit tests check. Hence: no libc,
- * no division by a variable the verifier cannot bound, loops bounded by
- * SWS_EBPF_MAX_WORKERS, everything static inline.
+ * no division, every walk over the slots through SWS_EBPF_SCAN (below),
+ * everything static inline.
  *
  * The load map is one BPF_F_MMAPABLE array entry holding a
  * struct sws_ebpf_state; the supervisor maps it MAP_SHARED and workers
@@ -32,12 +32,11 @@
 #include <linux/types.h>
 #endif
 
-
 #define SWS_EBPF_MAX_WORKERS 64
 #define SWS_EBPF_MAX_GROUPS 8      /* listen addresses: one reuseport group each */
 #define SWS_EBPF_STALE_MS 1000     /* heartbeat older than this: stuck */
 #define SWS_EBPF_FOUNTAIN_MIN 8    /* fountain: a worker below this many is never full */
-#define SWS_EBPF_QUEUED_MAX 65535u /* clamp for a miscounted queue (ADR 0009) */
+#define SWS_EBPF_QUEUED_MAX 65535u /* clamp for a miscounted queue (ADR 0008) */
 
 /* Values of sws_ebpf_config.policy; 0 is never loaded. */
 enum sws_ebpf_policy {
@@ -67,7 +66,7 @@ struct sws_ebpf_config {
 /* One worker's record: a cache line of its own, so a worker's stores do
  * not bounce its neighbours' lines. */
 struct sws_ebpf_worker {
-    __u64 heartbeat_ms; /* CLOCK_MONOTONIC of its last loop turn; 0: not started */
+    __u64 heartbeat_ms; /* its loop's monotonic clock (ms) at its last turn; 0: none */
     __u64 selected;     /* program: connections placed on this slot */
     __u64 settled;      /* worker: how much of selected it has taken */
     __u64 accepted;     /* worker: connections accepted since it started */
@@ -84,10 +83,10 @@ struct sws_ebpf_state {
     struct sws_ebpf_worker w[SWS_EBPF_MAX_WORKERS];
 };
 
-/* Whether slot i may get a new connection at now_ms. Written without
- * branches (& of comparisons): the program runs it in loops over 64
- * slots, and every branch doubles what the verifier walks. The heartbeat
- * may be a tick ahead of now (two clocks); only an old one counts. */
+/* Whether w may get a new connection at now_ms: started, not stuck, not
+ * draining, not marked down. The heartbeat comes from a coarse clock and
+ * now_ms from the program's, so either may be a few ms ahead: only a
+ * heartbeat older than SWS_EBPF_STALE_MS counts. */
 static inline int sws_ebpf_eligible(const struct sws_ebpf_worker *w, __u64 now_ms)
 {
     __u64 hb = w->heartbeat_ms;

@@ -23,6 +23,7 @@
 #include "supervisor/config.h"
 #include "supervisor/listen.h"
 #include "supervisor/proctitle.h"
+#include "worker/load.h"
 #include "worker/worker.h"
 
 #define STOP_NOW_GRACE_MS 5000u      /* SIGTERM/SIGINT: then SIGKILL */
@@ -302,6 +303,9 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
     if (sup->pending_access_fd >= 0)
         close(sup->pending_access_fd);
 
+    /* Eligible from its title on (what tests and operators wait for):
+     * connections placed before its loop runs wait in its queue. */
+    sws_load_announce(sws_ebpf_worker(&sup->ebpf, w->index));
     sws_proctitle_set("scalwsd: worker %u", w->index);
 
     sws_worker_config_t cfg = {
@@ -389,7 +393,7 @@ static void on_restart_timer(sws_timer_t *t)
  * of the workers' counters: a snapshot, not an account. */
 static void log_placement(sws_supervisor_t *sup)
 {
-    static sws_shm_counters_t counters[SWS_SHM_MAX_WORKERS];
+    sws_shm_counters_t counters[SWS_SHM_MAX_WORKERS];
     char line[1536];
     for (unsigned i = 0; i < sup->nworkers; i++)
         counters[i] = *sws_shm_counters(&sup->shm, i);

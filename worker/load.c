@@ -1,5 +1,8 @@
 #include "worker/load.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 #include <time.h>
 
 static uint64_t mono_ns(void)
@@ -9,10 +12,44 @@ static uint64_t mono_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+/* Whether every listener's accept queue is empty: one getsockopt each, at
+ * most once a beat, and only when the worker looks idle. */
+static int queues_empty(const sws_load_t *l)
+{
+    for (unsigned i = 0; i < l->nfds; i++) {
+        struct tcp_info ti;
+        socklen_t len = sizeof(ti);
+        /* On a listener, tcpi_unacked is the accept queue's length. */
+        if (getsockopt(l->fds[i], IPPROTO_TCP, TCP_INFO, &ti, &len) < 0 || ti.tcpi_unacked != 0)
+            return 0;
+    }
+    return 1;
+}
+
+void sws_load_announce(struct sws_ebpf_worker *rec)
+{
+    if (rec == NULL)
+        return;
+    /* The loop's clock (core/loop.c), which the supervisor's stuck check
+     * and the later ticks use. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    rec->draining = 0;
+    rec->heartbeat_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 static void on_beat(sws_timer_t *t)
 {
     sws_load_t *l = sws_container_of(t, sws_load_t, beat_timer);
+    sws_load_beat(l);
+    sws_timer_arm(l->loop, &l->beat_q, &l->beat_timer);
+}
+
+void sws_load_beat(sws_load_t *l)
+{
     struct sws_ebpf_worker *rec = l->rec;
+    if (rec == NULL)
+        return;
     uint64_t now = mono_ns();
     uint64_t span = now - l->interval_ns;
     if (span > 0) {
@@ -21,28 +58,33 @@ static void on_beat(sws_timer_t *t)
     }
     l->interval_ns = now;
     l->idle_ns = 0;
-    /* Resync the queued count (policy.h: selected - settled) while nothing
-     * is queued: no accept for a whole beat and the last one found the
-     * queue empty. A handshake the program counted but that never
-     * completed would otherwise count as load for ever. A SYN placed right
-     * now may be forgotten: an error of one, gone at the next resync. */
-    if (l->queue_empty && rec->accepted == l->accepted_at_beat)
-        rec->settled = rec->selected;
-    l->accepted_at_beat = rec->accepted;
-    sws_timer_arm(l->loop, &l->beat_q, &l->beat_timer);
+    /* Resync the queued count (policy.h: selected - settled) when nothing
+     * can be on its way: no connection placed here for a whole beat, and
+     * the accept queues empty. Else a handshake the program counted that
+     * never completed (a client gone after its SYN; a SYN cookie, counted
+     * at the SYN and again at the ACK) would count as load for ever. Only
+     * a handshake slower than a beat is forgotten (its accept then finds
+     * settled ahead, which the policy reads as nothing queued), until the
+     * next resync. */
+    uint64_t selected = rec->selected;
+    if (selected == l->selected_at_beat && rec->settled != selected && queues_empty(l))
+        rec->settled = selected;
+    l->selected_at_beat = selected;
 }
 
-void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec)
+void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec,
+                   const int *fds, unsigned nfds)
 {
     l->rec = rec;
     l->loop = loop;
+    l->fds = fds;
+    l->nfds = nfds;
     if (rec == NULL)
         return;
     l->slept_at_ns = 0;
     l->interval_ns = mono_ns();
     l->idle_ns = 0;
-    l->queue_empty = 0;
-    l->accepted_at_beat = rec->accepted;
+    l->selected_at_beat = rec->selected;
     sws_timer_queue_init(loop, &l->beat_q, SWS_LOAD_BEAT_MS);
     sws_timer_init(&l->beat_timer, on_beat);
     sws_timer_arm(loop, &l->beat_q, &l->beat_timer);

@@ -10,7 +10,6 @@
  *   sws_load_tick      before epoll_wait (the loop's tick hook): heartbeat,
  *                      live connections, requests in flight
  *   sws_load_accepted  after each accept
- *   sws_load_emptied   when accept found the queue empty (EAGAIN)
  *   sws_load_draining  when the worker stops taking connections
  *
  * A timer wakes an idle worker every SWS_LOAD_BEAT_MS so that its heartbeat
@@ -36,36 +35,46 @@ typedef struct sws_load {
     uint64_t slept_at_ns;        /* when the loop went into epoll_wait */
     uint64_t interval_ns;        /* start of the busy-share interval */
     uint64_t idle_ns;            /* asleep in epoll_wait during it */
-    uint64_t accepted_at_beat;   /* rec->accepted at the last beat */
-    int queue_empty;             /* the last accept found nothing queued */
+    uint64_t selected_at_beat;   /* rec->selected at the last beat */
+    const int *fds;              /* the listeners (borrowed), for their queues */
+    unsigned nfds;
     sws_timer_queue_t beat_q;
     sws_timer_t beat_timer;
 } sws_load_t;
 
-/* Start publishing into rec (NULL: never). Marks the worker up: heartbeat
- * now, nothing queued for it from before (a restarted worker's slot was
- * reset by the supervisor; whatever was selected is taken from here). */
-void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec);
+/* In the worker child as soon as it forked (rec NULL: nothing): its first
+ * heartbeat, so the program places connections on it from now on. */
+void sws_load_announce(struct sws_ebpf_worker *rec);
+
+/* Start publishing into rec (NULL: never) for a worker accepting on the
+ * nfds listeners fds (borrowed; they must outlive l). Marks the worker up:
+ * heartbeat now (a restarted worker's record was reset by the supervisor). */
+void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec,
+                   const int *fds, unsigned nfds);
 
 void sws_load_woke(sws_load_t *l);
 
 /* live: connections open; inflight: requests being answered. */
 void sws_load_tick(sws_load_t *l, uint64_t now_ms, unsigned live, unsigned inflight);
 
+/* Moves one connection from queued to live at once: the tick's live count
+ * comes only after a batch of up to 64 accepts, and until then the worker
+ * would look that much lighter to the program, in the middle of a burst. */
 static inline void sws_load_accepted(sws_load_t *l)
 {
     if (l->rec == NULL)
         return;
     l->rec->accepted++;
+    l->rec->live++;
     l->rec->settled++;
-    l->queue_empty = 0;
-}
-
-static inline void sws_load_emptied(sws_load_t *l)
-{
-    l->queue_empty = 1;
 }
 
 void sws_load_draining(sws_load_t *l);
+
+/* What the beat timer does every SWS_LOAD_BEAT_MS (public for the tests):
+ * the busy share of the interval, and the resync of the queued count when
+ * nothing was placed here for a whole beat and the accept queues are
+ * empty. */
+void sws_load_beat(sws_load_t *l);
 
 #endif

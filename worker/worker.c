@@ -130,8 +130,6 @@ static void on_listener(sws_io_t *io, uint32_t events)
                 listener_parked(w);
             else if (errno != EAGAIN && errno != EWOULDBLOCK)
                 sws_log_error("accept: %s", strerror(errno));
-            else
-                sws_load_emptied(&w->load);
             return;
         }
         if (ss.ss_family == AF_INET || ss.ss_family == AF_INET6) {
@@ -388,7 +386,7 @@ static int worker_setup(sws_worker_t *w)
     sws_timer_queue_init(&w->loop, &w->access_log_q, ACCESS_LOG_RETRY_MS);
     sws_timer_init(&w->access_log_timer, on_access_log_timer);
     adopt_generation(w);
-    sws_load_init(&w->load, &w->loop, cfg->load);
+    sws_load_init(&w->load, &w->loop, cfg->load, cfg->listen_fds, cfg->nlisten);
 
     w->nlisteners = cfg->nlisten;
     w->listeners = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*w->listeners));

@@ -1,0 +1,146 @@
+/* worker/load.c: what a worker publishes into its load record. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/loop.h"
+#include "worker/load.h"
+
+typedef struct fixture {
+    sws_loop_t loop;
+    struct sws_ebpf_worker rec;
+    sws_load_t load;
+    int listener;
+    struct sockaddr_in addr;
+} fixture_t;
+
+/* A loop, a listener and a record per test: the beat's timer queue joins
+ * the loop's list once, so neither is reused. */
+static int setup(void **state)
+{
+    static fixture_t f;
+    memset(&f, 0, sizeof(f));
+    assert_int_equal(sws_loop_init(&f.loop), 0);
+    f.listener = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    assert_true(f.listener >= 0);
+    f.addr.sin_family = AF_INET;
+    f.addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(f.addr);
+    assert_int_equal(bind(f.listener, (struct sockaddr *)&f.addr, len), 0);
+    assert_int_equal(listen(f.listener, 16), 0);
+    assert_int_equal(getsockname(f.listener, (struct sockaddr *)&f.addr, &len), 0);
+    *state = &f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    close(f->listener);
+    sws_loop_close(&f->loop);
+    return 0;
+}
+
+static void start(fixture_t *f, uint64_t selected, uint64_t settled)
+{
+    memset(&f->rec, 0, sizeof(f->rec));
+    f->rec.selected = selected;
+    f->rec.settled = settled;
+    f->rec.draining = 1; /* left over: a new worker is not draining */
+    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1);
+}
+
+static void test_init_marks_the_worker_up(void **state)
+{
+    fixture_t *f = *state;
+    sws_loop_update_time(&f->loop);
+    start(f, 0, 0);
+    assert_int_equal(f->rec.draining, 0);
+    assert_int_equal(f->rec.heartbeat_ms, sws_loop_now_ms(&f->loop));
+    assert_true(f->rec.heartbeat_ms != 0);
+}
+
+static void test_tick_publishes_heartbeat_live_and_inflight(void **state)
+{
+    fixture_t *f = *state;
+    start(f, 0, 0);
+    sws_load_tick(&f->load, 123456, 7, 2);
+    assert_int_equal(f->rec.heartbeat_ms, 123456);
+    assert_int_equal(f->rec.live, 7);
+    assert_int_equal(f->rec.inflight, 2);
+    sws_load_draining(&f->load);
+    assert_int_equal(f->rec.draining, 1);
+}
+
+/* Between two ticks a worker may accept a whole batch: each accept moves
+ * the connection from queued to live at once, so its load never dips. */
+static void test_accept_moves_a_connection_from_queued_to_live(void **state)
+{
+    fixture_t *f = *state;
+    start(f, 10, 0);
+    sws_load_tick(&f->load, 1, 0, 0);
+    assert_int_equal(sws_ebpf_load(&f->rec), 10);
+    for (unsigned i = 0; i < 10; i++) {
+        sws_load_accepted(&f->load);
+        assert_int_equal(sws_ebpf_load(&f->rec), 10);
+    }
+    assert_int_equal(f->rec.accepted, 10);
+    assert_int_equal(f->rec.live, 10);
+}
+
+static void test_beat_resyncs_the_queue_only_when_idle_and_empty(void **state)
+{
+    fixture_t *f = *state;
+    start(f, 5, 2); /* three counted that never arrived */
+    f->rec.selected = 6; /* one placed during this beat: maybe on its way */
+    sws_load_beat(&f->load);
+    assert_int_equal(f->rec.settled, 2);
+    /* A whole beat with nothing placed, but one waiting in the queue. */
+    int c = socket(AF_INET, SOCK_STREAM, 0);
+    assert_int_equal(connect(c, (struct sockaddr *)&f->addr, sizeof(f->addr)), 0);
+    sws_load_beat(&f->load);
+    assert_int_equal(f->rec.settled, 2);
+    int a = accept(f->listener, NULL, NULL);
+    assert_true(a >= 0);
+    sws_load_accepted(&f->load);
+    /* Idle and empty: whatever is still counted never comes. */
+    sws_load_beat(&f->load);
+    assert_int_equal(f->rec.settled, 6);
+    assert_int_equal(sws_ebpf_queued(&f->rec), 0);
+    close(a);
+    close(c);
+}
+
+static void test_without_a_record_nothing_is_written(void **state)
+{
+    fixture_t *f = *state;
+    sws_load_t l;
+    memset(&l, 0, sizeof(l));
+    sws_load_init(&l, &f->loop, NULL, &f->listener, 1);
+    sws_load_tick(&l, 1, 2, 3);
+    sws_load_woke(&l);
+    sws_load_accepted(&l);
+    sws_load_draining(&l);
+    sws_load_beat(&l);
+    assert_null(l.rec);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_init_marks_the_worker_up, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tick_publishes_heartbeat_live_and_inflight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_accept_moves_a_connection_from_queued_to_live, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_beat_resyncs_the_queue_only_when_idle_and_empty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_without_a_record_nothing_is_written, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
