@@ -141,6 +141,8 @@ EBPF_SKEL := $(EBPF_GEN)/accept.skel.h
 
 $(EBPF_GEN)/vmlinux.h: | preflight
 	@mkdir -p $(dir $@)
+	@[ -r /sys/kernel/btf/vmlinux ] || { echo "ebpf: the running kernel has no BTF" \
+	    "(/sys/kernel/btf/vmlinux): the eBPF accept policies need CONFIG_DEBUG_INFO_BTF" >&2; exit 1; }
 	$(BPFTOOL) btf dump file /sys/kernel/btf/vmlinux format c >$@.tmp && mv $@.tmp $@
 
 $(EBPF_GEN)/accept.bpf.o: ebpf/accept.bpf.c ebpf/policy.h $(EBPF_GEN)/vmlinux.h

@@ -183,6 +183,12 @@ int sws_ebpf_open(sws_ebpf_t *e, const sws_listen_set_t *set, int backlog,
     return 0;
 }
 
+void sws_ebpf_set_fountain_threshold(sws_ebpf_t *e, unsigned percent)
+{
+    if (e->state != NULL)
+        e->state->config.fountain_threshold = percent;
+}
+
 struct sws_ebpf_worker *sws_ebpf_worker(const sws_ebpf_t *e, unsigned i)
 {
     if (e->state == NULL || i >= e->state->config.nworkers)

@@ -61,6 +61,9 @@ int sws_ebpf_open(sws_ebpf_t *e, const sws_listen_set_t *set, int backlog,
                   enum sws_ebpf_policy policy, unsigned fountain_threshold, const int *cpus,
                   char *err, size_t errlen);
 
+/* fountain's threshold from now on (a reload); nothing when not loaded. */
+void sws_ebpf_set_fountain_threshold(sws_ebpf_t *e, unsigned percent);
+
 /* Worker i's record in the load map (NULL when e is not loaded). */
 struct sws_ebpf_worker *sws_ebpf_worker(const sws_ebpf_t *e, unsigned i);
 

@@ -138,7 +138,6 @@ size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__Ser
         { "server.listen", !same_listen(running, next) },
         { "server.event_loops", running->event_loops != next->event_loops },
         { "server.accept_policy", running->accept_policy != next->accept_policy },
-        { "server.fountain_threshold", running->fountain_threshold != next->fountain_threshold },
         { "server.user", strcmp(running->user, next->user) != 0 },
         { "server.backlog", running->backlog != next->backlog },
         { "server.error_log", strcmp(running->error_log, next->error_log) != 0 },
@@ -670,6 +669,9 @@ static void publish_pending(sws_supervisor_t *sup)
     /* Refused: the table builder found what the config layer let through. */
     if (rc < 0)
         reload_failed(sup, 0, err);
+    /* The program reads it at each SYN: a plain store applies it. */
+    if (rc == 0)
+        sws_ebpf_set_fountain_threshold(&sup->ebpf, sup->pending->server->fountain_threshold);
     /* Published: the workers adopt the table at their next turn and the
      * access log's new file now (a few lines may land in the old one). */
     if (rc == 0 && sup->pending_access_fd >= 0 &&

@@ -3,6 +3,7 @@ the program cannot load (-t and a start without CAP_BPF), and the parking of
 a stopped or killed worker (its queued connections served by the others).
 Placement per policy is test_accept_placement's."""
 
+import json
 import os
 import shutil
 import signal
@@ -14,8 +15,28 @@ from harness import (HELLO_HOSTS, SANITIZER_PATTERNS, TIMEOUT, ServerTestCase, b
                      make_config, poll, process_state)
 
 CAPSH = shutil.which("capsh")
+BPFTOOL = shutil.which("bpftool") or "/usr/sbin/bpftool"
 NO_BPF = ["--drop=cap_bpf,cap_sys_admin,cap_perfmon", "--"]
 FALLBACK = "falling back to reuseport"
+
+
+def load_map(supervisor_pid):
+    """The load map (ebpf/policy.h) the supervisor holds, as bpftool dumps
+    it: the BPF_F_MMAPABLE array among its descriptors."""
+    fd_dir = "/proc/%d/fd" % supervisor_pid
+    for fd in os.listdir(fd_dir):
+        try:
+            if os.readlink(os.path.join(fd_dir, fd)) != "anon_inode:bpf-map":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (supervisor_pid, fd)) as f:
+                info = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+        except OSError:
+            continue
+        if int(info["map_flags"], 16) & 0x400:  # BPF_F_MMAPABLE
+            p = subprocess.run([BPFTOOL, "-j", "map", "dump", "id", info["map_id"].strip()],
+                               capture_output=True, text=True, timeout=TIMEOUT)
+            return json.loads(p.stdout)[0]["formatted"]["value"]
+    return None
 
 
 def can_load_bpf():
@@ -122,6 +143,21 @@ class Parking(ServerTestCase):
         new = srv.wait_workers(4, exclude=[victim])
         self.assertEqual(len(set(new) - set(pids)), 1)
         self.assertEqual(self.answered(self.open_requests(srv, 8)), 8, srv.log_tail())
+
+
+@unittest.skipUnless(can_load_bpf(), "needs root to load BPF")
+class Reload(ServerTestCase):
+    def test_fountain_threshold_reaches_the_program_on_reload(self):
+        config = make_config(HELLO_HOSTS, server="event_loops: 2\naccept_policy: fountain\n"
+                             "fountain_threshold: %d\n")
+        srv = self.server(config % 85)
+        self.assertEqual(load_map(srv.pid)["config"]["fountain_threshold"], 85)
+        srv.write_config(config % 40)
+        srv.signal(signal.SIGHUP)
+        srv.wait_log(r"generation 2 published")
+        poll(lambda: load_map(srv.pid)["config"]["fountain_threshold"] == 40,
+             what="the new threshold in the load map")
+        self.assertNotIn("need a restart", srv.log())
 
 
 if __name__ == "__main__":
