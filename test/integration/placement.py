@@ -20,7 +20,7 @@ import socket
 import subprocess
 import time
 
-from harness import HELLO_BODY, HELLO_HOSTS, TIMEOUT, binary, make_config, request
+from harness import HELLO_BODY, HELLO_HOSTS, TIMEOUT, binary, make_config, poll, request
 
 BPF_POLICIES = ("hash", "least-loaded", "fountain", "cpu")
 KERNEL_POLICIES = ("shared", "reuseport")
@@ -70,11 +70,30 @@ def worker_slots(pids):
 
 
 def cpus_allowed(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("Cpus_allowed_list:"):
-                return line.split()[1]
+    """Cpus_allowed_list of the process ("0", "0-1"), None if it is gone."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                if line.startswith("Cpus_allowed_list:"):
+                    return line.split()[1]
+    except OSError:
+        pass
     return None
+
+
+def wait_workers_settled(srv, n=WORKERS):
+    """{pid: slot} of n workers once each is titled and pinned to its CPU.
+    A worker takes its title before it pins itself (worker_main), so the
+    title alone (harness.wait_workers) leaves a window in which its CPU is
+    still the supervisor's set."""
+    pids = srv.wait_workers(n)
+
+    def settled():
+        slots = worker_slots(pids)
+        pinned = all(re.match(r"^\d+$", cpus_allowed(p) or "") for p in pids)
+        return slots if len(slots) == n and pinned else None
+    return poll(settled, what=lambda: "workers titled and pinned: %s"
+                % {p: cpus_allowed(p) for p in pids})
 
 
 def _ss(*args):

@@ -27,7 +27,7 @@ import unittest
 
 from harness import Server, process_state, scale
 from placement import (BPF_POLICIES, WORKERS, Batch, accept_queues, holders, policy_config, refusal,
-                       worker_slots)
+                       wait_workers_settled)
 
 CONNECTS = 2000
 CLONE_NEWNET = 0x40000000
@@ -62,7 +62,7 @@ def run_once(policy):
             if why:
                 return {"skip": why}
         srv.start()
-        slots = worker_slots(srv.wait_workers(WORKERS))
+        slots = wait_workers_settled(srv)
         victim = next(pid for pid, slot in slots.items() if slot == VICTIM_SLOT)
         before = listen_counters()
         batch = Batch(srv.port, close_request=True)

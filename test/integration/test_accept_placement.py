@@ -22,7 +22,7 @@ from harness import ServerTestCase, poll, scale
 from placement import (BPF_POLICIES, KERNEL_POLICIES, WORKERS, Batch, accept_queues,
                        check_config, cpus_allowed, holders, load_records, open_burst,
                        open_one_at_a_time, pinned_to, placement, policy_config, refusal,
-                       worker_slots)
+                       wait_workers_settled)
 
 SEQUENTIAL = 64
 BURST = 256
@@ -75,7 +75,7 @@ class Placement(ServerTestCase):
             if why:
                 self.skipTest(why)
         srv.start()
-        slots = worker_slots(srv.wait_workers(workers))
+        slots = wait_workers_settled(srv, workers)
         self.assertEqual(sorted(slots.values()), list(range(workers)), slots)
         return srv, slots
 
@@ -274,7 +274,7 @@ class Placement(ServerTestCase):
         self.assertNotIn("eBPF available", line, "without CAP_BPF, -t says: %s" % out)
 
         srv.start()
-        srv.wait_workers(WORKERS)
+        wait_workers_settled(srv)
         # capsh really took the capabilities the load needs.
         caps = cap_effective(srv.pid)
         self.assertFalse(caps & (1 << CAP_BPF | 1 << CAP_SYS_ADMIN), "CapEff %x" % caps)
@@ -305,7 +305,7 @@ class Placement(ServerTestCase):
                     report("%s: not built yet" % policy)
                     continue
                 srv.start()
-                slots = worker_slots(srv.wait_workers(WORKERS))
+                slots = wait_workers_settled(srv)
                 batch = self.hold(open_one_at_a_time(srv.port, SEQUENTIAL))
                 seq = self.counts(srv, slots, batch.ports())
                 _, ports = open_burst(srv.port, BURST, batch)
