@@ -12,7 +12,7 @@
  * their own record with plain stores (worker/load.c); the child calls
  * sws_ebpf_forget() so it holds no BPF descriptor.
  *
- * Parking (ADR 0009): a worker that is dead or stuck has its listening
+ * Parking (ADR 0010): a worker that is dead or stuck has its listening
  * sockets shut down (shutdown(SHUT_RD) on a listener), which makes the
  * kernel hand the connections queued on them to the program again
  * (BPF_SK_REUSEPORT_SELECT_OR_MIGRATE), which places them on live workers.

@@ -14,7 +14,7 @@
  * inherit the mapping at fork. Who writes what (one writer per field, so
  * plain stores suffice; readers tolerate a torn view of other workers):
  *   config             the supervisor, before the first worker starts
- *   w[i].cpu, .down    the supervisor (pinning; dead or parked, ADR 0009)
+ *   w[i].cpu, .down    the supervisor (pinning; dead or parked, ADR 0010)
  *   w[i].selected      the program, with an atomic add per connection it
  *                      places on slot i (a SYN, or a migrated connection)
  *   everything else    worker i (worker/load.c)
@@ -36,7 +36,7 @@
 #define SWS_EBPF_MAX_GROUPS 8      /* listen addresses: one reuseport group each */
 #define SWS_EBPF_STALE_MS 1000     /* heartbeat older than this: stuck */
 #define SWS_EBPF_FOUNTAIN_MIN 8    /* fountain: a worker below this many is never full */
-#define SWS_EBPF_QUEUED_MAX 65535u /* clamp for a miscounted queue (ADR 0008) */
+#define SWS_EBPF_QUEUED_MAX 65535u /* clamp for a miscounted queue (ADR 0009) */
 
 /* Values of sws_ebpf_config.policy; 0 is never loaded. */
 enum sws_ebpf_policy {

@@ -421,7 +421,7 @@ static void on_worker_exit(sws_supervisor_t *sup, worker_proc_t *w, int status)
         close(w->ctl_fd);
     w->ctl_fd = -1;
     /* Its queued connections go to the others now, not after the restart
-     * (ADR 0009). */
+     * (ADR 0010). */
     char err[256];
     if (sup->state == SUP_RUNNING && sws_ebpf_park(&sup->ebpf, w->index, err, sizeof(err)) < 0)
         sws_log_error("worker %u: %s", w->index, err);

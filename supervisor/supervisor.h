@@ -17,7 +17,7 @@
  *
  * With an eBPF accept policy it also loads the program and owns its maps
  * (ebpf/ebpf.h), and parks a worker that died or stopped beating
- * (docs/adr/0009-park-stuck-workers.md).
+ * (docs/adr/0010-park-stuck-workers.md).
  *
  * Log files are opened here, before any privilege drops, and reopened here
  * (SIGUSR1, a reload that moves the access log); workers get descriptors,

@@ -126,7 +126,7 @@ static void on_listener(sws_io_t *io, uint32_t events)
                 accept_pause(w, errno);
             else if (errno == EINVAL)
                 /* Not listening: the supervisor parked the socket while we
-                 * were stuck (ADR 0009) and will listen on it again. */
+                 * were stuck (ADR 0010) and will listen on it again. */
                 listener_parked(w);
             else if (errno != EAGAIN && errno != EWOULDBLOCK)
                 sws_log_error("accept: %s", strerror(errno));

@@ -140,7 +140,7 @@ static void test_a_worker_out_gets_nothing(void **state)
     }
 }
 
-/* ADR 0009: a parked worker's queue moves to the others, inside
+/* ADR 0010: a parked worker's queue moves to the others, inside
  * shutdown(); unparked, it listens and takes connections again. */
 static void test_park_migrates_the_queue_and_unpark_takes_connections_again(void **state)
 {
