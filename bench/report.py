@@ -6,8 +6,10 @@ Reads DIR/runs.csv (one row of raw figures per measured run) and DIR/meta.txt
 prints the Markdown (ready for docs/benchmarks/) on standard output.
 
 Every figure is a median over the runs of one server; the ratios are
-ScalWS/nginx of those medians. Per-run figures and per-pair ratios (the two
-servers' runs of the same round) follow, so the noise can be judged.
+SERVER/BASELINE of those medians (meta's baseline: nginx against ScalWS, or
+scalws:shared among accept policies). Per-run figures and per-round ratios
+(each server's run against the baseline's of the same round) follow, so the
+noise can be judged.
 
 Usage: bench/report.py DIR     (run.sh calls it; it can be rerun at will)
 """
@@ -17,12 +19,19 @@ import statistics
 import sys
 from pathlib import Path
 
-NAMES = {"scalws": "ScalWS", "nginx": "nginx"}
 
-# key, label, digits, whether a ScalWS/nginx ratio means something; every
+def name(server):
+    """scalws -> ScalWS, scalws:least-loaded -> ScalWS least-loaded."""
+    kind, _, policy = server.partition(":")
+    return {"scalws": "ScalWS", "nginx": "nginx"}.get(kind, kind) + (" " + policy if policy else "")
+
+
+# key, label, digits, whether a ratio to the baseline means something; every
 # one is computed per run by figures(). The last three describe the run:
 # which side was the bottleneck (1.0: that CPU was saturated), and how much
-# CPU something else on the machine took meanwhile.
+# CPU something else on the machine took meanwhile. Server CPU use has a
+# ratio all the same: at a fixed rate (LOAD=rate) it is the figure that
+# compares the servers' CPU.
 METRICS = [
     ("rps", "requests/s", 0, True),
     ("p50_ms", "p50 latency (ms)", 3, True),
@@ -30,7 +39,7 @@ METRICS = [
     ("cpu_us_per_req", "server CPU per request (us)", 3, True),
     ("worker_rss_mib", "peak RSS, worker (MiB)", 1, True),
     ("total_rss_mib", "peak RSS, all processes (MiB)", 1, True),
-    ("server_cores", "server CPU use (cores)", 2, False),
+    ("server_cores", "server CPU use (cores)", 3, True),
     ("wrk_cores", "wrk CPU use (cores)", 2, False),
     ("other_cores", "other load on the machine (cores)", 2, False),
 ]
@@ -76,8 +85,9 @@ def read_meta(path):
     return meta
 
 
-def summarize(runs, servers):
-    """{server: {metric: {median, min, max}}} and the ScalWS/nginx ratios."""
+def summarize(runs, servers, baseline):
+    """{server: {metric: {median, min, max}}} and {server: {metric: ratio to
+    the baseline's median}} for every other server."""
     stats = {}
     for s in servers:
         mine = [r for r in runs if r["server"] == s]
@@ -90,24 +100,33 @@ def summarize(runs, servers):
                 "max": max(values),
             }
     ratios = {}
-    if "scalws" in stats and "nginx" in stats:
-        for key, _, _, meaningful in METRICS:
-            base = stats["nginx"][key]["median"]
-            ratios[key] = stats["scalws"][key]["median"] / base if meaningful and base else None
+    if baseline in stats:
+        for s in servers:
+            if s == baseline:
+                continue
+            ratios[s] = {}
+            for key, _, _, meaningful in METRICS:
+                base = stats[baseline][key]["median"]
+                ratios[s][key] = stats[s][key]["median"] / base if meaningful and base else None
     return stats, ratios
 
 
-def pair_ratios(runs):
-    """ScalWS/nginx per round, for the rounds that have both."""
+def pair_ratios(runs, baseline):
+    """SERVER/BASELINE per round, for the rounds that have both."""
     pairs = []
     for run in sorted({r["run"] for r in runs}):
         by = {r["server"]: r for r in runs if r["run"] == run}
-        if "scalws" in by and "nginx" in by:
-            pairs.append({
-                "run": run,
-                "rps": by["scalws"]["rps"] / by["nginx"]["rps"],
-                "cpu_us_per_req": by["scalws"]["cpu_us_per_req"] / by["nginx"]["cpu_us_per_req"],
-            })
+        if baseline not in by:
+            continue
+        for s, r in by.items():
+            if s != baseline:
+                pairs.append({
+                    "run": run,
+                    "server": s,
+                    "rps": r["rps"] / by[baseline]["rps"],
+                    "cpu_us_per_req": r["cpu_us_per_req"] / by[baseline]["cpu_us_per_req"],
+                    "server_cores": r["server_cores"] / by[baseline]["server_cores"],
+                })
     return pairs
 
 
@@ -115,28 +134,43 @@ def fmt(value, digits):
     return f"{value:.{digits}f}"
 
 
-def markdown(meta, servers, runs, stats, ratios, pairs):
+def setup_line(meta, runs, servers):
+    """How the runs were made, in one paragraph."""
     n = int(meta.get("runs", 0))
+    sizes = ", ".join(f"{name(s)} {runs_of(runs, s)[0]['resp_bytes']}" for s in servers)
+    workers = meta.get("workers", "1")
+    if meta.get("pin", "cpu") == "none":
+        placing = f"{workers} worker(s) per server, every server process free to run on CPUs {meta.get('server_cpu')}"
+    elif workers == "1":
+        placing = f"One worker per server, every server process on CPU {meta.get('server_cpu')}"
+    else:
+        placing = f"{workers} workers per server, each pinned to one of CPUs {meta.get('server_cpu')}"
+    if meta.get("load") == "rate":
+        load = (f"fixed rate {meta.get('rate')} requests/s (bench/fixedrate.py, open loop, latency from "
+                f"the moment each request was due) over {meta.get('connections')} keep-alive connections")
+    else:
+        load = f"wrk -t1 -c{meta.get('connections')}"
+    return (f"{placing}; {load} on CPU {meta.get('load_cpu')}; GET {meta.get('url_path')} "
+            f"({meta.get('body_bytes')} bytes of body; whole response: {sizes} bytes); "
+            f"{n} runs of {meta.get('duration_s')} s per server after {meta.get('warmup_s')} s of warm-up, "
+            f"order rotated each round; all responses 2xx, no socket errors. "
+            f"Medians, with min-max in brackets.")
+
+
+def markdown(meta, servers, runs, stats, ratios, pairs, baseline):
     out = []
-    out.append(f"### {meta.get('scenario')}: {' vs '.join(NAMES[s] for s in servers)}")
+    out.append(f"### {meta.get('scenario')}: {' vs '.join(name(s) for s in servers)}")
     out.append("")
-    versions = ", ".join(f"{NAMES[s]} {meta.get(s, '?')}" for s in servers)
-    sizes = ", ".join(f"{NAMES[s]} {runs_of(runs, s)[0]['resp_bytes']}" for s in servers)
+    versions = ", ".join(f"{name(s)} {meta.get(s, '?')}" for s in servers)
     out.append(
         f"{meta.get('date')}, git {meta.get('git')}; {meta.get('cpu_model')}, {meta.get('ncpu')} CPUs, "
         f"kernel {meta.get('kernel')}; {versions}; {meta.get('wrk')}.  ")
-    out.append(
-        f"One worker per server, every server process on CPU {meta.get('server_cpu')}; "
-        f"wrk -t1 -c{meta.get('connections')} on CPU {meta.get('load_cpu')}; GET {meta.get('url_path')} "
-        f"({meta.get('body_bytes')} bytes of body; whole response: {sizes} bytes); "
-        f"{n} runs of {meta.get('duration_s')} s per server after {meta.get('warmup_s')} s of warm-up, "
-        f"alternating order; all responses 2xx, no socket errors. "
-        f"Medians, with min-max in brackets.")
+    out.append(setup_line(meta, runs, servers))
     out.append("")
-    head = "| metric |" + "".join(f" {NAMES[s]} |" for s in servers)
+    head = "| metric |" + "".join(f" {name(s)} |" for s in servers)
     rule = "|---|" + "---:|" * len(servers)
-    if ratios:
-        head += " ScalWS/nginx |"
+    for s in ratios:
+        head += f" {name(s)}/{name(baseline)} |"
         rule += "---:|"
     out += [head, rule]
     for key, label, digits, _ in METRICS:
@@ -144,33 +178,37 @@ def markdown(meta, servers, runs, stats, ratios, pairs):
         for s in servers:
             st = stats[s][key]
             line += f" {fmt(st['median'], digits)} ({fmt(st['min'], digits)}-{fmt(st['max'], digits)}) |"
-        if ratios:
-            r = ratios[key]
+        for s in ratios:
+            r = ratios[s][key]
             line += f" {r:.3f} |" if r is not None else " - |"
         out.append(line)
     out.append("")
     out.append("Per run (in the order measured):")
     out.append("")
     out.append("| run | server | requests/s | p50 ms | p99 ms | CPU us/req | RSS worker MiB | RSS all MiB "
-               "| server cores | wrk cores | other cores |")
+               "| server cores | load cores | other cores |")
     out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in sorted(runs, key=lambda r: r["slot"]):
         out.append(
-            f"| {r['run']} | {NAMES[r['server']]} | {r['rps']:.0f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} "
+            f"| {r['run']} | {name(r['server'])} | {r['rps']:.0f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} "
             f"| {r['cpu_us_per_req']:.3f} | {r['worker_rss_mib']:.1f} | {r['total_rss_mib']:.1f} "
             f"| {r['server_cores']:.2f} | {r['wrk_cores']:.2f} | {r['other_cores']:.2f} |")
     disturbed = [r for r in sorted(runs, key=lambda r: r["slot"]) if r["other_cores"] > OTHER_LOAD_LIMIT]
     if disturbed:
         out.append("")
         out.append(f"**Warning**: other processes took more than {OTHER_LOAD_LIMIT} cores during "
-                   + ", ".join(f"run {r['run']} {NAMES[r['server']]} ({r['other_cores']:.2f})" for r in disturbed)
+                   + ", ".join(f"run {r['run']} {name(r['server'])} ({r['other_cores']:.2f})" for r in disturbed)
                    + ": the machine was not quiet; do not use these figures for a decision.")
-    if pairs:
-        out.append("")
-        out.append("ScalWS/nginx per round: requests/s "
-                   + ", ".join(f"{p['rps']:.3f}" for p in pairs)
-                   + "; CPU per request "
-                   + ", ".join(f"{p['cpu_us_per_req']:.3f}" for p in pairs) + ".")
+    for s in ratios:
+        mine = [p for p in pairs if p["server"] == s]
+        if mine:
+            out.append("")
+            out.append(f"{name(s)}/{name(baseline)} per round: requests/s "
+                       + ", ".join(f"{p['rps']:.3f}" for p in mine)
+                       + "; CPU per request "
+                       + ", ".join(f"{p['cpu_us_per_req']:.3f}" for p in mine)
+                       + "; server CPU use "
+                       + ", ".join(f"{p['server_cores']:.3f}" for p in mine) + ".")
     return "\n".join(out) + "\n"
 
 
@@ -178,7 +216,7 @@ def runs_of(runs, server):
     return [r for r in runs if r["server"] == server]
 
 
-def write_csv(path, servers, stats, ratios):
+def write_csv(path, servers, stats, ratios, baseline):
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["metric", "server", "median", "min", "max"])
@@ -186,8 +224,9 @@ def write_csv(path, servers, stats, ratios):
             for s in servers:
                 st = stats[s][key]
                 w.writerow([key, s, st["median"], st["min"], st["max"]])
-            if ratios and ratios[key] is not None:
-                w.writerow([key, "scalws/nginx", ratios[key], "", ""])
+            for s in ratios:
+                if ratios[s][key] is not None:
+                    w.writerow([key, f"{s}/{baseline}", ratios[s][key], "", ""])
 
 
 def main(argv):
@@ -202,15 +241,18 @@ def main(argv):
         print(f"report.py: no runs in {d / 'runs.csv'}", file=sys.stderr)
         return 1
     servers = [s for s in meta.get("servers", "").split() if runs_of(runs, s)]
-    stats, ratios = summarize(runs, servers)
-    pairs = pair_ratios(runs)
-    md = markdown(meta, servers, runs, stats, ratios, pairs)
+    # Result directories from before accept policies name no baseline.
+    baseline = meta.get("baseline", "nginx")
+    stats, ratios = summarize(runs, servers, baseline)
+    pairs = pair_ratios(runs, baseline)
+    md = markdown(meta, servers, runs, stats, ratios, pairs, baseline)
     (d / "summary.md").write_text(md)
-    write_csv(d / "summary.csv", servers, stats, ratios)
+    write_csv(d / "summary.csv", servers, stats, ratios, baseline)
     (d / "summary.json").write_text(json.dumps({
         "meta": meta,
         "summary": stats,
-        "ratios_scalws_over_nginx": ratios,
+        "baseline": baseline,
+        "ratios_over_baseline": ratios,
         "pair_ratios": pairs,
         "runs": sorted(runs, key=lambda r: r["slot"]),
     }, indent=2) + "\n")

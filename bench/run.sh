@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# bench/run.sh SCENARIO: ScalWS and nginx side by side on this machine.
+# bench/run.sh SCENARIO: ScalWS and nginx side by side on this machine, or
+# ScalWS under several accept policies (SERVERS="scalws:least-loaded
+# scalws:shared ...", WORKERS, PIN=none, LOAD=rate; see bench/README.md).
 #
-# Each server runs with one worker, every server process on CPU 0; wrk (one
-# thread) and this script run on CPU 1. Runs alternate (scalws, nginx, nginx,
+# By default each server runs with one worker, every server process on CPU
+# 0; wrk (one thread) and this script run on CPU 1. Runs alternate (scalws, nginx, nginx,
 # scalws, ...) so that drift of the machine falls on both alike. Each run
 # starts the server afresh, checks the answer, warms up, measures, reads the
 # server's own CPU time and peak RSS, and stops it. Any error response,
@@ -23,6 +25,11 @@ DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
 CONNECTIONS=${CONNECTIONS:-50}
 SERVERS=${SERVERS:-scalws nginx}
+BASELINE=${BASELINE:-}
+WORKERS=${WORKERS:-1}
+PIN=${PIN:-cpu}
+LOAD=${LOAD:-closed}
+RATE=${RATE:-2000}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 SCALWSD=${SCALWSD:-$ROOT/build/scalwsd}
@@ -39,8 +46,16 @@ Environment (shown with the values in force):
   RUNS=$RUNS  measured runs per server
   DURATION=$DURATION  seconds per measured run     WARMUP=$WARMUP  seconds of warm-up per run
   CONNECTIONS=$CONNECTIONS  wrk connections
-  SERVERS="$SERVERS"  which servers, in the order of the first round
-  SERVER_CPU=$SERVER_CPU  LOAD_CPU=$LOAD_CPU  CPUs for the servers and for wrk
+  SERVERS="$SERVERS"  which servers, in the order of the first round:
+      nginx, scalws, or scalws:POLICY (an accept_policy: shared reuseport
+      hash least-loaded fountain cpu; plain scalws is scalws:shared)
+  BASELINE=${BASELINE:-(nginx, else scalws:shared, else the first)}  ratios are SERVER/BASELINE
+  WORKERS=$WORKERS  ScalWS event_loops (nginx: 1 only)
+  PIN=$PIN  cpu: each ScalWS worker on one CPU (its own pinning); none: every
+      worker may run on all of SERVER_CPU (run.sh widens it after start)
+  LOAD=$LOAD  closed: wrk, CONNECTIONS keep-alive connections as fast as it
+      can; rate: bench/fixedrate.py, RATE=$RATE requests/s over CONNECTIONS
+  SERVER_CPU=$SERVER_CPU  LOAD_CPU=$LOAD_CPU  CPUs for the servers (a list: 0,1 or 0-1) and for the load
   SCALWSD=$SCALWSD
   NGINX=$NGINX  WRK=$WRK
   OUT=bench/results/<timestamp>-SCENARIO  where results go
@@ -69,27 +84,62 @@ case ${1:-} in
     *) echo "run.sh: unknown scenario '$1'" >&2; usage >&2; exit 2 ;;
 esac
 
-for v in RUNS DURATION WARMUP CONNECTIONS SERVER_CPU LOAD_CPU START_TIMEOUT STOP_TIMEOUT; do
+# A CPU list as taskset and /proc/PID/status write it (0,2 or 0-1), as the
+# sorted CPU numbers separated by spaces.
+expand_cpus() {
+    local part lo hi parts cpus=()
+    IFS=, read -r -a parts <<<"$1"
+    for part in "${parts[@]}"; do
+        [[ $part =~ ^([0-9]+)(-([0-9]+))?$ ]] || return 1
+        lo=${BASH_REMATCH[1]} hi=${BASH_REMATCH[3]:-${BASH_REMATCH[1]}}
+        for ((; lo <= hi; lo++)); do cpus+=("$lo"); done
+    done
+    printf '%s\n' "${cpus[@]}" | sort -nu | tr '\n' ' ' | sed 's/ $//'
+}
+
+for v in RUNS DURATION WARMUP CONNECTIONS WORKERS RATE LOAD_CPU START_TIMEOUT STOP_TIMEOUT; do
     is_uint "${!v}" || die "$v must be a whole number, not '${!v}'"
 done
-((RUNS >= 1 && DURATION >= 1 && CONNECTIONS >= 1)) || die "RUNS, DURATION and CONNECTIONS must be at least 1"
-((SERVER_CPU != LOAD_CPU)) || die "SERVER_CPU and LOAD_CPU must differ"
+((RUNS >= 1 && DURATION >= 1 && CONNECTIONS >= 1 && WORKERS >= 1 && RATE >= 1)) ||
+    die "RUNS, DURATION, CONNECTIONS, WORKERS and RATE must be at least 1"
+SERVER_CPUS=$(expand_cpus "$SERVER_CPU") || die "SERVER_CPU must be a CPU list (0, 0,1 or 0-1), not '$SERVER_CPU'"
+for c in $SERVER_CPUS; do
+    [[ -d /sys/devices/system/cpu/cpu$c ]] || die "no CPU $c on this machine"
+done
+# One server CPU: the load must stay off it. Several (PIN=none on a 2-core
+# machine): the load shares them, as it would on a busy host; said in meta.
+if [[ $SERVER_CPUS != *" "* ]]; then
+    [[ $SERVER_CPUS != "$LOAD_CPU" ]] || die "SERVER_CPU and LOAD_CPU must differ"
+fi
+case $PIN in cpu|none) ;; *) die "PIN is cpu or none, not '$PIN'" ;; esac
+case $LOAD in closed|rate) ;; *) die "LOAD is closed or rate, not '$LOAD'" ;; esac
 read -r -a SERVER_LIST <<<"$SERVERS"
 for s in "${SERVER_LIST[@]}"; do
     case $s in
-        scalws) [[ -x $SCALWSD ]] || die "no $SCALWSD: build it (make -j2) or set SCALWSD, or SERVERS=nginx" ;;
-        nginx) [[ -x $NGINX ]] || die "no $NGINX: apt-get install nginx-light, or set NGINX" ;;
-        *) die "unknown server '$s' in SERVERS (known: scalws nginx)" ;;
+        scalws|scalws:shared|scalws:reuseport|scalws:hash|scalws:least-loaded|scalws:fountain|scalws:cpu)
+            [[ -x $SCALWSD ]] || die "no $SCALWSD: build it (make -j2) or set SCALWSD, or SERVERS=nginx" ;;
+        nginx)
+            [[ -x $NGINX ]] || die "no $NGINX: apt-get install nginx-light, or set NGINX"
+            ((WORKERS == 1)) || die "nginx.conf.in has one worker: WORKERS=$WORKERS is for ScalWS policies only" ;;
+        *) die "unknown server '$s' in SERVERS (known: nginx, scalws, scalws:POLICY)" ;;
     esac
 done
-((${#SERVER_LIST[@]} >= 1 && ${#SERVER_LIST[@]} <= 2)) || die "SERVERS names one or two servers"
-command -v "$WRK" >/dev/null || die "no wrk: apt-get install wrk"
+((${#SERVER_LIST[@]} >= 1 && ${#SERVER_LIST[@]} <= 6)) || die "SERVERS names one to six servers"
+if [[ -z $BASELINE ]]; then
+    BASELINE=${SERVER_LIST[0]}
+    for s in "${SERVER_LIST[@]}"; do [[ $s != scalws:shared ]] || BASELINE=$s; done
+    for s in "${SERVER_LIST[@]}"; do [[ $s != nginx ]] || BASELINE=$s; done
+fi
+[[ " ${SERVER_LIST[*]} " == *" $BASELINE "* ]] || die "BASELINE $BASELINE is not in SERVERS"
+if [[ $LOAD == closed ]]; then
+    command -v "$WRK" >/dev/null || die "no wrk: apt-get install wrk"
+fi
 command -v curl >/dev/null || die "no curl: apt-get install curl"
 [[ -d /sys/devices/system/cpu/cpu$LOAD_CPU ]] || die "no CPU $LOAD_CPU on this machine"
 
 CLK_TCK=$(getconf CLK_TCK)
 STAMP=$(date +%Y%m%d-%H%M%S)
-OUT=${OUT:-$BENCH/results/$STAMP-$SCENARIO}
+OUT=${OUT:-$BENCH/results/$STAMP-$SCENARIO$([[ $LOAD == closed ]] || echo "-$LOAD")}
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 
@@ -158,8 +208,19 @@ s.bind(("127.0.0.1", 0))
 print(s.getsockname()[1])'
 }
 
-render() {  # render TEMPLATE OUTPUT PORT
-    sed -e "s|@PORT@|$3|g" -e "s|@DOCROOT@|$DOCROOT|g" -e "s|@TMP@|$TMP|g" "$1" >"$2"
+render() {  # render TEMPLATE OUTPUT PORT [POLICY]
+    sed -e "s|@PORT@|$3|g" -e "s|@DOCROOT@|$DOCROOT|g" -e "s|@TMP@|$TMP|g" \
+        -e "s|@WORKERS@|$WORKERS|g" -e "s|@POLICY@|${4:-shared}|g" "$1" >"$2"
+}
+
+# A server's name in file names: scalws:least-loaded -> scalws-least-loaded.
+tag() {
+    echo "${1//:/-}"
+}
+
+# The accept policy of a ScalWS server: scalws is scalws:shared.
+policy_of() {
+    [[ $1 == *:* ]] && echo "${1#*:}" || echo shared
 }
 
 declare -A PORT
@@ -167,7 +228,7 @@ for s in "${SERVER_LIST[@]}"; do
     PORT[$s]=$(free_port)
 done
 
-# Starts server $1 on CPU $SERVER_CPU in the background; sets SERVER_PID.
+# Starts server $1 on the CPUs $SERVER_CPU in the background; sets SERVER_PID.
 start_server() {
     local s=$1 port=${PORT[$1]}
     case $s in
@@ -176,10 +237,10 @@ start_server() {
             taskset -c "$SERVER_CPU" "$NGINX" -p "$TMP/" -c "$TMP/nginx.conf" \
                 -e "$TMP/nginx-error.log" >>"$TMP/nginx-stderr.log" 2>&1 &
             ;;
-        scalws)
-            render "$BENCH/conf/scalws.yaml.in" "$TMP/scalws.yaml" "$port"
-            taskset -c "$SERVER_CPU" "$SCALWSD" -c "$TMP/scalws.yaml" \
-                >>"$TMP/scalwsd.log" 2>&1 &
+        scalws*)
+            render "$BENCH/conf/scalws.yaml.in" "$TMP/$(tag "$s").yaml" "$port" "$(policy_of "$s")"
+            taskset -c "$SERVER_CPU" "$SCALWSD" -c "$TMP/$(tag "$s").yaml" \
+                >>"$TMP/$(tag "$s").log" 2>&1 &
             ;;
     esac
     SERVER_PID=$!
@@ -199,13 +260,19 @@ proc_tree() {
 # it; sets SERVER_PIDS.
 wait_ready() {
     local s=$1 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" deadline=$((SECONDS + START_TIMEOUT)) answered
+    local nprocs=2
+    [[ $s == nginx ]] || nprocs=$((WORKERS + 1))
     while :; do
         kill -0 "$SERVER_PID" 2>/dev/null || die "$s exited at start; see $OUT/*.log"
         answered=0
         if curl -s -o /dev/null --max-time 1 "$url"; then
             answered=1
             mapfile -t SERVER_PIDS < <(proc_tree "$SERVER_PID")
-            ((${#SERVER_PIDS[@]} >= 2)) && return 0
+            if ((${#SERVER_PIDS[@]} >= nprocs)); then
+                [[ $s == nginx ]] || check_policy "$s"
+                [[ $PIN == cpu ]] || unpin "$s"
+                return 0
+            fi
         fi
         ((SECONDS < deadline)) || die "$s not ready after ${START_TIMEOUT}s:" \
             "$( ((answered)) && echo "answers $url but has no worker process" || echo "no answer on $url")"
@@ -231,12 +298,45 @@ stop_server() {
     SERVER_PIDS=()
 }
 
-# Every server process must be on SERVER_CPU alone.
-check_pinned() {
-    local s=$1 p cpus
+# A BPF policy that could not load falls back to reuseport and says so:
+# that run would measure reuseport under another name.
+check_policy() {
+    local s=$1 log
+    log=$TMP/$(tag "$s").log
+    if grep -q 'falling back to reuseport' "$log" 2>/dev/null; then
+        die "$s: $(grep -m1 'falling back to reuseport' "$log")"
+    fi
+}
+
+# PIN=none: a worker pins itself to one CPU at its start (no setting turns
+# that off); once it has, every server process is let run on all of
+# SERVER_CPU.
+unpin() {
+    local s=$1 p cpus deadline=$((SECONDS + START_TIMEOUT))
     for p in "${SERVER_PIDS[@]}"; do
-        cpus=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/"$p"/status)
-        [[ $cpus == "$SERVER_CPU" ]] || die "$s pid $p may run on CPUs $cpus, not only $SERVER_CPU"
+        while :; do
+            cpus=$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/"$p"/status) || die "$s pid $p is gone"
+            [[ $p == "$SERVER_PID" || $cpus =~ ^[0-9]+$ ]] && break
+            ((SECONDS < deadline)) || die "$s pid $p has not pinned itself (CPUs $cpus)"
+            sleep 0.01
+        done
+        taskset -apc "$SERVER_CPU" "$p" >/dev/null || die "cannot let $s pid $p run on CPUs $SERVER_CPU"
+    done
+}
+
+# Every server process must run on SERVER_CPU only: PIN=cpu, on a part of
+# it (a worker on one CPU); PIN=none, on all of it.
+check_pinned() {
+    local s=$1 p cpus c
+    for p in "${SERVER_PIDS[@]}"; do
+        cpus=$(expand_cpus "$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/"$p"/status)")
+        if [[ $PIN == none ]]; then
+            [[ $cpus == "$SERVER_CPUS" ]] || die "$s pid $p may run on CPUs $cpus, not on all of $SERVER_CPUS"
+        else
+            for c in $cpus; do
+                [[ " $SERVER_CPUS " == *" $c "* ]] || die "$s pid $p may run on CPUs $cpus, not only $SERVER_CPUS"
+            done
+        fi
     done
 }
 
@@ -301,22 +401,27 @@ check_answer() {
     RESP_BYTES=$((hsize + bsize))
 }
 
-# ---------------------------------------------------------------- wrk
+# ---------------------------------------------------------------- load
 
-# Runs wrk against server $1 for $2 seconds; the result lines go to $3.
-# The Lua script only has done(), so wrk's hot path is unchanged.
+# Runs the load against server $1 for $2 seconds; the result lines go to $3.
+# closed: wrk, whose Lua script only has done(), so wrk's hot path is
+# unchanged. rate: bench/fixedrate.py, which prints the same BENCH line.
 run_wrk() {
-    local s=$1 secs=$2 out=$3 rc=0
+    local s=$1 secs=$2 out=$3 rc=0 url="http://127.0.0.1:${PORT[$1]}$URL_PATH"
+    local -a cmd
+    if [[ $LOAD == rate ]]; then
+        cmd=("$PY" "$BENCH/fixedrate.py" "$url" "$RATE" "$secs" "$CONNECTIONS")
+    else
+        cmd=("$WRK" -t1 -c"$CONNECTIONS" -d"${secs}s" -s "$BENCH/summary.lua" "$url")
+    fi
     # In the background so that a signal to this script is handled at once
     # (bash runs traps only between foreground commands).
-    taskset -c "$LOAD_CPU" timeout -k 5 $((secs + 30)) \
-        "$WRK" -t1 -c"$CONNECTIONS" -d"${secs}s" -s "$BENCH/summary.lua" \
-        "http://127.0.0.1:${PORT[$s]}$URL_PATH" >"$out" 2>&1 &
+    taskset -c "$LOAD_CPU" timeout -k 5 $((secs + 30)) "${cmd[@]}" >"$out" 2>&1 &
     WRK_PID=$!
     wait "$WRK_PID" || rc=$?
     WRK_PID=
-    ((rc == 0)) || die "$s: wrk exited with $rc; output in $out"
-    grep -q '^BENCH ' "$out" || die "$s: no summary from wrk; output in $out"
+    ((rc == 0)) || die "$s: the load ($LOAD) exited with $rc; output in $out"
+    grep -q '^BENCH ' "$out" || die "$s: no summary from the load ($LOAD); output in $out"
 }
 
 # Reads one field of the BENCH line of a wrk output.
@@ -396,6 +501,11 @@ setup_scenario
     echo "warmup_s=$WARMUP"
     echo "connections=$CONNECTIONS"
     echo "servers=${SERVER_LIST[*]}"
+    echo "baseline=$BASELINE"
+    echo "workers=$WORKERS"
+    echo "pin=$PIN"
+    echo "load=$LOAD"
+    [[ $LOAD != rate ]] || echo "rate=$RATE"
     echo "server_cpu=$SERVER_CPU"
     echo "load_cpu=$LOAD_CPU"
     echo "url_path=$URL_PATH"
@@ -406,16 +516,20 @@ setup_scenario
     echo "cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
     echo "ncpu=$(nproc --all)"
     # wrk -v prints its version and exits with 1.
-    echo "wrk=$({ "$WRK" -v 2>&1 || true; } | awk 'NR == 1 {print $1, $2}')"
+    if [[ $LOAD == rate ]]; then
+        echo "wrk=bench/fixedrate.py ($("$PY" --version 2>&1))"
+    else
+        echo "wrk=$({ "$WRK" -v 2>&1 || true; } | awk 'NR == 1 {print $1, $2}')"
+    fi
     for s in "${SERVER_LIST[@]}"; do
         case $s in
             nginx) echo "nginx=$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')" ;;
-            scalws) echo "scalws=$({ "$SCALWSD" --version 2>&1 || true; } | awk 'NR == 1')" ;;
+            scalws*) echo "$s=$({ "$SCALWSD" --version 2>&1 || true; } | awk 'NR == 1')" ;;
         esac
     done
 } >"$OUT/meta.txt"
 
-# Both servers must give the same body before anything is measured.
+# Every server must give the same body before anything is measured.
 for s in "${SERVER_LIST[@]}"; do
     start_server "$s"
     wait_ready "$s"
@@ -423,19 +537,19 @@ for s in "${SERVER_LIST[@]}"; do
     log "$s answers $URL_PATH with $RESP_BYTES bytes ($(stat -c %s "$TMP/expected") of body) on port ${PORT[$s]}"
     stop_server
 done
-if ((${#SERVER_LIST[@]} == 2)); then
-    cmp -s "$TMP/body-${SERVER_LIST[0]}" "$TMP/body-${SERVER_LIST[1]}" || die "the two servers answer different bodies"
-fi
-cp "$TMP"/nginx.conf "$TMP"/scalws.yaml "$OUT"/ 2>/dev/null || true
+for s in "${SERVER_LIST[@]:1}"; do
+    cmp -s "$TMP/body-${SERVER_LIST[0]}" "$TMP/body-$s" || die "${SERVER_LIST[0]} and $s answer different bodies"
+done
+cp "$TMP"/nginx.conf "$TMP"/scalws*.yaml "$OUT"/ 2>/dev/null || true
 
-# Order: A B, B A, A B, ... so that neither server always goes first.
-log "$SCENARIO: $RUNS runs of ${DURATION}s (+${WARMUP}s warm-up), $CONNECTIONS connections; results in $OUT"
+# Order: the list rotated by one each round (A B, B A, A B, ...; A B C,
+# B C A, C A B, ...) so that no server always goes first.
+log "$SCENARIO: $RUNS runs of ${DURATION}s (+${WARMUP}s warm-up), $CONNECTIONS connections," \
+    "load $LOAD$([[ $LOAD != rate ]] || echo " at $RATE/s"), $WORKERS worker(s), PIN=$PIN; results in $OUT"
 slot=0
 for ((run = 1; run <= RUNS; run++)); do
-    order=("${SERVER_LIST[@]}")
-    if ((run % 2 == 0)) && ((${#order[@]} == 2)); then
-        order=("${order[1]}" "${order[0]}")
-    fi
+    k=$(((run - 1) % ${#SERVER_LIST[@]}))
+    order=("${SERVER_LIST[@]:k}" "${SERVER_LIST[@]:0:k}")
     for s in "${order[@]}"; do
         slot=$((slot + 1))
         measure "$s" "$run" "$slot"

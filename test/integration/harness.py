@@ -111,8 +111,11 @@ class Server:
     stderr (error.log) and stdout (access.log). stop() leaves no process of
     it behind."""
 
-    def __init__(self, config_text, port=None):
+    def __init__(self, config_text, port=None, prefix=()):
         self.dir = tempfile.mkdtemp(prefix="scalws-it-")
+        # A command the binary runs under (e.g. capsh dropping capabilities);
+        # it must exec the binary, so that self.pid stays the supervisor's.
+        self.prefix = list(prefix)
         self.port = port or free_port()
         self.config_path = os.path.join(self.dir, "scalws.yaml")
         self.err_path = os.path.join(self.dir, "error.log")
@@ -136,7 +139,7 @@ class Server:
             # Own session: the terminal's Ctrl-C does not reach it, and the
             # process group lets stop() kill workers the supervisor left.
             self.proc = subprocess.Popen(
-                [binary(), "-c", self.config_path], stdin=subprocess.DEVNULL,
+                self.prefix + [binary(), "-c", self.config_path], stdin=subprocess.DEVNULL,
                 stdout=out, stderr=err, cwd=self.dir, start_new_session=True)
         LIVE_SERVERS.add(self)
         if wait:
@@ -312,8 +315,8 @@ class ServerTestCase(unittest.TestCase):
     def setUp(self):
         self.servers = []
 
-    def server(self, config_text, start=True, port=None):
-        srv = Server(config_text, port=port)
+    def server(self, config_text, start=True, port=None, prefix=()):
+        srv = Server(config_text, port=port, prefix=prefix)
         self.servers.append(srv)
         if start:
             srv.start()
