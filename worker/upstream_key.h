@@ -10,8 +10,9 @@
  *
  * Pure functions over slices: nothing is allocated or copied, every slice
  * handed out points into the caller's bytes and lives as long as they do.
- * Any process may call them; the supervisor's configuration checks use
- * sws_upstream_key_parse() too, so the two never disagree on what a key is.
+ * Any process may call them: the configuration's check of a pool's
+ * hash_key can use sws_upstream_key_parse(), so that the checker and the
+ * worker never disagree on what a key is.
  */
 #ifndef SWS_WORKER_UPSTREAM_KEY_H
 #define SWS_WORKER_UPSTREAM_KEY_H
@@ -22,10 +23,12 @@
 #include "core/str.h"
 #include "worker/request.h"
 
+/* Numbered as the pool's hash_kind in the table (where 0 is "no hash"),
+ * so that the proxy copies it over. */
 typedef enum sws_upstream_key_kind {
-    SWS_UPSTREAM_KEY_CLIENT_IP = 0,
-    SWS_UPSTREAM_KEY_HEADER,
-    SWS_UPSTREAM_KEY_COOKIE,
+    SWS_UPSTREAM_KEY_CLIENT_IP = 1,
+    SWS_UPSTREAM_KEY_HEADER = 2,
+    SWS_UPSTREAM_KEY_COOKIE = 3,
 } sws_upstream_key_kind_t;
 
 typedef struct sws_upstream_key {
