@@ -1,4 +1,4 @@
-/* Choosing an upstream member: see upstream_balance.h and ADR 0009. */
+/* Choosing an upstream member: see upstream_balance.h and ADR 0011. */
 #include "worker/upstream_balance.h"
 
 #include <string.h>
@@ -128,7 +128,7 @@ static double ln_unit(double x)
 /* Weighted rendezvous: member i scores w_i / -ln(u_i) with u_i uniform in
  * (0, 1) from (key, id); the highest wins, and is picked with probability
  * w_i / sum(w). A member's score depends on the key and itself only, so
- * adding or removing one moves only the keys it wins or had (ADR 0009).
+ * adding or removing one moves only the keys it wins or had (ADR 0011).
  * When every member weighs the same the score orders as u itself, so the
  * logarithm is skipped: the same winner, at a fraction of the cost. */
 static double rendezvous_score(uint64_t key_hash, const sws_upstream_peer_t *p, int weighted)

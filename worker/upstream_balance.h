@@ -30,7 +30,7 @@
  * connection to a one-member pool is worth a retry). The proxy sees the
  * member id and may decline.
  *
- * Kinds (ADR 0009):
+ * Kinds (ADR 0011):
  *   round_robin  nginx's smooth weighted round robin: weights 5,1,1 give
  *                a a b a c a a; over the members that may be picked.
  *   least_conn   fewest requests in flight relative to weight; ties go
