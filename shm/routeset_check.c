@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <ctype.h>
 
 #include "core/log.h"
 #include "core/http_token.h"
@@ -240,7 +239,8 @@ static const char *addr_host(sws_routeset_addr_t *out)
     if (out->host[len - 1] == '.')
         out->host[len - 1] = '\0';
     for (char *c = out->host; *c != '\0'; c++)
-        *c = (char)tolower((unsigned char)*c);
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c | 0x20);
     out->family = AF_UNSPEC;
     return NULL;
 }

@@ -222,7 +222,9 @@ size_t sws_table_size(const Sws__RouteSet *rs);
  * as "FIELD PATH: message" ("hosts[0].routes[2].path: ..."), checked
  * first: every source of a RouteSet passes the same check. Normalised: host names
  * lowercased without a trailing dot, static roots without trailing '/',
- * access_log path "-" stored as "". On failure the arena holds garbage. */
+ * access_log path "-" stored as "", a member's weight 0 as 1 and its id 0
+ * as sws_member_id(), a pool's absent Timeouts or Health as the
+ * SWS_DEFAULT_POOL_* values. On failure the arena holds garbage. */
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
                     char *err, size_t errlen);
 
