@@ -6,6 +6,7 @@
 #include "shm/routeset_check.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +201,146 @@ const char *sws_routeset_location_problem(const char *location)
     return NULL;
 }
 
+/* 1..65535, in at most five digits. */
+static int port_parse(const char *s, uint16_t *port)
+{
+    size_t len = strlen(s);
+    unsigned long v;
+
+    if (len == 0 || len > 5 || strspn(s, "0123456789") != len)
+        return -1;
+    v = strtoul(s, NULL, 10);
+    if (v < 1 || v > 65535)
+        return -1;
+    *port = (uint16_t)v;
+    return 0;
+}
+
+/* The host part of an address without brackets: an IPv4 address or a name. */
+static const char *addr_host(sws_routeset_addr_t *out)
+{
+    const char *problem;
+    size_t len;
+
+    if (inet_pton(AF_INET, out->host, out->ip) == 1) {
+        out->family = AF_INET;
+        return NULL;
+    }
+    /* Dotted digits that are no IPv4 address ("10.0.0", "300.1.1.1") are a
+     * typo far more often than a name. */
+    if (strspn(out->host, "0123456789.") == strlen(out->host))
+        return "not an IPv4 address";
+    if (out->host[0] == '*')
+        return "must name one host, not a wildcard";
+    problem = sws_routeset_host_name_problem(out->host);
+    if (problem != NULL)
+        return problem;
+    len = strlen(out->host);
+    if (out->host[len - 1] == '.')
+        out->host[len - 1] = '\0';
+    for (char *c = out->host; *c != '\0'; c++)
+        if (*c >= 'A' && *c <= 'Z')
+            *c = (char)(*c | 0x20);
+    out->family = AF_UNSPEC;
+    return NULL;
+}
+
+const char *sws_routeset_address_problem(const char *text, int need_port,
+                                         sws_routeset_addr_t *out)
+{
+    sws_routeset_addr_t tmp;
+    const char *port = NULL, *problem;
+    size_t hostlen;
+
+    if (out == NULL)
+        out = &tmp;
+    memset(out, 0, sizeof(*out));
+    if (text[0] == '\0')
+        return "must not be empty";
+    if (text[0] == '[') {
+        const char *close = strchr(text, ']');
+        if (close == NULL)
+            return "missing ']' after the IPv6 address";
+        if (close[1] == ':')
+            port = close + 2;
+        else if (close[1] != '\0')
+            return "expected [IPv6]:PORT";
+        hostlen = (size_t)(close - text - 1);
+        if (hostlen >= INET6_ADDRSTRLEN)
+            return "not an IPv6 address";
+        memcpy(out->host, text + 1, hostlen);
+        if (inet_pton(AF_INET6, out->host, out->ip) != 1)
+            return "not an IPv6 address";
+        inet_ntop(AF_INET6, out->ip, out->host, sizeof(out->host));
+        out->family = AF_INET6;
+    } else {
+        const char *colon = strrchr(text, ':');
+        if (colon != NULL && memchr(text, ':', (size_t)(colon - text)) != NULL)
+            return "an IPv6 address needs brackets, as in [::1]:8080";
+        hostlen = colon != NULL ? (size_t)(colon - text) : strlen(text);
+        if (hostlen == 0)
+            return "the host is missing (expected HOST:PORT)";
+        if (hostlen >= sizeof(out->host))
+            return "is longer than 253 characters";
+        memcpy(out->host, text, hostlen);
+        port = colon != NULL ? colon + 1 : NULL;
+        problem = addr_host(out);
+        if (problem != NULL)
+            return problem;
+    }
+    if (port != NULL && port_parse(port, &out->port) < 0)
+        return "the port must be a number from 1 to 65535";
+    if (port == NULL && need_port)
+        return "the port is missing (expected HOST:PORT)";
+    snprintf(out->key, sizeof(out->key), "%s%s%s", out->family == AF_INET6 ? "[" : "", out->host,
+             out->family == AF_INET6 ? "]" : "");
+    if (out->port != 0)
+        snprintf(out->key + strlen(out->key), sizeof(out->key) - strlen(out->key), ":%u",
+                 out->port);
+    return NULL;
+}
+
+const char *sws_routeset_pool_name_problem(const char *name)
+{
+    size_t len = strlen(name);
+
+    if (len == 0)
+        return "must not be empty";
+    if (len > SWS_ROUTESET_POOL_NAME_MAX)
+        return "is longer than 128 characters";
+    for (const char *c = name; *c != '\0'; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
+              *c == '-' || *c == '_' || *c == '.'))
+            return "may contain only letters, digits, '-', '_' and '.'";
+    return NULL;
+}
+
+const char *sws_routeset_hash_key_problem(const char *key, unsigned *kind, const char **name)
+{
+    static const struct {
+        const char *prefix;
+        unsigned kind;
+    } named[] = { { "header:", SWS_HASH_HEADER }, { "cookie:", SWS_HASH_COOKIE } };
+
+    if (strcmp(key, "client_ip") == 0) {
+        *kind = SWS_HASH_CLIENT_IP;
+        *name = "";
+        return NULL;
+    }
+    for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
+        size_t n = strlen(named[i].prefix);
+        if (strncmp(key, named[i].prefix, n) != 0)
+            continue;
+        if (!sws_is_token(key + n))
+            return "NAME must be a header or cookie name: letters, digits and "
+                   "!#$%&'*+-.^_`|~";
+        *kind = named[i].kind;
+        *name = key + n;
+        return NULL;
+    }
+    return "expected client_ip, header:NAME or cookie:NAME";
+}
+
 /* ---- the walk ---- */
 
 static int check_settings(const Sws__Settings *st, sws_routeset_refusal_t *why)
@@ -226,8 +367,161 @@ static int pool_exists(const Sws__RouteSet *rs, const char *name)
     return 0;
 }
 
+static int check_timeout(uint32_t ms, const char *pool, const char *key,
+                         sws_routeset_refusal_t *why)
+{
+    if (ms >= 1 && ms <= SWS_ROUTESET_POOL_TIMEOUT_MAX_MS)
+        return 0;
+    return refuse(at(why, "%s.%s", pool, key), "expected 1 to %u milliseconds, got %u",
+                  SWS_ROUTESET_POOL_TIMEOUT_MAX_MS, ms);
+}
+
+static int check_count(uint32_t v, uint32_t max, const char *pool, const char *key,
+                       sws_routeset_refusal_t *why)
+{
+    if (v <= max)
+        return 0;
+    return refuse(at(why, "%s.%s", pool, key), "expected a number from 0 to %u, got %u", max, v);
+}
+
+static int check_balance(const Sws__Pool *pool, const char *at_pool, sws_routeset_refusal_t *why)
+{
+    const char *problem, *name;
+    unsigned kind;
+
+    switch (pool->balance) {
+    case SWS__POOL__BALANCE__ROUND_ROBIN:
+    case SWS__POOL__BALANCE__LEAST_CONN:
+        if (pool->hash_key[0] != '\0')
+            return refuse(at(why, "%s.hash_key", at_pool), "a hash_key needs balance hash");
+        return 0;
+    case SWS__POOL__BALANCE__HASH:
+        if (pool->hash_key[0] == '\0')
+            return refuse(at(why, "%s.hash_key", at_pool),
+                          "balance hash needs a hash_key: client_ip, header:NAME or cookie:NAME");
+        problem = sws_routeset_hash_key_problem(pool->hash_key, &kind, &name);
+        if (problem != NULL)
+            return refuse(at(why, "%s.hash_key", at_pool), "\"%s\": %s", pool->hash_key, problem);
+        return 0;
+    default:
+        return refuse(at(why, "%s.balance", at_pool),
+                      "expected round_robin, least_conn or hash, got %d", (int)pool->balance);
+    }
+}
+
+static int check_pool_fields(const Sws__Pool *pool, const char *p, sws_routeset_refusal_t *why)
+{
+    const Sws__Pool__Timeouts *to = pool->timeouts;
+    const Sws__Pool__Health *he = pool->health;
+    const char *problem = sws_routeset_pool_name_problem(pool->name);
+
+    if (problem != NULL)
+        return refuse(at(why, "%s.name", p), "\"%s\": %s", pool->name, problem);
+    if (check_balance(pool, p, why) < 0 ||
+        check_count(pool->keepalive, SWS_ROUTESET_KEEPALIVE_MAX, p, "keepalive", why) < 0 ||
+        check_count(pool->retries, SWS_ROUTESET_RETRIES_MAX, p, "retries", why) < 0 ||
+        check_count(pool->max_conns, SWS_ROUTESET_MAX_CONNS_MAX, p, "max_conns", why) < 0)
+        return -1;
+    /* Absent: the table takes the defaults. Present: every field is a
+     * value, and no timeout is "none". */
+    if (to != NULL && (check_timeout(to->connect_ms, p, "timeouts.connect_ms", why) < 0 ||
+                       check_timeout(to->send_ms, p, "timeouts.send_ms", why) < 0 ||
+                       check_timeout(to->read_ms, p, "timeouts.read_ms", why) < 0 ||
+                       check_timeout(to->idle_ms, p, "timeouts.idle_ms", why) < 0))
+        return -1;
+    if (he != NULL &&
+        (check_count(he->max_fails, SWS_ROUTESET_MAX_FAILS_MAX, p, "health.max_fails", why) < 0 ||
+         /* Passive health off: the windows are never read. */
+         (he->max_fails > 0 &&
+          (check_timeout(he->fail_window_ms, p, "health.fail_window_ms", why) < 0 ||
+           check_timeout(he->cooldown_ms, p, "health.cooldown_ms", why) < 0))))
+        return -1;
+    return 0;
+}
+
+/* One member's place and id, for the ids-once check. */
+typedef struct member_use {
+    uint64_t id;
+    size_t p, m;
+    int derived;
+} member_use_t;
+
+static int member_use_cmp(const void *x, const void *y)
+{
+    const member_use_t *u = x, *v = y;
+
+    if (u->id != v->id)
+        return u->id < v->id ? -1 : 1;
+    if (u->p != v->p)
+        return u->p < v->p ? -1 : 1;
+    return u->m < v->m ? -1 : (u->m > v->m);
+}
+
+static int check_member(const Sws__Pool *pool, const Sws__Member *mb, const char *at_member,
+                        member_use_t *use, sws_routeset_refusal_t *why)
+{
+    sws_routeset_addr_t addr;
+    const char *problem = sws_routeset_address_problem(mb->address, 1, &addr);
+
+    if (problem != NULL)
+        return refuse(at(why, "%s.address", at_member), "\"%s\": %s", mb->address, problem);
+    if (mb->weight > SWS_ROUTESET_WEIGHT_MAX)
+        return refuse(at(why, "%s.weight", at_member),
+                      "expected a number from 1 to %u (0: the default, 1), got %u",
+                      SWS_ROUTESET_WEIGHT_MAX, mb->weight);
+    if (mb->state != SWS__MEMBER__STATE__UP && mb->state != SWS__MEMBER__STATE__DRAINING &&
+        mb->state != SWS__MEMBER__STATE__DOWN)
+        return refuse(at(why, "%s.state", at_member), "expected up, draining or down, got %d",
+                      (int)mb->state);
+    use->derived = mb->id == 0;
+    use->id = use->derived ? sws_member_id(pool->name, addr.key) : mb->id;
+    return 0;
+}
+
+/* Every member id once across the RouteSet: sorted, so ingressd's large
+ * pools cost n log n. Two derived ids are equal for the same address in a
+ * pool (a 64-bit collision otherwise), so that is how it is reported. */
+static int check_ids_once(const Sws__RouteSet *rs, member_use_t *uses, size_t n,
+                          sws_routeset_refusal_t *why)
+{
+    const member_use_t *dup = NULL, *first = NULL;
+
+    qsort(uses, n, sizeof(*uses), member_use_cmp);
+    for (size_t i = 1; i < n; i++) {
+        if (uses[i].id != uses[i - 1].id)
+            continue;
+        size_t f = i - 1;
+        while (f > 0 && uses[f - 1].id == uses[i].id)
+            f--;
+        if (dup == NULL || uses[i].p < dup->p || (uses[i].p == dup->p && uses[i].m < dup->m)) {
+            dup = &uses[i];
+            first = &uses[f];
+        }
+    }
+    if (dup == NULL)
+        return 0;
+    if (dup->derived && first->derived && dup->p == first->p)
+        return refuse(at(why, "pools[%zu].members[%zu].address", dup->p, dup->m),
+                      "\"%s\" is already a member of this pool (members[%zu])",
+                      rs->pools[dup->p]->members[dup->m]->address, first->m);
+    return refuse(at(why, "pools[%zu].members[%zu].id", dup->p, dup->m),
+                  "member id %llu is already used (pools[%zu].members[%zu])",
+                  (unsigned long long)dup->id, first->p, first->m);
+}
+
 static int check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
 {
+    size_t nmembers = 0, k = 0;
+    member_use_t *uses;
+    int rc = 0;
+
+    for (size_t p = 0; p < rs->n_pools; p++) {
+        char at_pool[32];
+        snprintf(at_pool, sizeof(at_pool), "pools[%zu]", p);
+        if (check_pool_fields(rs->pools[p], at_pool, why) < 0)
+            return -1;
+        nmembers += rs->pools[p]->n_members;
+    }
     /* Quadratic, and fine: pools are few (one per upstream service). */
     for (size_t p = 0; p < rs->n_pools; p++)
         for (size_t q = 0; q < p; q++)
@@ -235,7 +529,24 @@ static int check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
                 return refuse(at(why, "pools[%zu].name", p),
                               "pool \"%s\" appears twice (first at pools[%zu])",
                               rs->pools[p]->name, q);
-    return 0;
+    if (nmembers == 0)
+        return 0;
+    uses = malloc(nmembers * sizeof(*uses));
+    if (uses == NULL)
+        return refuse(at(why, "pools"), "out of memory");
+    for (size_t p = 0; p < rs->n_pools && rc == 0; p++) {
+        for (size_t m = 0; m < rs->pools[p]->n_members && rc == 0; m++) {
+            char at_member[64];
+            snprintf(at_member, sizeof(at_member), "pools[%zu].members[%zu]", p, m);
+            uses[k] = (member_use_t){ .p = p, .m = m };
+            rc = check_member(rs->pools[p], rs->pools[p]->members[m], at_member, &uses[k++],
+                              why);
+        }
+    }
+    if (rc == 0)
+        rc = check_ids_once(rs, uses, nmembers, why);
+    free(uses);
+    return rc;
 }
 
 static int check_respond(const Sws__Respond *rp, const char *route, sws_routeset_refusal_t *why)
@@ -292,6 +603,14 @@ static int check_action(const Sws__RouteSet *rs, const Sws__Route *r, const char
         if (!pool_exists(rs, r->proxy->pool))
             return refuse(at(why, "%s.proxy.pool", route), "no pool is named \"%s\"",
                           r->proxy->pool);
+        /* It goes upstream as a header line: the address rules keep
+         * controls, spaces and a second header out of it. */
+        problem = r->proxy->host_header[0] == '\0'
+                      ? NULL
+                      : sws_routeset_address_problem(r->proxy->host_header, 0, NULL);
+        if (problem != NULL)
+            return refuse(at(why, "%s.proxy.host_header", route), "\"%s\": %s",
+                          r->proxy->host_header, problem);
         return 0;
     default:
         return refuse(at(why, "%s", route),

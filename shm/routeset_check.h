@@ -19,8 +19,12 @@
  * values without controls, no body on 204/304; redirect status 301, 302,
  * 303, 307 or 308 and a location without spaces or controls; a static root
  * that is absolute and an index that is a file name; a proxy names a pool
- * that exists, pool names are unique; the settings' log level and Server
- * name. Not checked: the per-request limits of Settings (sources fill them
+ * that exists and its host_header is "" or HOST[:PORT]; pool names are
+ * unique and well formed, balance and hash_key agree, keepalive, retries,
+ * max_conns, timeouts and health within the ranges below; member addresses
+ * are HOST:PORT, once per pool, weights 0..1000, states known, member ids
+ * (given or derived, sws_member_id) unique across the RouteSet; the
+ * settings' log level and Server name. Not checked: the per-request limits of Settings (sources fill them
  * with the defaults of shm/table.h; the YAML reader checks its ranges).
  *
  * Pure functions on memory: any process may call them; nothing is kept.
@@ -42,7 +46,8 @@ typedef struct sws_routeset_refusal {
     char msg[352];
 } sws_routeset_refusal_t;
 
-/* 0, or -1 with one refusal in *why: the settings and pools first, then
+/* 0, or -1 with one refusal in *why: the settings and pools first (each
+ * pool's fields, then its members, then names and ids used twice), then
  * each host and its routes in order, then names and routes used twice (the
  * later use is the one refused). */
 int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why);
@@ -72,6 +77,41 @@ int sws_routeset_redirect_status_ok(uint32_t status);
 
 /* A redirect location: NULL when fine, else why not. */
 const char *sws_routeset_location_problem(const char *location);
+
+/* An address as a member (HOST:PORT) or a Host header (HOST[:PORT])
+ * gives it, parsed: HOST is an IPv4 address, an IPv6 address in brackets or
+ * a DNS name (letters, digits, '-', '_', dots; not resolved here). */
+typedef struct sws_routeset_addr {
+    int family;              /* AF_INET, AF_INET6, or AF_UNSPEC: a name */
+    uint16_t port;           /* 0: none given */
+    uint8_t ip[16];          /* network order */
+    char host[256];          /* the IP as inet_ntop writes it, or the name lowercased
+                                without a trailing dot */
+    char key[272];           /* host and port, canonical: "10.0.0.1:80",
+                                "[::1]:80", "a.example:80" (sws_member_id) */
+} sws_routeset_addr_t;
+
+/* Parse text into *out (may be NULL); need_port: a member address. NULL
+ * when fine, else why not. */
+const char *sws_routeset_address_problem(const char *text, int need_port,
+                                         sws_routeset_addr_t *out);
+
+/* A pool name: 1..SWS_ROUTESET_POOL_NAME_MAX of letters, digits, '-', '_'
+ * and '.' (it goes into admin API paths and log lines as is). */
+const char *sws_routeset_pool_name_problem(const char *name);
+
+/* A hash_key: "client_ip", "header:NAME" or "cookie:NAME", NAME a token.
+ * *kind gets its sws_hash_kind_t and *name where NAME starts ("" for
+ * client_ip). NULL when fine, else why not. */
+const char *sws_routeset_hash_key_problem(const char *key, unsigned *kind, const char **name);
+
+#define SWS_ROUTESET_POOL_NAME_MAX 128u
+#define SWS_ROUTESET_WEIGHT_MAX 1000u
+#define SWS_ROUTESET_KEEPALIVE_MAX 10000u
+#define SWS_ROUTESET_RETRIES_MAX 100u
+#define SWS_ROUTESET_MAX_CONNS_MAX 1000000u
+#define SWS_ROUTESET_MAX_FAILS_MAX 10000u
+#define SWS_ROUTESET_POOL_TIMEOUT_MAX_MS (24u * 3600 * 1000) /* a day */
 
 /* The lowest and highest respond status (no 1xx: an interim answer is never
  * a final response, and the HTTP layer sends 100 Continue itself). */

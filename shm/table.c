@@ -15,7 +15,8 @@
  *                      stored as ".example.com"
  *   fields             sws_tfield_t: the respond routes' header fields,
  *                      each route's in one slice
- *   pools, members     carried for roadmap 2
+ *   pools, members     sws_pool_t, sws_member_t: each pool's members in
+ *                      one slice, addresses parsed
  *   strings            a NUL byte (every empty string), then each string's
  *                      bytes followed by a NUL
  *
@@ -32,6 +33,7 @@
 #include "shm/routeset_check.h"
 
 #include <string.h>
+#include <sys/socket.h>
 
 #define TABLE_MAGIC 0x314c425453575353ULL /* "SSWSTBL1" little-endian */
 #define FNV_OFFSET 2166136261u
@@ -195,10 +197,55 @@ static size_t route_str_bytes(const Sws__Route *r)
     case SWS__ROUTE__ACTION_REDIRECT:
         n += str_bytes(strlen(r->redirect->location));
         break;
+    case SWS__ROUTE__ACTION_PROXY:
+        n += str_bytes(strlen(r->proxy->host_header));
+        break;
     default:
         break;
     }
     return n;
+}
+
+/* ---- pools ---------------------------------------------------------- */
+
+uint64_t sws_member_id(const char *pool, const char *key)
+{
+    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 */
+
+    /* The NUL between the two keeps ("ab", "c:1") apart from ("a", "bc:1"). */
+    for (const char *s = pool;; s++) {
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+        if (*s == '\0')
+            break;
+    }
+    for (const char *s = key; *s != '\0'; s++)
+        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h != 0 ? h : 1; /* 0 means "derive" in a RouteSet */
+}
+
+/* The header or cookie name of a hash_key ("" for client_ip or none). */
+static const char *pool_hash_name(const Sws__Pool *pool, unsigned *kind)
+{
+    const char *name = "";
+
+    *kind = SWS_HASH_NONE;
+    if (pool->balance == SWS__POOL__BALANCE__HASH)
+        sws_routeset_hash_key_problem(pool->hash_key, kind, &name);
+    return name;
+}
+
+static size_t pool_hash_name_len(const Sws__Pool *pool)
+{
+    unsigned kind;
+    return strlen(pool_hash_name(pool, &kind));
+}
+
+static size_t member_str_bytes(const Sws__Member *mb)
+{
+    sws_routeset_addr_t addr;
+
+    sws_routeset_address_problem(mb->address, 1, &addr);
+    return str_bytes(strlen(mb->address)) + str_bytes(strlen(addr.host));
 }
 
 static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
@@ -231,10 +278,10 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
     lay->npools = rs->n_pools;
     for (size_t p = 0; p < rs->n_pools; p++) {
         const Sws__Pool *pool = rs->pools[p];
-        strings += str_bytes(strlen(pool->name));
+        strings += str_bytes(strlen(pool->name)) + str_bytes(pool_hash_name_len(pool));
         lay->nmembers += pool->n_members;
         for (size_t m = 0; m < pool->n_members; m++)
-            strings += str_bytes(strlen(pool->members[m]->address));
+            strings += member_str_bytes(pool->members[m]);
     }
     if (rs->settings != NULL) {
         strings += str_bytes(strlen(rs->settings->server_name));
@@ -353,6 +400,7 @@ static void build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__
     case SWS__ROUTE__ACTION_PROXY:
         pool_index(rs, r->proxy->pool, &out->pool);
         out->action = SWS_ACTION_PROXY;
+        out->host_header = put_bytes(w, r->proxy->host_header, strlen(r->proxy->host_header));
         return;
     default:
         return;
@@ -365,7 +413,7 @@ static void build_route(table_writer_t *w, const Sws__RouteSet *rs, const Sws__H
     sws_tstr_t empty = { w->empty, 0 };
     memset(out, 0, sizeof(*out));
     /* Fields the action does not use still read as "". */
-    out->path = out->body = out->location = out->root = out->index = empty;
+    out->path = out->body = out->location = out->root = out->index = out->host_header = empty;
     build_action(w, rs, r, out);
     out->match = r->match == SWS__ROUTE__MATCH__EXACT ? SWS_MATCH_EXACT : SWS_MATCH_PREFIX;
     out->https_redirect = (r->https_redirect || host->https_redirect) ? 1 : 0;
@@ -432,6 +480,61 @@ static void build_names(table_writer_t *w, struct sws_table *t, const Sws__Host 
     }
 }
 
+static void build_member(table_writer_t *w, const Sws__Pool *pool, const Sws__Member *mb,
+                         sws_member_t *out)
+{
+    sws_routeset_addr_t addr;
+
+    memset(out, 0, sizeof(*out));
+    sws_routeset_address_problem(mb->address, 1, &addr);
+    out->id = mb->id != 0 ? mb->id : sws_member_id(pool->name, addr.key);
+    out->address = put_bytes(w, mb->address, strlen(mb->address));
+    out->weight = mb->weight != 0 ? mb->weight : SWS_DEFAULT_POOL_WEIGHT;
+    out->state = (uint32_t)mb->state;
+    out->host = put_bytes(w, addr.host, strlen(addr.host));
+    out->port = addr.port;
+    out->family = (uint8_t)addr.family;
+    memcpy(out->ip, addr.ip, sizeof(out->ip));
+}
+
+/* A pool's settings; a Timeouts or Health message the RouteSet left out
+ * reads as the defaults of table.h. */
+static void build_pool(table_writer_t *w, const Sws__Pool *pool, sws_pool_t *out)
+{
+    static const Sws__Pool__Timeouts default_timeouts = {
+        .connect_ms = SWS_DEFAULT_POOL_CONNECT_TIMEOUT_MS,
+        .send_ms = SWS_DEFAULT_POOL_SEND_TIMEOUT_MS,
+        .read_ms = SWS_DEFAULT_POOL_READ_TIMEOUT_MS,
+        .idle_ms = SWS_DEFAULT_POOL_IDLE_TIMEOUT_MS,
+    };
+    static const Sws__Pool__Health default_health = {
+        .max_fails = SWS_DEFAULT_POOL_MAX_FAILS,
+        .fail_window_ms = SWS_DEFAULT_POOL_FAIL_WINDOW_MS,
+        .cooldown_ms = SWS_DEFAULT_POOL_COOLDOWN_MS,
+    };
+    const Sws__Pool__Timeouts *to = pool->timeouts ? pool->timeouts : &default_timeouts;
+    const Sws__Pool__Health *he = pool->health ? pool->health : &default_health;
+    unsigned kind;
+    const char *name = pool_hash_name(pool, &kind);
+
+    memset(out, 0, sizeof(*out));
+    out->name = put_bytes(w, pool->name, strlen(pool->name));
+    out->balance = (uint8_t)pool->balance;
+    out->hash_kind = (uint8_t)kind;
+    out->hash_name = put_bytes(w, name, strlen(name));
+    out->keepalive = pool->keepalive;
+    out->retries = pool->retries;
+    out->max_conns = pool->max_conns;
+    out->connect_timeout_ms = to->connect_ms;
+    out->send_timeout_ms = to->send_ms;
+    out->read_timeout_ms = to->read_ms;
+    out->idle_timeout_ms = to->idle_ms;
+    out->max_fails = he->max_fails;
+    out->fail_window_ms = he->fail_window_ms;
+    out->cooldown_ms = he->cooldown_ms;
+}
+
+/* Pools and members are checked (sws_routeset_check). */
 static void build_pools(table_writer_t *w, struct sws_table *t, const Sws__RouteSet *rs)
 {
     sws_pool_t *pools = (sws_pool_t *)(w->base + t->pools_off);
@@ -439,16 +542,11 @@ static void build_pools(table_writer_t *w, struct sws_table *t, const Sws__Route
     uint32_t m = 0;
     for (size_t p = 0; p < rs->n_pools; p++) {
         const Sws__Pool *pool = rs->pools[p];
-        pools[p].name = put_bytes(w, pool->name, strlen(pool->name));
+        build_pool(w, pool, &pools[p]);
         pools[p].first_member = m;
         pools[p].nmembers = (uint32_t)pool->n_members;
-        for (size_t i = 0; i < pool->n_members; i++, m++) {
-            const Sws__Member *mb = pool->members[i];
-            members[m].id = mb->id;
-            members[m].address = put_bytes(w, mb->address, strlen(mb->address));
-            members[m].weight = mb->weight;
-            members[m].state = (uint32_t)mb->state;
-        }
+        for (size_t i = 0; i < pool->n_members; i++, m++)
+            build_member(w, pool, pool->members[i], &members[m]);
     }
 }
 

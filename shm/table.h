@@ -69,7 +69,8 @@ typedef struct sws_route {
     sws_tstr_t location;     /* redirect */
     sws_tstr_t root;         /* static: absolute, no trailing '/' (except "/") */
     sws_tstr_t index;        /* static: index file name */
-    uint32_t pool;           /* proxy: index into the pools (roadmap 2) */
+    uint32_t pool;           /* proxy: index into the pools */
+    sws_tstr_t host_header;  /* proxy: Host sent upstream; "" = the client's */
 } sws_route_t;
 
 /* Header fields a respond route may carry (sws_routeset_check refuses more). */
@@ -108,21 +109,76 @@ static inline int sws_settings_log_level(const sws_settings_t *st)
     return (int)st->log_level - 1;
 }
 
-/* Upstream pools (roadmap 2): carried in the table, not served yet. A
- * proxy route's `pool` indexes them; a pool's members are the
- * nmembers entries of sws_table_members(). */
+/* Upstream pools. A proxy route's `pool` indexes them; a pool's members
+ * are the nmembers entries of sws_table_members(). Every field is set:
+ * what a RouteSet left absent holds the defaults below. */
 typedef struct sws_member {
     uint64_t id;             /* stable: upstream keep-alive pools are keyed by it */
-    sws_tstr_t address;      /* "host:port" */
-    uint32_t weight;
+    sws_tstr_t address;      /* "host:port" as the RouteSet gave it */
+    uint32_t weight;         /* 1..1000 */
     uint32_t state;          /* Sws__Member__State */
+    /* The address, parsed once here so that no worker parses it again: */
+    sws_tstr_t host;         /* IPv4 / IPv6 (no brackets) as inet_ntop writes it,
+                                or a DNS name, lowercased */
+    uint16_t port;
+    uint8_t family;          /* AF_INET, AF_INET6, or AF_UNSPEC: host is a name */
+    uint8_t reserved;
+    uint8_t ip[16];          /* network order; AF_INET uses the first 4 bytes */
 } sws_member_t;
+
+typedef enum sws_balance {
+    SWS_BALANCE_ROUND_ROBIN = 0, /* weighted */
+    SWS_BALANCE_LEAST_CONN = 1,
+    SWS_BALANCE_HASH = 2,        /* consistent, on hash_kind/hash_name */
+} sws_balance_t;
+
+typedef enum sws_hash_kind {
+    SWS_HASH_NONE = 0,       /* balance is not hash */
+    SWS_HASH_CLIENT_IP = 1,
+    SWS_HASH_HEADER = 2,     /* hash_name: the header (match case-insensitively) */
+    SWS_HASH_COOKIE = 3,     /* hash_name: the cookie */
+} sws_hash_kind_t;
 
 typedef struct sws_pool {
     sws_tstr_t name;
     uint32_t first_member;
     uint32_t nmembers;
+    uint8_t balance;         /* sws_balance_t */
+    uint8_t hash_kind;       /* sws_hash_kind_t */
+    uint16_t reserved;
+    sws_tstr_t hash_name;    /* header or cookie name; "" otherwise */
+    uint32_t keepalive;      /* idle connections per member per worker */
+    uint32_t retries;        /* further members tried after a failure */
+    uint32_t max_conns;      /* per member per worker; 0 = no limit */
+    uint32_t connect_timeout_ms;
+    uint32_t send_timeout_ms;
+    uint32_t read_timeout_ms;
+    uint32_t idle_timeout_ms;
+    uint32_t max_fails;      /* within fail_window_ms: down for cooldown_ms; 0 = off */
+    uint32_t fail_window_ms;
+    uint32_t cooldown_ms;
 } sws_pool_t;
+
+/* The id of a member that the RouteSet gave none (Member.id 0): a 64-bit
+ * FNV-1a of the pool name and the member's canonical address
+ * (sws_routeset_addr_t.key), never 0. The same (pool, address) gets the
+ * same id in every generation and from every source (ADR 0013). Any
+ * process may call it. */
+uint64_t sws_member_id(const char *pool, const char *key);
+
+/* The defaults of a pool (docs/configuration.md, "pools"): sources fill
+ * them; the table takes the timeouts and health ones when the RouteSet's
+ * Pool has no Timeouts or Health message. */
+#define SWS_DEFAULT_POOL_KEEPALIVE 32u
+#define SWS_DEFAULT_POOL_RETRIES 2u
+#define SWS_DEFAULT_POOL_WEIGHT 1u
+#define SWS_DEFAULT_POOL_CONNECT_TIMEOUT_MS 5000u
+#define SWS_DEFAULT_POOL_SEND_TIMEOUT_MS 60000u
+#define SWS_DEFAULT_POOL_READ_TIMEOUT_MS 60000u
+#define SWS_DEFAULT_POOL_IDLE_TIMEOUT_MS 60000u
+#define SWS_DEFAULT_POOL_MAX_FAILS 3u
+#define SWS_DEFAULT_POOL_FAIL_WINDOW_MS 10000u
+#define SWS_DEFAULT_POOL_COOLDOWN_MS 10000u
 
 /* The defaults of the per-request settings (docs/configuration.md), in
  * one place: the config layer fills them into every RouteSet it builds,
@@ -166,7 +222,9 @@ size_t sws_table_size(const Sws__RouteSet *rs);
  * as "FIELD PATH: message" ("hosts[0].routes[2].path: ..."), checked
  * first: every source of a RouteSet passes the same check. Normalised: host names
  * lowercased without a trailing dot, static roots without trailing '/',
- * access_log path "-" stored as "". On failure the arena holds garbage. */
+ * access_log path "-" stored as "", a member's weight 0 as 1 and its id 0
+ * as sws_member_id(), a pool's absent Timeouts or Health as the
+ * SWS_DEFAULT_POOL_* values. On failure the arena holds garbage. */
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
                     char *err, size_t errlen);
 

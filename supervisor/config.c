@@ -19,6 +19,7 @@
  */
 #include "supervisor/config.h"
 #include "supervisor/config_yaml.h"
+#include "supervisor/config_pools.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -764,8 +765,7 @@ static int cfg_redirect(cfg_parser_t *p, yaml_node_t *node, void *msg)
 }
 
 /* The route actions. Each key is also the name of the Route field (a
- * member of its oneof) that holds the action's message; fill is NULL for an
- * action that is not built yet. */
+ * member of its oneof) that holds the action's message. */
 static const struct cfg_action {
     const char *key;
     int (*fill)(cfg_parser_t *p, yaml_node_t *node, void *msg);
@@ -773,7 +773,7 @@ static const struct cfg_action {
     { "respond", cfg_respond },
     { "static", cfg_static },
     { "redirect", cfg_redirect },
-    { "proxy", NULL },
+    { "proxy", cfg_proxy },
 };
 
 /* A new message for parent's oneof member `field`, attached and chosen the
@@ -816,55 +816,14 @@ static int cfg_route_action(cfg_parser_t *p, yaml_node_t *route, const cfg_field
         node = n;
     }
     if (node == NULL)
-        return cfg_fail(p, route, "a route needs one action: respond, static or redirect");
+        return cfg_fail(p, route, "a route needs one action: respond, static, redirect or proxy");
 
     mark = cfg_push(p, action->key);
-    if (action->fill == NULL)
-        return cfg_fail(p, node, "%s needs the reverse proxy (pools), not built yet", action->key);
     msg = cfg_new_oneof(p, node, &r->base, action->key);
     if (msg == NULL || action->fill(p, node, msg) < 0)
         return -1;
     cfg_pop(p, mark);
     return 0;
-}
-
-/* A repeated message field from a YAML list: each item gets a message of
- * desc's type, malloc'ed, initialised and appended before fill runs (so that
- * a failure half-way still frees it). seen spans the list: the host names of
- * all hosts, the routes of one host. */
-typedef int (*cfg_fill_fn)(cfg_parser_t *p, yaml_node_t *item, void *msg, cfg_set_t *seen);
-
-static int cfg_repeated(cfg_parser_t *p, yaml_node_t *node, const ProtobufCMessageDescriptor *desc,
-                        size_t *count, void ***arr, cfg_fill_fn fill)
-{
-    yaml_node_item_t *items;
-    cfg_set_t seen = { 0 };
-    size_t n;
-    int rc = 0;
-
-    if (node == NULL)
-        return 0;
-    if (cfg_list(p, node, &items, &n) < 0)
-        return -1;
-    if (n == 0)
-        return 0;
-    *arr = calloc(n, sizeof(**arr));
-    if (*arr == NULL)
-        return cfg_oom(p, node);
-    for (size_t i = 0; i < n && rc == 0; i++) {
-        size_t mark = cfg_push_index(p, i);
-        void *msg = cfg_new(p, node, desc);
-        if (msg == NULL) {
-            rc = -1;
-            break;
-        }
-        (*arr)[(*count)++] = msg;
-        rc = fill(p, cfg_node(p, items[i]), msg, &seen);
-        if (rc == 0)
-            cfg_pop(p, mark);
-    }
-    cfg_set_free(&seen);
-    return rc;
 }
 
 static int cfg_route(cfg_parser_t *p, yaml_node_t *node, void *msg, cfg_set_t *seen)
@@ -942,7 +901,7 @@ static int cfg_defaults(cfg_parser_t *p, yaml_node_t *at, Sws__Config *cfg)
 
 static int cfg_build(cfg_parser_t *p, yaml_node_t *root, Sws__Config *cfg)
 {
-    static const char *const keys[] = { "server", "hosts", NULL };
+    static const char *const keys[] = { "server", "pools", "hosts", NULL };
     cfg_fields_t f;
     size_t mark;
 
@@ -953,6 +912,10 @@ static int cfg_build(cfg_parser_t *p, yaml_node_t *root, Sws__Config *cfg)
         return -1;
     cfg_pop(p, mark);
     p->limit = (uint64_t)CFG_MEMORY_PER_TABLE_BYTE * cfg->server->table_size;
+    mark = cfg_push(p, "pools");
+    if (cfg_pools(p, cfg_field(&f, "pools"), cfg->routes) < 0)
+        return -1;
+    cfg_pop(p, mark);
     mark = cfg_push(p, "hosts");
     if (cfg_repeated(p, cfg_field(&f, "hosts"), &sws__host__descriptor, &cfg->routes->n_hosts,
                      (void ***)&cfg->routes->hosts, cfg_host) < 0)

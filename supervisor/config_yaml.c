@@ -527,6 +527,40 @@ void cfg_set_free(cfg_set_t *s)
 }
 
 
+int cfg_repeated(cfg_parser_t *p, yaml_node_t *node, const ProtobufCMessageDescriptor *desc,
+                        size_t *count, void ***arr, cfg_fill_fn fill)
+{
+    yaml_node_item_t *items;
+    cfg_set_t seen = { 0 };
+    size_t n;
+    int rc = 0;
+
+    if (node == NULL)
+        return 0;
+    if (cfg_list(p, node, &items, &n) < 0)
+        return -1;
+    if (n == 0)
+        return 0;
+    *arr = calloc(n, sizeof(**arr));
+    if (*arr == NULL)
+        return cfg_oom(p, node);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        size_t mark = cfg_push_index(p, i);
+        void *msg = cfg_new(p, node, desc);
+        if (msg == NULL) {
+            rc = -1;
+            break;
+        }
+        (*arr)[(*count)++] = msg;
+        rc = fill(p, cfg_node(p, items[i]), msg, &seen);
+        if (rc == 0)
+            cfg_pop(p, mark);
+    }
+    cfg_set_free(&seen);
+    return rc;
+}
+
+
 /* Item i of a list; of a scalar, i 0 is the scalar itself ("name: a" is
  * names[0]); of a mapping of headers, the i-th value counting each value
  * of a list (the order the reader built them in). NULL: none. */

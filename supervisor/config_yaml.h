@@ -142,6 +142,15 @@ int cfg_bool(cfg_parser_t *p, const cfg_fields_t *f, const char *key,
 /* Optional string field: a scalar without NUL bytes; a null value is "". */
 int cfg_string(cfg_parser_t *p, const cfg_fields_t *f, const char *key, char **out);
 
+/* A repeated message field from a YAML list: each item gets a message of
+ * desc's type, malloc'ed, initialised and appended to *arr before fill runs
+ * (so that a failure half-way still frees it). seen spans the list: the
+ * host names of all hosts, the routes of one host. Absent (NULL): none. */
+typedef int (*cfg_fill_fn)(cfg_parser_t *p, yaml_node_t *item, void *msg, cfg_set_t *seen);
+
+int cfg_repeated(cfg_parser_t *p, yaml_node_t *node, const ProtobufCMessageDescriptor *desc,
+                 size_t *count, void ***arr, cfg_fill_fn fill);
+
 /* Add (key, kind); NULL when new, the earlier entry when already there.
  * *oom is set when the set could not grow. */
 const cfg_seen_t *cfg_set_add(cfg_set_t *s, const char *key, unsigned kind,

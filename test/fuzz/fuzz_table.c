@@ -70,6 +70,9 @@ static void lookup(const char *host, size_t hlen, const char *path, size_t plen)
     check_str(r->location);
     check_str(r->root);
     check_str(r->index);
+    check_str(r->host_header);
+    if (r->action == SWS_ACTION_PROXY && r->pool >= sws_table_pool_count(table_base))
+        abort();
 }
 
 /* host and path as given, then variants of each. */
@@ -124,9 +127,19 @@ static void fuzz_routeset(const uint8_t *data, size_t size)
         for (uint32_t i = 0; i < sws_table_pool_count(table_base); i++) {
             const sws_pool_t *pool = sws_table_pool(table_base, i);
             check_str(pool->name);
+            check_str(pool->hash_name);
+            /* What the checker promises the balancer and the proxy. */
+            if (pool->balance > SWS_BALANCE_HASH ||
+                (pool->balance == SWS_BALANCE_HASH) != (pool->hash_kind != SWS_HASH_NONE) ||
+                pool->connect_timeout_ms == 0 || pool->read_timeout_ms == 0)
+                abort();
             const sws_member_t *m = sws_table_members(table_base, pool);
-            for (uint32_t j = 0; j < pool->nmembers; j++)
+            for (uint32_t j = 0; j < pool->nmembers; j++) {
                 check_str(m[j].address);
+                check_str(m[j].host);
+                if (m[j].id == 0 || m[j].port == 0 || m[j].weight == 0 || m[j].host.len == 0)
+                    abort();
+            }
         }
     } else if (err[0] == '\0') {
         abort(); /* a refusal says why */

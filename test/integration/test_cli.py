@@ -314,6 +314,14 @@ class DocsAgree(unittest.TestCase):
             code, out = self.check(block)
             self.assertEqual(code, 0, out + "\n" + block)
 
+    def test_configuration_pools_examples_pass_t(self):
+        blocks = [b for b in re.findall(r"```yaml\n(.*?)```", self.read("docs/configuration.md"),
+                                        re.S) if b.startswith("pools:")]
+        self.assertTrue(blocks, "no pools: example in docs/configuration.md")
+        for block in blocks:
+            code, out = self.check(block)
+            self.assertEqual(code, 0, out + "\n" + block)
+
     def test_readme_layout_lists_present_folders(self):
         rows = re.findall(r"^\| ([^|]+) \|", self.read("README.md"), re.M)
         folders = [f for row in rows for f in re.findall(r"`([\w.-]+/)`", row)]

@@ -277,7 +277,7 @@ static void test_errors_keys_and_types(void **state)
 {
     (void)state;
     expect_error("serer: {}\n", "t.yaml:1:1: serer: ",
-                 "unknown key (expected one of: server, hosts)");
+                 "unknown key (expected one of: server, pools, hosts)");
     expect_error("server:\n  bakclog: 10\n", "t.yaml:2:3: server.bakclog: ", "unknown key");
     expect_error("server:\n  backlog: 10\n  backlog: 20\n", "t.yaml:3:3: server.backlog: ",
                  "duplicate key (first at line 2, column 3)");
@@ -382,7 +382,7 @@ static void test_errors_hosts_and_routes(void **state)
     (void)state;
     expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n",
                  "t.yaml:4:9: hosts[0].routes[0]: ",
-                 "a route needs one action: respond, static or redirect");
+                 "a route needs one action: respond, static, redirect or proxy");
     expect_error("hosts:\n  - name: a.test\n    routes:\n      - path: /\n"
                  "        respond: {body: x}\n        redirect: {location: /y}\n",
                  "t.yaml:6:19: hosts[0].routes[0].redirect: ",
@@ -409,7 +409,7 @@ static void test_errors_hosts_and_routes(void **state)
     expect_error("hosts:\n  - name: a.test\n    routes:\n      - {path: x, respond: {}}\n",
                  "t.yaml:4:16: hosts[0].routes[0].path: ", "must start with \"/\"");
     expect_error("hosts:\n  - name: a.test\n    routes:\n      - {path: /x, proxy: {pool: p}}\n",
-                 "t.yaml:4:27: hosts[0].routes[0].proxy: ", "not built yet");
+                 "t.yaml:4:34: hosts[0].routes[0].proxy.pool: ", "no pool is named \"p\"");
     expect_error("hosts:\n  - name: \"a.*.test\"\n", "t.yaml:2:11: hosts[0].name: ",
                  "a wildcard must be \"*.\" followed by a name");
     expect_error("hosts:\n  - name: \"*example.com\"\n", "t.yaml:2:11: hosts[0].name: ",
@@ -682,6 +682,190 @@ static void test_load_errors(void **state)
     assert_int_equal(rmdir(dir), 0);
 }
 
+/* ---- pools and proxy routes ---- */
+
+static void test_pools_defaults(void **state)
+{
+    (void)state;
+    Sws__Config *cfg = parse_ok("pools:\n  - name: api\n    members: [127.0.0.1:9001]\n"
+                                "  - name: none\n"
+                                "hosts:\n  - name: a.test\n    routes:\n"
+                                "      - {path: /, proxy: {pool: api}}\n");
+    Sws__Pool *pool = cfg->routes->pools[0];
+
+    assert_int_equal(cfg->routes->n_pools, 2);
+    assert_string_equal(pool->name, "api");
+    assert_int_equal(pool->balance, SWS__POOL__BALANCE__ROUND_ROBIN);
+    assert_string_equal(pool->hash_key, "");
+    assert_int_equal(pool->keepalive, 32);
+    assert_int_equal(pool->retries, 2);
+    assert_int_equal(pool->max_conns, 0);
+    assert_int_equal(pool->timeouts->connect_ms, 5000);
+    assert_int_equal(pool->timeouts->send_ms, 60000);
+    assert_int_equal(pool->timeouts->read_ms, 60000);
+    assert_int_equal(pool->timeouts->idle_ms, 60000);
+    assert_int_equal(pool->health->max_fails, 3);
+    assert_int_equal(pool->health->fail_window_ms, 10000);
+    assert_int_equal(pool->health->cooldown_ms, 10000);
+    assert_int_equal(pool->n_members, 1);
+    assert_string_equal(pool->members[0]->address, "127.0.0.1:9001");
+    assert_int_equal(pool->members[0]->weight, 1);
+    assert_int_equal(pool->members[0]->state, SWS__MEMBER__STATE__UP);
+    assert_int_equal(pool->members[0]->id, 0); /* derived by the table (ADR 0013) */
+    assert_int_equal(cfg->routes->pools[1]->n_members, 0);
+    Sws__Proxy *px = cfg->routes->hosts[0]->routes[0]->proxy;
+    assert_int_equal(cfg->routes->hosts[0]->routes[0]->action_case, SWS__ROUTE__ACTION_PROXY);
+    assert_string_equal(px->pool, "api");
+    assert_string_equal(px->host_header, "");
+    assert_true(protobuf_c_message_check(&cfg->base));
+    sws_config_free(cfg);
+}
+
+static void test_pools_full(void **state)
+{
+    (void)state;
+    Sws__Config *cfg = parse_ok(
+        "pools:\n"
+        "  - name: api\n"
+        "    balance: hash\n"
+        "    hash_key: cookie:sid\n"
+        "    keepalive: 0\n"
+        "    retries: 0\n"
+        "    max_conns: 64\n"
+        "    timeouts: {connect: 500ms, send: 2m, read: 30, idle: 1h}\n"
+        "    health: {max_fails: 0, fail_window: 1m, cooldown: 2s}\n"
+        "    members:\n"
+        "      - address: \"[::1]:9002\"\n"
+        "        weight: 1000\n"
+        "        state: draining\n"
+        "      - {address: backend.internal:80, state: down}\n"
+        "  - {name: lc, balance: least_conn}\n"
+        "hosts:\n  - name: a.test\n    routes:\n"
+        "      - {path: /, proxy: {pool: api, host_header: \"[::1]:8080\"}}\n");
+    Sws__Pool *pool = cfg->routes->pools[0];
+
+    assert_int_equal(pool->balance, SWS__POOL__BALANCE__HASH);
+    assert_string_equal(pool->hash_key, "cookie:sid");
+    assert_int_equal(pool->keepalive, 0);
+    assert_int_equal(pool->retries, 0);
+    assert_int_equal(pool->max_conns, 64);
+    assert_int_equal(pool->timeouts->connect_ms, 500);
+    assert_int_equal(pool->timeouts->send_ms, 120000);
+    assert_int_equal(pool->timeouts->read_ms, 30000);
+    assert_int_equal(pool->timeouts->idle_ms, 3600000);
+    assert_int_equal(pool->health->max_fails, 0);
+    assert_int_equal(pool->health->fail_window_ms, 60000);
+    assert_int_equal(pool->health->cooldown_ms, 2000);
+    assert_string_equal(pool->members[0]->address, "[::1]:9002");
+    assert_int_equal(pool->members[0]->weight, 1000);
+    assert_int_equal(pool->members[0]->state, SWS__MEMBER__STATE__DRAINING);
+    assert_int_equal(pool->members[1]->weight, 1);
+    assert_int_equal(pool->members[1]->state, SWS__MEMBER__STATE__DOWN);
+    assert_int_equal(cfg->routes->pools[1]->balance, SWS__POOL__BALANCE__LEAST_CONN);
+    assert_string_equal(cfg->routes->hosts[0]->routes[0]->proxy->host_header, "[::1]:8080");
+    sws_config_free(cfg);
+}
+
+/* Every bad value of a pool or a proxy route, at its line and column. */
+static void test_pool_errors(void **state)
+{
+    (void)state;
+    static const char route[] = "hosts:\n  - name: a.test\n    routes:\n";
+    static const struct {
+        const char *yaml, *want, *more;
+    } cases[] = {
+        { "pools: {name: a}\n", "t.yaml:1:8: pools: ", "expected a list, got a mapping" },
+        { "pools:\n  - members: []\n", "t.yaml:2:5: pools[0]: ", "a pool needs a name" },
+        { "pools:\n  - {name: a, colour: red}\n", "t.yaml:2:15: pools[0].colour: ",
+          "unknown key (expected one of: name, members, balance, hash_key, keepalive, retries, "
+          "max_conns, timeouts, health)" },
+        { "pools:\n  - name: a/b\n", "t.yaml:2:11: pools[0].name: ",
+          "\"a/b\": may contain only letters, digits, '-', '_' and '.'" },
+        { "pools:\n  - name: a\n  - name: a\n", "t.yaml:3:11: pools[1].name: ",
+          "pool \"a\" is already defined (line 2, column 11)" },
+        { "pools:\n  - {name: a, balance: random}\n", "t.yaml:2:24: pools[0].balance: ",
+          "expected round_robin, least_conn or hash, got \"random\"" },
+        { "pools:\n  - {name: a, balance: hash}\n", "t.yaml:2:24: pools[0].balance: ",
+          "balance hash needs a hash_key: client_ip, header:NAME or cookie:NAME" },
+        { "pools:\n  - {name: a, hash_key: client_ip}\n", "t.yaml:2:25: pools[0].hash_key: ",
+          "a hash_key needs balance: hash" },
+        { "pools:\n  - {name: a, balance: hash, hash_key: ip}\n",
+          "t.yaml:2:40: pools[0].hash_key: ",
+          "\"ip\": expected client_ip, header:NAME or cookie:NAME" },
+        { "pools:\n  - {name: a, balance: hash, hash_key: \"header:a b\"}\n",
+          "t.yaml:2:40: pools[0].hash_key: ", "NAME must be a header or cookie name" },
+        { "pools:\n  - {name: a, keepalive: -1}\n", "t.yaml:2:26: pools[0].keepalive: ",
+          "expected a number from 0 to 10000, got \"-1\"" },
+        { "pools:\n  - {name: a, retries: 101}\n", "t.yaml:2:24: pools[0].retries: ",
+          "expected a number from 0 to 100, got \"101\"" },
+        { "pools:\n  - {name: a, max_conns: 1000001}\n", "t.yaml:2:26: pools[0].max_conns: ",
+          "expected a number from 0 to 1000000" },
+        { "pools:\n  - {name: a, timeouts: {connect: 0}}\n",
+          "t.yaml:2:35: pools[0].timeouts.connect: ", "from 1ms to 24h, got \"0\"" },
+        { "pools:\n  - {name: a, timeouts: {read: 25h}}\n",
+          "t.yaml:2:32: pools[0].timeouts.read: ", "from 1ms to 24h, got \"25h\"" },
+        { "pools:\n  - {name: a, timeouts: {write: 1s}}\n",
+          "t.yaml:2:26: pools[0].timeouts.write: ", "unknown key" },
+        { "pools:\n  - {name: a, health: {max_fails: 10001}}\n",
+          "t.yaml:2:35: pools[0].health.max_fails: ", "expected a number from 0 to 10000" },
+        { "pools:\n  - {name: a, health: {cooldown: 0s}}\n",
+          "t.yaml:2:34: pools[0].health.cooldown: ", "from 1ms to 24h" },
+        { "pools:\n  - {name: a, members: [127.0.0.1]}\n", "t.yaml:2:25: pools[0].members[0]: ",
+          "\"127.0.0.1\": the port is missing (expected HOST:PORT)" },
+        { "pools:\n  - {name: a, members: [\"127.0.0.1:0\"]}\n",
+          "t.yaml:2:25: pools[0].members[0]: ",
+          "\"127.0.0.1:0\": the port must be a number from 1 to 65535" },
+        { "pools:\n  - {name: a, members: [\"::1:80\"]}\n", "t.yaml:2:25: pools[0].members[0]: ",
+          "an IPv6 address needs brackets, as in [::1]:8080" },
+        { "pools:\n  - {name: a, members: [\"[::x]:80\"]}\n",
+          "t.yaml:2:25: pools[0].members[0]: ", "not an IPv6 address" },
+        { "pools:\n  - {name: a, members: [\"256.1.1.1:80\"]}\n",
+          "t.yaml:2:25: pools[0].members[0]: ", "not an IPv4 address" },
+        { "pools:\n  - {name: a, members: [\"b_d..x:80\"]}\n",
+          "t.yaml:2:25: pools[0].members[0]: ", "has an empty label" },
+        { "pools:\n  - {name: a, members: [{weight: 2}]}\n", "t.yaml:2:25: pools[0].members[0]: ",
+          "a member needs an address (HOST:PORT)" },
+        { "pools:\n  - {name: a, members: [{address: \"h:1\", weight: 0}]}\n",
+          "t.yaml:2:50: pools[0].members[0].weight: ", "expected a number from 1 to 1000" },
+        { "pools:\n  - {name: a, members: [{address: \"h:1\", weight: 1001}]}\n",
+          "t.yaml:2:50: pools[0].members[0].weight: ", "expected a number from 1 to 1000" },
+        { "pools:\n  - {name: a, members: [{address: \"h:1\", state: gone}]}\n",
+          "t.yaml:2:49: pools[0].members[0].state: ",
+          "expected up, draining or down, got \"gone\"" },
+        /* The same member written two ways: the checker's canonical form. */
+        { "pools:\n  - name: a\n    members:\n      - \"[::1]:80\"\n      - \"[0::1]:80\"\n",
+          "t.yaml:5:9: pools[0].members[1].address: ",
+          "\"[0::1]:80\" is already a member of this pool (members[0])" },
+    };
+    static const struct {
+        const char *route, *want, *more;
+    } proxies[] = {
+        { "      - {path: /, proxy: {}}\n", "t.yaml:5:26: hosts[0].routes[0].proxy: ",
+          "a proxy needs a pool" },
+        { "      - {path: /, proxy: {pool: a, via: b}}\n",
+          "t.yaml:5:36: hosts[0].routes[0].proxy.via: ", "unknown key" },
+        { "      - {path: /, proxy: {pool: b}}\n", "t.yaml:5:33: hosts[0].routes[0].proxy.pool: ",
+          "no pool is named \"b\"" },
+        { "      - {path: /, proxy: {pool: a, host_header: \"a b\"}}\n",
+          "t.yaml:5:49: hosts[0].routes[0].proxy.host_header: ",
+          "\"a b\": may contain only letters" },
+        { "      - {path: /, proxy: {pool: a, host_header: \"a:0\"}}\n",
+          "t.yaml:5:49: hosts[0].routes[0].proxy.host_header: ",
+          "the port must be a number from 1 to 65535" },
+        { "      - {path: /, proxy: {pool: a}, respond: {}}\n",
+          "t.yaml:5:46: hosts[0].routes[0].respond: ",
+          "a route has one action, not both respond and proxy" },
+    };
+    char yaml[512];
+
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+        expect_error(cases[i].yaml, cases[i].want, cases[i].more);
+    for (size_t i = 0; i < sizeof(proxies) / sizeof(proxies[0]); i++) {
+        snprintf(yaml, sizeof(yaml), "pools: [{name: a}]\n%s%s", route, proxies[i].route);
+        expect_error(yaml, proxies[i].want, proxies[i].more);
+    }
+}
+
 /* The file `make run` uses must stay valid. */
 static void test_example_config(void **state)
 {
@@ -711,6 +895,31 @@ static void test_example_config(void **state)
     sws_config_free(cfg);
 }
 
+/* The proxy example: its pools as the comments describe them. */
+static void test_proxy_example_config(void **state)
+{
+    (void)state;
+    char err[512];
+    Sws__Config *cfg = NULL;
+
+    if (access("conf/proxy.yaml", R_OK) != 0) {
+        print_message("skipped: conf/proxy.yaml not found (run from the repository root)\n");
+        skip();
+    }
+    if (sws_config_load("conf/proxy.yaml", &cfg, err, sizeof(err)) != 0)
+        print_error("%s\n", err);
+    assert_non_null(cfg);
+    assert_int_equal(cfg->routes->n_pools, 2);
+    assert_int_equal(cfg->routes->pools[0]->n_members, 3);
+    assert_int_equal(cfg->routes->pools[0]->members[1]->weight, 2);
+    assert_int_equal(cfg->routes->pools[0]->members[2]->state, SWS__MEMBER__STATE__DRAINING);
+    assert_int_equal(cfg->routes->pools[1]->balance, SWS__POOL__BALANCE__HASH);
+    assert_string_equal(cfg->routes->pools[1]->hash_key, "cookie:session");
+    assert_string_equal(cfg->routes->hosts[0]->routes[2]->proxy->host_header,
+                        "sessions.internal");
+    sws_config_free(cfg);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -734,7 +943,11 @@ int main(void)
         cmocka_unit_test(test_alias_expansion_is_bounded),
         cmocka_unit_test(test_static_root_relative_to_file),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_pools_defaults),
+        cmocka_unit_test(test_pools_full),
+        cmocka_unit_test(test_pool_errors),
         cmocka_unit_test(test_example_config),
+        cmocka_unit_test(test_proxy_example_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

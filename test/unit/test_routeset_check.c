@@ -10,14 +10,27 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <string.h>
 
 #include "shm/routeset_check.h"
 #include "shm/table.h"
 #include "support/routeset_build.h"
 
+static Sws__Member *member(Sws__Pool *pool, const char *address)
+{
+    Sws__Member *m = NEW(Sws__Member, SWS__MEMBER__INIT);
+    m->address = strdup(address);
+    m->weight = 1;
+    PUSH(pool->members, pool->n_members, m);
+    return m;
+}
+
 /* hosts[0] "a.test": routes[0] respond "/", [1] static "/s/", [2] redirect
- * "/r/", [3] proxy "/p/" to pool "p"; hosts[1] "b.test". Valid. */
+ * "/r/", [3] proxy "/p/" to pool "p" with a Host; hosts[1] "b.test".
+ * pools[0] "p": hash on a header, members "127.0.0.1:9001", "[::1]:9002",
+ * "api.internal:80"; pools[1] "q-2.v1": round robin, its timeouts and
+ * health given, member "127.0.0.1:9001". Valid. */
 static Sws__RouteSet *fixture(void)
 {
     Sws__RouteSet *rs = rs_new();
@@ -41,8 +54,22 @@ static Sws__RouteSet *fixture(void)
     r->action_case = SWS__ROUTE__ACTION_PROXY;
     r->proxy = NEW(Sws__Proxy, SWS__PROXY__INIT);
     r->proxy->pool = strdup("p");
+    r->proxy->host_header = strdup("api.internal:8080");
     pool = NEW(Sws__Pool, SWS__POOL__INIT);
     pool->name = strdup("p");
+    pool->balance = SWS__POOL__BALANCE__HASH;
+    pool->hash_key = strdup("header:X-User");
+    member(pool, "127.0.0.1:9001");
+    member(pool, "[::1]:9002");
+    member(pool, "api.internal:80");
+    PUSH(rs->pools, rs->n_pools, pool);
+    pool = NEW(Sws__Pool, SWS__POOL__INIT);
+    pool->name = strdup("q-2.v1");
+    pool->timeouts = NEW(Sws__Pool__Timeouts, SWS__POOL__TIMEOUTS__INIT);
+    pool->timeouts->connect_ms = pool->timeouts->send_ms = pool->timeouts->read_ms = 1;
+    pool->timeouts->idle_ms = 24u * 3600 * 1000;
+    pool->health = NEW(Sws__Pool__Health, SWS__POOL__HEALTH__INIT); /* off */
+    member(pool, "127.0.0.1:9001");
     PUSH(rs->pools, rs->n_pools, pool);
     host_respond(rs_host(rs, "b.test"), SWS__ROUTE__MATCH__EXACT, "/", "b");
     return rs;
@@ -145,6 +172,118 @@ static void pool_twice(Sws__RouteSet *rs)
     pool->name = strdup("p");
     PUSH(rs->pools, rs->n_pools, pool);
 }
+static void pool_name(Sws__RouteSet *rs)
+{
+    set(&rs->pools[1]->name, "a/b");
+}
+static void balance_unknown(Sws__RouteSet *rs)
+{
+    rs->pools[0]->balance = (Sws__Pool__Balance)7;
+}
+static void hash_without_key(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->hash_key, "");
+}
+static void hash_key_unknown(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->hash_key, "ip");
+}
+static void hash_key_bad_header(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->hash_key, "header:X User");
+}
+static void hash_key_without_hash(Sws__RouteSet *rs)
+{
+    rs->pools[0]->balance = SWS__POOL__BALANCE__LEAST_CONN;
+}
+static void keepalive_high(Sws__RouteSet *rs)
+{
+    rs->pools[0]->keepalive = 10001;
+}
+static void retries_high(Sws__RouteSet *rs)
+{
+    rs->pools[1]->retries = 101;
+}
+static void max_conns_high(Sws__RouteSet *rs)
+{
+    rs->pools[1]->max_conns = 1000001;
+}
+static void timeout_zero(Sws__RouteSet *rs)
+{
+    rs->pools[1]->timeouts->read_ms = 0;
+}
+static void timeout_long(Sws__RouteSet *rs)
+{
+    rs->pools[1]->timeouts->idle_ms = 24u * 3600 * 1000 + 1;
+}
+static void health_window_zero(Sws__RouteSet *rs)
+{
+    rs->pools[1]->health->max_fails = 3;
+    rs->pools[1]->health->fail_window_ms = 0;
+    rs->pools[1]->health->cooldown_ms = 1000;
+}
+static void member_no_port(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->members[0]->address, "127.0.0.1");
+}
+static void member_port_zero(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->members[0]->address, "127.0.0.1:0");
+}
+static void member_port_high(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->members[0]->address, "127.0.0.1:65536");
+}
+static void member_v6_no_brackets(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->members[1]->address, "::1:9002");
+}
+static void member_bad_v6(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->members[1]->address, "[::g]:9002");
+}
+static void member_bad_v4(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->members[0]->address, "10.0.0:80");
+}
+static void member_bad_name(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->members[2]->address, "api..internal:80");
+}
+static void member_wildcard(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->members[2]->address, "*.internal:80");
+}
+static void member_no_host(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->members[2]->address, ":80");
+}
+static void member_weight(Sws__RouteSet *rs)
+{
+    rs->pools[0]->members[2]->weight = 1001;
+}
+static void member_state(Sws__RouteSet *rs)
+{
+    rs->pools[0]->members[2]->state = (Sws__Member__State)9;
+}
+/* The same address written another way is the same member. */
+static void member_twice(Sws__RouteSet *rs)
+{
+    set(&rs->pools[0]->members[2]->address, "[0:0::1]:9002");
+}
+static void member_id_twice(Sws__RouteSet *rs)
+{
+    rs->pools[0]->members[1]->id = 42;
+    rs->pools[1]->members[0]->id = 42;
+}
+static void host_header_space(Sws__RouteSet *rs)
+{
+    set(&route(rs, 3)->proxy->host_header, "a b");
+}
+static void host_header_crlf(Sws__RouteSet *rs)
+{
+    set(&route(rs, 3)->proxy->host_header, "a\r\nX-Evil: 1");
+}
 static void name_star_inside(Sws__RouteSet *rs)
 {
     set(&rs->hosts[0]->names[0], "a.*.test");
@@ -219,7 +358,61 @@ static const struct refusal_case {
     { "space in location", location_space, "hosts[0].routes[2].redirect.location",
       "must not contain spaces or control characters (percent-encode them)" },
     { "unknown pool", unknown_pool, "hosts[0].routes[3].proxy.pool", "no pool is named \"q\"" },
-    { "pool twice", pool_twice, "pools[1].name", "pool \"p\" appears twice (first at pools[0])" },
+    { "pool twice", pool_twice, "pools[2].name", "pool \"p\" appears twice (first at pools[0])" },
+    { "pool name", pool_name, "pools[1].name",
+      "\"a/b\": may contain only letters, digits, '-', '_' and '.'" },
+    { "unknown balance", balance_unknown, "pools[0].balance",
+      "expected round_robin, least_conn or hash, got 7" },
+    { "hash without key", hash_without_key, "pools[0].hash_key",
+      "balance hash needs a hash_key: client_ip, header:NAME or cookie:NAME" },
+    { "unknown hash key", hash_key_unknown, "pools[0].hash_key",
+      "\"ip\": expected client_ip, header:NAME or cookie:NAME" },
+    { "hash key header", hash_key_bad_header, "pools[0].hash_key",
+      "\"header:X User\": NAME must be a header or cookie name: letters, digits and "
+      "!#$%&'*+-.^_`|~" },
+    { "hash key without hash", hash_key_without_hash, "pools[0].hash_key",
+      "a hash_key needs balance hash" },
+    { "keepalive", keepalive_high, "pools[0].keepalive",
+      "expected a number from 0 to 10000, got 10001" },
+    { "retries", retries_high, "pools[1].retries", "expected a number from 0 to 100, got 101" },
+    { "max_conns", max_conns_high, "pools[1].max_conns",
+      "expected a number from 0 to 1000000, got 1000001" },
+    { "zero timeout", timeout_zero, "pools[1].timeouts.read_ms",
+      "expected 1 to 86400000 milliseconds, got 0" },
+    { "long timeout", timeout_long, "pools[1].timeouts.idle_ms",
+      "expected 1 to 86400000 milliseconds, got 86400001" },
+    { "health window", health_window_zero, "pools[1].health.fail_window_ms",
+      "expected 1 to 86400000 milliseconds, got 0" },
+    { "member without port", member_no_port, "pools[0].members[0].address",
+      "\"127.0.0.1\": the port is missing (expected HOST:PORT)" },
+    { "member port 0", member_port_zero, "pools[0].members[0].address",
+      "\"127.0.0.1:0\": the port must be a number from 1 to 65535" },
+    { "member port 65536", member_port_high, "pools[0].members[0].address",
+      "\"127.0.0.1:65536\": the port must be a number from 1 to 65535" },
+    { "IPv6 without brackets", member_v6_no_brackets, "pools[0].members[1].address",
+      "\"::1:9002\": an IPv6 address needs brackets, as in [::1]:8080" },
+    { "bad IPv6", member_bad_v6, "pools[0].members[1].address",
+      "\"[::g]:9002\": not an IPv6 address" },
+    { "bad IPv4", member_bad_v4, "pools[0].members[0].address",
+      "\"10.0.0:80\": not an IPv4 address" },
+    { "bad name", member_bad_name, "pools[0].members[2].address",
+      "\"api..internal:80\": has an empty label (two dots, or a dot at either end)" },
+    { "wildcard member", member_wildcard, "pools[0].members[2].address",
+      "\"*.internal:80\": must name one host, not a wildcard" },
+    { "member without host", member_no_host, "pools[0].members[2].address",
+      "\":80\": the host is missing (expected HOST:PORT)" },
+    { "weight", member_weight, "pools[0].members[2].weight",
+      "expected a number from 1 to 1000 (0: the default, 1), got 1001" },
+    { "member state", member_state, "pools[0].members[2].state",
+      "expected up, draining or down, got 9" },
+    { "member twice", member_twice, "pools[0].members[2].address",
+      "\"[0:0::1]:9002\" is already a member of this pool (members[1])" },
+    { "member id twice", member_id_twice, "pools[1].members[0].id",
+      "member id 42 is already used (pools[0].members[1])" },
+    { "host_header with a space", host_header_space, "hosts[0].routes[3].proxy.host_header",
+      "\"a b\": may contain only letters, digits, '-', '_' and '.'" },
+    { "host_header with CRLF", host_header_crlf, "hosts[0].routes[3].proxy.host_header",
+      "\"a\r\nX-Evil: 1\": may contain only letters, digits, '-', '_' and '.'" },
     { "'*' inside", name_star_inside, "hosts[0].names[0]",
       "\"a.*.test\": a wildcard must be \"*.\" followed by a name" },
     { "port in name", name_port, "hosts[1].names[0]",
@@ -264,6 +457,56 @@ static void test_each_refusal(void **state)
     }
 }
 
+/* Addresses in their canonical form: the key member ids derive from. */
+static void test_address_forms(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        int need_port, family;
+        const char *host, *key;
+    } ok[] = {
+        { "127.0.0.1:80", 1, AF_INET, "127.0.0.1", "127.0.0.1:80" },
+        { "[0:0::1]:8080", 1, AF_INET6, "::1", "[::1]:8080" },
+        { "Api.Example.:443", 1, AF_UNSPEC, "api.example", "api.example:443" },
+        { "backend", 0, AF_UNSPEC, "backend", "backend" },
+        { "[::1]", 0, AF_INET6, "::1", "[::1]" },
+        { "host:65535", 1, AF_UNSPEC, "host", "host:65535" },
+    };
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        sws_routeset_addr_t a;
+        const char *why = sws_routeset_address_problem(ok[i].text, ok[i].need_port, &a);
+        if (why != NULL)
+            fail_msg("\"%s\": %s", ok[i].text, why);
+        assert_int_equal(a.family, ok[i].family);
+        assert_string_equal(a.host, ok[i].host);
+        assert_string_equal(a.key, ok[i].key);
+    }
+    sws_routeset_addr_t a;
+    assert_null(sws_routeset_address_problem("10.1.2.3:8080", 1, &a));
+    assert_int_equal(a.port, 8080);
+    assert_memory_equal(a.ip, ((uint8_t[]){ 10, 1, 2, 3 }), 4);
+}
+
+static void test_hash_keys(void **state)
+{
+    (void)state;
+    unsigned kind = 99;
+    const char *name = NULL;
+
+    assert_null(sws_routeset_hash_key_problem("client_ip", &kind, &name));
+    assert_int_equal(kind, SWS_HASH_CLIENT_IP);
+    assert_string_equal(name, "");
+    assert_null(sws_routeset_hash_key_problem("header:X-User", &kind, &name));
+    assert_int_equal(kind, SWS_HASH_HEADER);
+    assert_string_equal(name, "X-User");
+    assert_null(sws_routeset_hash_key_problem("cookie:session", &kind, &name));
+    assert_int_equal(kind, SWS_HASH_COOKIE);
+    assert_string_equal(name, "session");
+    assert_non_null(sws_routeset_hash_key_problem("cookie:", &kind, &name));
+    assert_non_null(sws_routeset_hash_key_problem("Client_IP", &kind, &name));
+}
+
 /* What a source other than the YAML reader sends goes straight to the
  * table builder: it must refuse what the checker refuses, in its words. */
 static void assert_table_refuses(void (*breaks)(Sws__RouteSet *rs), const char *want)
@@ -290,6 +533,8 @@ static void test_table_build_refuses_what_the_checker_refuses(void **state)
                          "normal form (requests are matched in it): write \"/b\"");
     assert_table_refuses(route_twice, "hosts[0].routes[2].path: this host already has a "
                          "prefix route for \"/s/\" (routes[1])");
+    assert_table_refuses(member_twice, "pools[0].members[2].address: \"[0:0::1]:9002\" is "
+                         "already a member of this pool (members[1])");
     assert_table_refuses(interim_status, "hosts[0].routes[0].respond.status: expected a "
                          "number from 200 to 599, got 100");
 }
@@ -299,6 +544,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_is_valid),
         cmocka_unit_test(test_each_refusal),
+        cmocka_unit_test(test_address_forms),
+        cmocka_unit_test(test_hash_keys),
         cmocka_unit_test(test_table_build_refuses_what_the_checker_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "core/log.h"
 #include "shm/table.h"
@@ -252,6 +253,7 @@ static Sws__RouteSet *actions_fixture(void)
     r->action_case = SWS__ROUTE__ACTION_PROXY;
     r->proxy = NEW(Sws__Proxy, SWS__PROXY__INIT);
     r->proxy->pool = strdup("backend");
+    r->proxy->host_header = strdup("api.internal");
     return rs;
 }
 
@@ -313,6 +315,161 @@ static void check_actions(const sws_table_t *t)
     assert_int_equal(m[1].weight, 20);
     assert_int_equal(m[1].state, SWS__MEMBER__STATE__DRAINING);
     assert_int_equal(sws_table_pool(t, 0)->nmembers, 0);
+    assert_tstr(t, r->host_header, "api.internal");
+    r = sws_table_lookup(t, "other.test", 10, "/old/x", 6);
+    assert_tstr(t, r->host_header, ""); /* not a proxy route */
+}
+
+/* A pool with every setting given, one with none: the table holds each
+ * value, or the default of table.h; member addresses arrive parsed. */
+static Sws__RouteSet *pools_fixture(void)
+{
+    Sws__RouteSet *rs = rs_new();
+    Sws__Pool *given = NEW(Sws__Pool, SWS__POOL__INIT), *bare = NEW(Sws__Pool, SWS__POOL__INIT);
+    static const char *const addrs[] = { "10.0.0.1:8080", "[::1]:9000", "Backend.Internal.:80" };
+
+    given->name = strdup("given");
+    given->balance = SWS__POOL__BALANCE__HASH;
+    given->hash_key = strdup("cookie:sid");
+    given->keepalive = 0;
+    given->retries = 5;
+    given->max_conns = 100;
+    given->timeouts = NEW(Sws__Pool__Timeouts, SWS__POOL__TIMEOUTS__INIT);
+    given->timeouts->connect_ms = 1;
+    given->timeouts->send_ms = 2;
+    given->timeouts->read_ms = 3;
+    given->timeouts->idle_ms = 4;
+    given->health = NEW(Sws__Pool__Health, SWS__POOL__HEALTH__INIT);
+    given->health->max_fails = 7;
+    given->health->fail_window_ms = 8;
+    given->health->cooldown_ms = 9;
+    for (size_t i = 0; i < 3; i++) {
+        Sws__Member *m = NEW(Sws__Member, SWS__MEMBER__INIT);
+        m->address = strdup(addrs[i]);
+        m->weight = (uint32_t)i; /* 0: the default */
+        PUSH(given->members, given->n_members, m);
+    }
+    bare->name = strdup("bare");
+    bare->keepalive = SWS_DEFAULT_POOL_KEEPALIVE;
+    bare->retries = SWS_DEFAULT_POOL_RETRIES;
+    PUSH(rs->pools, rs->n_pools, given);
+    PUSH(rs->pools, rs->n_pools, bare);
+    host_respond(rs_host(rs, "a.test"), SWS__ROUTE__MATCH__PREFIX, "/", "a");
+    return rs;
+}
+
+static void test_pool_settings(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = pools_fixture();
+    built_t b = build(rs);
+    const sws_pool_t *p = sws_table_pool(b.t, 0);
+
+    assert_tstr(b.t, p->name, "given");
+    assert_int_equal(p->balance, SWS_BALANCE_HASH);
+    assert_int_equal(p->hash_kind, SWS_HASH_COOKIE);
+    assert_tstr(b.t, p->hash_name, "sid");
+    assert_int_equal(p->keepalive, 0);
+    assert_int_equal(p->retries, 5);
+    assert_int_equal(p->max_conns, 100);
+    assert_int_equal(p->connect_timeout_ms, 1);
+    assert_int_equal(p->send_timeout_ms, 2);
+    assert_int_equal(p->read_timeout_ms, 3);
+    assert_int_equal(p->idle_timeout_ms, 4);
+    assert_int_equal(p->max_fails, 7);
+    assert_int_equal(p->fail_window_ms, 8);
+    assert_int_equal(p->cooldown_ms, 9);
+
+    p = sws_table_pool(b.t, 1);
+    assert_tstr(b.t, p->name, "bare");
+    assert_int_equal(p->balance, SWS_BALANCE_ROUND_ROBIN);
+    assert_int_equal(p->hash_kind, SWS_HASH_NONE);
+    assert_tstr(b.t, p->hash_name, "");
+    assert_int_equal(p->keepalive, SWS_DEFAULT_POOL_KEEPALIVE);
+    assert_int_equal(p->retries, SWS_DEFAULT_POOL_RETRIES);
+    assert_int_equal(p->max_conns, 0);
+    assert_int_equal(p->connect_timeout_ms, SWS_DEFAULT_POOL_CONNECT_TIMEOUT_MS);
+    assert_int_equal(p->send_timeout_ms, SWS_DEFAULT_POOL_SEND_TIMEOUT_MS);
+    assert_int_equal(p->read_timeout_ms, SWS_DEFAULT_POOL_READ_TIMEOUT_MS);
+    assert_int_equal(p->idle_timeout_ms, SWS_DEFAULT_POOL_IDLE_TIMEOUT_MS);
+    assert_int_equal(p->max_fails, SWS_DEFAULT_POOL_MAX_FAILS);
+    assert_int_equal(p->fail_window_ms, SWS_DEFAULT_POOL_FAIL_WINDOW_MS);
+    assert_int_equal(p->cooldown_ms, SWS_DEFAULT_POOL_COOLDOWN_MS);
+    free(b.arena);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static void test_member_addresses_parsed(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = pools_fixture();
+    built_t b = build(rs);
+    const sws_member_t *m = sws_table_members(b.t, sws_table_pool(b.t, 0));
+
+    assert_tstr(b.t, m[0].address, "10.0.0.1:8080");
+    assert_int_equal(m[0].family, AF_INET);
+    assert_tstr(b.t, m[0].host, "10.0.0.1");
+    assert_int_equal(m[0].port, 8080);
+    assert_memory_equal(m[0].ip, ((uint8_t[]){ 10, 0, 0, 1 }), 4);
+    assert_int_equal(m[0].weight, SWS_DEFAULT_POOL_WEIGHT); /* 0: the default */
+    assert_int_equal(m[1].family, AF_INET6);
+    assert_tstr(b.t, m[1].host, "::1");
+    assert_int_equal(m[1].port, 9000);
+    assert_int_equal(m[1].ip[15], 1);
+    assert_int_equal(m[1].weight, 1);
+    assert_tstr(b.t, m[2].address, "Backend.Internal.:80"); /* as given */
+    assert_int_equal(m[2].family, AF_UNSPEC);
+    assert_tstr(b.t, m[2].host, "backend.internal");
+    assert_int_equal(m[2].port, 80);
+    assert_int_equal(m[2].weight, 2);
+    free(b.arena);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+/* Ids: derived from (pool, canonical address) when the RouteSet gives
+ * none, so a reload that adds, removes or reorders members, or writes an
+ * address another way, keeps every other member's id; a member in two
+ * pools has two ids. */
+static void test_member_ids_stable(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = pools_fixture();
+    built_t b1 = build(rs);
+    const sws_member_t *m1 = sws_table_members(b1.t, sws_table_pool(b1.t, 0));
+    uint64_t ids[3] = { m1[0].id, m1[1].id, m1[2].id };
+
+    assert_int_equal(ids[0], sws_member_id("given", "10.0.0.1:8080"));
+    assert_int_equal(ids[1], sws_member_id("given", "[::1]:9000"));
+    assert_int_equal(ids[2], sws_member_id("given", "backend.internal:80"));
+    assert_int_not_equal(ids[0], ids[1]);
+    assert_int_not_equal(ids[0], sws_member_id("bare", "10.0.0.1:8080"));
+    /* The pool name and the address do not run into each other. */
+    assert_int_not_equal(sws_member_id("ab", "c:1"), sws_member_id("a", "bc:1"));
+
+    /* Next generation: the first member gone, the others swapped and
+     * spelt differently, one added. */
+    Sws__Pool *pool = rs->pools[0];
+    Sws__Member *gone = pool->members[0];
+    pool->members[0] = pool->members[2];
+    pool->members[2] = gone;
+    free(gone->address);
+    gone->address = strdup("10.0.0.2:8080");
+    free(pool->members[1]->address);
+    pool->members[1]->address = strdup("[0::1]:9000");
+    built_t b2 = build(rs);
+    const sws_member_t *m2 = sws_table_members(b2.t, sws_table_pool(b2.t, 0));
+    assert_int_equal(m2[0].id, ids[2]);
+    assert_int_equal(m2[1].id, ids[1]);
+    assert_int_not_equal(m2[2].id, ids[0]);
+
+    /* A source's own id is kept as given. */
+    pool->members[2]->id = 77;
+    built_t b3 = build(rs);
+    assert_int_equal(sws_table_members(b3.t, sws_table_pool(b3.t, 0))[2].id, 77);
+    free(b1.arena);
+    free(b2.arena);
+    free(b3.arena);
+    sws__route_set__free_unpacked(rs, NULL);
 }
 
 static void test_actions_and_strings(void **state)
@@ -478,6 +635,9 @@ int main(void)
         cmocka_unit_test(test_paths_exact_then_longest_prefix),
         cmocka_unit_test(test_no_route_for_path),
         cmocka_unit_test(test_actions_and_strings),
+        cmocka_unit_test(test_pool_settings),
+        cmocka_unit_test(test_member_addresses_parsed),
+        cmocka_unit_test(test_member_ids_stable),
         cmocka_unit_test(test_position_independent),
         cmocka_unit_test(test_settings_round_trip),
         cmocka_unit_test(test_arena_too_small),
