@@ -7,6 +7,7 @@
 #include "shm/table.h"
 #include "worker/conn.h"
 #include "core/path.h"
+#include "worker/proxy.h"
 #include "worker/static.h"
 
 void sws_respond_handle(sws_stream_t *st)
@@ -96,6 +97,9 @@ void sws_handlers_dispatch(sws_stream_t *st)
         break;
     case SWS_ACTION_REDIRECT:
         sws_redirect_handle(st);
+        break;
+    case SWS_ACTION_PROXY:
+        sws_proxy_handle(st);
         break;
     default:
         sws_stream_error(st, 501);

@@ -236,6 +236,12 @@ void sws_stream_free(sws_stream_t *st, int trim)
     }
 }
 
+void sws_stream_abort(sws_stream_t *st)
+{
+    if (st->phase == SWS_STREAM_RESPONSE)
+        stream_abort(st);
+}
+
 void sws_stream_set_source(sws_stream_t *st, const sws_stream_source_t *src, void *data)
 {
     st->source = src;

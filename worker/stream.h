@@ -211,6 +211,12 @@ static inline int sws_stream_blocked(const sws_stream_t *st)
     return st->pend_len > 0 || st->file_left > 0;
 }
 
+/* The producer cannot complete the response whose head it gave (its
+ * upstream broke mid-body): the sink cuts it (HTTP/1: the connection
+ * closes after what is queued, so the client sees a short body). Nothing
+ * before a head (answer an error instead) or after the end. */
+void sws_stream_abort(sws_stream_t *st);
+
 /* A producer that makes its body piece by piece (see the top). */
 void sws_stream_set_source(sws_stream_t *st, const sws_stream_source_t *src, void *data);
 
