@@ -148,7 +148,7 @@ static unsigned relayed_fields(proxy_t *p, sws_header_t *out)
 
 static int can_retry(const proxy_t *p, enum fail_kind kind)
 {
-    if (p->head_given || p->attempts >= SWS_PROXY_RETRIES)
+    if (p->head_given || p->attempts >= p->ups->retries)
         return 0;
     switch (kind) {
     case F_CONNECT:
@@ -269,7 +269,7 @@ static void failed(proxy_t *p, enum fail_kind kind, const char *why)
     }
     if (retry) {
         sws_log_warn("proxy: pool %s member %s: %s: retrying (%u of %u)", p->pool, member_text(p),
-                     why, p->attempts + 1, SWS_PROXY_RETRIES);
+                     why, p->attempts + 1, p->ups->retries);
         p->attempts++;
         attempt(p, p->cur);
         return;

@@ -36,7 +36,7 @@
  * OPTIONS, PUT, DELETE, TRACE also after a read timeout before any byte, a
  * 502/503/504 answer, or a connection broken after the request was
  * written; a request with other methods is never sent twice), up to
- * SWS_PROXY_RETRIES times; else the client gets 502 (504 after a timeout,
+ * `retries` times (the worker's upstream set says how many: 2); else the client gets 502 (504 after a timeout,
  * 503 when no member is up) and the error log one line naming pool,
  * member and reason. After the head went out the response is cut
  * (sws_stream_abort) and logged.
@@ -54,7 +54,6 @@
 
 #include "worker/stream.h"
 
-#define SWS_PROXY_RETRIES 2            /* attempts after the first (issue 7 default) */
 #define SWS_PROXY_BUF (16u * 1024)     /* read buffer; a response head must fit */
 #define SWS_PROXY_MAX_FIELDS 128u      /* response fields (and trailers) relayed */
 

@@ -22,7 +22,7 @@ static const uint64_t timer_defaults[SWS_UPSTREAM_T_COUNT] = {
 
 static void conn_on_io(sws_io_t *io, uint32_t events);
 static void conn_on_timer(sws_timer_t *t);
-static void conn_reap(sws_defer_t *d);
+static void set_reap(sws_defer_t *d);
 
 void sws_upstream_set_init(sws_upstream_set_t *s, sws_loop_t *loop)
 {
@@ -30,6 +30,8 @@ void sws_upstream_set_init(sws_upstream_set_t *s, sws_loop_t *loop)
     for (int i = 0; i < SWS_UPSTREAM_T_COUNT; i++)
         sws_timer_queue_init(loop, &s->q[i], timer_defaults[i]);
     s->keepalive = SWS_UPSTREAM_KEEPALIVE_DEFAULT;
+    s->retries = SWS_UPSTREAM_RETRIES_DEFAULT;
+    sws_defer_init(&s->reap, set_reap);
 }
 
 int sws_upstream_parse_addr(sws_str_t text, sws_upstream_addr_t *out, char *err, size_t errlen)
@@ -124,12 +126,23 @@ static void conn_free(sws_upstream_conn_t *u)
     u->closed = 1;
     u->ops = NULL;
     s->nopen--;
-    sws_loop_defer(s->loop, &u->reap);
+    u->next = s->closed;
+    s->closed = u;
+    sws_loop_defer(s->loop, &s->reap);
 }
 
-static void conn_reap(sws_defer_t *d)
+static void set_free_closed(sws_upstream_set_t *s)
 {
-    free(sws_container_of(d, sws_upstream_conn_t, reap));
+    while (s->closed != NULL) {
+        sws_upstream_conn_t *u = s->closed;
+        s->closed = u->next;
+        free(u);
+    }
+}
+
+static void set_reap(sws_defer_t *d)
+{
+    set_free_closed(sws_container_of(d, sws_upstream_set_t, reap));
 }
 
 void sws_upstream_close(sws_upstream_conn_t *u)
@@ -141,16 +154,14 @@ void sws_upstream_set_close(sws_upstream_set_t *s)
 {
     while (s->buckets != NULL) {
         sws_upstream_bucket_t *b = s->buckets;
-        while (b->head != NULL) {
-            sws_upstream_conn_t *u = b->head;
-            conn_free(u);
-            /* Outside the loop: no event can name it any more. */
-            sws_defer_cancel(&u->reap);
-            free(u);
-        }
+        while (b->head != NULL)
+            conn_free(b->head);
         s->buckets = b->next;
         free(b);
     }
+    /* Outside the loop: no event can name them any more. */
+    sws_defer_cancel(&s->reap);
+    set_free_closed(s);
 }
 
 /* Whether an idle connection is still usable: no FIN and no stray byte
@@ -176,6 +187,31 @@ static sws_upstream_conn_t *idle_take(sws_upstream_set_t *s, uint64_t id)
     return NULL;
 }
 
+/* A connection on fd (connected or connecting), registered once. NULL
+ * with fd closed and err set. */
+static sws_upstream_conn_t *conn_wrap(sws_upstream_set_t *s, uint64_t id, int fd, char *err,
+                                      size_t errlen)
+{
+    sws_upstream_conn_t *u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        close(fd);
+        return sws_errf(err, errlen, "out of memory"), NULL;
+    }
+    u->io.fd = fd;
+    u->io.cb = conn_on_io;
+    u->set = s;
+    u->member_id = id;
+    sws_timer_init(&u->timer, conn_on_timer);
+    if (sws_loop_add(s->loop, &u->io, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) < 0) {
+        sws_errf(err, errlen, "epoll_ctl: %s", strerror(errno));
+        close(fd);
+        free(u);
+        return NULL;
+    }
+    s->nopen++;
+    return u;
+}
+
 static sws_upstream_conn_t *conn_new(sws_upstream_set_t *s, uint64_t id,
                                      const sws_upstream_addr_t *addr, char *err, size_t errlen)
 {
@@ -194,25 +230,9 @@ static sws_upstream_conn_t *conn_new(sws_upstream_set_t *s, uint64_t id,
         }
         connecting = 1;
     }
-    sws_upstream_conn_t *u = calloc(1, sizeof(*u));
-    if (u == NULL) {
-        close(fd);
-        return sws_errf(err, errlen, "out of memory"), NULL;
-    }
-    u->io.fd = fd;
-    u->io.cb = conn_on_io;
-    u->set = s;
-    u->member_id = id;
-    u->connecting = (uint8_t)connecting;
-    sws_timer_init(&u->timer, conn_on_timer);
-    sws_defer_init(&u->reap, conn_reap);
-    if (sws_loop_add(s->loop, &u->io, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) < 0) {
-        sws_errf(err, errlen, "epoll_ctl: %s", strerror(errno));
-        close(fd);
-        free(u);
-        return NULL;
-    }
-    s->nopen++;
+    sws_upstream_conn_t *u = conn_wrap(s, id, fd, err, errlen);
+    if (u != NULL)
+        u->connecting = (uint8_t)connecting;
     return u;
 }
 
@@ -233,6 +253,16 @@ sws_upstream_conn_t *sws_upstream_get(sws_upstream_set_t *s, uint64_t member_id,
     u->ops = ops;
     u->data = data;
     return u;
+}
+
+int sws_upstream_adopt(sws_upstream_set_t *s, uint64_t member_id, int fd)
+{
+    char err[64];
+    sws_upstream_conn_t *u = conn_wrap(s, member_id, fd, err, sizeof(err));
+    if (u == NULL)
+        return -1;
+    sws_upstream_put(u);
+    return 0;
 }
 
 int sws_upstream_connected(sws_upstream_conn_t *u, char *err, size_t errlen)

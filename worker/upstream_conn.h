@@ -44,6 +44,7 @@
 #include "core/str.h"
 
 #define SWS_UPSTREAM_KEEPALIVE_DEFAULT 32u
+#define SWS_UPSTREAM_RETRIES_DEFAULT 2u
 #define SWS_UPSTREAM_CONNECT_TIMEOUT_MS 5000u
 #define SWS_UPSTREAM_SEND_TIMEOUT_MS 60000u
 #define SWS_UPSTREAM_READ_TIMEOUT_MS 60000u
@@ -78,13 +79,12 @@ struct sws_upstream_conn {
     uint8_t timer_which;           /* enum sws_upstream_timer of the armed timer */
     uint8_t connecting;            /* connect() in progress */
     uint8_t reused;                /* came from the idle pool */
-    uint8_t closed;                /* fd closed; freed by `reap` after this batch */
-    sws_defer_t reap;
+    uint8_t closed;                /* fd closed; freed with the set's closed list */
     sws_upstream_set_t *set;
     uint64_t member_id;
     const sws_upstream_ops_t *ops; /* the holder's; NULL while idle */
     void *data;                    /* the holder's */
-    sws_upstream_conn_t *prev, *next; /* idle list of its member */
+    sws_upstream_conn_t *prev, *next; /* idle list of its member; `next`: the closed list */
     struct sws_upstream_bucket *bucket; /* while idle */
 };
 
@@ -100,17 +100,22 @@ struct sws_upstream_set {
     sws_loop_t *loop;
     sws_timer_queue_t q[SWS_UPSTREAM_T_COUNT];
     unsigned keepalive;            /* idle connections kept per member */
+    unsigned retries;              /* the proxy's retries per request, until pools
+                                    * carry their own */
     sws_upstream_bucket_t *buckets; /* one per member that had an idle connection */
     unsigned nidle, nopen;         /* idle; all open (held and idle) */
     uint64_t rr;                   /* round-robin position (sws_upstream_pick) */
+    sws_upstream_conn_t *closed;   /* closed in this iteration, freed by `reap` */
+    sws_defer_t reap;
 };
 
 /* Zero-initialised memory is an empty set; init registers its timer
  * queues with the defaults above. Once per worker. */
 void sws_upstream_set_init(sws_upstream_set_t *s, sws_loop_t *loop);
 
-/* Close every idle connection and free the buckets (the worker stops;
- * connections held by users are theirs to close first). */
+/* Close every idle connection, free the buckets and what was closed (the
+ * worker stops, after its client connections, so after every holder
+ * closed what it held). */
 void sws_upstream_set_close(sws_upstream_set_t *s);
 
 /* Parse "A.B.C.D:PORT" or "[V6]:PORT". 0, or -1 with err set (a host
@@ -139,6 +144,11 @@ void sws_upstream_disarm(sws_upstream_conn_t *u);
  * (keep-alive, nothing unread): it joins its member's idle pool, or is
  * closed when the pool is full. */
 void sws_upstream_put(sws_upstream_conn_t *u);
+
+/* Take a connected, non-blocking fd as an idle connection to member_id
+ * (tests and the fuzz target: one end of a socketpair stands for an
+ * upstream). 0, or -1 (fd closed). */
+int sws_upstream_adopt(sws_upstream_set_t *s, uint64_t member_id, int fd);
 
 /* Close a held connection now; its memory is freed later in this loop
  * iteration (after the events already collected: one may name it), so

@@ -128,9 +128,6 @@ static int teardown(void **state)
     sws_conn_set_close_all(&f->set);
     sws_conn_set_reap(&f->set);
     sws_worker_ctx_close(&f->ctx);
-    /* Connections closed by the test's last steps are freed by the loop's
-     * deferred work: one more iteration. */
-    assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
     assert_int_equal(f->ctx.upstreams.nopen, 0);
     sws_conn_set_destroy(&f->set);
     sws_loop_close(&f->loop);
@@ -567,13 +564,14 @@ static void test_503_is_retried_for_get_not_for_post(void **state)
 static void test_read_timeout_gives_504_after_retries(void **state)
 {
     fixture_t *f = *state;
-    int fds[1 + SWS_PROXY_RETRIES];
-    int members[1 + SWS_PROXY_RETRIES];
+    enum { RETRIES = SWS_UPSTREAM_RETRIES_DEFAULT };
+    int fds[1 + RETRIES];
+    int members[1 + RETRIES];
     char req[4096];
     sws_timer_queue_set_duration(&f->ctx.upstreams.q[SWS_UPSTREAM_T_READ], 20);
     f->ctx.upstreams.rr = 0;
     client_send(f, GET("/"));
-    for (int k = 0; k <= SWS_PROXY_RETRIES; k++) {
+    for (int k = 0; k <= RETRIES; k++) {
         fds[k] = -1;
         /* Wait (bounded) for the timer to move the request on. */
         for (int w = 0; w < 50 && fds[k] < 0; w++) {
@@ -595,7 +593,7 @@ static void test_read_timeout_gives_504_after_retries(void **state)
         drain_client(f);
     }
     assert_non_null(strstr(f->out, "HTTP/1.1 504 "));
-    for (int k = 0; k <= SWS_PROXY_RETRIES; k++)
+    for (int k = 0; k <= RETRIES; k++)
         close(fds[k]);
 }
 
