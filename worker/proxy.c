@@ -55,6 +55,7 @@ typedef struct proxy {
     uint8_t head_given;           /* the head went to the stream: no retry from now on */
     uint8_t got_byte;             /* a response byte came in this attempt */
     uint8_t paused;               /* stopped reading: the stream is blocked */
+    uint8_t send_waited;          /* the request did not go out in one go */
     uint8_t interim;              /* the head being parsed is a 1xx */
     uint8_t in_trailers;
     uint8_t ended;                /* the response ended (sws_stream_end) */
@@ -383,14 +384,20 @@ static void send_request(proxy_t *p)
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            p->send_waited = 1;
             return; /* the send timer runs; EPOLLOUT goes on */
+        }
         failed(p, F_SEND, n < 0 ? strerror(errno) : "send wrote nothing");
         return;
     }
-    /* The response comes with the next EPOLLIN edge. */
+    /* The response comes with the next EPOLLIN edge, unless the upstream
+     * answered while we were still waiting to send: that edge is gone
+     * (edge-triggered), so look now. */
     p->phase = PH_READ;
     sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
+    if (p->send_waited)
+        read_response(p);
 }
 
 static void on_upstream_event(sws_upstream_conn_t *u, uint32_t events)
@@ -452,7 +459,7 @@ static void attempt(proxy_t *p, int avoid)
     p->req_sent = 0;
     p->rlen = 0;
     p->nfields = 0;
-    p->got_byte = p->interim = p->in_trailers = p->paused = 0;
+    p->got_byte = p->interim = p->in_trailers = p->paused = p->send_waited = 0;
     p->why = NULL;
     llhttp_init(&p->parser, HTTP_RESPONSE, &parser_settings);
     p->parser.data = p;
