@@ -23,6 +23,12 @@
 
 void sws_handlers_dispatch(sws_stream_t *st);
 
+/* The worker's head handler (worker/conn.h): a request with a body, its
+ * head complete. A proxy route takes it here (the body streams to the
+ * upstream); any other request is left alone (its path normalized) for
+ * sws_handlers_dispatch once the body is read and dropped. */
+void sws_handlers_dispatch_head(sws_stream_t *st);
+
 /* The respond action: the route's status, its header fields and its body. */
 void sws_respond_handle(sws_stream_t *st);
 

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <sys/socket.h>
 
+#include "core/fmt.h"
 #include "core/http_token.h"
 #include "core/log.h"
 #include "llhttp.h"
@@ -16,6 +17,9 @@
 #include "worker/upstream_conn.h"
 
 #define MEMBER_TEXT 64 /* a member's address as logged */
+/* Request body bytes held for the upstream above which the client is not
+ * read (the HTTP/1 output's high-water mark, the other way round). */
+#define BODY_HWM (64u * 1024)
 #define POOL_TEXT 64
 
 typedef struct member {
@@ -56,6 +60,10 @@ typedef struct proxy {
     uint8_t got_byte;             /* a response byte came in this attempt */
     uint8_t paused;               /* stopped reading: the stream is blocked */
     uint8_t send_waited;          /* the request did not go out in one go */
+    uint8_t has_body;             /* the client's body streams through us */
+    uint8_t body_chunked;         /* ... re-framed in chunks (its length is unknown) */
+    uint8_t body_ended;           /* the client's body is complete (and framed) */
+    uint8_t body_dropped;         /* body bytes went out and are gone: no retry */
     uint8_t interim;              /* the head being parsed is a 1xx */
     uint8_t in_trailers;
     uint8_t ended;                /* the response ended (sws_stream_end) */
@@ -70,6 +78,9 @@ typedef struct proxy {
     char pool[POOL_TEXT];
     char *req;
     size_t req_len, req_sent;
+    char *bbuf;                   /* request body for the upstream, framed */
+    size_t blen, bsent, bcap;     /* bbuf[bsent, blen) is still to send */
+    sws_defer_t kick;             /* send body bytes that came in the client's turn */
     char *rbuf;                   /* SWS_PROXY_BUF bytes */
     size_t rlen;                  /* rbuf[0, rlen) was handed to llhttp and is still referenced */
     sws_header_t fields[SWS_PROXY_MAX_FIELDS];
@@ -149,7 +160,9 @@ static unsigned relayed_fields(proxy_t *p, sws_header_t *out)
 
 static int can_retry(const proxy_t *p, enum fail_kind kind)
 {
-    if (p->head_given || p->attempts >= p->ups->retries)
+    /* A body is kept only until it is sent: one whose bytes are gone
+     * cannot be sent again. */
+    if (p->head_given || p->attempts >= p->ups->retries || p->body_dropped)
         return 0;
     switch (kind) {
     case F_CONNECT:
@@ -246,6 +259,17 @@ static const char *member_text(const proxy_t *p)
     return p->cur >= 0 ? p->members[p->cur].text : "-";
 }
 
+/* Nothing worked: the client gets status. Its body may still be on the
+ * way: then the connection ends after the answer (what follows the answer
+ * on it cannot be trusted to be a request). */
+static void answer_error(proxy_t *p, unsigned status)
+{
+    p->phase = PH_DONE;
+    if (p->has_body && !p->body_ended)
+        p->st->req.keep_alive = 0;
+    sws_stream_error(p->st, status);
+}
+
 /* The attempt failed: retry on another member when the rules allow it,
  * else answer (or cut what went out). */
 static void failed(proxy_t *p, enum fail_kind kind, const char *why)
@@ -276,8 +300,7 @@ static void failed(proxy_t *p, enum fail_kind kind, const char *why)
         return;
     }
     sws_log_error("proxy: pool %s member %s: %s (%u)", p->pool, member_text(p), why, status);
-    p->phase = PH_DONE;
-    sws_stream_error(p->st, status);
+    answer_error(p, status);
 }
 
 /* The response ended (sws_stream_end went to the stream). */
@@ -372,13 +395,43 @@ static void read_response(proxy_t *p)
     }
 }
 
+/* What is still to send: the rest of the head, else of the body held. */
+static int next_out(proxy_t *p, const char **at, size_t **sent, size_t *left)
+{
+    if (p->req_sent < p->req_len) {
+        *at = p->req + p->req_sent;
+        *sent = &p->req_sent;
+        *left = p->req_len - p->req_sent;
+        return 1;
+    }
+    if (p->bsent < p->blen) {
+        *at = p->bbuf + p->bsent;
+        *sent = &p->bsent;
+        *left = p->blen - p->bsent;
+        return 1;
+    }
+    return 0;
+}
+
+/* All the body held went out: its memory is reused, so it cannot be sent
+ * again; a client paused for want of room is read again. */
+static void body_sent(proxy_t *p)
+{
+    if (p->blen > 0) {
+        p->body_dropped = 1;
+        p->blen = p->bsent = 0;
+    }
+    sws_stream_body_resume(p->st);
+}
+
 static void send_request(proxy_t *p)
 {
-    while (p->req_sent < p->req_len) {
-        ssize_t n = send(p->u->io.fd, p->req + p->req_sent, p->req_len - p->req_sent,
-                         MSG_NOSIGNAL);
+    const char *at;
+    size_t *sent, left;
+    while (next_out(p, &at, &sent, &left)) {
+        ssize_t n = send(p->u->io.fd, at, left, MSG_NOSIGNAL);
         if (n > 0) {
-            p->req_sent += (size_t)n;
+            *sent += (size_t)n;
             sws_upstream_arm(p->u, SWS_UPSTREAM_T_SEND);
             continue;
         }
@@ -390,6 +443,14 @@ static void send_request(proxy_t *p)
         }
         failed(p, F_SEND, n < 0 ? strerror(errno) : "send wrote nothing");
         return;
+    }
+    if (p->has_body) {
+        body_sent(p);
+        if (!p->body_ended) {
+            /* The client's pace now: its body timer runs, not ours. */
+            sws_upstream_disarm(p->u);
+            return;
+        }
     }
     /* The response comes with the next EPOLLIN edge, unless the upstream
      * answered while we were still waiting to send: that edge is gone
@@ -451,12 +512,12 @@ static void attempt(proxy_t *p, int avoid)
     int i = sws_upstream_pick(p->ups, p->ok, p->nmembers, avoid);
     if (i < 0) {
         sws_log_error("proxy: pool %s: no member is up (503)", p->pool);
-        p->phase = PH_DONE;
-        sws_stream_error(p->st, 503);
+        answer_error(p, 503);
         return;
     }
     p->cur = i;
     p->req_sent = 0;
+    p->bsent = 0; /* what is held is all of the body so far (body_dropped is 0) */
     p->rlen = 0;
     p->nfields = 0;
     p->got_byte = p->interim = p->in_trailers = p->paused = p->send_waited = 0;
@@ -494,6 +555,8 @@ static void proxy_dispose(sws_stream_t *st)
     proxy_t *p = st->source_data;
     if (p->u != NULL)
         sws_upstream_close(p->u); /* the client left mid-exchange */
+    sws_defer_cancel(&p->kick);
+    free(p->bbuf);
     free(p);
 }
 
@@ -501,6 +564,84 @@ static const sws_stream_source_t proxy_source = {
     .proceed = proxy_proceed,
     .dispose = proxy_dispose,
 };
+
+/* ---- the request body's consumer ---- */
+
+static void body_kick(sws_defer_t *d)
+{
+    proxy_t *p = sws_container_of(d, proxy_t, kick);
+    if (p->phase == PH_SEND) /* connected: a full socket answers EAGAIN, EPOLLOUT follows */
+        send_request(p);
+}
+
+static int body_append(proxy_t *p, const char *a, size_t n)
+{
+    if (p->bcap - p->blen < n) {
+        size_t cap = p->bcap < 4096 ? 4096 : p->bcap;
+        while (cap - p->blen < n)
+            cap *= 2;
+        char *b = realloc(p->bbuf, cap);
+        if (b == NULL)
+            return -1;
+        p->bbuf = b;
+        p->bcap = cap;
+    }
+    memcpy(p->bbuf + p->blen, a, n);
+    p->blen += n;
+    return 0;
+}
+
+/* Bytes of the client's body, inside the client's turn: held (framed
+ * again when chunked) and sent from the loop's deferred work, so that no
+ * upstream failure is answered from inside the client's parser. */
+static int body_data(sws_stream_t *st, const char *at, size_t len)
+{
+    proxy_t *p = st->source_data;
+    if (p->phase == PH_DONE || len == 0)
+        return 0; /* answered already: the rest is read and dropped */
+    char size[SWS_FMT_U64_MAX + 2];
+    char *e = size;
+    if (p->body_chunked)
+        e = SWS_PUT_LIT(sws_put_hex(size, len), "\r\n");
+    if (body_append(p, size, (size_t)(e - size)) < 0 || body_append(p, at, len) < 0 ||
+        (p->body_chunked && body_append(p, "\r\n", 2) < 0)) {
+        failed(p, F_CLIENT, "out of memory for the request body");
+        sws_stream_error(p->st, 500);
+        return 0;
+    }
+    sws_loop_defer(p->ups->loop, &p->kick);
+    return p->blen - p->bsent >= BODY_HWM;
+}
+
+static void body_end(sws_stream_t *st)
+{
+    proxy_t *p = st->source_data;
+    if (p->phase == PH_DONE)
+        return;
+    if (p->body_chunked && body_append(p, "0\r\n\r\n", 5) < 0) {
+        failed(p, F_CLIENT, "out of memory for the request body");
+        sws_stream_error(p->st, 500);
+        return;
+    }
+    p->body_ended = 1;
+    sws_loop_defer(p->ups->loop, &p->kick);
+}
+
+static const sws_stream_body_ops_t proxy_body = {
+    .data = body_data,
+    .end = body_end,
+};
+
+/* How the client frames its body, from the fields the protocol checked
+ * (one chunked Transfer-Encoding, or one valid Content-Length). */
+static void body_framing(const sws_request_t *r, int *chunked, uint64_t *length)
+{
+    const sws_str_t *cl = sws_request_header(r, "content-length");
+    *chunked = sws_request_header(r, "transfer-encoding") != NULL;
+    *length = 0;
+    for (size_t i = 0; cl != NULL && !*chunked && i < cl->len; i++)
+        *length = *length * 10 + (uint64_t)(cl->p[i] - '0');
+}
 
 static int method_idempotent(uint8_t m)
 {
@@ -524,15 +665,19 @@ static void copy_members(proxy_t *p, const sws_table_t *t, const sws_member_t *m
     }
 }
 
-void sws_proxy_handle(sws_stream_t *st)
+/* The action; streams_body: called from the head handler, the body
+ * still to come through the stream's body consumer. */
+static void proxy_start(sws_stream_t *st, int streams_body)
 {
     sws_request_t *r = &st->req;
     sws_worker_ctx_t *ctx = sws_worker_ctx(r);
     const sws_table_t *t = r->table;
     if (r->request_body_bytes > 0) {
-        sws_log_info("client %s: request bodies are not proxied yet (501)",
-                     sws_conn_peer_text(r->conn));
-        sws_stream_error(st, 501);
+        /* Dispatched after its body was read and dropped: a set without
+         * the head handler (worker/conn.h). */
+        sws_log_error("client %s: a request body reached the proxy after it was dropped (500)",
+                      sws_conn_peer_text(r->conn));
+        sws_stream_error(st, 500);
         return;
     }
     if (ctx == NULL || r->route->pool >= sws_table_pool_count(t)) {
@@ -546,6 +691,8 @@ void sws_proxy_handle(sws_stream_t *st)
         .client_ip = { peer, strlen(peer) },
         .tls = r->tls,
     };
+    if (streams_body)
+        body_framing(r, &o.chunked, &o.body_len);
     size_t req_len = sws_proxy_req_size(r, &o);
     unsigned n = pool->nmembers;
     proxy_t *p = malloc(sizeof(*p) + n * sizeof(member_t) + n + req_len + SWS_PROXY_BUF);
@@ -568,6 +715,22 @@ void sws_proxy_handle(sws_stream_t *st)
     snprintf(p->pool, sizeof(p->pool), "%.*s", (int)pool->name.len, sws_table_str(t, pool->name));
     copy_members(p, t, sws_table_members(t, pool));
     p->req_len = sws_proxy_req_write(p->req, r, &o);
+    sws_defer_init(&p->kick, body_kick);
     sws_stream_set_source(st, &proxy_source, p);
+    if (streams_body) {
+        p->has_body = 1;
+        p->body_chunked = (uint8_t)o.chunked;
+        sws_stream_set_body(st, &proxy_body);
+    }
     attempt(p, -1);
+}
+
+void sws_proxy_handle(sws_stream_t *st)
+{
+    proxy_start(st, 0);
+}
+
+void sws_proxy_handle_body(sws_stream_t *st)
+{
+    proxy_start(st, 1);
 }

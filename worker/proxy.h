@@ -41,8 +41,9 @@
  * member and reason. After the head went out the response is cut
  * (sws_stream_abort) and logged.
  *
- * Not yet: request bodies (a request with body bytes gets 501: the
- * protocol does not hand them to actions yet), per-pool settings
+ * Not yet: an upstream's answer while the request body is still being
+ * sent is read only after it (an upstream that answers early and stops
+ * reading meets the send timeout); per-pool settings
  * (keepalive, retries, timeouts: the defaults of upstream_conn.h), the
  * access log's upstream fields.
  *
@@ -57,8 +58,18 @@
 #define SWS_PROXY_BUF (16u * 1024)     /* read buffer; a response head must fit */
 #define SWS_PROXY_MAX_FIELDS 128u      /* response fields (and trailers) relayed */
 
-/* The proxy action (worker/handlers.h dispatches to it). Needs the
- * worker context (worker/ctx.h) of the request's connection set. */
+/* The proxy action (worker/handlers.h dispatches to it) for a request
+ * without a body, complete. Needs the worker context (worker/ctx.h) of the
+ * request's connection set. */
 void sws_proxy_handle(sws_stream_t *st);
+
+/* The same for a request whose head is complete and whose body is still
+ * to come (the set's head handler, worker/conn.h): the body streams to
+ * the upstream as it arrives (sws_stream_set_body), re-framed (the length
+ * the client announced, or chunks), with backpressure both ways: at most
+ * about 64 KiB of it is held, then the client is not read until the
+ * upstream took it. A request whose body bytes went out is not retried
+ * (the body is not kept). */
+void sws_proxy_handle_body(sws_stream_t *st);
 
 #endif

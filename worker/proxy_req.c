@@ -134,7 +134,9 @@ static void emit_request(emit_t *e, const sws_request_t *r, const sws_proxy_req_
     if (r->host.len > 0)
         put_field(e, SWS_STR("X-Forwarded-Host"), r->host);
     put_field(e, SWS_STR("X-Real-IP"), o->client_ip);
-    if (o->body_len > 0 || has_framing(r)) {
+    if (o->chunked) {
+        PUT_LIT(e, "Transfer-Encoding: chunked\r\n");
+    } else if (o->body_len > 0 || has_framing(r)) {
         PUT_LIT(e, "Content-Length: ");
         put_u64(e, o->body_len);
         PUT_LIT(e, "\r\n");

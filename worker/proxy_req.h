@@ -16,6 +16,7 @@
  *   X-Forwarded-Proto: http | https
  *   X-Forwarded-Host: the client's Host (when it sent one)
  *   X-Real-IP: the client's address
+ *   Transfer-Encoding: chunked (a body of unknown length follows), else
  *   Content-Length: N (when the client's request was framed: it carried
  *     Content-Length or Transfer-Encoding)
  *   CRLF
@@ -36,7 +37,8 @@ typedef struct sws_proxy_req_opts {
     sws_str_t host_header; /* len 0: forward the client's Host */
     sws_str_t client_ip;   /* "127.0.0.1" */
     int tls;               /* the client came over TLS: X-Forwarded-Proto https */
-    uint64_t body_len;     /* request body bytes that follow the head */
+    uint64_t body_len;     /* request body bytes that follow the head ... */
+    int chunked;           /* ... or a chunked body follows (its length unknown) */
 } sws_proxy_req_opts_t;
 
 /* Bytes sws_proxy_req_write() writes for r and o (exact). */

@@ -7,6 +7,7 @@ skipped with that reason (checked once with `scalwsd -t`), so the file runs
 as soon as the configuration part is merged.
 """
 
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -115,6 +116,29 @@ class Relay(ProxyTestCase):
             r = c.get("/h", method="HEAD")
             self.assertEqual(r.header("Content-Length"), "9")  # "a HEAD /h"
             self.assertEqual(c.get("/next").body, b"a GET /next")
+
+
+class RequestBodies(ProxyTestCase):
+    def test_body_with_length_arrives_whole(self):
+        b = self.backend("a")
+        srv = self.proxy(b)
+        body = os.urandom(600 * 1024)
+        with Client(srv.port) as c:
+            c.send(request("PUT", "/u", headers=[("Content-Length", str(len(body)))], body=body))
+            self.assertEqual(c.read_response().status, 200)
+            self.assertEqual(c.get("/after").status, 200)  # still in sync
+        self.assertEqual(b.requests[0].sha256, hashlib.sha256(body).hexdigest())
+        self.assertEqual(b.requests[0].header("Content-Length"), str(len(body)))
+
+    def test_chunked_body_is_chunked_upstream(self):
+        b = self.backend("a")
+        srv = self.proxy(b)
+        with Client(srv.port) as c:
+            c.send(request("POST", "/c", headers=[("Transfer-Encoding", "chunked")],
+                           body=b"5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"))
+            self.assertEqual(c.read_response().status, 200)
+        self.assertEqual(b.requests[0].body, b"hello world")
+        self.assertEqual(b.requests[0].header("Transfer-Encoding"), "chunked")
 
 
 class Failures(ProxyTestCase):

@@ -37,6 +37,7 @@ typedef struct fixture {
     sws_conn_set_t set;
     sws_shm_counters_t counters;
     sws_worker_ctx_t ctx;
+    sws_settings_t st;
     void *arena;
     int listen_fd[NUP];   /* the fake upstreams; -1: a member nobody listens on */
     int port[NUP];
@@ -113,7 +114,10 @@ static int setup(void **state)
     sws_upstream_set_init(&f->ctx.upstreams, &f->loop);
     sws_conn_set_init(&f->set, &f->loop, &sws_http1_proto, sws_handlers_dispatch, &f->counters);
     f->set.ctx = &f->ctx;
-    sws_conn_set_configure(&f->set, f->arena, NULL, SWS_STR("scalws-test"));
+    f->set.head_handler = sws_handlers_dispatch_head;
+    f->st = sws_conn_default_settings;
+    f->st.max_body_size = 64u << 20; /* room for a body larger than all the buffers */
+    sws_conn_set_configure(&f->set, f->arena, &f->st, SWS_STR("scalws-test"));
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
     f->client = sv[1];
     f->conn = sws_conn_open(&f->set, sv[0], NULL, 0);
@@ -606,12 +610,150 @@ static void test_invalid_response_gives_502(void **state)
     close(fd);
 }
 
-static void test_request_with_body_is_refused_for_now(void **state)
+/* ---- request bodies ---- */
+
+/* Read an upstream's request (head and body) until `until` is in it. */
+static void up_read_until(fixture_t *f, int fd, char *buf, size_t cap, const char *until)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < 64 && strstr(buf, until) == NULL; k++) {
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n > 0) {
+            len += (size_t)n;
+            buf[len] = '\0';
+            continue;
+        }
+        pump(f);
+    }
+    if (strstr(buf, until) == NULL)
+        fail_msg("upstream never got \"%s\": \"%s\"", until, buf);
+}
+
+static void test_request_body_with_length_streams_through(void **state)
 {
     fixture_t *f = *state;
-    client_send(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc");
-    assert_non_null(strstr(f->out, "HTTP/1.1 501 "));
+    char req[4096];
+    client_send(f, "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab");
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_until(f, fd, req, sizeof(req), "\r\n\r\nab");
+    assert_non_null(strstr(req, "\r\nContent-Length: 5\r\n"));
+    client_send(f, "cde");
+    up_read_until(f, fd, req, sizeof(req), "cde");
+    assert_null(strstr(f->out, "HTTP/1.1"));
+    up_write(f, fd, OK5);
+    assert_non_null(strstr(f->out, "200 OK"));
+    /* In sync: the next request on both connections works. */
+    f->ctx.upstreams.rr = 0;
+    client_send(f, GET("/n"));
+    up_read_until(f, fd, req, sizeof(req), "GET /n ");
+    up_write(f, fd, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    close(fd);
+}
+
+static void test_chunked_request_body_is_chunked_upstream(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, "POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   "3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nX-T: 1\r\n\r\n");
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_until(f, fd, req, sizeof(req), "0\r\n\r\n");
+    assert_non_null(strstr(req, "\r\nTransfer-Encoding: chunked\r\n"));
+    assert_null(strstr(req, "Content-Length"));
+    assert_non_null(strstr(req, "\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"));
+    assert_null(strstr(req, "X-T"));
+    up_write(f, fd, OK5);
+    assert_non_null(strstr(f->out, "200 OK"));
+    close(fd);
+}
+
+/* The upstream does not read: the client's body stops at a bound (its
+ * writes stall), then flows whole once the upstream reads. */
+static void test_slow_upstream_stops_reading_the_client(void **state)
+{
+    fixture_t *f = *state;
+    enum { BODY = 16 << 20 };
+    static char chunk[64 * 1024], got[256 * 1024];
+    char head[128];
+    memset(chunk, 'y', sizeof(chunk));
+    snprintf(head, sizeof(head), "PUT /big HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n",
+             BODY);
+    client_send(f, head);
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    size_t sent = 0, received = 0;
+    for (int k = 0; k < 512 && sent < BODY; k++) {
+        size_t want = BODY - sent < sizeof(chunk) ? BODY - sent : sizeof(chunk);
+        ssize_t n = write(f->client, chunk, want);
+        if (n > 0)
+            sent += (size_t)n;
+        pump(f);
+    }
+    assert_true(sent < BODY);
+    assert_true(f->conn->input_paused);
+    sws_stream_t *st = &sws_http1_of(f->conn)->stream;
+    assert_true(st->body_full);
+    /* Now the upstream reads: everything arrives, in order. */
+    for (int k = 0; k < 100000 && received < BODY + 200; k++) {
+        if (sent < BODY) {
+            size_t want = BODY - sent < sizeof(chunk) ? BODY - sent : sizeof(chunk);
+            ssize_t n = write(f->client, chunk, want);
+            if (n > 0)
+                sent += (size_t)n;
+        }
+        ssize_t n = read(fd, got, sizeof(got));
+        if (n > 0) {
+            received += (size_t)n;
+            continue;
+        }
+        pump(f);
+        if (sent == BODY && n < 0 && received > BODY)
+            break;
+    }
+    assert_int_equal(sent, BODY);
+    assert_true(received > BODY);
+    assert_true(received < BODY + 512); /* the head, then exactly the body */
+    assert_int_equal(got[(received - 1) % sizeof(got)], 'y');
+    up_write(f, fd, OK5);
+    assert_non_null(strstr(f->out, "200 OK"));
+    close(fd);
+}
+
+/* No member takes the request: the answer comes before the body was read,
+ * so the connection closes after it (what follows cannot be trusted). */
+static void test_answer_before_the_body_closes_the_connection(void **state)
+{
+    fixture_t *f = *state;
+    refuse_member(f, 0);
+    refuse_member(f, 1);
+    client_send(f, "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n"
+                   "GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    pump(f);
+    assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
+    assert_non_null(strstr(f->out, "\r\nConnection: close\r\n"));
+    assert_int_equal(count(f->out, "HTTP/1.1"), 1);
+    assert_true(f->eof);
+}
+
+/* A POST whose body went to a member that then broke is not sent again. */
+static void test_post_with_body_not_repeated(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    f->ctx.upstreams.rr = 0;
+    client_send(f, "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nxyz");
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_until(f, fd, req, sizeof(req), "\r\n\r\nxyz");
+    close(fd);
+    pump(f);
+    assert_int_equal(up_accept(f, 1), -1);
     assert_int_equal(up_accept(f, 0), -1);
+    assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
 }
 
 int main(void)
@@ -643,8 +785,15 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_read_timeout_gives_504_after_retries, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_invalid_response_gives_502, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_request_with_body_is_refused_for_now, setup,
+        cmocka_unit_test_setup_teardown(test_request_body_with_length_streams_through, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_chunked_request_body_is_chunked_upstream, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_slow_upstream_stops_reading_the_client, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_answer_before_the_body_closes_the_connection, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_post_with_body_not_repeated, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
