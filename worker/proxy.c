@@ -576,6 +576,8 @@ static void body_kick(sws_defer_t *d)
 
 static int body_append(proxy_t *p, const char *a, size_t n)
 {
+    if (n == 0)
+        return 0;
     if (p->bcap - p->blen < n) {
         size_t cap = p->bcap < 4096 ? 4096 : p->bcap;
         while (cap - p->blen < n)
