@@ -4,7 +4,8 @@
  * client's, and the upstream's, adopted into the worker's idle pool so
  * that nothing touches the network.
  *
- * Input: byte 0 bit 0 set: the client asks HEAD, else GET; byte 1: where
+ * Input: byte 0 bit 0 set: the client asks HEAD, else GET, or (bit 1) a
+ * POST with a 3-byte body that streams through; byte 1: where
  * the response is cut into two writes (the loop turns between them); the
  * rest is the response. The upstream then shuts down its side.
  *
@@ -134,8 +135,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size < 2)
         return 0;
-    const char *req = (data[0] & 1) ? "HEAD / HTTP/1.1\r\nHost: f\r\n\r\n"
-                                    : "GET / HTTP/1.1\r\nHost: f\r\n\r\n";
+    const char *req = (data[0] & 1)   ? "HEAD / HTTP/1.1\r\nHost: f\r\n\r\n"
+                      : (data[0] & 2) ? "POST / HTTP/1.1\r\nHost: f\r\nContent-Length: 3\r\n\r\nabc"
+                                      : "GET / HTTP/1.1\r\nHost: f\r\n\r\n";
     const uint8_t *resp = data + 2;
     size_t len = size - 2, cut = data[1] < len ? data[1] : len;
 
@@ -151,6 +153,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ctx.upstreams.retries = 0;
     sws_conn_set_init(&set, &loop, &sws_http1_proto, sws_handlers_dispatch, &counters);
     set.ctx = &ctx;
+    set.head_handler = sws_handlers_dispatch_head;
     sws_conn_set_configure(&set, arena, NULL, SWS_STR("fuzz"));
     if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, cl) < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, up) < 0)
