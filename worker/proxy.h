@@ -36,10 +36,10 @@
  * OPTIONS, PUT, DELETE, TRACE also after a read timeout before any byte, a
  * 502/503/504 answer, or a connection broken after the request was
  * written; a request with other methods is never sent twice), up to
- * `retries` times (the worker's upstream set says how many: 2); else the client gets 502 (504 after a timeout,
- * 503 when no member is up) and the error log one line naming pool,
- * member and reason. After the head went out the response is cut
- * (sws_stream_abort) and logged.
+ * `retries` times (the worker's upstream set says how many: 2); else the
+ * client gets 502 (504 after a timeout, 503 when no member is up) and the
+ * error log one line naming pool, member and reason. After the head went
+ * out the response is cut (sws_stream_abort) and logged.
  *
  * Not yet: an upstream's answer while the request body is still being
  * sent is read only after it (an upstream that answers early and stops
@@ -48,7 +48,8 @@
  * access log's upstream fields.
  *
  * Memory: one allocation per proxied request (state, request head, read
- * buffer), freed when the stream is released (the source's dispose).
+ * buffer) and one for a request body, freed when the stream is released
+ * (the source's dispose).
  */
 #ifndef SWS_WORKER_PROXY_H
 #define SWS_WORKER_PROXY_H
