@@ -107,6 +107,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->phase = SWS_CONN_ACTIVE;
     c->readable = c->rdhup = c->peer_eof = c->close_after = 0;
     c->wrote = c->got_input = c->head_started = c->tls = c->want_writable = c->running = 0;
+    c->input_paused = 0;
     c->rpos = c->rend = c->msg_start = 0;
     c->olen = c->osent = 0;
     c->file_fd = -1;
@@ -612,7 +613,7 @@ static int conn_pass(sws_conn_t *c)
         }
         if (c->want_writable)
             continue; /* conn_tell_writable clears it */
-        if (c->close_after || !c->readable)
+        if (c->close_after || !c->readable || c->input_paused)
             return 0;
         if (reads++ == SWS_CONN_READS_PER_RUN)
             return conn_yield(c);

@@ -111,6 +111,8 @@ struct sws_conn {
     uint8_t want_writable;        /* call proto->writable once the output drains */
     uint8_t running;              /* inside its turn (conn_run) */
     uint8_t yielded;              /* this turn asked for the next (conn_yield) */
+    uint8_t input_paused;         /* the protocol takes no input now (a request body's
+                                   * consumer is full): no read until it says otherwise */
 
     /* Input: rbuf[rpos, rend) is unparsed; the current request's head lives
      * in rbuf[msg_start, ...) until the request is answered. NULL (rcap 0)
@@ -142,6 +144,12 @@ struct sws_conn_set {
     sws_loop_t *loop;
     const sws_proto_ops_t *proto;    /* what new connections speak */
     sws_stream_handler_t handler;
+    /* Optional: called when the head of a request with a body is complete,
+     * before its body is read, so that an action that streams the body
+     * (the proxy) takes it (sws_stream_set_body) and answers from there;
+     * handler is then not called for that request. NULL: bodies are read
+     * and dropped, and handler answers. */
+    sws_stream_handler_t head_handler;
     sws_shm_counters_t *counters;    /* never NULL */
     sws_access_log_t *access_log;    /* NULL: no access log */
     sws_worker_ctx_t *ctx;           /* the owner's, for handlers (worker/ctx.h); NULL: none */

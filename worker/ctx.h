@@ -22,9 +22,12 @@
 #include "worker/conn.h"
 #include "worker/request.h"
 #include "worker/static_open.h"
+#include "worker/upstream_conn.h"
 
 typedef struct sws_worker_ctx {
     sws_static_roots_t static_roots; /* the static action's open root dirfds */
+    sws_upstream_set_t upstreams;    /* the proxy's idle upstream connections; its
+                                      * timer queues: sws_upstream_set_init once */
 } sws_worker_ctx_t;
 
 /* The context of the worker serving r. Never NULL in a worker; a test's
@@ -39,6 +42,7 @@ static inline sws_worker_ctx_t *sws_worker_ctx(const sws_request_t *r)
 static inline void sws_worker_ctx_close(sws_worker_ctx_t *ctx)
 {
     sws_static_roots_close(&ctx->static_roots);
+    sws_upstream_set_close(&ctx->upstreams);
 }
 
 #endif

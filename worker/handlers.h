@@ -9,11 +9,11 @@
  * none), routes the request by it in the table generation it carries
  * (r->table), then answers a
  * plain-HTTP request on an https_redirect route with a 308, else runs the
- * route's action: respond, static (worker/static.h) or redirect. No table
- * yet: 503. No route: 404. Proxy (roadmap 2): 501 for now.
+ * route's action: respond, static (worker/static.h), redirect or proxy
+ * (worker/proxy.h). No table yet: 503. No route: 404.
  *
- * All run in the worker, inside the protocol's call, and give the stream
- * their whole answer before they return (what they take from the table is
+ * All run in the worker, inside the protocol's call; the local actions give
+ * the stream their whole answer before they return (what they take from the table is
  * copied, so a reload cannot pull it from under a slow client).
  */
 #ifndef SWS_WORKER_HANDLERS_H
@@ -22,6 +22,12 @@
 #include "worker/stream.h"
 
 void sws_handlers_dispatch(sws_stream_t *st);
+
+/* The worker's head handler (worker/conn.h): a request with a body, its
+ * head complete. A proxy route takes it here (the body streams to the
+ * upstream); any other request is left alone (its path normalized) for
+ * sws_handlers_dispatch once the body is read and dropped. */
+void sws_handlers_dispatch_head(sws_stream_t *st);
 
 /* The respond action: the route's status, its header fields and its body. */
 void sws_respond_handle(sws_stream_t *st);

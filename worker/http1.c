@@ -263,6 +263,8 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
             return refuse(c, status, why);
         h->gap = at + len;
     }
+    if (h->stream.body != NULL && h->stream.body->data(&h->stream, at, len))
+        h->stream.body_full = 1;
     return 0;
 }
 
@@ -305,6 +307,7 @@ static void begin_request(sws_conn_t *c)
     h->head_len = 0;
     h->trailer_bytes = 0;
     h->framing_bytes = 0;
+    h->early = 0;
     c->msg_start = c->rpos;
     c->head_started = 1;
     sws_stream_start(&h->stream, c, &sws_http1_sink);
@@ -316,7 +319,11 @@ static void begin_request(sws_conn_t *c)
 static void exchange_finish(sws_conn_t *c)
 {
     sws_http1_t *h = sws_http1_of(c);
-    int keep = h->stream.req.keep_alive && !h->stream.aborted && h->state != SWS_H1_DEAD;
+    /* A response that ended before its request's body (an action that
+     * answered from the head) leaves the rest of that body unread: the
+     * connection cannot be trusted to be in sync. */
+    int keep = h->stream.req.keep_alive && !h->stream.aborted && h->state != SWS_H1_DEAD &&
+               h->state != SWS_H1_BODY;
     sws_stream_release(&h->stream);
     if (keep) {
         h->state = SWS_H1_IDLE;
@@ -692,12 +699,39 @@ static int head_complete(sws_conn_t *c, const char *pos)
     return 0;
 }
 
+/* The head of a request with a body is complete: the set's head handler
+ * sees it before any body byte, so that an action that streams the body
+ * takes it (worker/conn.h). */
+static void head_dispatch(sws_conn_t *c)
+{
+    sws_http1_t *h = sws_http1_of(c);
+    sws_request_t *r = &h->stream.req;
+    sws_conn_set_t *s = c->set;
+    const llhttp_t *p = &h->parser;
+    int has_body = h->chunked || ((p->flags & F_CONTENT_LENGTH) && p->content_length > 0);
+    if (s->head_handler == NULL || !has_body)
+        return;
+    r->table = s->table;
+    r->settings = s->settings;
+    r->route = NULL;
+    s->head_handler(&h->stream);
+    h->early = (uint8_t)sws_stream_answered(&h->stream);
+    if (h->early)
+        http1_exchange_check(c); /* an answer given at once (an error) */
+}
+
 static void message_complete(sws_conn_t *c)
 {
     sws_http1_t *h = sws_http1_of(c);
     sws_request_t *r = &h->stream.req;
     sws_conn_set_t *s = c->set;
     h->state = SWS_H1_RESPONSE;
+    if (h->early) {
+        if (h->stream.body != NULL)
+            h->stream.body->end(&h->stream);
+        http1_exchange_check(c);
+        return;
+    }
     r->table = s->table;
     r->settings = s->settings;
     r->route = NULL;
@@ -775,10 +809,15 @@ static void input_ended(sws_conn_t *c)
 static void http1_process(sws_conn_t *c)
 {
     sws_http1_t *h = sws_http1_of(c);
+    c->input_paused = 0;
     for (;;) {
         if (h->state == SWS_H1_DEAD || h->state == SWS_H1_RESPONSE || c->close_after ||
             c->phase != SWS_CONN_ACTIVE || sws_conn_output_blocked(c))
             return;
+        if (h->state == SWS_H1_BODY && h->stream.body_full) {
+            c->input_paused = 1; /* the rest waits in the socket: TCP paces the client */
+            return;
+        }
         if (h->state == SWS_H1_IDLE) {
             /* Empty lines before a request line are ignored (RFC 9112 2.2). */
             while (c->rpos < c->rend && (c->rbuf[c->rpos] == '\r' || c->rbuf[c->rpos] == '\n'))
@@ -812,6 +851,7 @@ static void http1_process(sws_conn_t *c)
         if (h->state == SWS_H1_HEAD) {
             if (head_complete(c, pos) < 0)
                 return;
+            head_dispatch(c);
             continue;
         }
         if (h->chunked && !framing_ok(c, pos, 1))
@@ -829,8 +869,8 @@ static enum sws_proto_wait http1_waiting_for(const sws_conn_t *c)
         return SWS_PROTO_WAIT_IDLE;
     case SWS_H1_HEAD:
         return SWS_PROTO_WAIT_HEAD;
-    case SWS_H1_BODY:
-        return SWS_PROTO_WAIT_BODY;
+    case SWS_H1_BODY: /* a full body consumer is the wait, not the client */
+        return sws_http1_of(c)->stream.body_full ? SWS_PROTO_WAIT_RESPONSE : SWS_PROTO_WAIT_BODY;
     case SWS_H1_RESPONSE:
         return SWS_PROTO_WAIT_RESPONSE;
     default:

@@ -46,6 +46,8 @@ typedef struct sws_http1 {
     uint8_t chunked;
     uint8_t line_done;      /* the request line is complete */
     uint8_t frame;          /* chunk framing: where our own scan stands (http1.c) */
+    uint8_t early;          /* the head handler answered (or will): the body goes
+                             * to the stream's consumer, handler is not called */
     uint16_t reject;        /* status chosen by a callback that failed */
     const char *reject_why; /* for the log line */
     uint32_t head_len;      /* bytes of the accepted head at rbuf + msg_start */

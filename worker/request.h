@@ -9,9 +9,11 @@
  * path may point into the stream's path buffer) and stay valid until the
  * stream is released. target is what the client sent, for the logs.
  *
- * Handlers (respond, static, redirect; proxy later) run when the request is
+ * Handlers (respond, static, redirect, proxy) run when the request is
  * complete (its body, if any, has been read and discarded: local actions
- * ignore request bodies).
+ * ignore request bodies), except that the set's head handler
+ * (worker/conn.h) sees a request with a body when its head is complete,
+ * so that the proxy streams the body (sws_stream_set_body).
  */
 #ifndef SWS_WORKER_REQUEST_H
 #define SWS_WORKER_REQUEST_H

@@ -7,6 +7,7 @@
 #include "shm/table.h"
 #include "worker/conn.h"
 #include "core/path.h"
+#include "worker/proxy.h"
 #include "worker/static.h"
 
 void sws_respond_handle(sws_stream_t *st)
@@ -69,6 +70,19 @@ static int normalize_path(sws_stream_t *st)
     return 0;
 }
 
+void sws_handlers_dispatch_head(sws_stream_t *st)
+{
+    sws_request_t *r = &st->req;
+    if (r->table == NULL || normalize_path(st) < 0)
+        return;
+    const sws_route_t *rt = sws_table_lookup(r->table, r->host.p, r->host.len, r->path.p,
+                                             r->path.len);
+    if (rt == NULL || rt->action != SWS_ACTION_PROXY || (rt->https_redirect && !r->tls))
+        return;
+    r->route = rt;
+    sws_proxy_handle_body(st);
+}
+
 void sws_handlers_dispatch(sws_stream_t *st)
 {
     sws_request_t *r = &st->req;
@@ -96,6 +110,9 @@ void sws_handlers_dispatch(sws_stream_t *st)
         break;
     case SWS_ACTION_REDIRECT:
         sws_redirect_handle(st);
+        break;
+    case SWS_ACTION_PROXY:
+        sws_proxy_handle(st);
         break;
     default:
         sws_stream_error(st, 501);

@@ -30,6 +30,8 @@ void sws_stream_start(sws_stream_t *st, sws_conn_t *c, const sws_stream_sink_t *
     st->sink = sink;
     st->source = NULL;
     st->source_data = NULL;
+    st->body = NULL;
+    st->body_full = 0;
     st->phase = SWS_STREAM_REQUEST;
     st->no_body = 0;
     st->end_asked = 0;
@@ -205,6 +207,8 @@ void sws_stream_release(sws_stream_t *st)
     if (st->source != NULL && st->source->dispose != NULL)
         st->source->dispose(st);
     st->source = NULL;
+    st->body = NULL;
+    st->body_full = 0;
     if (st->file_fd >= 0)
         close(st->file_fd);
     st->file_fd = -1;
@@ -236,6 +240,25 @@ void sws_stream_free(sws_stream_t *st, int trim)
         st->pend = NULL;
         st->pend_cap = 0;
     }
+}
+
+void sws_stream_abort(sws_stream_t *st)
+{
+    if (st->phase == SWS_STREAM_RESPONSE)
+        stream_abort(st);
+}
+
+void sws_stream_set_body(sws_stream_t *st, const sws_stream_body_ops_t *ops)
+{
+    st->body = ops;
+}
+
+void sws_stream_body_resume(sws_stream_t *st)
+{
+    if (!st->body_full)
+        return;
+    st->body_full = 0;
+    sws_conn_wake(st->req.conn);
 }
 
 void sws_stream_set_source(sws_stream_t *st, const sws_stream_source_t *src, void *data)

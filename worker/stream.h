@@ -106,6 +106,20 @@ typedef struct sws_stream_source {
     void (*dispose)(sws_stream_t *st);
 } sws_stream_source_t;
 
+/* The consumer of a request's body (the proxy), set by a handler the
+ * protocol called when the request head was complete (the set's
+ * head_handler, worker/conn.h), before any body byte was read. Without
+ * one the protocol reads the body and drops it, as local actions want. */
+typedef struct sws_stream_body_ops {
+    /* n body bytes, in order; copied before the call returns. Returns 1
+     * when the consumer holds enough: the protocol stops reading the
+     * client until sws_stream_body_resume() (and runs no body timer
+     * meanwhile: the wait is the consumer's), else 0. */
+    int (*data)(sws_stream_t *st, const char *p, size_t n);
+    /* The body is complete (trailers are dropped). */
+    void (*end)(sws_stream_t *st);
+} sws_stream_body_ops_t;
+
 enum sws_stream_phase {
     SWS_STREAM_IDLE = 0,  /* released, or never started */
     SWS_STREAM_REQUEST,   /* started: the request is being read */
@@ -118,6 +132,8 @@ struct sws_stream {
     const sws_stream_sink_t *sink;
     const sws_stream_source_t *source; /* NULL: the producer gave all it has */
     void *source_data;                 /* the producer's, for its callbacks */
+    const sws_stream_body_ops_t *body; /* NULL: the request body is dropped */
+    uint8_t body_full;                 /* body->data said so: no reading until resumed */
 
     uint8_t phase;                     /* enum sws_stream_phase */
     uint8_t no_body;                   /* HEAD, 204, 304: body bytes are dropped */
@@ -210,6 +226,20 @@ static inline int sws_stream_blocked(const sws_stream_t *st)
 {
     return st->pend_len > 0 || st->file_left > 0;
 }
+
+/* The producer cannot complete the response whose head it gave (its
+ * upstream broke mid-body): the sink cuts it (HTTP/1: the connection
+ * closes after what is queued, so the client sees a short body). Nothing
+ * before a head (answer an error instead) or after the end. */
+void sws_stream_abort(sws_stream_t *st);
+
+/* Take the request body (see sws_stream_body_ops_t); from the head
+ * handler only. The ops are static, the state is the source's data. */
+void sws_stream_set_body(sws_stream_t *st, const sws_stream_body_ops_t *ops);
+
+/* The body consumer that said it was full has room again: the protocol
+ * reads and hands it more (later in this loop iteration). */
+void sws_stream_body_resume(sws_stream_t *st);
 
 /* A producer that makes its body piece by piece (see the top). */
 void sws_stream_set_source(sws_stream_t *st, const sws_stream_source_t *src, void *data);

@@ -380,6 +380,8 @@ static int worker_setup(sws_worker_t *w)
     sws_conn_set_init(&w->conns, &w->loop, &sws_http1_proto, sws_handlers_dispatch, w->counters);
     w->conns.access_log = &w->access_log;
     w->conns.ctx = &w->ctx;
+    w->conns.head_handler = sws_handlers_dispatch_head;
+    sws_upstream_set_init(&w->ctx.upstreams, &w->loop);
     sws_timer_queue_init(&w->loop, &w->accept_q, ACCEPT_PAUSE_MS);
     sws_timer_init(&w->accept_timer, accept_resume);
     sws_timer_queue_init(&w->loop, &w->shutdown_q, 0); /* set by drain() */

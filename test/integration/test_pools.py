@@ -33,10 +33,10 @@ class ProxyConfig(ServerTestCase):
         with Client(srv.port) as c:
             r = c.get("/")
             self.assertEqual((r.status, r.body), (200, b"hello from the proxy example\n"))
-            # The proxy action is not built yet: the route is routed, and
-            # answered as every action the worker lacks.
-            self.assertEqual(c.get("/app/x").status, 501)
-            self.assertEqual(c.get("/login/").status, 501)
+            # No member of the example runs: the route is forwarded, and
+            # every member refuses the connection.
+            self.assertEqual(c.get("/app/x").status, 502)
+            self.assertEqual(c.get("/login/").status, 502)
 
     def test_reload_refuses_a_bad_member_and_takes_a_good_pool(self):
         srv = self.server(pools_config(["127.0.0.1:9"], "gen 1"))
@@ -56,4 +56,4 @@ class ProxyConfig(ServerTestCase):
         srv.signal(signal.SIGHUP)
         srv.wait_answer("/", b"gen 3")
         with Client(srv.port) as c:
-            self.assertEqual(c.get("/app/").status, 501)
+            self.assertEqual(c.get("/app/").status, 502)

@@ -1321,10 +1321,51 @@ static void test_idle_connection_holds_no_buffers(void **state)
     assert_int_equal(f->set.inflight, 0); /* what the accept policies read */
 }
 
+/* A head handler that answers at once, before the body (as the proxy does
+ * when no member is up). */
+static void answer_at_head(sws_stream_t *st)
+{
+    sws_stream_respond(st, 200, NULL, 0, "early", 5);
+}
+
+/* An answer given before its request's body was read ends the connection:
+ * the unread rest of the body must never be parsed as a request. */
+static void test_answer_before_body_closes(void **state)
+{
+    fixture_t *f = *state;
+    f->set.head_handler = answer_at_head;
+    send_str(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n"
+                "GET /smuggled HTTP/1.1\r\nHost: a\r\n\r\n");
+    pump(f);
+    assert_int_equal(count(f->out, "HTTP/1.1 "), 1);
+    assert_non_null(strstr(f->out, "\r\n\r\nearly"));
+    assert_null(strstr(f->out, "smuggled"));
+    assert_true(f->eof);
+}
+
+/* A head handler that takes no body leaves the request to the handler,
+ * after the body was read. */
+static void leave_at_head(sws_stream_t *st)
+{
+    (void)st;
+}
+
+static void test_head_handler_may_leave_the_request(void **state)
+{
+    fixture_t *f = *state;
+    f->set.head_handler = leave_at_head;
+    send_str(f, "POST /b HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nabc" "GET /c" H11 "\r\n");
+    assert_non_null(strstr(f->out, "POST /b host=a body=3"));
+    assert_non_null(strstr(f->out, "GET /c host=a body=0"));
+    assert_false(f->eof);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_keepalive_and_pipelining_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_answer_before_body_closes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_handler_may_leave_the_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_request_split_across_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_headers_date_server_length, setup, teardown),
         cmocka_unit_test_setup_teardown(test_server_header_omitted_when_empty, setup, teardown),

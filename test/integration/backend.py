@@ -1,0 +1,263 @@
+"""A test backend for the proxy tests: an HTTP/1.1 server on 127.0.0.1 that
+answers, counts what it received, and misbehaves on command.
+
+Standard library only. Each Backend runs in a thread of the test process
+(one thread per connection, keep-alive honoured); `mode` says how the next
+requests are answered, and `times` how many of them before it goes back to
+"ok":
+
+    ok                   200, body "NAME METHOD PATH" (Content-Length)
+    status:NNN           NNN with a short body (status:503)
+    reset                read the request, then reset the connection (RST)
+    close_before_answer  read the request, then close (FIN) without a byte
+    close_mid_body       send a head announcing 100 bytes, 10 of them, close
+    stall                read the request, answer nothing until stopped
+    slow                 answer "ok" one byte at a time, `delay` apart
+    chunked              200 with a chunked body and a trailer X-Sum
+
+What it received: `requests` (a list of Request: method, target, headers as
+a list of (name, value), body bytes and their SHA-256), `count(method)`,
+`connections` (accepted so far).
+
+Runnable by hand (prints its address): python3 backend.py --mode status:503
+"""
+
+import argparse
+import hashlib
+import socket
+import struct
+import threading
+import time
+
+IO_TIMEOUT = 30  # a bound on every blocking step, so no thread outlives a test for long
+
+
+class Request:
+    def __init__(self, method, target, version, headers, body):
+        self.method = method
+        self.target = target
+        self.version = version
+        self.headers = headers
+        self.body = body
+        self.sha256 = hashlib.sha256(body).hexdigest()
+
+    def header(self, name):
+        for n, v in self.headers:
+            if n.lower() == name.lower():
+                return v
+        return None
+
+    def header_all(self, name):
+        return [v for n, v in self.headers if n.lower() == name.lower()]
+
+
+class _Closed(Exception):
+    pass
+
+
+class _Reader:
+    def __init__(self, sock):
+        self.sock = sock
+        self.buf = b""
+
+    def _fill(self):
+        data = self.sock.recv(65536)
+        if not data:
+            raise _Closed()
+        self.buf += data
+
+    def line(self):
+        while b"\r\n" not in self.buf:
+            if len(self.buf) > 65536:
+                raise _Closed()
+            self._fill()
+        line, self.buf = self.buf.split(b"\r\n", 1)
+        return line
+
+    def exactly(self, n):
+        while len(self.buf) < n:
+            self._fill()
+        data, self.buf = self.buf[:n], self.buf[n:]
+        return data
+
+    def request(self):
+        line = self.line()
+        while line == b"":
+            line = self.line()
+        method, target, version = line.decode("latin-1").split(" ", 2)
+        headers = []
+        while True:
+            h = self.line()
+            if h == b"":
+                break
+            name, _, value = h.decode("latin-1").partition(":")
+            headers.append((name, value.strip()))
+        req = Request(method, target, version, headers, b"")
+        te = (req.header("Transfer-Encoding") or "").lower()
+        if te == "chunked":
+            body = b""
+            while True:
+                size = int(self.line().split(b";")[0], 16)
+                if size == 0:
+                    while self.line() != b"":
+                        pass
+                    break
+                body += self.exactly(size)
+                self.exactly(2)
+            req.body = body
+        elif req.header("Content-Length"):
+            req.body = self.exactly(int(req.header("Content-Length")))
+        req.sha256 = hashlib.sha256(req.body).hexdigest()
+        return req
+
+
+class Backend:
+    def __init__(self, name="backend", mode="ok", times=None, delay=0.05,
+                 family=socket.AF_INET):
+        self.name = name
+        self.mode = mode
+        self.times = times
+        self.delay = delay
+        self.requests = []
+        self.connections = 0
+        self.lock = threading.Lock()
+        self.stopping = threading.Event()
+        addr = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+        self.listener = socket.socket(family, socket.SOCK_STREAM)
+        self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.listener.bind((addr, 0))
+        self.listener.listen(64)
+        self.listener.settimeout(0.2)
+        self.port = self.listener.getsockname()[1]
+        self.address = ("[%s]:%d" if family == socket.AF_INET6 else "%s:%d") % (addr, self.port)
+        self.socks = set()
+        self.thread = threading.Thread(target=self._accept_loop, daemon=True)
+        self.thread.start()
+
+    # ---- commands ----
+
+    def set_mode(self, mode, times=None):
+        with self.lock:
+            self.mode = mode
+            self.times = times
+
+    def count(self, method=None):
+        with self.lock:
+            return sum(1 for r in self.requests if method is None or r.method == method)
+
+    def stop(self):
+        """Close the listener and every connection; the threads end."""
+        self.stopping.set()
+        self.listener.close()
+        with self.lock:
+            socks = list(self.socks)
+        for s in socks:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        self.thread.join(IO_TIMEOUT)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    # ---- serving ----
+
+    def _accept_loop(self):
+        while not self.stopping.is_set():
+            try:
+                sock, _ = self.listener.accept()
+            except socket.timeout:
+                continue
+            except OSError:
+                return
+            sock.settimeout(IO_TIMEOUT)
+            with self.lock:
+                self.connections += 1
+                self.socks.add(sock)
+            threading.Thread(target=self._serve, args=(sock,), daemon=True).start()
+
+    def _take_mode(self):
+        with self.lock:
+            mode = self.mode
+            if self.times is not None:
+                self.times -= 1
+                if self.times <= 0:
+                    self.mode, self.times = "ok", None
+            return mode
+
+    def _serve(self, sock):
+        reader = _Reader(sock)
+        try:
+            while not self.stopping.is_set():
+                req = reader.request()
+                with self.lock:
+                    self.requests.append(req)
+                if not self._answer(sock, req, self._take_mode()):
+                    return
+                if (req.header("Connection") or "").lower() == "close":
+                    return
+        except (_Closed, OSError, ValueError):
+            pass
+        finally:
+            with self.lock:
+                self.socks.discard(sock)
+            try:
+                sock.close()
+            except OSError:
+                pass
+
+    def _answer(self, sock, req, mode):
+        """Answer req as mode says; False when the connection must end."""
+        body = ("%s %s %s" % (self.name, req.method, req.target)).encode()
+        if mode == "ok" or mode.startswith("status:"):
+            status = int(mode.split(":")[1]) if mode != "ok" else 200
+            head = "HTTP/1.1 %d X\r\nContent-Length: %d\r\nX-Backend: %s\r\n\r\n" % (
+                status, len(body), self.name)
+            sock.sendall(head.encode() + (b"" if req.method == "HEAD" else body))
+            return True
+        if mode == "reset":
+            # SO_LINGER with a zero timeout: close() sends RST.
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            return False
+        if mode == "close_before_answer":
+            return False
+        if mode == "close_mid_body":
+            sock.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
+            return False
+        if mode == "stall":
+            self.stopping.wait(IO_TIMEOUT)
+            return False
+        if mode == "slow":
+            data = ("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)).encode() + body
+            for i in range(len(data)):
+                if self.stopping.wait(self.delay):
+                    return False
+                sock.sendall(data[i:i + 1])
+            return True
+        if mode == "chunked":
+            sock.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n"
+                         + b"%x\r\n%s\r\n0\r\nX-Sum: %d\r\n\r\n" % (len(body), body, len(body)))
+            return True
+        raise ValueError("unknown mode %r" % mode)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--name", default="backend")
+    ap.add_argument("--mode", default="ok")
+    args = ap.parse_args()
+    b = Backend(args.name, args.mode)
+    print("listening on %s, mode %s" % (b.address, b.mode), flush=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        b.stop()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,799 @@
+/* worker/proxy.c (with worker/proxy_req.c and worker/upstream_conn.c under
+ * it): a real
+ * client connection on a socketpair, a table with a proxy route built in
+ * code, and fake upstreams: loopback listeners this test accepts on, reads
+ * from and answers by hand, all driven by the worker's event loop. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "shm/table.h"
+#include "support/routeset_build.h"
+#include "worker/conn.h"
+#include "worker/ctx.h"
+#include "worker/handlers.h"
+#include "worker/http1.h"
+#include "worker/proxy.h"
+#include "worker/proxy_req.h"
+#include "worker/upstream_conn.h"
+
+#define NUP 2
+#define OUT_MAX (8u << 20)
+
+typedef struct fixture {
+    sws_loop_t loop;
+    sws_conn_set_t set;
+    sws_shm_counters_t counters;
+    sws_worker_ctx_t ctx;
+    sws_settings_t st;
+    void *arena;
+    int listen_fd[NUP];   /* the fake upstreams; -1: a member nobody listens on */
+    int port[NUP];
+    int client;           /* the client's end of the socketpair */
+    sws_conn_t *conn;
+    char *out;            /* everything the server sent the client */
+    size_t out_len;
+    int eof;
+} fixture_t;
+
+/* ---- setup ---- */
+
+static int listener(int *port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    struct sockaddr_in a = { .sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+    socklen_t len = sizeof(a);
+    assert_true(fd >= 0);
+    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+    assert_int_equal(listen(fd, 16), 0);
+    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
+    *port = ntohs(a.sin_port);
+    return fd;
+}
+
+static void add_pool(Sws__RouteSet *rs, fixture_t *f)
+{
+    Sws__Pool *pool = NEW(Sws__Pool, SWS__POOL__INIT);
+    pool->name = strdup("app");
+    for (int i = 0; i < NUP; i++) {
+        char addr[64];
+        Sws__Member *m = NEW(Sws__Member, SWS__MEMBER__INIT);
+        snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->port[i]);
+        m->id = 100 + (uint64_t)i;
+        m->address = strdup(addr);
+        m->weight = 1;
+        PUSH(pool->members, pool->n_members, m);
+    }
+    PUSH(rs->pools, rs->n_pools, pool);
+}
+
+/* The table: host "*", every path proxied to pool "app" (NUP members). */
+static void build_table(fixture_t *f)
+{
+    Sws__RouteSet *rs = rs_new();
+    Sws__Host *h = rs_host(rs, "*");
+    Sws__Route *r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/");
+    Sws__Proxy *px = NEW(Sws__Proxy, SWS__PROXY__INIT);
+    px->pool = strdup("app");
+    r->action_case = SWS__ROUTE__ACTION_PROXY;
+    r->proxy = px;
+    add_pool(rs, f);
+    char err[256] = "";
+    size_t size = sws_table_size(rs);
+    f->arena = aligned_alloc(8, (size + 7) & ~(size_t)7);
+    assert_non_null(f->arena);
+    if (sws_table_build(f->arena, size, 1, rs, err, sizeof(err)) != 0)
+        fail_msg("table: %s", err);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    int sv[2];
+    assert_non_null(f);
+    f->out = malloc(OUT_MAX);
+    assert_non_null(f->out);
+    sws_log_init("test", 2, getenv("TEST_LOG") ? SWS_LOG_DEBUG : SWS_LOG_CRIT);
+    assert_int_equal(sws_loop_init(&f->loop), 0);
+    for (int i = 0; i < NUP; i++)
+        f->listen_fd[i] = listener(&f->port[i]);
+    build_table(f);
+    sws_upstream_set_init(&f->ctx.upstreams, &f->loop);
+    sws_conn_set_init(&f->set, &f->loop, &sws_http1_proto, sws_handlers_dispatch, &f->counters);
+    f->set.ctx = &f->ctx;
+    f->set.head_handler = sws_handlers_dispatch_head;
+    f->st = sws_conn_default_settings;
+    f->st.max_body_size = 64u << 20; /* room for a body larger than all the buffers */
+    sws_conn_set_configure(&f->set, f->arena, &f->st, SWS_STR("scalws-test"));
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    f->client = sv[1];
+    f->conn = sws_conn_open(&f->set, sv[0], NULL, 0);
+    assert_non_null(f->conn);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    sws_conn_set_close_all(&f->set);
+    sws_conn_set_reap(&f->set);
+    sws_worker_ctx_close(&f->ctx);
+    assert_int_equal(f->ctx.upstreams.nopen, 0);
+    sws_conn_set_destroy(&f->set);
+    sws_loop_close(&f->loop);
+    for (int i = 0; i < NUP; i++)
+        if (f->listen_fd[i] >= 0)
+            close(f->listen_fd[i]);
+    if (f->client >= 0)
+        close(f->client);
+    free(f->arena);
+    free(f->out);
+    free(f);
+    return 0;
+}
+
+/* ---- driving the loop, the client and the upstreams ---- */
+
+static void drain_client(fixture_t *f)
+{
+    for (; f->client >= 0;) {
+        if (f->out_len + 1 >= OUT_MAX)
+            fail_msg("the server sent more than %u bytes", OUT_MAX);
+        ssize_t n = read(f->client, f->out + f->out_len, OUT_MAX - 1 - f->out_len);
+        if (n > 0) {
+            f->out_len += (size_t)n;
+            continue;
+        }
+        if (n == 0)
+            f->eof = 1;
+        break;
+    }
+    f->out[f->out_len] = '\0';
+}
+
+/* Loop iterations without sleeping: every step is local. read_client: also
+ * read what the client was sent (a test of backpressure does not). */
+static void pump_opt(fixture_t *f, int read_client)
+{
+    for (int i = 0; i < 16; i++) {
+        assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+        sws_conn_set_reap(&f->set);
+        if (read_client)
+            drain_client(f);
+    }
+}
+
+static void pump(fixture_t *f)
+{
+    pump_opt(f, 1);
+}
+
+static void client_send(fixture_t *f, const char *s)
+{
+    assert_int_equal(write(f->client, s, strlen(s)), (ssize_t)strlen(s));
+    pump(f);
+}
+
+/* The next connection to upstream i, or -1 when none came (after the
+ * loop had its chances to make one). */
+static int up_accept(fixture_t *f, int i)
+{
+    for (int k = 0; k < 8; k++) {
+        int fd = accept4(f->listen_fd[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd >= 0)
+            return fd;
+        assert_true(errno == EAGAIN || errno == EWOULDBLOCK);
+        pump(f);
+    }
+    return -1;
+}
+
+/* Read a request head (up to its blank line) from an upstream
+ * connection into buf. */
+static void up_read_head(fixture_t *f, int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < 64 && strstr(buf, "\r\n\r\n") == NULL; k++) {
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n > 0) {
+            len += (size_t)n;
+            buf[len] = '\0';
+            continue;
+        }
+        if (n == 0)
+            fail_msg("the proxy closed before its request ended: \"%s\"", buf);
+        pump(f);
+    }
+    if (strstr(buf, "\r\n\r\n") == NULL)
+        fail_msg("no complete request head upstream: \"%s\"", buf);
+}
+
+static void up_write(fixture_t *f, int fd, const char *s)
+{
+    assert_int_equal(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+    pump(f);
+}
+
+/* Whether the proxy closed the upstream connection fd (read gives 0). */
+static int up_closed(int fd)
+{
+    char b[256];
+    ssize_t n;
+    while ((n = read(fd, b, sizeof(b))) > 0)
+        ;
+    return n == 0;
+}
+
+static size_t count(const char *hay, const char *needle)
+{
+    size_t n = 0;
+    for (const char *p = strstr(hay, needle); p != NULL; p = strstr(p + 1, needle))
+        n++;
+    return n;
+}
+
+/* Accept on upstream i, read the request, answer it. The upstream fd. */
+static int up_serve(fixture_t *f, int i, const char *answer)
+{
+    char req[4096];
+    int fd = up_accept(f, i);
+    if (fd < 0)
+        fail_msg("no connection to upstream %d", i);
+    up_read_head(f, fd, req, sizeof(req));
+    up_write(f, fd, answer);
+    return fd;
+}
+
+#define GET(path) "GET " path " HTTP/1.1\r\nHost: a\r\n\r\n"
+#define OK5 "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
+
+/* ---- the relay ---- */
+
+static void test_request_forwarded_without_hop_by_hop_fields(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, "GET /x/../b?q=1 HTTP/1.1\r\nHost: a.example\r\nConnection: keep-alive, "
+                   "X-Drop\r\nX-Drop: 1\r\nTE: trailers\r\nUpgrade: h2c\r\nKeep-Alive: 5\r\n"
+                   "Proxy-Connection: x\r\nX-Keep: yes\r\nX-Forwarded-For: 10.0.0.1\r\n"
+                   "X-Real-IP: 6.6.6.6\r\n\r\n");
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_head(f, fd, req, sizeof(req));
+    assert_true(strncmp(req, "GET /b?q=1 HTTP/1.1\r\nHost: a.example\r\n", 38) == 0);
+    assert_non_null(strstr(req, "\r\nX-Keep: yes\r\n"));
+    assert_non_null(strstr(req, "\r\nX-Forwarded-For: 10.0.0.1, -\r\n"));
+    assert_non_null(strstr(req, "\r\nX-Forwarded-Proto: http\r\n"));
+    assert_non_null(strstr(req, "\r\nX-Forwarded-Host: a.example\r\n"));
+    assert_non_null(strstr(req, "\r\nX-Real-IP: -\r\n"));
+    assert_null(strstr(req, "6.6.6.6"));
+    assert_null(strcasestr(req, "connection:"));
+    assert_null(strcasestr(req, "x-drop"));
+    assert_null(strcasestr(req, "\nte:"));
+    assert_null(strcasestr(req, "upgrade:"));
+    assert_null(strcasestr(req, "keep-alive"));
+    assert_null(strcasestr(req, "content-length"));
+    up_write(f, fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: X-Secret\r\n"
+                    "X-Secret: s\r\nKeep-Alive: timeout=5\r\nUpgrade: h9\r\nServer: up\r\nDate: then\r\n"
+                    "X-Up: 1\r\n\r\nhello");
+    assert_non_null(strstr(f->out, "HTTP/1.1 200 OK\r\n"));
+    assert_non_null(strstr(f->out, "\r\nX-Up: 1\r\n"));
+    assert_non_null(strstr(f->out, "\r\nContent-Length: 5\r\n"));
+    assert_null(strstr(f->out, "X-Secret"));
+    assert_null(strstr(f->out, "timeout=5"));
+    assert_null(strstr(f->out, "h9"));
+    assert_null(strstr(f->out, "Server: up"));
+    assert_null(strstr(f->out, "Date: then"));
+    assert_non_null(strstr(f->out, "\r\n\r\nhello"));
+    assert_false(f->eof);
+    close(fd);
+}
+
+static void test_keepalive_upstream_connection_is_reused(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, GET("/one"));
+    int fd = up_serve(f, 0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 1);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    /* The second request, to the same member, comes on the same upstream
+     * connection. */
+    f->ctx.upstreams.rr = 0;
+    client_send(f, GET("/two"));
+    assert_int_equal(f->ctx.upstreams.nidle, 0);
+    up_read_head(f, fd, req, sizeof(req));
+    assert_true(strncmp(req, "GET /two ", 9) == 0);
+    up_write(f, fd, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    assert_int_equal(up_accept(f, 0), -1);
+    assert_int_equal(up_accept(f, 1), -1);
+    close(fd);
+}
+
+static void test_idle_connection_closed_by_upstream_is_dropped(void **state)
+{
+    fixture_t *f = *state;
+    client_send(f, GET("/one"));
+    int fd = up_serve(f, 0, OK5);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    close(fd);
+    pump(f);
+    assert_int_equal(f->ctx.upstreams.nidle, 0);
+    /* The next request opens a new connection, and is answered. */
+    f->ctx.upstreams.rr = 0;
+    client_send(f, GET("/two"));
+    fd = up_serve(f, 0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    close(fd);
+}
+
+static void test_chunked_response_with_trailers(void **state)
+{
+    fixture_t *f = *state;
+    client_send(f, GET("/"));
+    int fd = up_serve(f, 0, "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n"
+                            "3\r\nabc\r\n2\r\nde\r\n0\r\nX-Sum: 5\r\n\r\n");
+    assert_non_null(strstr(f->out, "Transfer-Encoding: chunked\r\n"));
+    assert_non_null(strstr(f->out, "\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\nX-Sum: 5\r\n\r\n"));
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    close(fd);
+}
+
+static void test_close_delimited_response_ends_and_is_not_pooled(void **state)
+{
+    fixture_t *f = *state;
+    client_send(f, GET("/"));
+    int fd = up_serve(f, 0, "HTTP/1.1 200 OK\r\n\r\nuntil close");
+    close(fd);
+    pump(f);
+    /* The client's protocol frames it (chunked here). */
+    assert_non_null(strstr(f->out, "\r\n\r\nb\r\nuntil close\r\n0\r\n\r\n"));
+    assert_int_equal(f->ctx.upstreams.nidle, 0);
+    assert_false(f->eof);
+}
+
+static void test_interim_answers_are_consumed(void **state)
+{
+    fixture_t *f = *state;
+    client_send(f, GET("/"));
+    int fd = up_serve(f, 0, "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: x\r\n\r\n"
+                            "HTTP/1.1 201 Created\r\nContent-Length: 2\r\n\r\nok");
+    assert_null(strstr(f->out, "100 Continue"));
+    assert_null(strstr(f->out, "Link"));
+    assert_non_null(strstr(f->out, "HTTP/1.1 201 Created\r\n"));
+    assert_non_null(strstr(f->out, "\r\n\r\nok"));
+    close(fd);
+}
+
+static void test_head_and_304_carry_no_body(void **state)
+{
+    fixture_t *f = *state;
+    client_send(f, "HEAD / HTTP/1.1\r\nHost: a\r\n\r\n");
+    int fd = up_serve(f, 0, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n");
+    assert_non_null(strstr(f->out, "\r\nContent-Length: 100\r\n"));
+    assert_true(f->out_len > 4 && memcmp(f->out + f->out_len - 4, "\r\n\r\n", 4) == 0);
+    /* The upstream connection is in sync: the next answer parses. */
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    char req[4096];
+    f->ctx.upstreams.rr = 0;
+    client_send(f, GET("/c"));
+    up_read_head(f, fd, req, sizeof(req));
+    up_write(f, fd, "HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\n\r\n");
+    assert_non_null(strstr(f->out, "HTTP/1.1 304 Not Modified\r\n"));
+    assert_true(memcmp(f->out + f->out_len - 4, "\r\n\r\n", 4) == 0);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    close(fd);
+}
+
+static void test_slow_client_stops_upstream_reads(void **state)
+{
+    fixture_t *f = *state;
+    enum { BODY = 4 << 20 };
+    char head[128], req[4096];
+    static char chunk[64 * 1024];
+    memset(chunk, 'x', sizeof(chunk));
+    client_send(f, GET("/big"));
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    /* A fixed send buffer (no autotuning to megabytes), so what the
+     * kernel holds between the two ends stays well below the body. */
+    int sndbuf = 64 * 1024;
+    assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &sndbuf, sizeof(sndbuf)), 0);
+    up_read_head(f, fd, req, sizeof(req));
+    snprintf(head, sizeof(head), "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n", BODY);
+    assert_int_equal(write(fd, head, strlen(head)), (ssize_t)strlen(head));
+    /* The client reads nothing: the upstream's writes must stall, and the
+     * stream hold at most one read of the upstream. */
+    size_t sent = 0;
+    for (int k = 0; k < 256 && sent < BODY; k++) {
+        size_t want = BODY - sent < sizeof(chunk) ? BODY - sent : sizeof(chunk);
+        ssize_t n = write(fd, chunk, want);
+        if (n > 0)
+            sent += (size_t)n;
+        pump_opt(f, 0);
+    }
+    assert_true(sent < BODY);
+    sws_stream_t *st = &sws_http1_of(f->conn)->stream;
+    assert_true(st->pend_len <= SWS_PROXY_BUF);
+    /* Now the client reads: the rest flows, in order and whole. */
+    for (int k = 0; k < 4096 && sent < BODY; k++) {
+        size_t want = BODY - sent < sizeof(chunk) ? BODY - sent : sizeof(chunk);
+        ssize_t n = write(fd, chunk, want);
+        if (n > 0)
+            sent += (size_t)n;
+        pump(f);
+    }
+    pump(f);
+    assert_int_equal(sent, BODY);
+    const char *body = strstr(f->out, "\r\n\r\n");
+    assert_non_null(body);
+    assert_int_equal(f->out_len - (size_t)(body + 4 - f->out), BODY);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    close(fd);
+}
+
+static void test_upstream_closing_mid_body_cuts_the_response(void **state)
+{
+    fixture_t *f = *state;
+    client_send(f, GET("/"));
+    int fd = up_serve(f, 0, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly ten b");
+    close(fd);
+    pump(f);
+    assert_non_null(strstr(f->out, "HTTP/1.1 200 OK\r\n"));
+    assert_non_null(strstr(f->out, "\r\n\r\nonly ten b"));
+    assert_true(f->eof); /* the client sees a short body, not a complete one */
+    assert_int_equal(count(f->out, "HTTP/1.1"), 1);
+}
+
+static void test_client_gone_closes_the_upstream_connection(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, GET("/"));
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_head(f, fd, req, sizeof(req));
+    /* The client leaves; its connection learns it when the response
+     * begins (a half-closed client may still read), and takes the
+     * upstream connection with it: the rest of that response is not
+     * read for nobody, and the connection is not pooled. */
+    close(f->client);
+    f->client = -1;
+    up_write(f, fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nten bytes.");
+    assert_true(up_closed(fd));
+    assert_int_equal(f->ctx.upstreams.nopen, 0);
+    close(fd);
+}
+
+/* ---- failures and retries ---- */
+
+/* Upstream i refuses connections from now on. */
+static void refuse_member(fixture_t *f, int i)
+{
+    close(f->listen_fd[i]);
+    f->listen_fd[i] = -1;
+}
+
+static void test_connect_refused_is_retried_on_another_member(void **state)
+{
+    fixture_t *f = *state;
+    refuse_member(f, 0);
+    f->ctx.upstreams.rr = 0;
+    client_send(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+    int fd = up_serve(f, 1, OK5);
+    assert_non_null(strstr(f->out, "200 OK"));
+    close(fd);
+}
+
+static void test_no_member_answers_gives_502(void **state)
+{
+    fixture_t *f = *state;
+    refuse_member(f, 0);
+    refuse_member(f, 1);
+    client_send(f, GET("/"));
+    assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
+}
+
+/* An upstream that reads the request and closes: a GET goes to the other
+ * member, a POST is not sent again. */
+static void test_broken_after_request_retries_get_only(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    f->ctx.upstreams.rr = 0;
+    client_send(f, GET("/"));
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_head(f, fd, req, sizeof(req));
+    close(fd);
+    pump(f);
+    fd = up_serve(f, 1, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 1);
+    close(fd);
+
+    f->ctx.upstreams.rr = 0;
+    client_send(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+    fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_head(f, fd, req, sizeof(req));
+    assert_true(strncmp(req, "POST / ", 7) == 0);
+    assert_non_null(strstr(req, "\r\nContent-Length: 0\r\n"));
+    close(fd);
+    pump(f);
+    assert_int_equal(up_accept(f, 0), -1);
+    assert_int_equal(up_accept(f, 1), -1);
+    assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
+}
+
+static void test_503_is_retried_for_get_not_for_post(void **state)
+{
+    fixture_t *f = *state;
+    f->ctx.upstreams.rr = 0;
+    client_send(f, GET("/"));
+    int a = up_serve(f, 0, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
+    int b = up_serve(f, 1, OK5);
+    assert_non_null(strstr(f->out, "200 OK"));
+    assert_null(strstr(f->out, "503"));
+    close(a);
+    close(b);
+
+    f->ctx.upstreams.rr = 0;
+    f->out_len = 0;
+    client_send(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+    a = up_serve(f, 0, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
+    assert_non_null(strstr(f->out, "HTTP/1.1 503 "));
+    assert_int_equal(up_accept(f, 1), -1);
+    close(a);
+}
+
+/* Every attempt stalls: the read timeout answers 504 after 1 + retries
+ * attempts, never a second time to the member that just failed while the
+ * other is up. */
+static void test_read_timeout_gives_504_after_retries(void **state)
+{
+    fixture_t *f = *state;
+    enum { RETRIES = SWS_UPSTREAM_RETRIES_DEFAULT };
+    int fds[1 + RETRIES];
+    int members[1 + RETRIES];
+    char req[4096];
+    sws_timer_queue_set_duration(&f->ctx.upstreams.q[SWS_UPSTREAM_T_READ], 20);
+    f->ctx.upstreams.rr = 0;
+    client_send(f, GET("/"));
+    for (int k = 0; k <= RETRIES; k++) {
+        fds[k] = -1;
+        /* Wait (bounded) for the timer to move the request on. */
+        for (int w = 0; w < 50 && fds[k] < 0; w++) {
+            for (int i = 0; i < NUP && fds[k] < 0; i++) {
+                fds[k] = accept4(f->listen_fd[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+                members[k] = i;
+            }
+            if (fds[k] < 0)
+                assert_int_equal(sws_loop_run_once(&f->loop, 50), 0);
+        }
+        if (fds[k] < 0)
+            fail_msg("attempt %d never came", k);
+        up_read_head(f, fds[k], req, sizeof(req));
+        if (k > 0)
+            assert_int_not_equal(members[k], members[k - 1]);
+    }
+    for (int w = 0; w < 50 && strstr(f->out, "HTTP/1.1") == NULL; w++) {
+        assert_int_equal(sws_loop_run_once(&f->loop, 50), 0);
+        drain_client(f);
+    }
+    assert_non_null(strstr(f->out, "HTTP/1.1 504 "));
+    for (int k = 0; k <= RETRIES; k++)
+        close(fds[k]);
+}
+
+static void test_invalid_response_gives_502(void **state)
+{
+    fixture_t *f = *state;
+    client_send(f, GET("/"));
+    int fd = up_serve(f, 0, "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nx");
+    assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
+    close(fd);
+}
+
+/* ---- request bodies ---- */
+
+/* Read an upstream's request (head and body) until `until` is in it. */
+static void up_read_until(fixture_t *f, int fd, char *buf, size_t cap, const char *until)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int k = 0; k < 64 && strstr(buf, until) == NULL; k++) {
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n > 0) {
+            len += (size_t)n;
+            buf[len] = '\0';
+            continue;
+        }
+        pump(f);
+    }
+    if (strstr(buf, until) == NULL)
+        fail_msg("upstream never got \"%s\": \"%s\"", until, buf);
+}
+
+static void test_request_body_with_length_streams_through(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 5\r\n\r\nab");
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_until(f, fd, req, sizeof(req), "\r\n\r\nab");
+    assert_non_null(strstr(req, "\r\nContent-Length: 5\r\n"));
+    client_send(f, "cde");
+    up_read_until(f, fd, req, sizeof(req), "cde");
+    assert_null(strstr(f->out, "HTTP/1.1"));
+    up_write(f, fd, OK5);
+    assert_non_null(strstr(f->out, "200 OK"));
+    /* In sync: the next request on both connections works. */
+    f->ctx.upstreams.rr = 0;
+    client_send(f, GET("/n"));
+    up_read_until(f, fd, req, sizeof(req), "GET /n ");
+    up_write(f, fd, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    close(fd);
+}
+
+static void test_chunked_request_body_is_chunked_upstream(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, "POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+                   "3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nX-T: 1\r\n\r\n");
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_until(f, fd, req, sizeof(req), "0\r\n\r\n");
+    assert_non_null(strstr(req, "\r\nTransfer-Encoding: chunked\r\n"));
+    assert_null(strstr(req, "Content-Length"));
+    assert_non_null(strstr(req, "\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"));
+    assert_null(strstr(req, "X-T"));
+    up_write(f, fd, OK5);
+    assert_non_null(strstr(f->out, "200 OK"));
+    close(fd);
+}
+
+/* The upstream does not read: the client's body stops at a bound (its
+ * writes stall), then flows whole once the upstream reads. */
+static void test_slow_upstream_stops_reading_the_client(void **state)
+{
+    fixture_t *f = *state;
+    enum { BODY = 16 << 20 };
+    static char chunk[64 * 1024], got[256 * 1024];
+    char head[128];
+    memset(chunk, 'y', sizeof(chunk));
+    snprintf(head, sizeof(head), "PUT /big HTTP/1.1\r\nHost: a\r\nContent-Length: %d\r\n\r\n",
+             BODY);
+    client_send(f, head);
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    size_t sent = 0, received = 0;
+    for (int k = 0; k < 512 && sent < BODY; k++) {
+        size_t want = BODY - sent < sizeof(chunk) ? BODY - sent : sizeof(chunk);
+        ssize_t n = write(f->client, chunk, want);
+        if (n > 0)
+            sent += (size_t)n;
+        pump(f);
+    }
+    assert_true(sent < BODY);
+    assert_true(f->conn->input_paused);
+    sws_stream_t *st = &sws_http1_of(f->conn)->stream;
+    assert_true(st->body_full);
+    /* Now the upstream reads: everything arrives, in order. */
+    for (int k = 0; k < 100000 && received < BODY + 200; k++) {
+        if (sent < BODY) {
+            size_t want = BODY - sent < sizeof(chunk) ? BODY - sent : sizeof(chunk);
+            ssize_t n = write(f->client, chunk, want);
+            if (n > 0)
+                sent += (size_t)n;
+        }
+        ssize_t n = read(fd, got, sizeof(got));
+        if (n > 0) {
+            received += (size_t)n;
+            continue;
+        }
+        pump(f);
+        if (sent == BODY && n < 0 && received > BODY)
+            break;
+    }
+    assert_int_equal(sent, BODY);
+    assert_true(received > BODY);
+    assert_true(received < BODY + 512); /* the head, then exactly the body */
+    assert_int_equal(got[(received - 1) % sizeof(got)], 'y');
+    up_write(f, fd, OK5);
+    assert_non_null(strstr(f->out, "200 OK"));
+    close(fd);
+}
+
+/* No member takes the request: the answer comes before the body was read,
+ * so the connection closes after it (what follows cannot be trusted). */
+static void test_answer_before_the_body_closes_the_connection(void **state)
+{
+    fixture_t *f = *state;
+    refuse_member(f, 0);
+    refuse_member(f, 1);
+    client_send(f, "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\n"
+                   "GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+    pump(f);
+    assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
+    assert_non_null(strstr(f->out, "\r\nConnection: close\r\n"));
+    assert_int_equal(count(f->out, "HTTP/1.1"), 1);
+    assert_true(f->eof);
+}
+
+/* A POST whose body went to a member that then broke is not sent again. */
+static void test_post_with_body_not_repeated(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    f->ctx.upstreams.rr = 0;
+    client_send(f, "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nxyz");
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_until(f, fd, req, sizeof(req), "\r\n\r\nxyz");
+    close(fd);
+    pump(f);
+    assert_int_equal(up_accept(f, 1), -1);
+    assert_int_equal(up_accept(f, 0), -1);
+    assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_request_forwarded_without_hop_by_hop_fields, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_keepalive_upstream_connection_is_reused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_idle_connection_closed_by_upstream_is_dropped, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_chunked_response_with_trailers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_close_delimited_response_ends_and_is_not_pooled,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_interim_answers_are_consumed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_head_and_304_carry_no_body, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_client_stops_upstream_reads, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_upstream_closing_mid_body_cuts_the_response, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_client_gone_closes_the_upstream_connection, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_connect_refused_is_retried_on_another_member, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_no_member_answers_gives_502, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_broken_after_request_retries_get_only, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_503_is_retried_for_get_not_for_post, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_read_timeout_gives_504_after_retries, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_invalid_response_gives_502, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_body_with_length_streams_through, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_chunked_request_body_is_chunked_upstream, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_slow_upstream_stops_reading_the_client, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_answer_before_the_body_closes_the_connection, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_post_with_body_not_repeated, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

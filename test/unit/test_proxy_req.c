@@ -1,0 +1,91 @@
+/* worker/proxy_req.c: the request head a proxy sends upstream. Its use on
+ * a live connection (what an upstream reads) is in test_proxy.c. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "worker/proxy_req.h"
+
+static void test_request_size_is_exact(void **state)
+{
+    (void)state;
+    sws_request_t r = { 0 };
+    r.method = SWS_STR("PUT");
+    r.path = SWS_STR("/p");
+    r.query = SWS_STR("a=b");
+    r.host = SWS_STR("h");
+    r.headers[0] = (sws_header_t){ SWS_STR("Transfer-Encoding"), SWS_STR("chunked") };
+    r.headers[1] = (sws_header_t){ SWS_STR("connection"), SWS_STR(" ,x-a ,, X-B") };
+    r.headers[2] = (sws_header_t){ SWS_STR("X-A"), SWS_STR("1") };
+    r.headers[3] = (sws_header_t){ SWS_STR("x-b"), SWS_STR("2") };
+    r.headers[4] = (sws_header_t){ SWS_STR("X-C"), SWS_STR("3") };
+    r.headers[5] = (sws_header_t){ SWS_STR("Expect"), SWS_STR("100-continue") };
+    r.nheaders = 6;
+    sws_proxy_req_opts_t o = { .host_header = SWS_STR("backend.internal"),
+                               .client_ip = SWS_STR("::1"), .tls = 1, .body_len = 7 };
+    char out[1024];
+    size_t n = sws_proxy_req_size(&r, &o);
+    assert_true(n < sizeof(out));
+    memset(out, 0, sizeof(out));
+    assert_int_equal(sws_proxy_req_write(out, &r, &o), n);
+    assert_int_equal(strlen(out), n);
+    assert_string_equal(out, "PUT /p?a=b HTTP/1.1\r\nHost: backend.internal\r\nX-C: 3\r\n"
+                             "X-Forwarded-For: ::1\r\nX-Forwarded-Proto: https\r\n"
+                             "X-Forwarded-Host: h\r\nX-Real-IP: ::1\r\nContent-Length: 7\r\n\r\n");
+}
+
+/* X-Forwarded-For carries every value the client's fields held, in
+ * order, then the client; without a host_header the client's Host goes
+ * on; a request without framing gets no Content-Length. */
+static void test_forwarded_for_appends_and_host_passes(void **state)
+{
+    (void)state;
+    sws_request_t r = { 0 };
+    r.method = SWS_STR("GET");
+    r.path = SWS_STR("/");
+    r.host = SWS_STR("site:8080");
+    r.headers[0] = (sws_header_t){ SWS_STR("Host"), SWS_STR("site:8080") };
+    r.headers[1] = (sws_header_t){ SWS_STR("x-forwarded-for"), SWS_STR("1.1.1.1, 2.2.2.2") };
+    r.headers[2] = (sws_header_t){ SWS_STR("X-Forwarded-For"), SWS_STR("3.3.3.3") };
+    r.headers[3] = (sws_header_t){ SWS_STR("X-Forwarded-Proto"), SWS_STR("https") };
+    r.nheaders = 4;
+    sws_proxy_req_opts_t o = { .client_ip = SWS_STR("127.0.0.1") };
+    char out[1024];
+    out[sws_proxy_req_write(out, &r, &o)] = '\0';
+    assert_string_equal(out, "GET / HTTP/1.1\r\nHost: site:8080\r\n"
+                             "X-Forwarded-For: 1.1.1.1, 2.2.2.2, 3.3.3.3, 127.0.0.1\r\n"
+                             "X-Forwarded-Proto: http\r\nX-Forwarded-Host: site:8080\r\n"
+                             "X-Real-IP: 127.0.0.1\r\n\r\n");
+}
+
+/* A client naming X-Forwarded-For in Connection drops its own values,
+ * not ours. */
+static void test_forwarded_for_named_by_connection(void **state)
+{
+    (void)state;
+    sws_request_t r = { 0 };
+    r.method = SWS_STR("GET");
+    r.path = SWS_STR("/");
+    r.headers[0] = (sws_header_t){ SWS_STR("Connection"), SWS_STR("X-Forwarded-For") };
+    r.headers[1] = (sws_header_t){ SWS_STR("X-Forwarded-For"), SWS_STR("9.9.9.9") };
+    r.nheaders = 2;
+    sws_proxy_req_opts_t o = { .client_ip = SWS_STR("::1") };
+    char out[1024];
+    out[sws_proxy_req_write(out, &r, &o)] = '\0';
+    assert_null(strstr(out, "9.9.9.9"));
+    assert_non_null(strstr(out, "\r\nX-Forwarded-For: ::1\r\n"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_request_size_is_exact),
+        cmocka_unit_test(test_forwarded_for_appends_and_host_passes),
+        cmocka_unit_test(test_forwarded_for_named_by_connection),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,738 @@
+/* The proxy action: relay one request and its response (proxy.h). */
+#include "worker/proxy.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "core/fmt.h"
+#include "core/http_token.h"
+#include "core/log.h"
+#include "llhttp.h"
+#include "worker/conn.h"
+#include "worker/ctx.h"
+#include "worker/proxy_req.h"
+#include "worker/upstream_conn.h"
+
+#define MEMBER_TEXT 64 /* a member's address as logged */
+/* Request body bytes held for the upstream above which the client is not
+ * read (the HTTP/1 output's high-water mark, the other way round). */
+#define BODY_HWM (64u * 1024)
+#define POOL_TEXT 64
+
+typedef struct member {
+    uint64_t id;
+    sws_upstream_addr_t addr;
+    char text[MEMBER_TEXT];
+} member_t;
+
+enum phase {
+    PH_CONNECT = 0, /* connect() in progress */
+    PH_SEND,        /* writing the request */
+    PH_READ,        /* the request is written: reading the response */
+    PH_DONE,        /* answered (relayed, cut or an error): nothing more to do */
+};
+
+/* What went wrong with an attempt: decides the retry and the status. */
+enum fail_kind {
+    F_CONNECT,         /* the request was never sent: any method may retry */
+    F_CONNECT_TIMEOUT,
+    F_SEND,            /* reset or close while writing the request */
+    F_SEND_TIMEOUT,
+    F_BROKEN,          /* reset or close after the request was written */
+    F_READ_TIMEOUT,
+    F_STATUS,          /* answered 502, 503 or 504 */
+    F_INVALID,         /* not HTTP/1: never retried (it would answer the same) */
+    F_CLIENT,          /* the client's stream refused what we gave: it is cut already */
+};
+
+typedef struct proxy {
+    sws_stream_t *st;
+    sws_upstream_set_t *ups;
+    sws_upstream_conn_t *u;       /* the attempt's connection; NULL between attempts */
+    llhttp_t parser;
+    uint8_t phase;                /* enum phase */
+    uint8_t idempotent;
+    uint8_t is_head;
+    uint8_t head_given;           /* the head went to the stream: no retry from now on */
+    uint8_t got_byte;             /* a response byte came in this attempt */
+    uint8_t paused;               /* stopped reading: the stream is blocked */
+    uint8_t send_waited;          /* the request did not go out in one go */
+    uint8_t has_body;             /* the client's body streams through us */
+    uint8_t body_chunked;         /* ... re-framed in chunks (its length is unknown) */
+    uint8_t body_ended;           /* the client's body is complete (and framed) */
+    uint8_t body_dropped;         /* body bytes went out and are gone: no retry */
+    uint8_t interim;              /* the head being parsed is a 1xx */
+    uint8_t in_trailers;
+    uint8_t ended;                /* the response ended (sws_stream_end) */
+    uint8_t fail_kind;            /* a callback's refusal: enum fail_kind ... */
+    const char *why;              /* ... and why */
+    char why_buf[48];
+    unsigned attempts;            /* retries made */
+    int cur;                      /* the member of this attempt */
+    unsigned nmembers;
+    member_t *members;
+    uint8_t *ok;                  /* members that may take a request */
+    char pool[POOL_TEXT];
+    char *req;
+    size_t req_len, req_sent;
+    char *bbuf;                   /* request body for the upstream, framed */
+    size_t blen, bsent, bcap;     /* bbuf[bsent, blen) is still to send */
+    sws_defer_t kick;             /* send body bytes that came in the client's turn */
+    char *rbuf;                   /* SWS_PROXY_BUF bytes */
+    size_t rlen;                  /* rbuf[0, rlen) was handed to llhttp and is still referenced */
+    sws_header_t fields[SWS_PROXY_MAX_FIELDS];
+    unsigned nfields;
+} proxy_t;
+
+static void attempt(proxy_t *p, int avoid);
+static void read_response(proxy_t *p);
+
+/* ---- response parsing (llhttp callbacks) ---- */
+
+/* A callback refuses what it got: llhttp stops (on_headers_complete
+ * turns any value but 0, 1 and 2 into HPE_CB_HEADERS_COMPLETE; -1 is
+ * safe for every callback). */
+static int refuse(proxy_t *p, enum fail_kind kind, const char *why)
+{
+    p->fail_kind = (uint8_t)kind;
+    p->why = why;
+    return -1;
+}
+
+static int on_header_field(llhttp_t *hp, const char *at, size_t len)
+{
+    proxy_t *p = hp->data;
+    if (p->nfields > 0) {
+        sws_header_t *last = &p->fields[p->nfields - 1];
+        if (last->name.p + last->name.len == at) { /* split across reads */
+            last->name.len += len;
+            return 0;
+        }
+    }
+    if (p->nfields >= SWS_PROXY_MAX_FIELDS)
+        return refuse(p, F_INVALID, "too many response fields");
+    p->fields[p->nfields++] = (sws_header_t){ { at, len }, { at + len, 0 } };
+    return 0;
+}
+
+static int on_header_value(llhttp_t *hp, const char *at, size_t len)
+{
+    proxy_t *p = hp->data;
+    if (p->nfields == 0)
+        return refuse(p, F_INVALID, "field value without a name");
+    sws_header_t *hd = &p->fields[p->nfields - 1];
+    if (hd->value.len > 0 && hd->value.p + hd->value.len == at)
+        hd->value.len += len;
+    else
+        hd->value = (sws_str_t){ at, len };
+    return 0;
+}
+
+/* Fields of the response the protocol layer writes itself, or that
+ * describe the upstream connection only. */
+static int response_drops(const proxy_t *p, sws_str_t name)
+{
+    const sws_http_token_t *t = sws_http_token_find(name.p, name.len);
+    if (t != NULL && (t->flags & (SWS_TKF_HOP_BY_HOP | SWS_TKF_FRAMING)))
+        return 1;
+    return sws_str_caseeq_lit(name, "date") || sws_str_caseeq_lit(name, "server") ||
+           sws_proxy_connection_names(p->fields, p->nfields, name);
+}
+
+/* p->fields minus what response_drops() names, values without trailing
+ * whitespace, into out; how many. */
+static unsigned relayed_fields(proxy_t *p, sws_header_t *out)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < p->nfields; i++) {
+        sws_header_t *hd = &p->fields[i];
+        while (hd->value.len > 0 &&
+               (hd->value.p[hd->value.len - 1] == ' ' || hd->value.p[hd->value.len - 1] == '\t'))
+            hd->value.len--;
+        if (!response_drops(p, hd->name))
+            out[n++] = *hd;
+    }
+    return n;
+}
+
+static int can_retry(const proxy_t *p, enum fail_kind kind)
+{
+    /* A body is kept only until it is sent: one whose bytes are gone
+     * cannot be sent again. */
+    if (p->head_given || p->attempts >= p->ups->retries || p->body_dropped)
+        return 0;
+    switch (kind) {
+    case F_CONNECT:
+    case F_CONNECT_TIMEOUT:
+        return 1;
+    case F_SEND:
+    case F_SEND_TIMEOUT:
+    case F_BROKEN:
+    case F_STATUS:
+        /* A request that may have reached a member is sent again only
+         * when sending it twice is harmless (RFC 9110 9.2.2). */
+        return p->idempotent || p->req_sent == 0;
+    case F_READ_TIMEOUT:
+        return p->idempotent && !p->got_byte;
+    default:
+        return 0;
+    }
+}
+
+static int on_headers_complete(llhttp_t *hp)
+{
+    proxy_t *p = hp->data;
+    unsigned status = hp->status_code;
+    if (status < 200) {
+        /* 100 Continue and other interim answers end here: the client got
+         * its own 100 from the protocol layer. */
+        if (status == 101)
+            return refuse(p, F_INVALID, "101 Switching Protocols that nobody asked for");
+        p->interim = 1;
+        p->nfields = 0;
+        return 0;
+    }
+    if ((status == 502 || status == 503 || status == 504) && can_retry(p, F_STATUS)) {
+        snprintf(p->why_buf, sizeof(p->why_buf), "answered %u", status);
+        return refuse(p, F_STATUS, p->why_buf);
+    }
+    sws_header_t out[SWS_PROXY_MAX_FIELDS];
+    unsigned n = relayed_fields(p, out);
+    uint64_t length = (hp->flags & F_CONTENT_LENGTH) ? hp->content_length
+                                                     : SWS_STREAM_LENGTH_UNKNOWN;
+    p->head_given = 1;
+    p->nfields = 0;
+    if (sws_stream_head(p->st, status, out, n, length) < 0)
+        return refuse(p, F_CLIENT, "the client's stream refused the head");
+    return p->is_head ? 1 : 0; /* 1: llhttp expects no body */
+}
+
+static int on_body(llhttp_t *hp, const char *at, size_t len)
+{
+    proxy_t *p = hp->data;
+    if (sws_stream_write(p->st, at, len) < 0)
+        return refuse(p, F_CLIENT, "the client's stream refused the body");
+    return 0;
+}
+
+static int on_chunk_header(llhttp_t *hp)
+{
+    proxy_t *p = hp->data;
+    if (hp->content_length == 0) { /* the last chunk: trailers may follow */
+        p->in_trailers = 1;
+        p->nfields = 0;
+    }
+    return 0;
+}
+
+static int on_message_complete(llhttp_t *hp)
+{
+    proxy_t *p = hp->data;
+    if (p->interim) {
+        p->interim = 0;
+        return 0; /* the final head follows */
+    }
+    sws_header_t out[SWS_PROXY_MAX_FIELDS];
+    unsigned n = p->in_trailers ? relayed_fields(p, out) : 0;
+    p->ended = 1;
+    if (sws_stream_end(p->st, out, n) < 0)
+        return refuse(p, F_CLIENT, "the client's stream refused the end");
+    return HPE_PAUSED; /* what follows, if anything, is not ours to parse */
+}
+
+static const llhttp_settings_t parser_settings = {
+    .on_header_field = on_header_field,
+    .on_header_value = on_header_value,
+    .on_headers_complete = on_headers_complete,
+    .on_body = on_body,
+    .on_chunk_header = on_chunk_header,
+    .on_message_complete = on_message_complete,
+};
+
+/* ---- the relay ---- */
+
+static const char *member_text(const proxy_t *p)
+{
+    return p->cur >= 0 ? p->members[p->cur].text : "-";
+}
+
+/* Nothing worked: the client gets status. Its body may still be on the
+ * way: then the connection ends after the answer (what follows the answer
+ * on it cannot be trusted to be a request). */
+static void answer_error(proxy_t *p, unsigned status)
+{
+    p->phase = PH_DONE;
+    if (p->has_body && !p->body_ended)
+        p->st->req.keep_alive = 0;
+    sws_stream_error(p->st, status);
+}
+
+/* The attempt failed: retry on another member when the rules allow it,
+ * else answer (or cut what went out). */
+static void failed(proxy_t *p, enum fail_kind kind, const char *why)
+{
+    int timeout = kind == F_CONNECT_TIMEOUT || kind == F_SEND_TIMEOUT || kind == F_READ_TIMEOUT;
+    unsigned status = timeout ? 504 : 502;
+    int retry = can_retry(p, kind);
+    if (p->u != NULL) {
+        sws_upstream_close(p->u);
+        p->u = NULL;
+    }
+    if (kind == F_CLIENT) {
+        p->phase = PH_DONE;
+        return;
+    }
+    if (p->head_given) {
+        sws_log_error("proxy: pool %s member %s: %s after the response began: response cut",
+                      p->pool, member_text(p), why);
+        p->phase = PH_DONE;
+        sws_stream_abort(p->st);
+        return;
+    }
+    if (retry) {
+        sws_log_warn("proxy: pool %s member %s: %s: retrying (%u of %u)", p->pool, member_text(p),
+                     why, p->attempts + 1, p->ups->retries);
+        p->attempts++;
+        attempt(p, p->cur);
+        return;
+    }
+    sws_log_error("proxy: pool %s member %s: %s (%u)", p->pool, member_text(p), why, status);
+    answer_error(p, status);
+}
+
+/* The response ended (sws_stream_end went to the stream). */
+static void completed(proxy_t *p, int reusable)
+{
+    sws_upstream_conn_t *u = p->u;
+    p->u = NULL;
+    p->phase = PH_DONE;
+    sws_upstream_disarm(u);
+    if (reusable && p->req_sent == p->req_len && llhttp_should_keep_alive(&p->parser))
+        sws_upstream_put(u);
+    else
+        sws_upstream_close(u);
+}
+
+/* Hand rbuf[off, off + n) to llhttp. 0: go on reading; -1: the attempt is
+ * over (completed or failed). */
+static int parse(proxy_t *p, size_t off, size_t n)
+{
+    const char *from = p->rbuf + off;
+    llhttp_errno_t e = llhttp_execute(&p->parser, from, n);
+    p->rlen = off + n;
+    if (e == HPE_OK) {
+        /* The fields of a head or of trailers in progress point into
+         * rbuf: keep its bytes until they are complete. */
+        if (p->head_given && !p->in_trailers)
+            p->rlen = 0;
+        return 0;
+    }
+    if (e == HPE_PAUSED && p->ended) {
+        completed(p, llhttp_get_error_pos(&p->parser) == from + n);
+        return -1;
+    }
+    if (p->why != NULL) { /* a callback refused (HPE_USER, or HPE_CB_* from on_headers_complete) */
+        failed(p, (enum fail_kind)p->fail_kind, p->why);
+        return -1;
+    }
+    snprintf(p->why_buf, sizeof(p->why_buf), "invalid response: %s",
+             llhttp_get_error_reason(&p->parser));
+    failed(p, F_INVALID, p->why_buf);
+    return -1;
+}
+
+/* The upstream closed its side. */
+static void upstream_eof(proxy_t *p)
+{
+    if (p->got_byte) {
+        llhttp_finish(&p->parser); /* ends a close-delimited body */
+        if (p->ended) {
+            completed(p, 0);
+            return;
+        }
+    }
+    failed(p, F_BROKEN, p->got_byte ? "closed in the response" : "closed before answering");
+}
+
+static void read_response(proxy_t *p)
+{
+    for (;;) {
+        if (p->phase != PH_READ)
+            return;
+        if (p->head_given && sws_stream_blocked(p->st)) {
+            /* The client is slower: leave the bytes in the socket (the
+             * upstream's window fills and it stops sending) until the
+             * stream asks for more. */
+            p->paused = 1;
+            sws_upstream_disarm(p->u);
+            return;
+        }
+        p->paused = 0;
+        if (p->rlen == SWS_PROXY_BUF) {
+            failed(p, F_INVALID, "response head or trailers too large");
+            return;
+        }
+        ssize_t n = recv(p->u->io.fd, p->rbuf + p->rlen, SWS_PROXY_BUF - p->rlen, 0);
+        if (n > 0) {
+            p->got_byte = 1;
+            sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
+            if (parse(p, p->rlen, (size_t)n) < 0)
+                return;
+            continue;
+        }
+        if (n == 0) {
+            upstream_eof(p);
+            return;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            failed(p, F_BROKEN, strerror(errno));
+        return;
+    }
+}
+
+/* What is still to send: the rest of the head, else of the body held. */
+static int next_out(proxy_t *p, const char **at, size_t **sent, size_t *left)
+{
+    if (p->req_sent < p->req_len) {
+        *at = p->req + p->req_sent;
+        *sent = &p->req_sent;
+        *left = p->req_len - p->req_sent;
+        return 1;
+    }
+    if (p->bsent < p->blen) {
+        *at = p->bbuf + p->bsent;
+        *sent = &p->bsent;
+        *left = p->blen - p->bsent;
+        return 1;
+    }
+    return 0;
+}
+
+/* All the body held went out: its memory is reused, so it cannot be sent
+ * again; a client paused for want of room is read again. */
+static void body_sent(proxy_t *p)
+{
+    if (p->blen > 0) {
+        p->body_dropped = 1;
+        p->blen = p->bsent = 0;
+    }
+    sws_stream_body_resume(p->st);
+}
+
+static void send_request(proxy_t *p)
+{
+    const char *at;
+    size_t *sent, left;
+    while (next_out(p, &at, &sent, &left)) {
+        ssize_t n = send(p->u->io.fd, at, left, MSG_NOSIGNAL);
+        if (n > 0) {
+            *sent += (size_t)n;
+            sws_upstream_arm(p->u, SWS_UPSTREAM_T_SEND);
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            p->send_waited = 1;
+            return; /* the send timer runs; EPOLLOUT goes on */
+        }
+        failed(p, F_SEND, n < 0 ? strerror(errno) : "send wrote nothing");
+        return;
+    }
+    if (p->has_body) {
+        body_sent(p);
+        if (!p->body_ended) {
+            /* The client's pace now: its body timer runs, not ours. */
+            sws_upstream_disarm(p->u);
+            return;
+        }
+    }
+    /* The response comes with the next EPOLLIN edge, unless the upstream
+     * answered while we were still waiting to send: that edge is gone
+     * (edge-triggered), so look now. */
+    p->phase = PH_READ;
+    sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
+    if (p->send_waited)
+        read_response(p);
+}
+
+static void on_upstream_event(sws_upstream_conn_t *u, uint32_t events)
+{
+    proxy_t *p = u->data;
+    char err[128];
+    if (p->phase == PH_CONNECT) {
+        if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+            return;
+        if (sws_upstream_connected(u, err, sizeof(err)) < 0) {
+            failed(p, F_CONNECT, err);
+            return;
+        }
+        p->phase = PH_SEND;
+        send_request(p);
+        return;
+    }
+    if (p->phase == PH_SEND) {
+        send_request(p);
+        return;
+    }
+    if (p->phase == PH_READ && !p->paused)
+        read_response(p);
+}
+
+static void on_upstream_timeout(sws_upstream_conn_t *u, enum sws_upstream_timer which)
+{
+    proxy_t *p = u->data;
+    switch (which) {
+    case SWS_UPSTREAM_T_CONNECT:
+        failed(p, F_CONNECT_TIMEOUT, "connect timed out");
+        break;
+    case SWS_UPSTREAM_T_SEND:
+        failed(p, F_SEND_TIMEOUT, "send timed out");
+        break;
+    default:
+        failed(p, F_READ_TIMEOUT, "read timed out");
+        break;
+    }
+}
+
+static const sws_upstream_ops_t upstream_ops = {
+    .on_event = on_upstream_event,
+    .on_timeout = on_upstream_timeout,
+};
+
+/* One attempt on a member other than `avoid` when another may take it. */
+static void attempt(proxy_t *p, int avoid)
+{
+    char err[128];
+    int i = sws_upstream_pick(p->ups, p->ok, p->nmembers, avoid);
+    if (i < 0) {
+        sws_log_error("proxy: pool %s: no member is up (503)", p->pool);
+        answer_error(p, 503);
+        return;
+    }
+    p->cur = i;
+    p->req_sent = 0;
+    p->bsent = 0; /* what is held is all of the body so far (body_dropped is 0) */
+    p->rlen = 0;
+    p->nfields = 0;
+    p->got_byte = p->interim = p->in_trailers = p->paused = p->send_waited = 0;
+    p->why = NULL;
+    llhttp_init(&p->parser, HTTP_RESPONSE, &parser_settings);
+    p->parser.data = p;
+    const member_t *m = &p->members[i];
+    p->u = sws_upstream_get(p->ups, m->id, &m->addr, &upstream_ops, p, err, sizeof(err));
+    if (p->u == NULL) {
+        failed(p, F_CONNECT, err);
+        return;
+    }
+    if (p->u->connecting) {
+        p->phase = PH_CONNECT;
+        sws_upstream_arm(p->u, SWS_UPSTREAM_T_CONNECT);
+        return;
+    }
+    p->phase = PH_SEND;
+    send_request(p);
+}
+
+/* ---- the stream's source ---- */
+
+static void proxy_proceed(sws_stream_t *st)
+{
+    proxy_t *p = st->source_data;
+    if (p->paused && p->phase == PH_READ) {
+        sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
+        read_response(p);
+    }
+}
+
+static void proxy_dispose(sws_stream_t *st)
+{
+    proxy_t *p = st->source_data;
+    if (p->u != NULL)
+        sws_upstream_close(p->u); /* the client left mid-exchange */
+    sws_defer_cancel(&p->kick);
+    free(p->bbuf);
+    free(p);
+}
+
+static const sws_stream_source_t proxy_source = {
+    .proceed = proxy_proceed,
+    .dispose = proxy_dispose,
+};
+
+/* ---- the request body's consumer ---- */
+
+static void body_kick(sws_defer_t *d)
+{
+    proxy_t *p = sws_container_of(d, proxy_t, kick);
+    if (p->phase == PH_SEND) /* connected: a full socket answers EAGAIN, EPOLLOUT follows */
+        send_request(p);
+}
+
+static int body_append(proxy_t *p, const char *a, size_t n)
+{
+    if (n == 0)
+        return 0;
+    if (p->bcap - p->blen < n) {
+        size_t cap = p->bcap < 4096 ? 4096 : p->bcap;
+        while (cap - p->blen < n)
+            cap *= 2;
+        char *b = realloc(p->bbuf, cap);
+        if (b == NULL)
+            return -1;
+        p->bbuf = b;
+        p->bcap = cap;
+    }
+    memcpy(p->bbuf + p->blen, a, n);
+    p->blen += n;
+    return 0;
+}
+
+/* Bytes of the client's body, inside the client's turn: held (framed
+ * again when chunked) and sent from the loop's deferred work, so that no
+ * upstream failure is answered from inside the client's parser. */
+static int body_data(sws_stream_t *st, const char *at, size_t len)
+{
+    proxy_t *p = st->source_data;
+    if (p->phase == PH_DONE || len == 0)
+        return 0; /* answered already: the rest is read and dropped */
+    char size[SWS_FMT_U64_MAX + 2];
+    char *e = size;
+    if (p->body_chunked)
+        e = SWS_PUT_LIT(sws_put_hex(size, len), "\r\n");
+    if (body_append(p, size, (size_t)(e - size)) < 0 || body_append(p, at, len) < 0 ||
+        (p->body_chunked && body_append(p, "\r\n", 2) < 0)) {
+        failed(p, F_CLIENT, "out of memory for the request body");
+        sws_stream_error(p->st, 500);
+        return 0;
+    }
+    sws_loop_defer(p->ups->loop, &p->kick);
+    return p->blen - p->bsent >= BODY_HWM;
+}
+
+static void body_end(sws_stream_t *st)
+{
+    proxy_t *p = st->source_data;
+    if (p->phase == PH_DONE)
+        return;
+    if (p->body_chunked && body_append(p, "0\r\n\r\n", 5) < 0) {
+        failed(p, F_CLIENT, "out of memory for the request body");
+        sws_stream_error(p->st, 500);
+        return;
+    }
+    p->body_ended = 1;
+    sws_loop_defer(p->ups->loop, &p->kick);
+}
+
+static const sws_stream_body_ops_t proxy_body = {
+    .data = body_data,
+    .end = body_end,
+};
+
+/* How the client frames its body, from the fields the protocol checked
+ * (one chunked Transfer-Encoding, or one valid Content-Length). */
+static void body_framing(const sws_request_t *r, int *chunked, uint64_t *length)
+{
+    const sws_str_t *cl = sws_request_header(r, "content-length");
+    *chunked = sws_request_header(r, "transfer-encoding") != NULL;
+    *length = 0;
+    for (size_t i = 0; cl != NULL && !*chunked && i < cl->len; i++)
+        *length = *length * 10 + (uint64_t)(cl->p[i] - '0');
+}
+
+static int method_idempotent(uint8_t m)
+{
+    return m == HTTP_GET || m == HTTP_HEAD || m == HTTP_OPTIONS || m == HTTP_PUT ||
+           m == HTTP_DELETE || m == HTTP_TRACE;
+}
+
+/* The pool's members as the request keeps them (the table may go). */
+static void copy_members(proxy_t *p, const sws_table_t *t, const sws_member_t *m)
+{
+    char err[160];
+    for (unsigned i = 0; i < p->nmembers; i++) {
+        sws_str_t a = { sws_table_str(t, m[i].address), m[i].address.len };
+        member_t *pm = &p->members[i];
+        pm->id = m[i].id;
+        snprintf(pm->text, sizeof(pm->text), "%.*s", (int)a.len, a.p);
+        int parsed = sws_upstream_parse_addr(a, &pm->addr, err, sizeof(err)) == 0;
+        if (!parsed)
+            sws_log_error("proxy: pool %s member %s: %s", p->pool, pm->text, err);
+        p->ok[i] = parsed && m[i].state == SWS__MEMBER__STATE__UP;
+    }
+}
+
+/* The action; streams_body: called from the head handler, the body
+ * still to come through the stream's body consumer. */
+static void proxy_start(sws_stream_t *st, int streams_body)
+{
+    sws_request_t *r = &st->req;
+    sws_worker_ctx_t *ctx = sws_worker_ctx(r);
+    const sws_table_t *t = r->table;
+    if (r->request_body_bytes > 0) {
+        /* Dispatched after its body was read and dropped: a set without
+         * the head handler (worker/conn.h). */
+        sws_log_error("client %s: a request body reached the proxy after it was dropped (500)",
+                      sws_conn_peer_text(r->conn));
+        sws_stream_error(st, 500);
+        return;
+    }
+    if (ctx == NULL || r->route->pool >= sws_table_pool_count(t)) {
+        sws_log_error("proxy: route without a pool or worker context (500)");
+        sws_stream_error(st, 500);
+        return;
+    }
+    const sws_pool_t *pool = sws_table_pool(t, r->route->pool);
+    const char *peer = sws_conn_peer_text(r->conn);
+    sws_proxy_req_opts_t o = {
+        .client_ip = { peer, strlen(peer) },
+        .tls = r->tls,
+    };
+    if (streams_body)
+        body_framing(r, &o.chunked, &o.body_len);
+    size_t req_len = sws_proxy_req_size(r, &o);
+    unsigned n = pool->nmembers;
+    proxy_t *p = malloc(sizeof(*p) + n * sizeof(member_t) + n + req_len + SWS_PROXY_BUF);
+    if (p == NULL) {
+        sws_log_error("client %s: out of memory for a proxied request (500)", peer);
+        sws_stream_error(st, 500);
+        return;
+    }
+    memset(p, 0, sizeof(*p));
+    p->members = (member_t *)(p + 1);
+    p->ok = (uint8_t *)(p->members + n);
+    p->req = (char *)(p->ok + n);
+    p->rbuf = p->req + req_len;
+    p->st = st;
+    p->ups = &ctx->upstreams;
+    p->nmembers = n;
+    p->cur = -1;
+    p->idempotent = (uint8_t)method_idempotent(r->method_id);
+    p->is_head = r->is_head;
+    snprintf(p->pool, sizeof(p->pool), "%.*s", (int)pool->name.len, sws_table_str(t, pool->name));
+    copy_members(p, t, sws_table_members(t, pool));
+    p->req_len = sws_proxy_req_write(p->req, r, &o);
+    sws_defer_init(&p->kick, body_kick);
+    sws_stream_set_source(st, &proxy_source, p);
+    if (streams_body) {
+        p->has_body = 1;
+        p->body_chunked = (uint8_t)o.chunked;
+        sws_stream_set_body(st, &proxy_body);
+    }
+    attempt(p, -1);
+}
+
+void sws_proxy_handle(sws_stream_t *st)
+{
+    proxy_start(st, 0);
+}
+
+void sws_proxy_handle_body(sws_stream_t *st)
+{
+    proxy_start(st, 1);
+}

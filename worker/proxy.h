@@ -1,0 +1,76 @@
+/*
+ * The proxy action: one request relayed to a member of the route's pool
+ * over HTTP/1.1, its response relayed back through the request's stream
+ * (ADR 0008; docs/adr/0009-proxy-relay.md).
+ *
+ * sws_proxy_handle() runs as the route's action, in the worker, inside
+ * the protocol's call. It copies what it needs from the table generation
+ * (the pool's name, its members' ids and addresses: the generation is only
+ * guaranteed during the call), serializes the request (worker/proxy_req.h),
+ * picks a member (sws_upstream_pick, the stand-in for the balancer), takes
+ * an idle connection to it or opens one (worker/upstream_conn.h) and sets
+ * itself as the stream's source. Everything after happens on the upstream
+ * connection's events and timers, and in the stream's proceed():
+ *
+ *   - the response is parsed by llhttp (HTTP_RESPONSE, no lenient flag);
+ *     1xx answers are consumed (the client's 100 Continue is the protocol
+ *     layer's); a 101 is refused (no upgrade is ever asked for);
+ *   - the final head goes to sws_stream_head: the status, the fields minus
+ *     the hop-by-hop ones, those Connection names, Content-Length and
+ *     Transfer-Encoding (the length is given as a number, or unknown: the
+ *     client's protocol frames it), Date and Server (the sink writes its
+ *     own); the body to sws_stream_write, the trailers to sws_stream_end;
+ *   - backpressure: the upstream is read while sws_stream_blocked() is
+ *     false; when it is true, reading stops (and the read timer with it:
+ *     the client's send timer runs instead) until proceed(). So one read
+ *     buffer (SWS_PROXY_BUF) plus the sink's high-water mark bound what a
+ *     response holds in memory, whatever the speeds;
+ *   - after a complete response on a keep-alive upstream connection with
+ *     nothing more to read, the connection goes back to the idle pool;
+ *     otherwise it is closed.
+ *
+ * Failures (connect refused or timed out, reset, close, read or send
+ * timeout, an invalid response): before any byte of the response went to
+ * the stream, the request is retried on another member when the rule of
+ * issue 7 allows it (any method after a connect failure; GET, HEAD,
+ * OPTIONS, PUT, DELETE, TRACE also after a read timeout before any byte, a
+ * 502/503/504 answer, or a connection broken after the request was
+ * written; a request with other methods is never sent twice), up to
+ * `retries` times (the worker's upstream set says how many: 2); else the
+ * client gets 502 (504 after a timeout, 503 when no member is up) and the
+ * error log one line naming pool, member and reason. After the head went
+ * out the response is cut (sws_stream_abort) and logged.
+ *
+ * Not yet: an upstream's answer while the request body is still being
+ * sent is read only after it (an upstream that answers early and stops
+ * reading meets the send timeout); per-pool settings
+ * (keepalive, retries, timeouts: the defaults of upstream_conn.h), the
+ * access log's upstream fields.
+ *
+ * Memory: one allocation per proxied request (state, request head, read
+ * buffer) and one for a request body, freed when the stream is released
+ * (the source's dispose).
+ */
+#ifndef SWS_WORKER_PROXY_H
+#define SWS_WORKER_PROXY_H
+
+#include "worker/stream.h"
+
+#define SWS_PROXY_BUF (16u * 1024)     /* read buffer; a response head must fit */
+#define SWS_PROXY_MAX_FIELDS 128u      /* response fields (and trailers) relayed */
+
+/* The proxy action (worker/handlers.h dispatches to it) for a request
+ * without a body, complete. Needs the worker context (worker/ctx.h) of the
+ * request's connection set. */
+void sws_proxy_handle(sws_stream_t *st);
+
+/* The same for a request whose head is complete and whose body is still
+ * to come (the set's head handler, worker/conn.h): the body streams to
+ * the upstream as it arrives (sws_stream_set_body), re-framed (the length
+ * the client announced, or chunks), with backpressure both ways: at most
+ * about 64 KiB of it is held, then the client is not read until the
+ * upstream took it. A request whose body bytes went out is not retried
+ * (the body is not kept). */
+void sws_proxy_handle_body(sws_stream_t *st);
+
+#endif

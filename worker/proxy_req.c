@@ -1,0 +1,159 @@
+/* The request a proxy sends upstream (proxy_req.h). */
+#include "worker/proxy_req.h"
+
+#include "core/fmt.h"
+#include "core/http_token.h"
+
+/* A writer that counts when out is NULL: one walk serves the size and the
+ * write, so the size is exact (STYLE: one computation for both paths). */
+typedef struct emit {
+    char *o;
+    size_t n;
+} emit_t;
+
+static void put(emit_t *e, const char *p, size_t n)
+{
+    if (e->o != NULL)
+        memcpy(e->o + e->n, p, n);
+    e->n += n;
+}
+
+static void put_str(emit_t *e, sws_str_t s)
+{
+    put(e, s.p, s.len);
+}
+
+#define PUT_LIT(e, lit) put((e), (lit), SWS_LIT_LEN(lit))
+
+static void put_u64(emit_t *e, uint64_t v)
+{
+    char tmp[SWS_FMT_U64_MAX];
+    put(e, tmp, (size_t)(sws_put_u64(tmp, v) - tmp));
+}
+
+static void put_field(emit_t *e, sws_str_t name, sws_str_t value)
+{
+    put_str(e, name);
+    PUT_LIT(e, ": ");
+    put_str(e, value);
+    PUT_LIT(e, "\r\n");
+}
+
+static int is_ows(char ch)
+{
+    return ch == ' ' || ch == '\t';
+}
+
+int sws_proxy_connection_names(const sws_header_t *h, unsigned n, sws_str_t name)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (!sws_str_caseeq_lit(h[i].name, "connection"))
+            continue;
+        const char *p = h[i].value.p, *end = p + h[i].value.len;
+        while (p < end) {
+            while (p < end && (is_ows(*p) || *p == ','))
+                p++;
+            const char *t = p;
+            while (p < end && *p != ',' && !is_ows(*p))
+                p++;
+            if (p > t && sws_str_caseeq(name, (sws_str_t){ t, (size_t)(p - t) }))
+                return 1;
+            while (p < end && *p != ',')
+                p++;
+        }
+    }
+    return 0;
+}
+
+/* Fields written here from what the proxy knows, never copied from the
+ * client. */
+static int is_replaced(sws_str_t name)
+{
+    return sws_str_caseeq_lit(name, "x-forwarded-for") ||
+           sws_str_caseeq_lit(name, "x-forwarded-proto") ||
+           sws_str_caseeq_lit(name, "x-forwarded-host") || sws_str_caseeq_lit(name, "x-real-ip");
+}
+
+int sws_proxy_req_drops(const sws_request_t *r, sws_str_t name)
+{
+    const sws_http_token_t *t = sws_http_token_find(name.p, name.len);
+    if (t != NULL && ((t->flags & SWS_TKF_HOP_BY_HOP) || t->id == SWS_TK_HOST ||
+                      t->id == SWS_TK_CONTENT_LENGTH || t->id == SWS_TK_EXPECT))
+        return 1;
+    return is_replaced(name) || sws_proxy_connection_names(r->headers, r->nheaders, name);
+}
+
+static int has_framing(const sws_request_t *r)
+{
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        const sws_http_token_t *t = sws_http_token_find(r->headers[i].name.p,
+                                                        r->headers[i].name.len);
+        if (t != NULL && (t->id == SWS_TK_CONTENT_LENGTH || t->id == SWS_TK_TRANSFER_ENCODING))
+            return 1;
+    }
+    return 0;
+}
+
+/* X-Forwarded-For: what the client's fields said, in order, then the
+ * client's own address (as nginx's $proxy_add_x_forwarded_for). A field
+ * named by Connection is hop-by-hop and does not count. */
+static void put_forwarded_for(emit_t *e, const sws_request_t *r, const sws_proxy_req_opts_t *o)
+{
+    PUT_LIT(e, "X-Forwarded-For: ");
+    int conn_named = sws_proxy_connection_names(r->headers, r->nheaders,
+                                                SWS_STR("x-forwarded-for"));
+    for (unsigned i = 0; i < r->nheaders && !conn_named; i++) {
+        if (!sws_str_caseeq_lit(r->headers[i].name, "x-forwarded-for") ||
+            r->headers[i].value.len == 0)
+            continue;
+        put_str(e, r->headers[i].value);
+        PUT_LIT(e, ", ");
+    }
+    put_str(e, o->client_ip);
+    PUT_LIT(e, "\r\n");
+}
+
+static void emit_request(emit_t *e, const sws_request_t *r, const sws_proxy_req_opts_t *o)
+{
+    put_str(e, r->method);
+    PUT_LIT(e, " ");
+    put_str(e, r->path);
+    if (r->query.len > 0) {
+        PUT_LIT(e, "?");
+        put_str(e, r->query);
+    }
+    PUT_LIT(e, " HTTP/1.1\r\n");
+    sws_str_t host = o->host_header.len > 0 ? o->host_header : r->host;
+    if (host.len > 0)
+        put_field(e, SWS_STR("Host"), host);
+    for (unsigned i = 0; i < r->nheaders; i++)
+        if (!sws_proxy_req_drops(r, r->headers[i].name))
+            put_field(e, r->headers[i].name, r->headers[i].value);
+    put_forwarded_for(e, r, o);
+    put_field(e, SWS_STR("X-Forwarded-Proto"), o->tls ? SWS_STR("https") : SWS_STR("http"));
+    if (r->host.len > 0)
+        put_field(e, SWS_STR("X-Forwarded-Host"), r->host);
+    put_field(e, SWS_STR("X-Real-IP"), o->client_ip);
+    if (o->chunked) {
+        PUT_LIT(e, "Transfer-Encoding: chunked\r\n");
+    } else if (o->body_len > 0 || has_framing(r)) {
+        PUT_LIT(e, "Content-Length: ");
+        put_u64(e, o->body_len);
+        PUT_LIT(e, "\r\n");
+    }
+    PUT_LIT(e, "\r\n");
+}
+
+size_t sws_proxy_req_size(const sws_request_t *r, const sws_proxy_req_opts_t *o)
+{
+    emit_t e = { NULL, 0 };
+    emit_request(&e, r, o);
+    return e.n;
+}
+
+size_t sws_proxy_req_write(char *out, const sws_request_t *r, const sws_proxy_req_opts_t *o)
+{
+    emit_t e = { out, 0 };
+    emit_request(&e, r, o);
+    return e.n;
+}

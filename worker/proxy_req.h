@@ -1,0 +1,59 @@
+/*
+ * The request a proxy sends upstream, made from the parsed request (never
+ * the client's bytes as they came: issue 7, ADR 0006).
+ *
+ *   METHOD SP normalized-path ["?" query] SP "HTTP/1.1" CRLF
+ *   Host: the route's host_header, else the client's Host
+ *   the client's fields minus: the hop-by-hop ones (core/http_token.h
+ *     SWS_TKF_HOP_BY_HOP: Connection, Keep-Alive, TE, Trailer, Upgrade,
+ *     Proxy-Connection, Proxy-Authenticate/-Authorization,
+ *     Transfer-Encoding) and every field the Connection fields name; Host
+ *     and Content-Length (written here); Expect (the body has been read
+ *     when the request is forwarded: nobody waits for a 100); the
+ *     X-Forwarded-Proto, X-Forwarded-Host and X-Real-IP the client sent
+ *     (ours replace them: a client cannot pose as another address)
+ *   X-Forwarded-For: the client's values, ", ", the client's address
+ *   X-Forwarded-Proto: http | https
+ *   X-Forwarded-Host: the client's Host (when it sent one)
+ *   X-Real-IP: the client's address
+ *   Transfer-Encoding: chunked (a body of unknown length follows), else
+ *   Content-Length: N (when the client's request was framed: it carried
+ *     Content-Length or Transfer-Encoding)
+ *   CRLF
+ * No Connection field: HTTP/1.1 keeps the upstream connection alive.
+ *
+ * Pure functions of their arguments: any thread, no allocation.
+ */
+#ifndef SWS_WORKER_PROXY_REQ_H
+#define SWS_WORKER_PROXY_REQ_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/str.h"
+#include "worker/request.h"
+
+typedef struct sws_proxy_req_opts {
+    sws_str_t host_header; /* len 0: forward the client's Host */
+    sws_str_t client_ip;   /* "127.0.0.1" */
+    int tls;               /* the client came over TLS: X-Forwarded-Proto https */
+    uint64_t body_len;     /* request body bytes that follow the head ... */
+    int chunked;           /* ... or a chunked body follows (its length unknown) */
+} sws_proxy_req_opts_t;
+
+/* Bytes sws_proxy_req_write() writes for r and o (exact). */
+size_t sws_proxy_req_size(const sws_request_t *r, const sws_proxy_req_opts_t *o);
+
+/* Write the head into out (sws_proxy_req_size bytes); returns its length. */
+size_t sws_proxy_req_write(char *out, const sws_request_t *r, const sws_proxy_req_opts_t *o);
+
+/* Whether a field named name is dropped when forwarding r (see the top):
+ * also used by the tests. */
+int sws_proxy_req_drops(const sws_request_t *r, sws_str_t name);
+
+/* Whether the name is listed in one of the Connection values h[0..n)
+ * (comma-separated tokens, ASCII case-insensitive): such a field is
+ * hop-by-hop (RFC 9110 7.6.1), in a request or a response. */
+int sws_proxy_connection_names(const sws_header_t *h, unsigned n, sws_str_t name);
+
+#endif

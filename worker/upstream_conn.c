@@ -1,0 +1,365 @@
+/* Upstream connections and the per-worker idle pool (upstream_conn.h). */
+#include "worker/upstream_conn.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "core/err.h"
+#include "core/log.h"
+
+static const uint64_t timer_defaults[SWS_UPSTREAM_T_COUNT] = {
+    [SWS_UPSTREAM_T_CONNECT] = SWS_UPSTREAM_CONNECT_TIMEOUT_MS,
+    [SWS_UPSTREAM_T_SEND] = SWS_UPSTREAM_SEND_TIMEOUT_MS,
+    [SWS_UPSTREAM_T_READ] = SWS_UPSTREAM_READ_TIMEOUT_MS,
+    [SWS_UPSTREAM_T_IDLE] = SWS_UPSTREAM_IDLE_TIMEOUT_MS,
+};
+
+static void conn_on_io(sws_io_t *io, uint32_t events);
+static void conn_on_timer(sws_timer_t *t);
+static void set_reap(sws_defer_t *d);
+
+void sws_upstream_set_init(sws_upstream_set_t *s, sws_loop_t *loop)
+{
+    s->loop = loop;
+    for (int i = 0; i < SWS_UPSTREAM_T_COUNT; i++)
+        sws_timer_queue_init(loop, &s->q[i], timer_defaults[i]);
+    s->keepalive = SWS_UPSTREAM_KEEPALIVE_DEFAULT;
+    s->retries = SWS_UPSTREAM_RETRIES_DEFAULT;
+    sws_defer_init(&s->reap, set_reap);
+}
+
+int sws_upstream_parse_addr(sws_str_t text, sws_upstream_addr_t *out, char *err, size_t errlen)
+{
+    char host[INET6_ADDRSTRLEN + 2];
+    const char *colon = memrchr(text.p, ':', text.len);
+    if (colon == NULL || colon == text.p)
+        return sws_errf(err, errlen, "address \"%.*s\" has no HOST:PORT form", (int)text.len,
+                        text.p);
+    size_t hlen = (size_t)(colon - text.p);
+    const char *hp = text.p;
+    int v6 = hlen >= 2 && hp[0] == '[' && hp[hlen - 1] == ']';
+    if (v6) {
+        hp++;
+        hlen -= 2;
+    }
+    unsigned long port = 0;
+    size_t plen = text.len - hlen - (v6 ? 2 : 0) - 1;
+    const char *pp = colon + 1;
+    for (size_t i = 0; i < plen; i++) {
+        if (pp[i] < '0' || pp[i] > '9' || port > 65535)
+            return sws_errf(err, errlen, "address \"%.*s\": bad port", (int)text.len, text.p);
+        port = port * 10 + (unsigned long)(pp[i] - '0');
+    }
+    if (plen == 0 || port == 0 || port > 65535)
+        return sws_errf(err, errlen, "address \"%.*s\": bad port", (int)text.len, text.p);
+    if (hlen == 0 || hlen >= sizeof(host))
+        return sws_errf(err, errlen, "address \"%.*s\": bad host", (int)text.len, text.p);
+    memcpy(host, hp, hlen);
+    host[hlen] = '\0';
+    memset(out, 0, sizeof(*out));
+    if (v6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&out->sa;
+        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
+            return sws_errf(err, errlen, "address \"%.*s\": bad IPv6 literal", (int)text.len,
+                            text.p);
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons((uint16_t)port);
+        out->len = sizeof(*a);
+        return 0;
+    }
+    struct sockaddr_in *a = (struct sockaddr_in *)&out->sa;
+    if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
+        return sws_errf(err, errlen,
+                        "address \"%.*s\": not an IP literal (names are resolved when the "
+                        "configuration is read)",
+                        (int)text.len, text.p);
+    a->sin_family = AF_INET;
+    a->sin_port = htons((uint16_t)port);
+    out->len = sizeof(*a);
+    return 0;
+}
+
+static sws_upstream_bucket_t *bucket_find(sws_upstream_set_t *s, uint64_t id)
+{
+    for (sws_upstream_bucket_t *b = s->buckets; b != NULL; b = b->next)
+        if (b->member_id == id)
+            return b;
+    return NULL;
+}
+
+static void idle_unlink(sws_upstream_conn_t *u)
+{
+    sws_upstream_bucket_t *b = u->bucket;
+    if (u->prev != NULL)
+        u->prev->next = u->next;
+    else
+        b->head = u->next;
+    if (u->next != NULL)
+        u->next->prev = u->prev;
+    else
+        b->tail = u->prev;
+    u->prev = u->next = NULL;
+    u->bucket = NULL;
+    b->n--;
+    u->set->nidle--;
+}
+
+/* Close the fd now, free u after the current batch of events (one of
+ * them may still name it); an idle one leaves its bucket first. */
+static void conn_free(sws_upstream_conn_t *u)
+{
+    sws_upstream_set_t *s = u->set;
+    if (u->closed)
+        return;
+    if (u->bucket != NULL)
+        idle_unlink(u);
+    sws_timer_disarm(&u->timer);
+    sws_loop_del(s->loop, &u->io);
+    close(u->io.fd);
+    u->io.fd = -1;
+    u->closed = 1;
+    u->ops = NULL;
+    s->nopen--;
+    u->next = s->closed;
+    s->closed = u;
+    sws_loop_defer(s->loop, &s->reap);
+}
+
+static void set_free_closed(sws_upstream_set_t *s)
+{
+    while (s->closed != NULL) {
+        sws_upstream_conn_t *u = s->closed;
+        s->closed = u->next;
+        free(u);
+    }
+}
+
+static void set_reap(sws_defer_t *d)
+{
+    set_free_closed(sws_container_of(d, sws_upstream_set_t, reap));
+}
+
+void sws_upstream_close(sws_upstream_conn_t *u)
+{
+    conn_free(u);
+}
+
+void sws_upstream_set_close(sws_upstream_set_t *s)
+{
+    while (s->buckets != NULL) {
+        sws_upstream_bucket_t *b = s->buckets;
+        while (b->head != NULL)
+            conn_free(b->head);
+        s->buckets = b->next;
+        free(b);
+    }
+    /* Outside the loop: no event can name them any more. */
+    sws_defer_cancel(&s->reap);
+    set_free_closed(s);
+}
+
+/* Whether an idle connection is still usable: no FIN and no stray byte
+ * arrived (both make it unusable for a new request). */
+static int idle_usable(sws_upstream_conn_t *u)
+{
+    char b;
+    ssize_t n = recv(u->io.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+static sws_upstream_conn_t *idle_take(sws_upstream_set_t *s, uint64_t id)
+{
+    sws_upstream_bucket_t *b = bucket_find(s, id);
+    while (b != NULL && b->tail != NULL) {
+        sws_upstream_conn_t *u = b->tail; /* the most recent: the least likely timed out */
+        idle_unlink(u);
+        sws_timer_disarm(&u->timer);
+        if (idle_usable(u))
+            return u;
+        conn_free(u);
+    }
+    return NULL;
+}
+
+/* A connection on fd (connected or connecting), registered once. NULL
+ * with fd closed and err set. */
+static sws_upstream_conn_t *conn_wrap(sws_upstream_set_t *s, uint64_t id, int fd, char *err,
+                                      size_t errlen)
+{
+    sws_upstream_conn_t *u = calloc(1, sizeof(*u));
+    if (u == NULL) {
+        close(fd);
+        return sws_errf(err, errlen, "out of memory"), NULL;
+    }
+    u->io.fd = fd;
+    u->io.cb = conn_on_io;
+    u->set = s;
+    u->member_id = id;
+    sws_timer_init(&u->timer, conn_on_timer);
+    if (sws_loop_add(s->loop, &u->io, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) < 0) {
+        sws_errf(err, errlen, "epoll_ctl: %s", strerror(errno));
+        close(fd);
+        free(u);
+        return NULL;
+    }
+    s->nopen++;
+    return u;
+}
+
+static sws_upstream_conn_t *conn_new(sws_upstream_set_t *s, uint64_t id,
+                                     const sws_upstream_addr_t *addr, char *err, size_t errlen)
+{
+    int fd = socket(addr->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return sws_errf(err, errlen, "socket: %s", strerror(errno)), NULL;
+    int one = 1;
+    /* Requests and heads are written whole: Nagle would only delay them. */
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    int connecting = 0;
+    if (connect(fd, (const struct sockaddr *)&addr->sa, addr->len) < 0) {
+        if (errno != EINPROGRESS) {
+            sws_errf(err, errlen, "connect: %s", strerror(errno));
+            close(fd);
+            return NULL;
+        }
+        connecting = 1;
+    }
+    sws_upstream_conn_t *u = conn_wrap(s, id, fd, err, errlen);
+    if (u != NULL)
+        u->connecting = (uint8_t)connecting;
+    return u;
+}
+
+sws_upstream_conn_t *sws_upstream_get(sws_upstream_set_t *s, uint64_t member_id,
+                                      const sws_upstream_addr_t *addr,
+                                      const sws_upstream_ops_t *ops, void *data, char *err,
+                                      size_t errlen)
+{
+    sws_upstream_conn_t *u = idle_take(s, member_id);
+    if (u != NULL) {
+        u->reused = 1;
+    } else {
+        u = conn_new(s, member_id, addr, err, errlen);
+        if (u == NULL)
+            return NULL;
+        u->reused = 0;
+    }
+    u->ops = ops;
+    u->data = data;
+    return u;
+}
+
+int sws_upstream_adopt(sws_upstream_set_t *s, uint64_t member_id, int fd)
+{
+    char err[64];
+    sws_upstream_conn_t *u = conn_wrap(s, member_id, fd, err, sizeof(err));
+    if (u == NULL)
+        return -1;
+    sws_upstream_put(u);
+    return 0;
+}
+
+int sws_upstream_connected(sws_upstream_conn_t *u, char *err, size_t errlen)
+{
+    int soerr = 0;
+    socklen_t len = sizeof(soerr);
+    if (getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+        soerr = errno;
+    if (soerr != 0)
+        return sws_errf(err, errlen, "connect: %s", strerror(soerr));
+    u->connecting = 0;
+    return 0;
+}
+
+void sws_upstream_arm(sws_upstream_conn_t *u, enum sws_upstream_timer which)
+{
+    u->timer_which = (uint8_t)which;
+    sws_timer_arm(u->set->loop, &u->set->q[which], &u->timer);
+}
+
+void sws_upstream_disarm(sws_upstream_conn_t *u)
+{
+    sws_timer_disarm(&u->timer);
+}
+
+void sws_upstream_put(sws_upstream_conn_t *u)
+{
+    sws_upstream_set_t *s = u->set;
+    if (s->keepalive == 0) {
+        conn_free(u);
+        return;
+    }
+    sws_upstream_bucket_t *b = bucket_find(s, u->member_id);
+    if (b == NULL) {
+        b = calloc(1, sizeof(*b));
+        if (b == NULL) {
+            conn_free(u);
+            return;
+        }
+        b->member_id = u->member_id;
+        b->next = s->buckets;
+        s->buckets = b;
+    }
+    if (b->n >= s->keepalive)
+        conn_free(b->head);
+    u->ops = NULL;
+    u->data = NULL;
+    u->bucket = b;
+    u->next = NULL;
+    u->prev = b->tail;
+    if (b->tail != NULL)
+        b->tail->next = u;
+    else
+        b->head = u;
+    b->tail = u;
+    b->n++;
+    s->nidle++;
+    sws_upstream_arm(u, SWS_UPSTREAM_T_IDLE);
+}
+
+static void conn_on_io(sws_io_t *io, uint32_t events)
+{
+    sws_upstream_conn_t *u = sws_container_of(io, sws_upstream_conn_t, io);
+    if (u->closed)
+        return;
+    if (u->ops != NULL) {
+        u->ops->on_event(u, events);
+        return;
+    }
+    /* Idle: only a close or a stray byte wakes it (an EPOLLOUT edge can
+     * follow the last write of its exchange: nothing to do). */
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        conn_free(u);
+}
+
+static void conn_on_timer(sws_timer_t *t)
+{
+    sws_upstream_conn_t *u = sws_container_of(t, sws_upstream_conn_t, timer);
+    if (u->ops != NULL)
+        u->ops->on_timeout(u, (enum sws_upstream_timer)u->timer_which);
+    else
+        conn_free(u);
+}
+
+int sws_upstream_pick(sws_upstream_set_t *s, const uint8_t *ok, unsigned n, int avoid)
+{
+    int fallback = -1;
+    for (unsigned k = 0; k < n; k++) {
+        unsigned i = (unsigned)((s->rr + k) % n);
+        if (!ok[i])
+            continue;
+        if ((int)i == avoid) {
+            fallback = (int)i;
+            continue;
+        }
+        s->rr += k + 1;
+        return (int)i;
+    }
+    return fallback;
+}

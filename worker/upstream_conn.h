@@ -1,0 +1,164 @@
+/*
+ * Connections to upstream members, and the per-worker keep-alive pool of
+ * idle ones (issue 7; the proxy action, worker/proxy.h, is their user).
+ *
+ * Ownership: the worker context (worker/ctx.h) embeds one
+ * sws_upstream_set_t for the life of the worker. The set owns every idle
+ * connection; a connection handed out by sws_upstream_get() belongs to its
+ * caller until it gives it back with sws_upstream_put() (reusable: it goes
+ * to the idle pool) or sws_upstream_close(). Everything runs in the
+ * worker's one thread.
+ *
+ * Addresses are IPv4 or IPv6 literals with a port ("127.0.0.1:8080",
+ * "[::1]:8080"). A host name is refused here: names are resolved (or
+ * refused) when the configuration is read, so a worker never blocks on
+ * DNS and every worker connects to the same addresses.
+ *
+ * Idle pool: keyed by the member's stable id (shm/table.h), so idle
+ * connections survive table generations; at most `keepalive` per member
+ * (the oldest is closed when one more comes back). An idle connection is
+ * watched: any event on it (the upstream closed it, or sent bytes nobody
+ * asked for) or its idle timer closes it. Before one is handed out again
+ * a MSG_PEEK read checks that no FIN or byte arrived since the last loop
+ * iteration, so a request is not written to a connection the upstream has
+ * already closed.
+ *
+ * Timers: one per connection, in the set's per-purpose queues (core/loop.h,
+ * ADR 0003): connect, send (between two writes that made progress), read
+ * (between two reads that brought bytes), idle. One duration per queue and
+ * worker today (the defaults below); per-pool timeouts come with the pool
+ * configuration (one queue per distinct duration).
+ *
+ * I/O: the fd is registered once, edge-triggered for IN|OUT|RDHUP, so the
+ * user reads and writes until EAGAIN and keeps track of what it has not
+ * drained (there is no new edge for bytes left in the socket).
+ */
+#ifndef SWS_WORKER_UPSTREAM_CONN_H
+#define SWS_WORKER_UPSTREAM_CONN_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+#include "core/loop.h"
+#include "core/str.h"
+
+#define SWS_UPSTREAM_KEEPALIVE_DEFAULT 32u
+#define SWS_UPSTREAM_RETRIES_DEFAULT 2u
+#define SWS_UPSTREAM_CONNECT_TIMEOUT_MS 5000u
+#define SWS_UPSTREAM_SEND_TIMEOUT_MS 60000u
+#define SWS_UPSTREAM_READ_TIMEOUT_MS 60000u
+#define SWS_UPSTREAM_IDLE_TIMEOUT_MS 60000u
+
+typedef struct sws_upstream_conn sws_upstream_conn_t;
+typedef struct sws_upstream_set sws_upstream_set_t;
+
+/* A parsed member address. */
+typedef struct sws_upstream_addr {
+    struct sockaddr_storage sa;
+    socklen_t len;
+} sws_upstream_addr_t;
+
+enum sws_upstream_timer {
+    SWS_UPSTREAM_T_CONNECT = 0,
+    SWS_UPSTREAM_T_SEND,
+    SWS_UPSTREAM_T_READ,
+    SWS_UPSTREAM_T_IDLE,
+    SWS_UPSTREAM_T_COUNT,
+};
+
+/* The user's callbacks for a connection it holds. */
+typedef struct sws_upstream_ops {
+    void (*on_event)(sws_upstream_conn_t *u, uint32_t events); /* EPOLL* bits */
+    void (*on_timeout)(sws_upstream_conn_t *u, enum sws_upstream_timer which);
+} sws_upstream_ops_t;
+
+struct sws_upstream_conn {
+    sws_io_t io;
+    sws_timer_t timer;
+    uint8_t timer_which;           /* enum sws_upstream_timer of the armed timer */
+    uint8_t connecting;            /* connect() in progress */
+    uint8_t reused;                /* came from the idle pool */
+    uint8_t closed;                /* fd closed; freed with the set's closed list */
+    sws_upstream_set_t *set;
+    uint64_t member_id;
+    const sws_upstream_ops_t *ops; /* the holder's; NULL while idle */
+    void *data;                    /* the holder's */
+    sws_upstream_conn_t *prev, *next; /* idle list of its member; `next`: the closed list */
+    struct sws_upstream_bucket *bucket; /* while idle */
+};
+
+/* The idle connections of one member. */
+typedef struct sws_upstream_bucket {
+    uint64_t member_id;
+    sws_upstream_conn_t *head, *tail; /* oldest first */
+    unsigned n;
+    struct sws_upstream_bucket *next;
+} sws_upstream_bucket_t;
+
+struct sws_upstream_set {
+    sws_loop_t *loop;
+    sws_timer_queue_t q[SWS_UPSTREAM_T_COUNT];
+    unsigned keepalive;            /* idle connections kept per member */
+    unsigned retries;              /* the proxy's retries per request, until pools
+                                    * carry their own */
+    sws_upstream_bucket_t *buckets; /* one per member that had an idle connection */
+    unsigned nidle, nopen;         /* idle; all open (held and idle) */
+    uint64_t rr;                   /* round-robin position (sws_upstream_pick) */
+    sws_upstream_conn_t *closed;   /* closed in this iteration, freed by `reap` */
+    sws_defer_t reap;
+};
+
+/* Zero-initialised memory is an empty set; init registers its timer
+ * queues with the defaults above. Once per worker. */
+void sws_upstream_set_init(sws_upstream_set_t *s, sws_loop_t *loop);
+
+/* Close every idle connection, free the buckets and what was closed (the
+ * worker stops, after its client connections, so after every holder
+ * closed what it held). */
+void sws_upstream_set_close(sws_upstream_set_t *s);
+
+/* Parse "A.B.C.D:PORT" or "[V6]:PORT". 0, or -1 with err set (a host
+ * name is refused: see the top). */
+int sws_upstream_parse_addr(sws_str_t text, sws_upstream_addr_t *out, char *err, size_t errlen);
+
+/* An idle connection to member_id that is still open, or a new one whose
+ * non-blocking connect to addr has begun (u->connecting: wait for
+ * EPOLLOUT, then sws_upstream_connected()). ops/data receive its events
+ * from now on. NULL with err set when no socket could be made or connect
+ * failed at once (ECONNREFUSED on loopback can come that way). */
+sws_upstream_conn_t *sws_upstream_get(sws_upstream_set_t *s, uint64_t member_id,
+                                      const sws_upstream_addr_t *addr,
+                                      const sws_upstream_ops_t *ops, void *data, char *err,
+                                      size_t errlen);
+
+/* After EPOLLOUT on a connecting socket: 0 when connected (connecting is
+ * cleared), or -1 with err set (the connect failed). */
+int sws_upstream_connected(sws_upstream_conn_t *u, char *err, size_t errlen);
+
+/* Arm (or re-arm) the connection's one timer for `which`; disarm. */
+void sws_upstream_arm(sws_upstream_conn_t *u, enum sws_upstream_timer which);
+void sws_upstream_disarm(sws_upstream_conn_t *u);
+
+/* Give back a connection after a complete exchange that left it usable
+ * (keep-alive, nothing unread): it joins its member's idle pool, or is
+ * closed when the pool is full. */
+void sws_upstream_put(sws_upstream_conn_t *u);
+
+/* Take a connected, non-blocking fd as an idle connection to member_id
+ * (tests and the fuzz target: one end of a socketpair stands for an
+ * upstream). 0, or -1 (fd closed). */
+int sws_upstream_adopt(sws_upstream_set_t *s, uint64_t member_id, int fd);
+
+/* Close a held connection now; its memory is freed later in this loop
+ * iteration (after the events already collected: one may name it), so
+ * the caller drops its pointer at once. */
+void sws_upstream_close(sws_upstream_conn_t *u);
+
+/* The round-robin choice among n candidates, of which ok[i] says which
+ * may take a request: never index `avoid` (-1: none) when another may.
+ * The index, or -1 when none may. The stand-in for the balancer
+ * (worker/upstream_balance*), behind this one call. */
+int sws_upstream_pick(sws_upstream_set_t *s, const uint8_t *ok, unsigned n, int avoid);
+
+#endif
