@@ -19,6 +19,7 @@
 #include "core/version.h"
 #include "shm/shm.h"
 #include "shm/table.h"
+#include "supervisor/admin.h"
 #include "supervisor/config.h"
 #include "supervisor/listen.h"
 #include "supervisor/proctitle.h"
@@ -80,6 +81,19 @@ static int same_listen(const Sws__ServerConfig *a, const Sws__ServerConfig *b)
     return 1;
 }
 
+/* NULL (a ServerConfig built in code) lists no address. */
+static int same_admin(const Sws__Admin *a, const Sws__Admin *b)
+{
+    size_t na = a != NULL ? a->n_listen : 0, nb = b != NULL ? b->n_listen : 0;
+    if (na != nb)
+        return 0;
+    for (size_t i = 0; i < na; i++) {
+        if (strcmp(a->listen[i], b->listen[i]) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__ServerConfig *next,
                                 char *out, size_t outlen)
 {
@@ -94,6 +108,7 @@ size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__Ser
         { "server.backlog", running->backlog != next->backlog },
         { "server.error_log", strcmp(running->error_log, next->error_log) != 0 },
         { "server.table_size", running->table_size != next->table_size },
+        { "server.admin.listen", !same_admin(running->admin, next->admin) },
     };
     size_t len = 0;
     if (outlen == 0)
@@ -187,6 +202,7 @@ struct sws_supervisor {
     sws_timer_t stop_timer;
     sws_timer_queue_t publish_queue;
     sws_timer_t publish_timer;
+    sws_admin_t *admin;   /* NULL: the admin API is off */
 };
 
 /* Workers alive: forked and not yet reaped. */
@@ -248,6 +264,7 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
     }
     if (sup->pending_access_fd >= 0)
         close(sup->pending_access_fd);
+    sws_admin_close_fds(sup->admin);
 
     sws_proctitle_set("scalwsd: worker %u", w->index);
 
@@ -477,10 +494,14 @@ static void apply_log_level(const Sws__Settings *st)
         sws_log_set_level(level);
 }
 
+/* What asked for a publication: the file at start or on a reload, or
+ * the admin API. */
+typedef enum publish_cause { PUBLISH_START, PUBLISH_RELOAD, PUBLISH_ADMIN } publish_cause_t;
+
 /* Publish routes as the next generation: 0, or what sws_shm_publish
  * returned, with err set. */
-static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, int reloaded, char *err,
-                   size_t errlen)
+static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, publish_cause_t cause,
+                   char *err, size_t errlen)
 {
     uint64_t gen;
     int rc = sws_shm_publish(&sup->shm, routes, &gen, err, errlen);
@@ -492,9 +513,11 @@ static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, int reloa
     size_t nroutes = 0;
     for (size_t i = 0; i < routes->n_hosts; i++)
         nroutes += routes->hosts[i]->n_routes;
-    sws_log(reloaded ? SWS_LOG_NOTICE : SWS_LOG_INFO,
-            "%sgeneration %llu published (%zu hosts, %zu routes)", reloaded ? "reload: " : "",
+    static const char *const prefix[] = { "", "reload: ", "admin API: " };
+    sws_log(cause == PUBLISH_RELOAD ? SWS_LOG_NOTICE : SWS_LOG_INFO,
+            "%sgeneration %llu published (%zu hosts, %zu routes)", prefix[cause],
             (unsigned long long)gen, routes->n_hosts, nroutes);
+    sws_admin_published(sup->admin, routes, gen, cause != PUBLISH_ADMIN);
     return 0;
 }
 
@@ -524,7 +547,7 @@ static void drop_pending(sws_supervisor_t *sup)
 static void publish_pending(sws_supervisor_t *sup)
 {
     char err[512];
-    int rc = publish(sup, sup->pending->routes, 1, err, sizeof(err));
+    int rc = publish(sup, sup->pending->routes, PUBLISH_RELOAD, err, sizeof(err));
     if (rc == SWS_SHM_BUSY) {
         if (sup->publish_retries % PUBLISH_RETRY_LOG_EVERY == 0)
             sws_log_warn("reload: cannot publish yet (%s); retrying every %u ms", err,
@@ -594,6 +617,20 @@ static void reload(sws_supervisor_t *sup)
     sup->pending = next;
     sup->pending_access_fd = access_fd;
     publish_pending(sup);
+}
+
+/* The admin API's way to publish (supervisor/admin_api.h): the
+ * publication a reload ends with, without the file. */
+static int admin_publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char *err,
+                         size_t errlen)
+{
+    sws_supervisor_t *sup = ctx;
+    if (sup->state != SUP_RUNNING)
+        return sws_errf(err, errlen, "the server is stopping");
+    int rc = publish(sup, rs, PUBLISH_ADMIN, err, errlen);
+    if (rc == 0)
+        *gen = sws_shm_current_generation(&sup->shm);
+    return rc;
 }
 
 /* ---- stop ---- */
@@ -821,7 +858,7 @@ static int create_table(sws_supervisor_t *sup)
         sws_log_error("shared memory: %s", err);
         return -1;
     }
-    if (publish(sup, sup->config->routes, 0, err, sizeof(err)) < 0) {
+    if (publish(sup, sup->config->routes, PUBLISH_START, err, sizeof(err)) < 0) {
         sws_log_error("publish the routing table: %s", err);
         return -1;
     }
@@ -885,6 +922,10 @@ static int setup(sws_supervisor_t *sup)
     if (open_listeners(sup, sc) < 0)
         return -1;
     log_start(sup);
+    /* Before the first publication, which it keeps a copy of; a failure
+     * to serve it is logged and the start goes on. */
+    sup->admin = sws_admin_start(&sup->loop, sc->admin, &sup->shm, sup->nworkers, admin_publish,
+                                 sup);
     if (create_table(sup) < 0 || init_workers(sup) < 0)
         return -1;
     sws_timer_queue_init(&sup->loop, &sup->stop_queue, STOP_NOW_GRACE_MS);
@@ -909,6 +950,7 @@ static void teardown(sws_supervisor_t *sup)
     free(sup->access_path);
     if (sup->signals.fd >= 0)
         close(sup->signals.fd);
+    sws_admin_stop(sup->admin);
     sws_loop_close(&sup->loop);
     sws_listen_close(&sup->listen);
     if (sup->shm.base != NULL)
