@@ -20,6 +20,7 @@
 
 #define ADMIN_BACKLOG 16
 #define ADMIN_READ_CHUNK 4096
+#define ADMIN_LINGER_MAX (64u << 10) /* bytes read and dropped after the answer */
 
 typedef struct admin_listener {
     sws_io_t io;
@@ -38,6 +39,8 @@ typedef struct admin_conn {
     sws_admin_req_t req;
     sws_json_out_t out; /* the whole response once the request is read */
     size_t sent;
+    int lingering;      /* answered: reading to the client's end (see conn_linger) */
+    size_t discarded;
 } admin_conn_t;
 
 struct sws_admin {
@@ -241,7 +244,27 @@ static void conn_answer(admin_conn_t *c)
     sws_json_out_free(&reply.body);
 }
 
-/* Write what is left; close when all went (or the client went away). */
+/* After the answer: our side is shut, and what the client still sends
+ * (the rest of a body refused as too large) is read and dropped until it
+ * closes. Closing with unread bytes would reset the connection, and the
+ * client could lose the answer it has not read yet. Bounded in bytes
+ * here and in time by the connection's timer. */
+static void conn_linger(admin_conn_t *c)
+{
+    char buf[ADMIN_READ_CHUNK];
+    for (;;) {
+        ssize_t n = read(c->io.fd, buf, sizeof(buf));
+        if (n > 0 && (c->discarded += (size_t)n) <= ADMIN_LINGER_MAX)
+            continue;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        return conn_close(c);
+    }
+}
+
+/* Write what is left; then linger (or close when the client went away). */
 static void conn_flush(admin_conn_t *c)
 {
     while (c->sent < c->out.len) {
@@ -254,15 +277,20 @@ static void conn_flush(admin_conn_t *c)
             sws_loop_mod(c->admin->loop, &c->io, EPOLLOUT);
             return;
         } else {
-            break;
+            return conn_close(c);
         }
     }
-    conn_close(c);
+    shutdown(c->io.fd, SHUT_WR);
+    c->lingering = 1;
+    sws_loop_mod(c->admin->loop, &c->io, EPOLLIN);
+    conn_linger(c);
 }
 
 static void on_conn(sws_io_t *io, uint32_t events)
 {
     admin_conn_t *c = sws_container_of(io, admin_conn_t, io);
+    if (c->lingering)
+        return conn_linger(c);
     if (c->out.len > 0 || c->out.oom) {
         if (c->out.oom)
             conn_close(c);

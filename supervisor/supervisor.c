@@ -518,6 +518,16 @@ static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, publish_c
             "%sgeneration %llu published (%zu hosts, %zu routes)", prefix[cause],
             (unsigned long long)gen, routes->n_hosts, nroutes);
     sws_admin_published(sup->admin, routes, gen, cause != PUBLISH_ADMIN);
+    /* Idle workers would adopt it at their next event only. A full
+     * channel means the worker has messages to wake it already. */
+    for (unsigned i = 0; sup->workers != NULL && i < sup->nworkers; i++) {
+        const worker_proc_t *w = &sup->workers[i];
+        char why[256];
+        if (w->pid > 0 && w->ctl_fd >= 0 &&
+            sws_chan_send(w->ctl_fd, SWS_CHAN_GENERATION, NULL, 0, NULL, 0, why,
+                          sizeof(why)) < 0 && errno != EAGAIN)
+            sws_log_warn("worker %u: %s", w->index, why);
+    }
     return 0;
 }
 
