@@ -947,6 +947,9 @@ static int setup(sws_supervisor_t *sup)
 
 static void teardown(sws_supervisor_t *sup)
 {
+    /* First: it unregisters its timer queue from the loop, whose list
+     * also runs through the workers' (freed below). */
+    sws_admin_stop(sup->admin);
     drop_pending(sup);
     if (sup->config != NULL)
         sws_config_free(sup->config);
@@ -960,7 +963,6 @@ static void teardown(sws_supervisor_t *sup)
     free(sup->access_path);
     if (sup->signals.fd >= 0)
         close(sup->signals.fd);
-    sws_admin_stop(sup->admin);
     sws_loop_close(&sup->loop);
     sws_listen_close(&sup->listen);
     if (sup->shm.base != NULL)
