@@ -44,8 +44,11 @@ static int split_target(const char *target, char *buf, size_t buflen, char *seg[
             nseg++;
             continue;
         }
-        if (w == 0 || buf[w - 1] == '\0')
+        if (w == 0 || buf[w - 1] == '\0') {
+            if (nseg == MAX_SEGMENTS)
+                return -1;
             seg[nseg] = buf + w;
+        }
         if (target[i] != '%') {
             buf[w++] = target[i];
             continue;

@@ -259,6 +259,10 @@ static void test_bad_input_is_refused_and_changes_nothing(void **state)
     refused(f, "GET", "/v1/pools/%zz", NULL, 400, "bad request target");
     refused(f, "GET", "/v1/pools/a%00", NULL, 400, "bad request target");
     refused(f, "GET", "*", NULL, 400, "bad request target");
+    /* Found by fuzz_admin: a seventh segment was stored past the array. */
+    refused(f, "PUT", "/v1/pools/api/members/127.0/0.1:9001/x", NULL, 400,
+            "bad request target");
+    refused(f, "GET", "/a/b/c/d/e/f/g/h", NULL, 400, "bad request target");
 }
 
 static void test_busy_arenas_answer_503_and_change_nothing(void **state)
