@@ -105,6 +105,22 @@ class Admin(AdminTestCase):
         srv.stop()
         self.assertFalse(os.path.exists(srv.admin), "the socket file outlived the server")
 
+    def test_workers_hold_no_admin_socket(self):
+        srv = self.admin_server()
+        workers = srv.wait_workers(2)
+        with open("/proc/net/unix") as f:
+            inodes = [line.split()[6] for line in f.read().splitlines()[1:]
+                      if line.split()[-1] == srv.admin]
+        self.assertEqual(len(inodes), 1, "the listening socket in /proc/net/unix")
+        target = "socket:[%s]" % inodes[0]
+
+        def holds(pid):
+            fds = "/proc/%d/fd" % pid
+            return any(os.readlink(os.path.join(fds, fd)) == target for fd in os.listdir(fds))
+        self.assertTrue(holds(srv.pid), "the supervisor serves it")
+        for pid in workers:
+            self.assertFalse(holds(pid), "worker %d holds the admin socket" % pid)
+
     def test_status_and_pools(self):
         srv = self.admin_server()
         self.wait_all_workers_on(srv, 1)
