@@ -5,6 +5,7 @@
 
 #include "core/err.h"
 #include "core/fmt.h"
+#include "core/str.h"
 
 /* ---- the writer ---- */
 
@@ -116,16 +117,10 @@ static int hex4(const char *p, unsigned *out)
 {
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
-        char c = p[i];
-        v <<= 4;
-        if (c >= '0' && c <= '9')
-            v |= (unsigned)(c - '0');
-        else if (c >= 'a' && c <= 'f')
-            v |= (unsigned)(c - 'a' + 10);
-        else if (c >= 'A' && c <= 'F')
-            v |= (unsigned)(c - 'A' + 10);
-        else
+        int d = sws_hex_value((unsigned char)p[i]);
+        if (d < 0)
             return -1;
+        v = v << 4 | (unsigned)d;
     }
     *out = v;
     return 0;

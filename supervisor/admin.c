@@ -17,6 +17,7 @@
 #include "core/log.h"
 #include "supervisor/admin_http.h"
 #include "supervisor/listen.h"
+#include "worker/request.h" /* sws_http_reason: one table of reason phrases */
 
 #define ADMIN_BACKLOG 16
 #define ADMIN_READ_CHUNK 4096
@@ -195,22 +196,6 @@ static void conn_close(admin_conn_t *c)
     free(c);
 }
 
-static const char *reason(unsigned status)
-{
-    switch (status) {
-    case 200: return "OK";
-    case 201: return "Created";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 422: return "Unprocessable Content";
-    case 503: return "Service Unavailable";
-    default: return "Internal Server Error";
-    }
-}
-
 /* The whole response into c->out: head, then the JSON body (none for
  * HEAD). */
 static void conn_respond(admin_conn_t *c, const sws_admin_reply_t *reply, int head_only)
@@ -219,7 +204,7 @@ static void conn_respond(admin_conn_t *c, const sws_admin_reply_t *reply, int he
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
                      "Content-Length: %zu\r\n%s%s%sConnection: close\r\n\r\n",
-                     reply->status, reason(reply->status), reply->body.len,
+                     reply->status, sws_http_reason(reply->status), reply->body.len,
                      reply->allow != NULL ? "Allow: " : "",
                      reply->allow != NULL ? reply->allow : "", reply->allow != NULL ? "\r\n" : "");
     sws_json_raw(&c->out, head, (size_t)n);

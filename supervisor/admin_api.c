@@ -8,22 +8,12 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/str.h"
 #include "shm/routeset_check.h"
 
 #define MAX_SEGMENTS 6
 
 /* ---- the request target ---- */
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
-}
 
 /* Split the path of target (the query is ignored) into its '/'-separated
  * segments, each percent-decoded in place in buf (so "%5B%3A%3A1%5D:80"
@@ -53,8 +43,8 @@ static int split_target(const char *target, char *buf, size_t buflen, char *seg[
             buf[w++] = target[i];
             continue;
         }
-        int hi = i + 2 < n ? hexval(target[i + 1]) : -1;
-        int lo = hi >= 0 ? hexval(target[i + 2]) : -1;
+        int hi = i + 2 < n ? sws_hex_value((unsigned char)target[i + 1]) : -1;
+        int lo = hi >= 0 ? sws_hex_value((unsigned char)target[i + 2]) : -1;
         if (lo < 0 || (hi == 0 && lo == 0))
             return -1;
         buf[w++] = (char)(hi << 4 | lo);
