@@ -357,7 +357,7 @@ static void on_accept(sws_io_t *io, uint32_t events)
 
 /* ---- life ---- */
 
-sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, const sws_shm_t *shm,
+sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
                              unsigned nworkers, sws_admin_publish_fn publish, void *ctx)
 {
     if (cfg == NULL || cfg->n_listen == 0)

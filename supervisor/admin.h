@@ -49,10 +49,10 @@ typedef struct sws_admin_addr {
 int sws_admin_parse_address(const char *text, sws_admin_addr_t *addr, char *err, size_t errlen);
 
 /* Open every address of cfg (each failure logged once, see above) and
- * serve them on loop. shm and nworkers feed GET /v1/status; publish is the
+ * serve them on loop. shm and nworkers feed GET /v1/status (read only); publish is the
  * supervisor's publication path (admin_api.h). Returns NULL when cfg lists
  * no address (the API is off) or memory ran out (logged). */
-sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, const sws_shm_t *shm,
+sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
                              unsigned nworkers, sws_admin_publish_fn publish, void *ctx);
 
 /* Every publication (see sws_admin_api_published). */

@@ -119,6 +119,15 @@ static void get_status(sws_admin_api_t *api, sws_admin_reply_t *reply)
         sws_json_u64(o, i);
         sws_json_lit(o, ", \"generation\": ");
         sws_json_u64(o, sws_shm_reader_generation(api->shm, i));
+        /* Each worker's own plain stores, read racily: a figure, not an
+         * invariant (shm.h). */
+        const sws_shm_counters_t *n = sws_shm_counters(api->shm, i);
+        sws_json_lit(o, ", \"connections_accepted\": ");
+        sws_json_u64(o, n->connections_accepted);
+        sws_json_lit(o, ", \"connections_active\": ");
+        sws_json_u64(o, n->connections_active);
+        sws_json_lit(o, ", \"requests\": ");
+        sws_json_u64(o, n->requests);
         sws_json_lit(o, "}");
     }
     sws_json_lit(o, "]}\n");

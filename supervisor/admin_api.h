@@ -37,7 +37,7 @@ typedef struct sws_admin_api {
     Sws__RouteSet *routes;   /* a copy of the RouteSet published last (owned); NULL before */
     uint64_t generation;     /* its generation */
     unsigned changes;        /* admin changes published since the file's last publication */
-    const sws_shm_t *shm;    /* for the workers' generations; NULL: none shown */
+    sws_shm_t *shm;          /* read only: generations and counters; NULL: none shown */
     unsigned nworkers;
     sws_admin_publish_fn publish;
     void *publish_ctx;

@@ -127,6 +127,9 @@ class Admin(AdminTestCase):
         st = self.status(srv)
         self.assertEqual(st["generation"], 1)
         self.assertEqual([w["index"] for w in st["workers"]], [0, 1])
+        self.assertTrue(srv.answers())
+        poll(lambda: sum(w["requests"] for w in self.status(srv)["workers"]) == 1,
+             what="the request counted in a worker's figures")
         code, headers, body = admin_request(srv.admin, "GET", "/v1/pools")
         self.assertEqual(code, 200)
         self.assertEqual(headers["content-type"], "application/json")

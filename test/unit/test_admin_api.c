@@ -118,9 +118,15 @@ static void test_status_names_published_and_held_generations(void **state)
 {
     fixture_t *f = *state;
     sws_shm_reader_acquire(&f->shm, 1, 1234);
+    sws_shm_counters(&f->shm, 1)->connections_accepted = 7;
+    sws_shm_counters(&f->shm, 1)->connections_active = 2;
+    sws_shm_counters(&f->shm, 1)->requests = 40;
     assert_string_equal(call(f, "GET", "/v1/status", NULL),
-                        "{\"generation\": 1, \"admin_changes\": 0, \"workers\": "
-                        "[{\"index\": 0, \"generation\": 0}, {\"index\": 1, \"generation\": 1}]}\n");
+                        "{\"generation\": 1, \"admin_changes\": 0, \"workers\": ["
+                        "{\"index\": 0, \"generation\": 0, \"connections_accepted\": 0, "
+                        "\"connections_active\": 0, \"requests\": 0}, "
+                        "{\"index\": 1, \"generation\": 1, \"connections_accepted\": 7, "
+                        "\"connections_active\": 2, \"requests\": 40}]}\n");
     assert_int_equal(f->reply.status, 200);
 }
 
