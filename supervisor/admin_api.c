@@ -310,6 +310,8 @@ static void publish_change(sws_admin_api_t *api, Sws__RouteSet *next, const char
         int rc = api->publish(api->publish_ctx, next, &gen, err, sizeof(err));
         if (rc == SWS_SHM_BUSY)
             reply_error(reply, 503, "%s; nothing changed: retry", err);
+        else if (rc == SWS_ADMIN_UNAVAILABLE)
+            reply_error(reply, 503, "%s; nothing changed", err);
         else if (rc < 0)
             reply_error(reply, 422, "%s; nothing changed", err);
     }

@@ -28,8 +28,10 @@
 #include "shm/shm.h"
 
 /* Publish rs as the next generation: 0 and *gen, SWS_SHM_BUSY (no free
- * arena yet: nothing changed), or -1 with err (refused). On success the
- * callee has called sws_admin_api_published(). */
+ * arena yet: nothing changed), SWS_ADMIN_UNAVAILABLE with err (the server
+ * takes no change now: it is stopping), or -1 with err (refused). On
+ * success the callee has called sws_admin_api_published(). */
+#define SWS_ADMIN_UNAVAILABLE (-3)
 typedef int (*sws_admin_publish_fn)(void *ctx, const Sws__RouteSet *rs, uint64_t *gen,
                                     char *err, size_t errlen);
 

@@ -635,8 +635,10 @@ static int admin_publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char
                          size_t errlen)
 {
     sws_supervisor_t *sup = ctx;
-    if (sup->state != SUP_RUNNING)
-        return sws_errf(err, errlen, "the server is stopping");
+    if (sup->state != SUP_RUNNING) {
+        sws_errf(err, errlen, "the server is stopping");
+        return SWS_ADMIN_UNAVAILABLE;
+    }
     int rc = publish(sup, rs, PUBLISH_ADMIN, err, errlen);
     if (rc == 0)
         *gen = sws_shm_current_generation(&sup->shm);

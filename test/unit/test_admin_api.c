@@ -24,7 +24,7 @@ typedef struct fixture {
     sws_shm_t shm;
     sws_admin_api_t api;
     unsigned publishes; /* successful ones, start excluded */
-    int busy;           /* publish answers SWS_SHM_BUSY */
+    int busy;           /* publish answers this (SWS_SHM_BUSY, ...) when not 0 */
     sws_admin_reply_t reply;
 } fixture_t;
 
@@ -32,8 +32,10 @@ static int test_publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char 
                         size_t errlen)
 {
     fixture_t *f = ctx;
-    if (f->busy)
-        return snprintf(err, errlen, "every arena is held"), SWS_SHM_BUSY;
+    if (f->busy != 0)
+        return snprintf(err, errlen, f->busy == SWS_SHM_BUSY ? "every arena is held"
+                                                              : "the server is stopping"),
+               f->busy;
     int rc = sws_shm_publish(&f->shm, rs, gen, err, errlen);
     if (rc == 0) {
         f->publishes++;
@@ -274,9 +276,12 @@ static void test_bad_input_is_refused_and_changes_nothing(void **state)
 static void test_busy_arenas_answer_503_and_change_nothing(void **state)
 {
     fixture_t *f = *state;
-    f->busy = 1;
+    f->busy = SWS_SHM_BUSY;
     refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", NULL, 503,
             "every arena is held; nothing changed: retry");
+    f->busy = SWS_ADMIN_UNAVAILABLE;
+    refused(f, "DELETE", "/v1/pools/api/members/127.0.0.1:9001", NULL, 503,
+            "the server is stopping; nothing changed");
     assert_int_equal(f->api.changes, 0);
 }
 
