@@ -213,6 +213,32 @@ static void test_live_socket_and_other_files_are_kept(void **state)
     sws_admin_stop(second);
 }
 
+static void test_connections_past_the_limit_are_closed(void **state)
+{
+    fixture_t *f = *state;
+    sws_admin_t *admin = start(f);
+    assert_non_null(admin);
+    int fds[SWS_ADMIN_MAX_CONNS + 1];
+    for (unsigned i = 0; i <= SWS_ADMIN_MAX_CONNS; i++) {
+        fds[i] = connect_to(f->path);
+        assert_true(fds[i] >= 0);
+        /* Accepted one by one, so the last is the one past the limit. */
+        assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+    }
+    char ch;
+    int turns = 0;
+    while (recv(fds[SWS_ADMIN_MAX_CONNS], &ch, 1, MSG_DONTWAIT) != 0) {
+        assert_true(turns++ < LOOP_TURNS);
+        assert_int_equal(sws_loop_run_once(&f->loop, 50), 0);
+    }
+    /* The others are still open, waiting for their request. */
+    assert_int_equal(recv(fds[0], &ch, 1, MSG_DONTWAIT), -1);
+    assert_int_equal(errno, EAGAIN);
+    for (unsigned i = 0; i <= SWS_ADMIN_MAX_CONNS; i++)
+        close(fds[i]);
+    sws_admin_stop(admin);
+}
+
 static void test_no_address_means_off(void **state)
 {
     fixture_t *f = *state;
@@ -233,6 +259,7 @@ int main(void)
         T(test_socket_is_0600_and_answers_then_is_removed),
         T(test_stale_socket_is_replaced),
         T(test_live_socket_and_other_files_are_kept),
+        T(test_connections_past_the_limit_are_closed),
         T(test_no_address_means_off),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
