@@ -17,6 +17,11 @@
  *                  SWS_CHAN_LOGS_ACCESS is set. The worker writes what it
  *                  buffered to the old ones, then swaps (SIGUSR1, a reload
  *                  that moved the access log).
+ *   SWS_CHAN_GENERATION  supervisor -> worker. No body, no descriptors.
+ *                  A table generation was published: the message only wakes
+ *                  an idle worker, whose wake-up adopts the generation (so
+ *                  GET /v1/status shows every worker on it, and the old
+ *                  arena is freed, without waiting for traffic).
  *
  * Who may call: both processes; the descriptors are the caller's (the
  * socketpair's ends, and those sent, which stay open in the sender). A
@@ -34,6 +39,7 @@
 
 enum sws_chan_type {
     SWS_CHAN_LOGS = 1,
+    SWS_CHAN_GENERATION = 2,
 };
 
 #define SWS_CHAN_LOGS_ERROR 1u  /* an error-log descriptor follows */

@@ -78,6 +78,17 @@ void sws_timer_queue_init(sws_loop_t *loop, sws_timer_queue_t *q, uint64_t durat
     loop->queues = q;
 }
 
+void sws_timer_queue_remove(sws_loop_t *loop, sws_timer_queue_t *q)
+{
+    for (sws_timer_queue_t **at = &loop->queues; *at != NULL; at = &(*at)->next_queue) {
+        if (*at == q) {
+            *at = q->next_queue;
+            break;
+        }
+    }
+    q->next_queue = NULL;
+}
+
 void sws_timer_disarm(sws_timer_t *t)
 {
     if (t->next == NULL)

@@ -126,6 +126,9 @@ static inline uint64_t sws_loop_now_ms(const sws_loop_t *loop) { return loop->no
 
 /* Timer queues: register once per purpose; duration may be changed later. */
 void sws_timer_queue_init(sws_loop_t *loop, sws_timer_queue_t *q, uint64_t duration_ms);
+/* Unregister q, whose timers are all disarmed: for an owner that goes away
+ * before the loop does (the supervisor's admin API). */
+void sws_timer_queue_remove(sws_loop_t *loop, sws_timer_queue_t *q);
 static inline void sws_timer_queue_set_duration(sws_timer_queue_t *q, uint64_t duration_ms)
 {
     q->duration_ms = duration_ms;

@@ -4,16 +4,6 @@
 
 static const char hex_digits[] = "0123456789ABCDEF";
 
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    c |= 0x20; /* ASCII lower case */
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    return -1;
-}
-
 /* RFC 3986 unreserved: its %XX form means the same, so it is decoded. */
 static int is_unreserved(unsigned char c)
 {
@@ -113,8 +103,8 @@ sws_path_rc_t sws_path_normalize(sws_str_t in, char *out, size_t outsize, sws_st
             continue;
         }
         if (c == '%') {
-            int hi = i + 1 < in.len ? hex_value((unsigned char)in.p[i + 1]) : -1;
-            int lo = i + 2 < in.len ? hex_value((unsigned char)in.p[i + 2]) : -1;
+            int hi = i + 1 < in.len ? sws_hex_value((unsigned char)in.p[i + 1]) : -1;
+            int lo = i + 2 < in.len ? sws_hex_value((unsigned char)in.p[i + 2]) : -1;
             if (hi < 0 || lo < 0) {
                 *why = "malformed percent-encoding";
                 return SWS_PATH_BAD;
@@ -164,8 +154,8 @@ sws_path_decode_rc_t sws_path_decode(sws_str_t path, char *out, size_t outsize, 
     while (i < path.len) {
         unsigned char c = (unsigned char)path.p[i++];
         int hi, lo;
-        if (c == '%' && i + 1 < path.len && (hi = hex_value((unsigned char)path.p[i])) >= 0 &&
-            (lo = hex_value((unsigned char)path.p[i + 1])) >= 0) {
+        if (c == '%' && i + 1 < path.len && (hi = sws_hex_value((unsigned char)path.p[i])) >= 0 &&
+            (lo = sws_hex_value((unsigned char)path.p[i + 1])) >= 0) {
             c = (unsigned char)(hi << 4 | lo);
             i += 2;
             if (c == '/' || c == '\0')

@@ -35,6 +35,17 @@ static inline int sws_str_caseeq_lit(sws_str_t a, const char *lit)
     return a.len == n && strncasecmp(a.p, lit, n) == 0;
 }
 
+/* The value of a hex digit (either case), or -1. */
+static inline int sws_hex_value(unsigned char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    c |= 0x20; /* ASCII lower case */
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    return -1;
+}
+
 /* RFC 9110 tchar: what a header name is made of. A table, because every
  * byte of every request header name goes through it. */
 static const unsigned char sws_tchar_map[256] = {

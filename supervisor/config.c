@@ -41,6 +41,7 @@
 #include "core/str.h"
 #include "shm/routeset_check.h"
 #include "shm/table.h"
+#include "supervisor/admin.h"
 #include "supervisor/listen.h"
 #include "supervisor/supervisor.h"
 
@@ -136,6 +137,79 @@ static int cfg_listen(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc)
     }
     cfg_set_free(&seen);
     free(keys);
+    return rc;
+}
+
+/* ---- admin ---- */
+
+static int cfg_admin_one(cfg_parser_t *p, yaml_node_t *n, Sws__Admin *ad, cfg_set_t *seen)
+{
+    sws_admin_addr_t addr;
+    char why[PATH_MAX + 128];
+    const cfg_seen_t *dup;
+    int oom;
+
+    if (cfg_want_string(p, n) < 0)
+        return -1;
+    if (sws_admin_parse_address(cfg_text(n), &addr, why, sizeof(why)) < 0)
+        return cfg_fail(p, n, "%s", why);
+    dup = cfg_set_add(seen, cfg_text(n), 0, n, &oom);
+    if (oom)
+        return cfg_oom(p, n);
+    if (dup != NULL)
+        return cfg_fail(p, n, "%s is already listed (line %zu, column %zu)", cfg_text(n),
+                        dup->node->start_mark.line + 1, dup->node->start_mark.column + 1);
+    ad->listen[ad->n_listen] = NULL;
+    return cfg_set_str(p, n, &ad->listen[ad->n_listen++], cfg_text(n));
+}
+
+/* admin: {listen: ADDR or [ADDR, ...]}; absent: the default socket; an
+ * empty list: the admin API is off. */
+static int cfg_admin(cfg_parser_t *p, yaml_node_t *node, Sws__Admin *ad)
+{
+    static const char *const keys[] = { "listen", NULL };
+    yaml_node_item_t *items = NULL;
+    cfg_fields_t f;
+    cfg_set_t seen = { 0 };
+    size_t n = 1, mark;
+    yaml_node_t *ln;
+    int rc = 0;
+
+    if (cfg_map(p, node, keys, &f) < 0)
+        return -1;
+    ln = cfg_field(&f, "listen");
+    if (ln == NULL) {
+        ad->listen = calloc(1, sizeof(*ad->listen));
+        if (ad->listen == NULL)
+            return cfg_oom(p, node != NULL ? node : cfg_node(p, 1));
+        ad->n_listen = 1;
+        return cfg_set_str(p, cfg_node(p, 1), &ad->listen[0], SWS_ADMIN_DEFAULT_LISTEN);
+    }
+    mark = cfg_push(p, "listen");
+    if (ln->type == YAML_MAPPING_NODE)
+        return cfg_fail(p, ln, "expected an address or a list of addresses, got %s",
+                        cfg_kind(ln));
+    if (ln->type != YAML_SCALAR_NODE && cfg_list(p, ln, &items, &n) < 0)
+        return -1;
+    if (n == 0) {
+        cfg_pop(p, mark);
+        return 0;
+    }
+    ad->listen = calloc(n, sizeof(*ad->listen));
+    if (ad->listen == NULL)
+        return cfg_oom(p, ln);
+    if (items == NULL) {
+        rc = cfg_admin_one(p, ln, ad, &seen);
+    } else {
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            size_t imark = cfg_push_index(p, i);
+            rc = cfg_admin_one(p, cfg_node(p, items[i]), ad, &seen);
+            cfg_pop(p, imark);
+        }
+    }
+    cfg_set_free(&seen);
+    if (rc == 0)
+        cfg_pop(p, mark);
     return rc;
 }
 
@@ -388,7 +462,7 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
                                         "fountain_threshold", "backlog",
                                         "user", "shutdown_timeout", "table_size",
                                         "keepalive_requests", "server_header", "limits",
-                                        "timeouts", "logging", NULL };
+                                        "timeouts", "logging", "admin", NULL };
     cfg_fields_t f;
     size_t mark;
 
@@ -422,6 +496,10 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
     cfg_pop(p, mark);
     mark = cfg_push(p, "logging");
     if (cfg_logging(p, cfg_field(&f, "logging"), sc, st) < 0)
+        return -1;
+    cfg_pop(p, mark);
+    mark = cfg_push(p, "admin");
+    if (cfg_admin(p, cfg_field(&f, "admin"), sc->admin) < 0)
         return -1;
     cfg_pop(p, mark);
     return 0;
@@ -868,6 +946,7 @@ static int cfg_defaults(cfg_parser_t *p, yaml_node_t *at, Sws__Config *cfg)
 
     /* Each is attached as soon as it exists: the caller frees cfg on error. */
     if ((cfg->server = cfg_new(p, at, &sws__server_config__descriptor)) == NULL ||
+        (cfg->server->admin = cfg_new(p, at, &sws__admin__descriptor)) == NULL ||
         (cfg->routes = cfg_new(p, at, &sws__route_set__descriptor)) == NULL ||
         (cfg->routes->settings = cfg_new(p, at, &sws__settings__descriptor)) == NULL ||
         (cfg->routes->settings->access_log = cfg_new(p, at, &sws__access_log__descriptor)) == NULL)

@@ -20,6 +20,7 @@
 #include "ebpf/ebpf.h"
 #include "shm/shm.h"
 #include "shm/table.h"
+#include "supervisor/admin.h"
 #include "supervisor/config.h"
 #include "supervisor/listen.h"
 #include "supervisor/proctitle.h"
@@ -128,6 +129,19 @@ static int same_listen(const Sws__ServerConfig *a, const Sws__ServerConfig *b)
     return 1;
 }
 
+/* NULL (a ServerConfig built in code) lists no address. */
+static int same_admin(const Sws__Admin *a, const Sws__Admin *b)
+{
+    size_t na = a != NULL ? a->n_listen : 0, nb = b != NULL ? b->n_listen : 0;
+    if (na != nb)
+        return 0;
+    for (size_t i = 0; i < na; i++) {
+        if (strcmp(a->listen[i], b->listen[i]) != 0)
+            return 0;
+    }
+    return 1;
+}
+
 size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__ServerConfig *next,
                                 char *out, size_t outlen)
 {
@@ -142,6 +156,7 @@ size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__Ser
         { "server.backlog", running->backlog != next->backlog },
         { "server.error_log", strcmp(running->error_log, next->error_log) != 0 },
         { "server.table_size", running->table_size != next->table_size },
+        { "server.admin.listen", !same_admin(running->admin, next->admin) },
     };
     size_t len = 0;
     if (outlen == 0)
@@ -239,6 +254,7 @@ struct sws_supervisor {
     sws_timer_t stop_timer;
     sws_timer_queue_t publish_queue;
     sws_timer_t publish_timer;
+    sws_admin_t *admin;   /* NULL: the admin API is off */
 };
 
 /* Workers alive: forked and not yet reaped. */
@@ -301,6 +317,7 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
     }
     if (sup->pending_access_fd >= 0)
         close(sup->pending_access_fd);
+    sws_admin_close_fds(sup->admin);
 
     /* Eligible from its title on (what tests and operators wait for):
      * connections placed before its loop runs wait in its queue. */
@@ -610,10 +627,14 @@ static void apply_log_level(const Sws__Settings *st)
         sws_log_set_level(level);
 }
 
+/* What asked for a publication: the file at start or on a reload, or
+ * the admin API. */
+typedef enum publish_cause { PUBLISH_START, PUBLISH_RELOAD, PUBLISH_ADMIN } publish_cause_t;
+
 /* Publish routes as the next generation: 0, or what sws_shm_publish
  * returned, with err set. */
-static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, int reloaded, char *err,
-                   size_t errlen)
+static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, publish_cause_t cause,
+                   char *err, size_t errlen)
 {
     uint64_t gen;
     int rc = sws_shm_publish(&sup->shm, routes, &gen, err, errlen);
@@ -625,9 +646,21 @@ static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, int reloa
     size_t nroutes = 0;
     for (size_t i = 0; i < routes->n_hosts; i++)
         nroutes += routes->hosts[i]->n_routes;
-    sws_log(reloaded ? SWS_LOG_NOTICE : SWS_LOG_INFO,
-            "%sgeneration %llu published (%zu hosts, %zu routes)", reloaded ? "reload: " : "",
+    static const char *const prefix[] = { "", "reload: ", "admin API: " };
+    sws_log(cause == PUBLISH_RELOAD ? SWS_LOG_NOTICE : SWS_LOG_INFO,
+            "%sgeneration %llu published (%zu hosts, %zu routes)", prefix[cause],
             (unsigned long long)gen, routes->n_hosts, nroutes);
+    sws_admin_published(sup->admin, routes, gen, cause != PUBLISH_ADMIN);
+    /* Idle workers would adopt it at their next event only. A full
+     * channel means the worker has messages to wake it already. */
+    for (unsigned i = 0; sup->workers != NULL && i < sup->nworkers; i++) {
+        const worker_proc_t *w = &sup->workers[i];
+        char why[256];
+        if (w->pid > 0 && w->ctl_fd >= 0 &&
+            sws_chan_send(w->ctl_fd, SWS_CHAN_GENERATION, NULL, 0, NULL, 0, why,
+                          sizeof(why)) < 0 && errno != EAGAIN)
+            sws_log_warn("worker %u: %s", w->index, why);
+    }
     return 0;
 }
 
@@ -657,7 +690,7 @@ static void drop_pending(sws_supervisor_t *sup)
 static void publish_pending(sws_supervisor_t *sup)
 {
     char err[512];
-    int rc = publish(sup, sup->pending->routes, 1, err, sizeof(err));
+    int rc = publish(sup, sup->pending->routes, PUBLISH_RELOAD, err, sizeof(err));
     if (rc == SWS_SHM_BUSY) {
         if (sup->publish_retries % PUBLISH_RETRY_LOG_EVERY == 0)
             sws_log_warn("reload: cannot publish yet (%s); retrying every %u ms", err,
@@ -730,6 +763,22 @@ static void reload(sws_supervisor_t *sup)
     sup->pending = next;
     sup->pending_access_fd = access_fd;
     publish_pending(sup);
+}
+
+/* The admin API's way to publish (supervisor/admin_api.h): the
+ * publication a reload ends with, without the file. */
+static int admin_publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char *err,
+                         size_t errlen)
+{
+    sws_supervisor_t *sup = ctx;
+    if (sup->state != SUP_RUNNING) {
+        sws_errf(err, errlen, "the server is stopping");
+        return SWS_ADMIN_UNAVAILABLE;
+    }
+    int rc = publish(sup, rs, PUBLISH_ADMIN, err, errlen);
+    if (rc == 0)
+        *gen = sws_shm_current_generation(&sup->shm);
+    return rc;
 }
 
 /* ---- stop ---- */
@@ -959,7 +1008,7 @@ static int create_table(sws_supervisor_t *sup)
         sws_log_error("shared memory: %s", err);
         return -1;
     }
-    if (publish(sup, sup->config->routes, 0, err, sizeof(err)) < 0) {
+    if (publish(sup, sup->config->routes, PUBLISH_START, err, sizeof(err)) < 0) {
         sws_log_error("publish the routing table: %s", err);
         return -1;
     }
@@ -1026,6 +1075,10 @@ static int setup(sws_supervisor_t *sup)
     sws_timer_init(&sup->watch_timer, on_watch_timer);
     start_ebpf(sup, sc);
     log_start(sup);
+    /* Before the first publication, which it keeps a copy of; a failure
+     * to serve it is logged and the start goes on. */
+    sup->admin = sws_admin_start(&sup->loop, sc->admin, &sup->shm, sup->nworkers, admin_publish,
+                                 sup);
     if (create_table(sup) < 0 || init_workers(sup) < 0)
         return -1;
     sws_timer_queue_init(&sup->loop, &sup->stop_queue, STOP_NOW_GRACE_MS);
@@ -1037,6 +1090,9 @@ static int setup(sws_supervisor_t *sup)
 
 static void teardown(sws_supervisor_t *sup)
 {
+    /* First: it unregisters its timer queue from the loop, whose list
+     * also runs through the workers' (freed below). */
+    sws_admin_stop(sup->admin);
     drop_pending(sup);
     if (sup->config != NULL)
         sws_config_free(sup->config);

@@ -288,6 +288,8 @@ static void on_control(sws_io_t *io, uint32_t events)
     while ((rc = sws_chan_recv(io->fd, &m, err, sizeof(err))) == 1) {
         if (m.type == SWS_CHAN_LOGS)
             take_logs(w, &m);
+        else if (m.type == SWS_CHAN_GENERATION)
+            ; /* on_wake adopted it before this handler ran */
         else
             sws_log_error("control channel: unknown message type %u", (unsigned)m.type);
         sws_chan_msg_close_fds(&m);

@@ -72,7 +72,7 @@ def free_port(family=socket.AF_INET):
 
 def make_config(hosts, server=""):
     """A config file: the common server block (127.0.0.1:@PORT@, one event
-    loop) plus `server` (extra YAML lines for the server block, any
+    loop, no admin API) plus `server` (extra YAML lines for the server block, any
     indentation) and `hosts` (the YAML list under "hosts:"). Placeholders
     @PORT@ and @DIR@ (the server's temp dir) are replaced by Server."""
     server = textwrap.indent(textwrap.dedent(server).strip("\n"), "  ")
@@ -80,6 +80,10 @@ def make_config(hosts, server=""):
     text = 'server:\n  listen: "127.0.0.1:@PORT@"\n'
     if "event_loops" not in server:
         text += "  event_loops: 1\n"
+    # The admin API's default socket is machine-wide (/run/scalws): a test
+    # that wants the API gives its own address.
+    if "admin" not in server:
+        text += "  admin: {listen: []}\n"
     if server:
         text += server + "\n"
     return text + "hosts:\n" + hosts + "\n"

@@ -460,6 +460,52 @@ static void test_error_form_event_loops(void **state)
                  "expected auto or a number from 0 (auto) to 1024, got \"many\"");
 }
 
+static void test_admin_listen(void **state)
+{
+    (void)state;
+    Sws__Config *cfg = parse_ok("hosts: []\n");
+    assert_int_equal(cfg->server->admin->n_listen, 1);
+    assert_string_equal(cfg->server->admin->listen[0], "/run/scalws/admin.sock");
+    sws_config_free(cfg);
+    cfg = parse_ok("server:\n  admin: {listen: [\"/tmp/a.sock\", \"127.0.0.2:9180\", "
+                   "\"[::1]:9180\", \"localhost:9181\"]}\n");
+    assert_int_equal(cfg->server->admin->n_listen, 4);
+    assert_string_equal(cfg->server->admin->listen[0], "/tmp/a.sock");
+    assert_string_equal(cfg->server->admin->listen[2], "[::1]:9180");
+    sws_config_free(cfg);
+    cfg = parse_ok("server:\n  admin: {listen: \"/tmp/b.sock\"}\n");
+    assert_int_equal(cfg->server->admin->n_listen, 1);
+    sws_config_free(cfg);
+    /* An empty list turns the API off. */
+    cfg = parse_ok("server:\n  admin:\n    listen: []\n");
+    assert_int_equal(cfg->server->admin->n_listen, 0);
+    sws_config_free(cfg);
+}
+
+static void test_errors_admin_listen(void **state)
+{
+    (void)state;
+    expect_error("server:\n  admin: {listen: \"10.1.2.3:9180\"}\n",
+                 "t.yaml:2:19: server.admin.listen: ",
+                 "\"10.1.2.3:9180\" is not a loopback address: the admin API has no "
+                 "authentication; use a Unix socket path, 127.0.0.1:PORT or [::1]:PORT");
+    expect_error("server:\n  admin:\n    listen: [\"/a.sock\", \":9180\"]\n",
+                 "t.yaml:3:25: server.admin.listen[1]: ", "is not a loopback address");
+    expect_error("server:\n  admin:\n    listen: [\"/a.sock\", \"/a.sock\"]\n",
+                 "t.yaml:3:25: server.admin.listen[1]: ",
+                 "/a.sock is already listed (line 3, column 14)");
+    expect_error("server:\n  admin:\n    listen: \"127.0.0.1\"\n",
+                 "t.yaml:3:13: server.admin.listen: ", "bad address");
+    expect_error("server:\n  admin:\n    listen: {a: b}\n",
+                 "t.yaml:3:13: server.admin.listen: ",
+                 "expected an address or a list of addresses, got a mapping");
+    expect_error("server:\n  admin: {port: 1}\n", "t.yaml:2:11: server.admin.port: ", "unknown key");
+    char yaml[300];
+    snprintf(yaml, sizeof(yaml), "server:\n  admin: {listen: \"/%0120d\"}\n", 0);
+    expect_error(yaml, "t.yaml:2:19: server.admin.listen: ",
+                 "a Unix socket path has at most 107 bytes");
+}
+
 static void test_error_form_listen_mapping(void **state)
 {
     (void)state;
@@ -935,6 +981,8 @@ int main(void)
         cmocka_unit_test(test_error_form_redirect_status),
         cmocka_unit_test(test_error_form_event_loops),
         cmocka_unit_test(test_error_form_listen_mapping),
+        cmocka_unit_test(test_admin_listen),
+        cmocka_unit_test(test_errors_admin_listen),
         cmocka_unit_test(test_error_form_table_size),
         cmocka_unit_test(test_error_form_tab),
         cmocka_unit_test(test_route_path_must_be_normal),

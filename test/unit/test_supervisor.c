@@ -194,6 +194,18 @@ static void test_restart_only_changes_names_the_keys(void **state)
     n = sws_restart_only_changes(&p.a, &p.b, small, sizeof(small));
     assert_int_equal(n, strlen(small));
     assert_string_equal(small, "server.li");
+
+    /* The admin API's addresses: NULL (built in code) is no address. */
+    server_pair_init(&p);
+    char *sock = "/run/scalws/admin.sock";
+    Sws__Admin admin = SWS__ADMIN__INIT;
+    admin.listen = &sock;
+    admin.n_listen = 1;
+    p.b.admin = &admin;
+    sws_restart_only_changes(&p.a, &p.b, out, sizeof(out));
+    assert_string_equal(out, "server.admin.listen");
+    p.a.admin = &admin;
+    assert_int_equal(sws_restart_only_changes(&p.a, &p.b, out, sizeof(out)), 0);
 }
 
 static void test_check_table_reports_a_table_too_large(void **state)

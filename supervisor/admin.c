@@ -1,0 +1,445 @@
+#include "supervisor/admin.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "core/err.h"
+#include "core/fmt.h"
+#include "core/log.h"
+#include "supervisor/admin_http.h"
+#include "supervisor/listen.h"
+#include "worker/request.h" /* sws_http_reason: one table of reason phrases */
+
+#define ADMIN_BACKLOG 16
+#define ADMIN_READ_CHUNK 4096
+#define ADMIN_LINGER_MAX (64u << 10) /* bytes read and dropped after the answer */
+
+typedef struct admin_listener {
+    sws_io_t io;
+    sws_admin_t *admin;
+    char name[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* as configured */
+    int is_unix;
+    dev_t dev; /* the socket file we created: removed at stop only if still it */
+    ino_t ino;
+} admin_listener_t;
+
+typedef struct admin_conn {
+    sws_io_t io;
+    sws_admin_t *admin;
+    sws_timer_t timer;
+    struct admin_conn *prev, *next;
+    sws_admin_req_t req;
+    sws_json_out_t out; /* the whole response once the request is read */
+    size_t sent;
+    int lingering;      /* answered: reading to the client's end (see conn_linger) */
+    size_t discarded;
+} admin_conn_t;
+
+struct sws_admin {
+    sws_loop_t *loop;
+    sws_admin_api_t api;
+    admin_listener_t *listeners;
+    unsigned nlisteners;
+    admin_conn_t *conns;
+    unsigned nconns;
+    sws_timer_queue_t timeouts;
+};
+
+/* ---- addresses ---- */
+
+static int is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)ss;
+        return (ntohl(in->sin_addr.s_addr) >> 24) == 127;
+    }
+    if (ss->ss_family == AF_INET6)
+        return IN6_IS_ADDR_LOOPBACK(&((const struct sockaddr_in6 *)ss)->sin6_addr);
+    return 0;
+}
+
+int sws_admin_parse_address(const char *text, sws_admin_addr_t *addr, char *err, size_t errlen)
+{
+    memset(addr, 0, sizeof(*addr));
+    if (text[0] == '/') {
+        struct sockaddr_un *un = (struct sockaddr_un *)&addr->ss;
+        if (strlen(text) >= sizeof(un->sun_path))
+            return sws_errf(err, errlen, "\"%s\": a Unix socket path has at most %zu bytes",
+                            text, sizeof(un->sun_path) - 1);
+        un->sun_family = AF_UNIX;
+        strcpy(un->sun_path, text);
+        addr->len = (socklen_t)sizeof(*un);
+        return 0;
+    }
+    unsigned len = 0;
+    if (sws_listen_parse_address(text, &addr->ss, &len, err, errlen) < 0)
+        return -1;
+    addr->len = (socklen_t)len;
+    if (!is_loopback(&addr->ss))
+        return sws_errf(err, errlen,
+                        "\"%s\" is not a loopback address: the admin API has no authentication; "
+                        "use a Unix socket path, 127.0.0.1:PORT or [::1]:PORT", text);
+    return 0;
+}
+
+/* ---- opening ---- */
+
+/* A socket file at path: removed when nobody accepts on it any more (the
+ * process that made it died), kept (and an error) when someone does. */
+static int clear_stale_socket(const char *path, const struct sockaddr_storage *ss,
+                              socklen_t len, char *err, size_t errlen)
+{
+    struct stat st;
+    if (lstat(path, &st) < 0)
+        return errno == ENOENT ? 0 : sws_errf(err, errlen, "%s: %s", path, strerror(errno));
+    if (!S_ISSOCK(st.st_mode))
+        return sws_errf(err, errlen, "%s exists and is not a socket; not replaced", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return sws_errf(err, errlen, "socket: %s", strerror(errno));
+    int rc = connect(fd, (const struct sockaddr *)ss, len);
+    int e = errno;
+    close(fd);
+    /* EAGAIN: its backlog is full, so someone listens. */
+    if (rc == 0 || e == EAGAIN)
+        return sws_errf(err, errlen, "%s: another process serves it; not replaced", path);
+    if (e != ECONNREFUSED)
+        return sws_errf(err, errlen, "%s: %s", path, strerror(e));
+    if (unlink(path) < 0 && errno != ENOENT)
+        return sws_errf(err, errlen, "remove the stale socket %s: %s", path, strerror(errno));
+    return 0;
+}
+
+/* The socket's directory, created when missing (its parent must exist):
+ * /run is a tmpfs, so /run/scalws is gone after every boot. */
+static int make_socket_dir(const char *path, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    char *d = dirname(dir);
+    if (mkdir(d, 0755) < 0 && errno != EEXIST)
+        return sws_errf(err, errlen, "create %s: %s", d, strerror(errno));
+    return 0;
+}
+
+static int open_unix(admin_listener_t *l, const sws_admin_addr_t *a, char *err, size_t errlen)
+{
+    const char *path = ((const struct sockaddr_un *)&a->ss)->sun_path;
+    if (make_socket_dir(path, err, errlen) < 0 ||
+        clear_stale_socket(path, &a->ss, a->len, err, errlen) < 0)
+        return -1;
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0)
+        return sws_errf(err, errlen, "socket: %s", strerror(errno));
+    /* Created 0600, never wider for a moment: the umask is the one way to
+     * set a socket file's mode at bind. */
+    mode_t old = umask(0177);
+    int rc = bind(fd, (const struct sockaddr *)&a->ss, a->len);
+    int e = errno;
+    umask(old);
+    struct stat st;
+    if (rc < 0 || stat(path, &st) < 0 || listen(fd, ADMIN_BACKLOG) < 0) {
+        e = rc < 0 ? e : errno;
+        if (rc == 0)
+            unlink(path);
+        close(fd);
+        return sws_errf(err, errlen, "bind %s: %s", path, strerror(e));
+    }
+    l->dev = st.st_dev;
+    l->ino = st.st_ino;
+    l->is_unix = 1;
+    l->io.fd = fd;
+    return 0;
+}
+
+static int open_inet(admin_listener_t *l, const sws_admin_addr_t *a, char *err, size_t errlen)
+{
+    int fd = socket(a->ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0)
+        return sws_errf(err, errlen, "socket: %s", strerror(errno));
+    if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(fd, (const struct sockaddr *)&a->ss, a->len) < 0 || listen(fd, ADMIN_BACKLOG) < 0) {
+        int e = errno;
+        close(fd);
+        return sws_errf(err, errlen, "bind %s: %s", l->name, strerror(e));
+    }
+    l->io.fd = fd;
+    return 0;
+}
+
+/* ---- connections ---- */
+
+static void conn_close(admin_conn_t *c)
+{
+    sws_admin_t *admin = c->admin;
+    sws_timer_disarm(&c->timer);
+    sws_loop_del(admin->loop, &c->io);
+    close(c->io.fd);
+    if (c->prev != NULL)
+        c->prev->next = c->next;
+    else
+        admin->conns = c->next;
+    if (c->next != NULL)
+        c->next->prev = c->prev;
+    admin->nconns--;
+    sws_json_out_free(&c->out);
+    free(c);
+}
+
+/* The whole response into c->out: head, then the JSON body (none for
+ * HEAD). */
+static void conn_respond(admin_conn_t *c, const sws_admin_reply_t *reply, int head_only)
+{
+    char head[256];
+    int n = snprintf(head, sizeof(head),
+                     "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
+                     "Content-Length: %zu\r\n%s%s%sConnection: close\r\n\r\n",
+                     reply->status, sws_http_reason(reply->status), reply->body.len,
+                     reply->allow != NULL ? "Allow: " : "",
+                     reply->allow != NULL ? reply->allow : "", reply->allow != NULL ? "\r\n" : "");
+    sws_json_raw(&c->out, head, (size_t)n);
+    if (!head_only)
+        sws_json_raw(&c->out, reply->body.p != NULL ? reply->body.p : "", reply->body.len);
+}
+
+static void conn_answer(admin_conn_t *c)
+{
+    sws_admin_reply_t reply;
+    sws_admin_req_t *r = &c->req;
+    int head_only = 0;
+    if (r->state == SWS_ADMIN_REQ_DONE) {
+        head_only = strcmp(r->method, "HEAD") == 0;
+        sws_admin_api_handle(&c->admin->api, r->method, r->target, r->body, r->body_len, &reply);
+    } else {
+        memset(&reply, 0, sizeof(reply));
+        reply.status = r->status;
+        sws_json_error(&reply.body, r->why);
+    }
+    conn_respond(c, &reply, head_only);
+    sws_json_out_free(&reply.body);
+}
+
+/* After the answer: our side is shut, and what the client still sends
+ * (the rest of a body refused as too large) is read and dropped until it
+ * closes. Closing with unread bytes would reset the connection, and the
+ * client could lose the answer it has not read yet. Bounded in bytes
+ * here and in time by the connection's timer. */
+static void conn_linger(admin_conn_t *c)
+{
+    char buf[ADMIN_READ_CHUNK];
+    for (;;) {
+        ssize_t n = read(c->io.fd, buf, sizeof(buf));
+        if (n > 0 && (c->discarded += (size_t)n) <= ADMIN_LINGER_MAX)
+            continue;
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return;
+        return conn_close(c);
+    }
+}
+
+/* Write what is left; then linger (or close when the client went away). */
+static void conn_flush(admin_conn_t *c)
+{
+    while (c->sent < c->out.len) {
+        ssize_t n = write(c->io.fd, c->out.p + c->sent, c->out.len - c->sent);
+        if (n > 0) {
+            c->sent += (size_t)n;
+        } else if (n < 0 && errno == EINTR) {
+            continue;
+        } else if (n < 0 && errno == EAGAIN) {
+            sws_loop_mod(c->admin->loop, &c->io, EPOLLOUT);
+            return;
+        } else {
+            return conn_close(c);
+        }
+    }
+    shutdown(c->io.fd, SHUT_WR);
+    c->lingering = 1;
+    sws_loop_mod(c->admin->loop, &c->io, EPOLLIN);
+    conn_linger(c);
+}
+
+static void on_conn(sws_io_t *io, uint32_t events)
+{
+    admin_conn_t *c = sws_container_of(io, admin_conn_t, io);
+    if (c->lingering)
+        return conn_linger(c);
+    if (c->out.len > 0 || c->out.oom) {
+        if (c->out.oom)
+            conn_close(c);
+        else
+            conn_flush(c);
+        return;
+    }
+    (void)events;
+    char buf[ADMIN_READ_CHUNK];
+    for (;;) {
+        ssize_t n = read(io->fd, buf, sizeof(buf));
+        sws_admin_req_state_t st;
+        if (n > 0)
+            st = sws_admin_req_feed(&c->req, buf, (size_t)n);
+        else if (n == 0)
+            st = sws_admin_req_eof(&c->req);
+        else if (errno == EINTR)
+            continue;
+        else if (errno == EAGAIN)
+            return;
+        else
+            return conn_close(c);
+        if (st == SWS_ADMIN_REQ_MORE)
+            continue;
+        /* A client that left before its request ended gets no answer. */
+        if (n == 0 && st == SWS_ADMIN_REQ_ERROR && c->req.total == 0)
+            return conn_close(c);
+        conn_answer(c);
+        if (c->out.oom)
+            return conn_close(c);
+        return conn_flush(c);
+    }
+}
+
+static void on_conn_timeout(sws_timer_t *t)
+{
+    admin_conn_t *c = sws_container_of(t, admin_conn_t, timer);
+    conn_close(c);
+}
+
+static void on_accept(sws_io_t *io, uint32_t events)
+{
+    (void)events;
+    admin_listener_t *l = sws_container_of(io, admin_listener_t, io);
+    sws_admin_t *admin = l->admin;
+    for (;;) {
+        int fd = accept4(io->fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0) {
+            if (errno == EINTR || errno == ECONNABORTED)
+                continue;
+            if (errno != EAGAIN)
+                sws_log_warn("admin API: accept on %s: %s", l->name, strerror(errno));
+            return;
+        }
+        admin_conn_t *c = admin->nconns < SWS_ADMIN_MAX_CONNS ? malloc(sizeof(*c)) : NULL;
+        if (c == NULL) {
+            close(fd);
+            continue;
+        }
+        memset(c, 0, sizeof(*c));
+        c->admin = admin;
+        c->io.fd = fd;
+        c->io.cb = on_conn;
+        sws_admin_req_init(&c->req);
+        if (sws_loop_add(admin->loop, &c->io, EPOLLIN) < 0) {
+            close(fd);
+            free(c);
+            continue;
+        }
+        sws_timer_init(&c->timer, on_conn_timeout);
+        sws_timer_arm(admin->loop, &admin->timeouts, &c->timer);
+        c->next = admin->conns;
+        if (c->next != NULL)
+            c->next->prev = c;
+        admin->conns = c;
+        admin->nconns++;
+    }
+}
+
+/* ---- life ---- */
+
+sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
+                             unsigned nworkers, sws_admin_publish_fn publish, void *ctx)
+{
+    if (cfg == NULL || cfg->n_listen == 0)
+        return NULL;
+    sws_admin_t *admin = calloc(1, sizeof(*admin));
+    admin_listener_t *ls = calloc(cfg->n_listen, sizeof(*ls));
+    if (admin == NULL || ls == NULL) {
+        free(admin);
+        free(ls);
+        sws_log_error("admin API: out of memory; not served");
+        return NULL;
+    }
+    admin->loop = loop;
+    admin->listeners = ls;
+    admin->api.shm = shm;
+    admin->api.nworkers = nworkers;
+    admin->api.publish = publish;
+    admin->api.publish_ctx = ctx;
+    sws_timer_queue_init(loop, &admin->timeouts, SWS_ADMIN_TIMEOUT_MS);
+
+    for (size_t i = 0; i < cfg->n_listen; i++) {
+        admin_listener_t *l = &ls[admin->nlisteners];
+        sws_admin_addr_t a;
+        char err[PATH_MAX + 128];
+        memset(l, 0, sizeof(*l));
+        l->admin = admin;
+        l->io.cb = on_accept;
+        snprintf(l->name, sizeof(l->name), "%s", cfg->listen[i]);
+        int rc = sws_admin_parse_address(cfg->listen[i], &a, err, sizeof(err));
+        if (rc == 0)
+            rc = a.ss.ss_family == AF_UNIX ? open_unix(l, &a, err, sizeof(err))
+                                           : open_inet(l, &a, err, sizeof(err));
+        if (rc == 0 && sws_loop_add(loop, &l->io, EPOLLIN) < 0) {
+            rc = sws_errf(err, sizeof(err), "epoll: %s", strerror(errno));
+            close(l->io.fd);
+            if (l->is_unix)
+                unlink(l->name);
+        }
+        if (rc < 0) {
+            sws_log_error("admin API: %s; not served there", err);
+            continue;
+        }
+        sws_log_info("admin API on %s", l->name);
+        admin->nlisteners++;
+    }
+    return admin;
+}
+
+void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,
+                         int from_file)
+{
+    if (admin != NULL)
+        sws_admin_api_published(&admin->api, rs, gen, from_file);
+}
+
+void sws_admin_close_fds(sws_admin_t *admin)
+{
+    if (admin == NULL)
+        return;
+    for (unsigned i = 0; i < admin->nlisteners; i++)
+        close(admin->listeners[i].io.fd);
+    for (admin_conn_t *c = admin->conns; c != NULL; c = c->next)
+        close(c->io.fd);
+}
+
+void sws_admin_stop(sws_admin_t *admin)
+{
+    if (admin == NULL)
+        return;
+    while (admin->conns != NULL)
+        conn_close(admin->conns);
+    for (unsigned i = 0; i < admin->nlisteners; i++) {
+        admin_listener_t *l = &admin->listeners[i];
+        struct stat st;
+        sws_loop_del(admin->loop, &l->io);
+        close(l->io.fd);
+        /* Not a file another process has put there since. */
+        if (l->is_unix && lstat(l->name, &st) == 0 && st.st_dev == l->dev && st.st_ino == l->ino)
+            unlink(l->name);
+    }
+    sws_timer_queue_remove(admin->loop, &admin->timeouts);
+    free(admin->listeners);
+    sws_admin_api_free(&admin->api);
+    free(admin);
+}

@@ -1,0 +1,70 @@
+/*
+ * The admin API's listeners and connections (server.admin.listen): JSON
+ * over HTTP/1.1, served by the supervisor on its event loop; workers never
+ * serve it. The endpoints are supervisor/admin_api.h, the request reader
+ * supervisor/admin_http.h; docs/admin-api.md is the operator's guide and
+ * docs/adr/0015-admin-api.md the decisions.
+ *
+ * Addresses: a Unix socket path (starts with '/'; created mode 0600; its
+ * directory is created (0755) when missing; a socket file left by a dead
+ * process is replaced, one that someone still listens on is not), or a
+ * loopback HOST:PORT (127.0.0.0/8, ::1: the API has no authentication, so
+ * anything else is refused by the config reader).
+ *
+ * An address that cannot be opened costs one error line and the server
+ * starts anyway: traffic matters more than the admin API.
+ *
+ * Connections: one request each, at most SWS_ADMIN_MAX_CONNS at a time
+ * (more are closed at once), each closed SWS_ADMIN_TIMEOUT_MS after its
+ * accept whatever its state, so a stuck client costs one fd for a while.
+ *
+ * Caller: the supervisor only. Not thread-safe. Every function takes a
+ * NULL admin (not started) and does nothing.
+ */
+#ifndef SWS_SUPERVISOR_ADMIN_H
+#define SWS_SUPERVISOR_ADMIN_H
+
+#include <stddef.h>
+#include <sys/socket.h>
+
+#include "core/loop.h"
+#include "proto/scalws.pb-c.h"
+#include "shm/shm.h"
+#include "supervisor/admin_api.h"
+
+#define SWS_ADMIN_DEFAULT_LISTEN "/run/scalws/admin.sock"
+#define SWS_ADMIN_MAX_CONNS 64u
+#define SWS_ADMIN_TIMEOUT_MS 10000u
+
+typedef struct sws_admin sws_admin_t;
+
+typedef struct sws_admin_addr {
+    struct sockaddr_storage ss; /* AF_UNIX, AF_INET or AF_INET6 */
+    socklen_t len;
+} sws_admin_addr_t;
+
+/* Parse one server.admin.listen entry. 0, or -1 with a sentence in err
+ * ("\"10.0.0.1:9000\" is not a loopback address: ..."). What the config
+ * reader checks with and the start binds with. */
+int sws_admin_parse_address(const char *text, sws_admin_addr_t *addr, char *err, size_t errlen);
+
+/* Open every address of cfg (each failure logged once, see above) and
+ * serve them on loop. shm and nworkers feed GET /v1/status (read only); publish is the
+ * supervisor's publication path (admin_api.h). Returns NULL when cfg lists
+ * no address (the API is off) or memory ran out (logged). */
+sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
+                             unsigned nworkers, sws_admin_publish_fn publish, void *ctx);
+
+/* Every publication (see sws_admin_api_published). */
+void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,
+                         int from_file);
+
+/* In a forked child: close every admin descriptor, touching nothing else
+ * (the child leaves the loop, and the socket files stay the parent's). */
+void sws_admin_close_fds(sws_admin_t *admin);
+
+/* Close everything, remove the Unix socket files this process created,
+ * free. */
+void sws_admin_stop(sws_admin_t *admin);
+
+#endif

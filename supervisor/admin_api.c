@@ -1,0 +1,495 @@
+#include "supervisor/admin_api.h"
+
+#include <arpa/inet.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/str.h"
+#include "shm/routeset_check.h"
+
+#define MAX_SEGMENTS 6
+
+/* ---- the request target ---- */
+
+/* Split the path of target (the query is ignored) into its '/'-separated
+ * segments, each percent-decoded in place in buf (so "%5B%3A%3A1%5D:80"
+ * names "[::1]:80"). The number of segments, or -1 for a bad %XX, %00,
+ * too many segments or a target that is not a path. */
+static int split_target(const char *target, char *buf, size_t buflen, char *seg[MAX_SEGMENTS])
+{
+    size_t n = strcspn(target, "?");
+    if (n == 0 || target[0] != '/' || n >= buflen)
+        return -1;
+    int nseg = 0;
+    size_t w = 0;
+    for (size_t i = 1; i <= n; i++) {
+        if (i == n || target[i] == '/') {
+            if (nseg == MAX_SEGMENTS)
+                return -1;
+            buf[w++] = '\0';
+            nseg++;
+            continue;
+        }
+        if (w == 0 || buf[w - 1] == '\0') {
+            if (nseg == MAX_SEGMENTS)
+                return -1;
+            seg[nseg] = buf + w;
+        }
+        if (target[i] != '%') {
+            buf[w++] = target[i];
+            continue;
+        }
+        int hi = i + 2 < n ? sws_hex_value((unsigned char)target[i + 1]) : -1;
+        int lo = hi >= 0 ? sws_hex_value((unsigned char)target[i + 2]) : -1;
+        if (lo < 0 || (hi == 0 && lo == 0))
+            return -1;
+        buf[w++] = (char)(hi << 4 | lo);
+        i += 2;
+    }
+    /* An empty segment ("/v1//pools", a trailing '/') names nothing. */
+    for (int s = 0; s < nseg; s++) {
+        if (seg[s] == NULL || seg[s][0] == '\0')
+            return -1;
+    }
+    return nseg;
+}
+
+/* ---- replies ---- */
+
+static void reply_error(sws_admin_reply_t *reply, unsigned status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void reply_error(sws_admin_reply_t *reply, unsigned status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    sws_json_out_free(&reply->body);
+    reply->status = status;
+    sws_json_error(&reply->body, msg);
+}
+
+static const char *state_name(Sws__Member__State s)
+{
+    switch (s) {
+    case SWS__MEMBER__STATE__UP:
+        return "up";
+    case SWS__MEMBER__STATE__DRAINING:
+        return "draining";
+    case SWS__MEMBER__STATE__DOWN:
+        return "down";
+    default:
+        return "unknown";
+    }
+}
+
+static void put_member(sws_json_out_t *o, const Sws__Member *m)
+{
+    sws_json_lit(o, "{\"id\": ");
+    sws_json_u64(o, m->id);
+    sws_json_lit(o, ", \"address\": ");
+    sws_json_cstr(o, m->address);
+    sws_json_lit(o, ", \"weight\": ");
+    sws_json_u64(o, m->weight);
+    sws_json_lit(o, ", \"state\": ");
+    sws_json_cstr(o, state_name(m->state));
+    sws_json_lit(o, "}");
+}
+
+/* ---- GET ---- */
+
+static void get_status(sws_admin_api_t *api, sws_admin_reply_t *reply)
+{
+    sws_json_out_t *o = &reply->body;
+    uint64_t cur = api->shm != NULL ? sws_shm_current_generation(api->shm) : api->generation;
+    sws_json_lit(o, "{\"generation\": ");
+    sws_json_u64(o, cur);
+    sws_json_lit(o, ", \"admin_changes\": ");
+    sws_json_u64(o, api->changes);
+    sws_json_lit(o, ", \"workers\": [");
+    for (unsigned i = 0; api->shm != NULL && i < api->nworkers; i++) {
+        if (i > 0)
+            sws_json_lit(o, ", ");
+        sws_json_lit(o, "{\"index\": ");
+        sws_json_u64(o, i);
+        sws_json_lit(o, ", \"generation\": ");
+        sws_json_u64(o, sws_shm_reader_generation(api->shm, i));
+        /* Each worker's own plain stores, read racily: a figure, not an
+         * invariant (shm.h). */
+        const sws_shm_counters_t *n = sws_shm_counters(api->shm, i);
+        sws_json_lit(o, ", \"connections_accepted\": ");
+        sws_json_u64(o, n->connections_accepted);
+        sws_json_lit(o, ", \"connections_active\": ");
+        sws_json_u64(o, n->connections_active);
+        sws_json_lit(o, ", \"requests\": ");
+        sws_json_u64(o, n->requests);
+        sws_json_lit(o, "}");
+    }
+    sws_json_lit(o, "]}\n");
+    reply->status = 200;
+}
+
+static void get_pools(sws_admin_api_t *api, sws_admin_reply_t *reply)
+{
+    sws_json_out_t *o = &reply->body;
+    const Sws__RouteSet *rs = api->routes;
+    sws_json_lit(o, "{\"generation\": ");
+    sws_json_u64(o, api->generation);
+    sws_json_lit(o, ", \"pools\": [");
+    for (size_t p = 0; p < rs->n_pools; p++) {
+        const Sws__Pool *pool = rs->pools[p];
+        if (p > 0)
+            sws_json_lit(o, ", ");
+        sws_json_lit(o, "{\"name\": ");
+        sws_json_cstr(o, pool->name);
+        sws_json_lit(o, ", \"members\": [");
+        for (size_t m = 0; m < pool->n_members; m++) {
+            if (m > 0)
+                sws_json_lit(o, ", ");
+            put_member(o, pool->members[m]);
+        }
+        sws_json_lit(o, "]}");
+    }
+    sws_json_lit(o, "]}\n");
+    reply->status = 200;
+}
+
+/* ---- changes ---- */
+
+static Sws__RouteSet *routeset_copy(const Sws__RouteSet *rs)
+{
+    size_t n = protobuf_c_message_get_packed_size(&rs->base);
+    uint8_t *buf = malloc(n > 0 ? n : 1);
+    if (buf == NULL)
+        return NULL;
+    protobuf_c_message_pack(&rs->base, buf);
+    Sws__RouteSet *copy = sws__route_set__unpack(NULL, n, buf);
+    free(buf);
+    return copy;
+}
+
+static Sws__Pool *find_pool(const Sws__RouteSet *rs, const char *name)
+{
+    for (size_t p = 0; p < rs->n_pools; p++)
+        if (strcmp(rs->pools[p]->name, name) == 0)
+            return rs->pools[p];
+    return NULL;
+}
+
+static size_t find_member(const Sws__Pool *pool, const char *addr)
+{
+    for (size_t m = 0; m < pool->n_members; m++)
+        if (strcmp(pool->members[m]->address, addr) == 0)
+            return m;
+    return pool->n_members;
+}
+
+/* Ids are never reused within a RouteSet's life: upstream keep-alive
+ * caches are keyed by them, so a new member must not inherit a removed
+ * one's connections. */
+static uint64_t next_member_id(const Sws__RouteSet *rs)
+{
+    uint64_t max = 0;
+    for (size_t p = 0; p < rs->n_pools; p++)
+        for (size_t m = 0; m < rs->pools[p]->n_members; m++)
+            if (rs->pools[p]->members[m]->id > max)
+                max = rs->pools[p]->members[m]->id;
+    return max + 1;
+}
+
+const char *sws_admin_member_address_problem(const char *addr)
+{
+    const char *colon = strrchr(addr, ':');
+    if (colon == NULL || colon == addr)
+        return "expected HOST:PORT";
+    const char *port = colon + 1;
+    size_t plen = strlen(port);
+    if (plen == 0 || plen > 5 || strspn(port, "0123456789") != plen)
+        return "the port is not a number from 1 to 65535";
+    unsigned long pn = strtoul(port, NULL, 10);
+    if (pn == 0 || pn > 65535 || port[0] == '0')
+        return "the port is not a number from 1 to 65535";
+
+    char host[256];
+    size_t hlen = (size_t)(colon - addr);
+    if (hlen >= sizeof(host))
+        return "the host is too long";
+    memcpy(host, addr, hlen);
+    host[hlen] = '\0';
+    unsigned char bin[16];
+    if (host[0] == '[') {
+        if (hlen < 3 || host[hlen - 1] != ']')
+            return "an IPv6 address needs its closing ']'";
+        host[hlen - 1] = '\0';
+        return inet_pton(AF_INET6, host + 1, bin) == 1 ? NULL : "not an IPv6 address";
+    }
+    if (strchr(host, ':') != NULL)
+        return "an IPv6 address is written in brackets: [::1]:8080";
+    if (inet_pton(AF_INET, host, bin) == 1)
+        return NULL;
+    /* A DNS name: labels of letters, digits and '-', none empty or over 63. */
+    if (hlen > 253)
+        return "the host name is too long";
+    size_t label = 0;
+    for (size_t i = 0; i <= hlen; i++) {
+        char c = host[i];
+        if (c == '.' || c == '\0') {
+            if (label == 0 || label > 63)
+                return "not a host name";
+            label = 0;
+        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-') {
+            label++;
+        } else {
+            return "not a host name";
+        }
+    }
+    if (strspn(host, "0123456789.") == hlen)
+        return "not an IPv4 address";
+    return NULL;
+}
+
+/* The PUT body: {"weight": N, "state": "up"|"draining"}, each optional.
+ * *has_* say which were given. */
+static int parse_member_body(const char *body, size_t len, int *has_weight, uint32_t *weight,
+                             int *has_state, Sws__Member__State *state, char *err, size_t errlen)
+{
+    sws_json_field_t f[SWS_JSON_FIELDS_MAX];
+    size_t n = 0;
+    *has_weight = *has_state = 0;
+    if (len == 0)
+        return 0;
+    if (sws_json_parse_flat(body, len, f, &n, err, errlen) < 0)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(f[i].key, "weight") == 0) {
+            char *end = NULL;
+            unsigned long v = f[i].type == SWS_JSON_NUMBER && f[i].value[0] != '-'
+                                  ? strtoul(f[i].value, &end, 10)
+                                  : 0;
+            if (end == NULL || *end != '\0' || v < 1 || v > SWS_ADMIN_WEIGHT_MAX)
+                return sws_errf(err, errlen, "weight: expected a whole number from 1 to %u",
+                                SWS_ADMIN_WEIGHT_MAX);
+            *has_weight = 1;
+            *weight = (uint32_t)v;
+        } else if (strcmp(f[i].key, "state") == 0) {
+            if (f[i].type == SWS_JSON_STRING && strcmp(f[i].value, "up") == 0)
+                *state = SWS__MEMBER__STATE__UP;
+            else if (f[i].type == SWS_JSON_STRING && strcmp(f[i].value, "draining") == 0)
+                *state = SWS__MEMBER__STATE__DRAINING;
+            else if (f[i].type == SWS_JSON_STRING && strcmp(f[i].value, "down") == 0)
+                return sws_errf(err, errlen, "state: \"down\" is the health checks' verdict, "
+                                             "not set here: use \"draining\" or DELETE");
+            else
+                return sws_errf(err, errlen, "state: expected \"up\" or \"draining\"");
+            *has_state = 1;
+        } else {
+            return sws_errf(err, errlen, "unknown field \"%s\" (known: weight, state)", f[i].key);
+        }
+    }
+    return 0;
+}
+
+/* Check and publish next (a changed copy), then answer with what changed.
+ * Takes next. */
+static void publish_change(sws_admin_api_t *api, Sws__RouteSet *next, const char *pool,
+                           const Sws__Member *m, const char *what, unsigned ok_status,
+                           sws_admin_reply_t *reply)
+{
+    sws_routeset_refusal_t why;
+    char err[512];
+    uint64_t gen = 0;
+    if (sws_routeset_check(next, &why) < 0) {
+        reply_error(reply, 422, "%s%s%s", why.path, why.path[0] != '\0' ? ": " : "", why.msg);
+    } else {
+        int rc = api->publish(api->publish_ctx, next, &gen, err, sizeof(err));
+        if (rc == SWS_SHM_BUSY)
+            reply_error(reply, 503, "%s; nothing changed: retry", err);
+        else if (rc == SWS_ADMIN_UNAVAILABLE)
+            reply_error(reply, 503, "%s; nothing changed", err);
+        else if (rc < 0)
+            reply_error(reply, 422, "%s; nothing changed", err);
+    }
+    if (reply->status == 0) {
+        api->changes++;
+        sws_log_info("admin API: pool \"%s\": member %s %s (id %llu, weight %u, %s); "
+                     "generation %llu", pool, m->address, what, (unsigned long long)m->id,
+                     m->weight, state_name(m->state), (unsigned long long)gen);
+        sws_json_out_t *o = &reply->body;
+        sws_json_lit(o, "{\"generation\": ");
+        sws_json_u64(o, gen);
+        sws_json_lit(o, ", \"pool\": ");
+        sws_json_cstr(o, pool);
+        sws_json_lit(o, ", \"");
+        sws_json_raw(o, what, strlen(what));
+        sws_json_lit(o, "\": ");
+        put_member(o, m);
+        sws_json_lit(o, "}\n");
+        reply->status = ok_status;
+    }
+    sws__route_set__free_unpacked(next, NULL);
+}
+
+static void put_member_req(sws_admin_api_t *api, const char *pool_name, const char *addr,
+                           const char *body, size_t len, sws_admin_reply_t *reply)
+{
+    char err[256];
+    int has_weight, has_state;
+    uint32_t weight = 1;
+    Sws__Member__State state = SWS__MEMBER__STATE__UP;
+    const char *problem = sws_admin_member_address_problem(addr);
+    if (problem != NULL)
+        return reply_error(reply, 400, "member \"%s\": %s", addr, problem);
+    if (parse_member_body(body, len, &has_weight, &weight, &has_state, &state, err,
+                          sizeof(err)) < 0)
+        return reply_error(reply, 400, "%s", err);
+    if (find_pool(api->routes, pool_name) == NULL)
+        return reply_error(reply, 404, "no pool \"%s\"", pool_name);
+
+    Sws__RouteSet *next = routeset_copy(api->routes);
+    if (next == NULL)
+        return reply_error(reply, 500, "out of memory");
+    Sws__Pool *pool = find_pool(next, pool_name);
+    size_t at = find_member(pool, addr);
+    if (at < pool->n_members) {
+        Sws__Member *m = pool->members[at];
+        if ((!has_weight || m->weight == weight) && (!has_state || m->state == state)) {
+            /* Nothing to publish: say what is there. */
+            sws_json_lit(&reply->body, "{\"generation\": ");
+            sws_json_u64(&reply->body, api->generation);
+            sws_json_lit(&reply->body, ", \"pool\": ");
+            sws_json_cstr(&reply->body, pool_name);
+            sws_json_lit(&reply->body, ", \"unchanged\": ");
+            put_member(&reply->body, m);
+            sws_json_lit(&reply->body, "}\n");
+            reply->status = 200;
+            sws__route_set__free_unpacked(next, NULL);
+            return;
+        }
+        if (has_weight)
+            m->weight = weight;
+        if (has_state)
+            m->state = state;
+        return publish_change(api, next, pool_name, m, "updated", 200, reply);
+    }
+
+    Sws__Member *m = malloc(sizeof(*m));
+    Sws__Member **grown = realloc(pool->members, (pool->n_members + 1) * sizeof(*grown));
+    char *copy = strdup(addr);
+    if (grown != NULL)
+        pool->members = grown;
+    if (m == NULL || grown == NULL || copy == NULL) {
+        free(m);
+        free(copy);
+        sws__route_set__free_unpacked(next, NULL);
+        return reply_error(reply, 500, "out of memory");
+    }
+    sws__member__init(m);
+    m->id = next_member_id(next);
+    m->address = copy;
+    m->weight = weight;
+    m->state = state;
+    pool->members[pool->n_members++] = m;
+    publish_change(api, next, pool_name, m, "added", 201, reply);
+}
+
+static void delete_member_req(sws_admin_api_t *api, const char *pool_name, const char *addr,
+                              sws_admin_reply_t *reply)
+{
+    const Sws__Pool *cur = find_pool(api->routes, pool_name);
+    if (cur == NULL)
+        return reply_error(reply, 404, "no pool \"%s\"", pool_name);
+    if (find_member(cur, addr) == cur->n_members)
+        return reply_error(reply, 404, "pool \"%s\" has no member \"%s\"", pool_name, addr);
+    Sws__RouteSet *next = routeset_copy(api->routes);
+    if (next == NULL)
+        return reply_error(reply, 500, "out of memory");
+    Sws__Pool *pool = find_pool(next, pool_name);
+    size_t at = find_member(pool, addr);
+    Sws__Member *m = pool->members[at];
+    memmove(&pool->members[at], &pool->members[at + 1],
+            (pool->n_members - at - 1) * sizeof(*pool->members));
+    pool->n_members--;
+    publish_change(api, next, pool_name, m, "removed", 200, reply);
+    sws__member__free_unpacked(m, NULL);
+}
+
+/* ---- dispatch ---- */
+
+static int method_is(const char *method, const char *want, const char *allow,
+                     sws_admin_reply_t *reply)
+{
+    if (strcmp(method, want) == 0 || (strcmp(want, "GET") == 0 && strcmp(method, "HEAD") == 0))
+        return 1;
+    reply_error(reply, 405, "method %s not allowed here (allowed: %s)", method, allow);
+    reply->allow = allow;
+    return 0;
+}
+
+void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *target,
+                          const char *body, size_t body_len, sws_admin_reply_t *reply)
+{
+    char buf[1100];
+    char *seg[MAX_SEGMENTS] = { 0 };
+    memset(reply, 0, sizeof(*reply));
+    int n = split_target(target, buf, sizeof(buf), seg);
+    if (n < 0)
+        reply_error(reply, 400, "bad request target");
+    else if (n < 2 || strcmp(seg[0], "v1") != 0)
+        reply_error(reply, 404, "no such endpoint (see docs/admin-api.md)");
+    else if (api->routes == NULL)
+        reply_error(reply, 503, "no routing table published yet");
+    else if (n == 2 && strcmp(seg[1], "status") == 0) {
+        if (method_is(method, "GET", "GET, HEAD", reply))
+            get_status(api, reply);
+    } else if (n == 2 && strcmp(seg[1], "pools") == 0) {
+        if (method_is(method, "GET", "GET, HEAD", reply))
+            get_pools(api, reply);
+    } else if (n == 5 && strcmp(seg[1], "pools") == 0 && strcmp(seg[3], "members") == 0) {
+        if (strcmp(method, "PUT") == 0)
+            put_member_req(api, seg[2], seg[4], body, body_len, reply);
+        else if (method_is(method, "DELETE", "PUT, DELETE", reply))
+            delete_member_req(api, seg[2], seg[4], reply);
+    } else {
+        reply_error(reply, 404, "no such endpoint (see docs/admin-api.md)");
+    }
+    if (reply->body.oom) {
+        sws_json_out_free(&reply->body);
+        reply->status = 500;
+    }
+}
+
+/* ---- publications ---- */
+
+int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint64_t gen,
+                            int from_file)
+{
+    if (from_file && api->changes > 0)
+        sws_log_notice("admin API: generation %llu from the configuration file replaces the %u "
+                       "change(s) made through the admin API", (unsigned long long)gen,
+                       api->changes);
+    if (from_file)
+        api->changes = 0;
+    if (api->routes != NULL)
+        sws__route_set__free_unpacked(api->routes, NULL);
+    api->routes = routeset_copy(rs);
+    api->generation = gen;
+    if (api->routes == NULL) {
+        sws_log_error("admin API: out of memory copying generation %llu; changes refused until "
+                      "the next publication", (unsigned long long)gen);
+        return -1;
+    }
+    return 0;
+}
+
+void sws_admin_api_free(sws_admin_api_t *api)
+{
+    if (api->routes != NULL)
+        sws__route_set__free_unpacked(api->routes, NULL);
+    api->routes = NULL;
+}

@@ -1,0 +1,76 @@
+/*
+ * The admin API's endpoints (docs/admin-api.md): a request's method,
+ * target and body in, a status and a JSON body out. No sockets here
+ * (supervisor/admin.c serves them), so the unit tests drive it directly.
+ *
+ *   GET    /v1/status                          generations: published, per worker
+ *   GET    /v1/pools                           pools and their members
+ *   PUT    /v1/pools/NAME/members/HOST:PORT    add or update a member
+ *   DELETE /v1/pools/NAME/members/HOST:PORT    remove a member
+ *
+ * A change copies the RouteSet published last, edits the copy, passes it
+ * through sws_routeset_check() and hands it to publish(): the supervisor's
+ * one publication path, which calls sws_admin_api_published() on success
+ * like for any other source. Refused input gets a 4xx and {"error": "..."},
+ * and nothing is published.
+ *
+ * Caller: the supervisor only (it owns the RouteSet copy and the shm
+ * writer side). Not thread-safe.
+ */
+#ifndef SWS_SUPERVISOR_ADMIN_API_H
+#define SWS_SUPERVISOR_ADMIN_API_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/json.h"
+#include "proto/scalws.pb-c.h"
+#include "shm/shm.h"
+
+/* Publish rs as the next generation: 0 and *gen, SWS_SHM_BUSY (no free
+ * arena yet: nothing changed), SWS_ADMIN_UNAVAILABLE with err (the server
+ * takes no change now: it is stopping), or -1 with err (refused). On
+ * success the callee has called sws_admin_api_published(). */
+#define SWS_ADMIN_UNAVAILABLE (-3)
+typedef int (*sws_admin_publish_fn)(void *ctx, const Sws__RouteSet *rs, uint64_t *gen,
+                                    char *err, size_t errlen);
+
+typedef struct sws_admin_api {
+    Sws__RouteSet *routes;   /* a copy of the RouteSet published last (owned); NULL before */
+    uint64_t generation;     /* its generation */
+    unsigned changes;        /* admin changes published since the file's last publication */
+    sws_shm_t *shm;          /* read only: generations and counters; NULL: none shown */
+    unsigned nworkers;
+    sws_admin_publish_fn publish;
+    void *publish_ctx;
+} sws_admin_api_t;
+
+typedef struct sws_admin_reply {
+    unsigned status;
+    const char *allow;       /* 405: the Allow header's value; else NULL */
+    sws_json_out_t body;     /* owned: sws_json_out_free() */
+} sws_admin_reply_t;
+
+/* Answer one request: reply->status and a JSON body (a 500 when memory ran
+ * out). method is llhttp's name ("GET"); target the request target as
+ * sent; body its body. */
+void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *target,
+                          const char *body, size_t body_len, sws_admin_reply_t *reply);
+
+/* Every publication, whatever its source: rs (borrowed) is now generation
+ * gen. from_file: the configuration file (start or reload), which replaces
+ * what the admin API changed (logged when it did). 0, or -1 when the copy
+ * could not be made (the API then answers 503 to changes until the next
+ * publication). */
+int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint64_t gen,
+                            int from_file);
+
+void sws_admin_api_free(sws_admin_api_t *api);
+
+/* A member address: HOST:PORT with HOST an IPv4 address, a bracketed IPv6
+ * address or a DNS name, PORT 1 to 65535. NULL when fine, else why not. */
+const char *sws_admin_member_address_problem(const char *addr);
+
+#define SWS_ADMIN_WEIGHT_MAX 10000u
+
+#endif

@@ -1,0 +1,133 @@
+/*
+ * Fuzz target: an admin API request as a client could send it, through
+ * the request reader (supervisor/admin_http.h: llhttp, the size bounds)
+ * split at a point the first input byte chooses, then, once complete,
+ * through the endpoints (supervisor/admin_api.h: target splitting and
+ * percent-decoding, the member address rules, the JSON body reader, the
+ * RouteSet edit and check). Publication is in memory (no shm): a change
+ * the API accepts becomes the API's RouteSet for the next input, so
+ * sequences of changes are explored too, bounded by MAX_MEMBERS.
+ *
+ * Checked: a refusal of the reader has a 4xx status and a reason; every
+ * reply has a status from 200 to 599 and a body that is one JSON object
+ * (starts with '{', ends with "}\n", and an error reply is {"error": ...}).
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "supervisor/admin_api.h"
+#include "supervisor/admin_http.h"
+
+#define MAX_MEMBERS 64
+
+static sws_admin_api_t api;
+static uint64_t generation;
+
+static size_t members(const Sws__RouteSet *rs)
+{
+    size_t n = 0;
+    for (size_t p = 0; p < rs->n_pools; p++)
+        n += rs->pools[p]->n_members;
+    return n;
+}
+
+static int publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char *err, size_t errlen)
+{
+    (void)ctx;
+    if (members(rs) > MAX_MEMBERS) {
+        strncpy(err, "full", errlen);
+        return -1;
+    }
+    *gen = ++generation;
+    if (sws_admin_api_published(&api, rs, *gen, 0) != 0)
+        abort();
+    return 0;
+}
+
+/* One pool "api" with a member, one host: a valid RouteSet. */
+static void reset(void)
+{
+    static const uint8_t empty[1];
+    Sws__RouteSet *rs = sws__route_set__unpack(NULL, 0, empty);
+    Sws__Settings st = SWS__SETTINGS__INIT;
+    Sws__Pool pool = SWS__POOL__INIT;
+    Sws__Member m = SWS__MEMBER__INIT;
+    Sws__Pool *pools[1] = { &pool };
+    Sws__Member *ms[1] = { &m };
+    if (rs == NULL)
+        abort();
+    st.server_name = "scalws";
+    st.log_level = "info";
+    pool.name = "api";
+    pool.members = ms;
+    pool.n_members = 1;
+    m.id = 1;
+    m.address = "127.0.0.1:9001";
+    m.weight = 1;
+    rs->settings = &st;
+    rs->pools = pools;
+    rs->n_pools = 1;
+    sws_admin_api_published(&api, rs, ++generation, 1);
+    rs->settings = NULL;
+    rs->pools = NULL;
+    rs->n_pools = 0;
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv)
+{
+    (void)argc;
+    (void)argv;
+    sws_log_init("fuzz", 2, SWS_LOG_CRIT);
+    api.publish = publish;
+    reset();
+    return 0;
+}
+
+static void check_body(const sws_admin_reply_t *reply)
+{
+    const sws_json_out_t *b = &reply->body;
+    if (reply->status < 200 || reply->status > 599 || b->oom)
+        abort();
+    if (b->len < 3 || b->p[0] != '{' || memcmp(b->p + b->len - 2, "}\n", 2) != 0)
+        abort();
+    if (reply->status >= 400 && (b->len < 10 || memcmp(b->p, "{\"error\": ", 10) != 0))
+        abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    static sws_admin_req_t req;
+    if (size == 0)
+        return 0;
+    size_t cut = data[0] % size;
+    const char *text = (const char *)data + 1;
+    size_t len = size - 1;
+    if (cut > len)
+        cut = len;
+
+    sws_admin_req_init(&req);
+    sws_admin_req_state_t st = sws_admin_req_feed(&req, text, cut);
+    if (st == SWS_ADMIN_REQ_MORE)
+        st = sws_admin_req_feed(&req, text + cut, len - cut);
+    if (st == SWS_ADMIN_REQ_MORE)
+        st = sws_admin_req_eof(&req);
+    if (st == SWS_ADMIN_REQ_ERROR) {
+        if (req.status < 400 || req.status > 499 || req.why == NULL)
+            abort();
+        return 0;
+    }
+    if (st != SWS_ADMIN_REQ_DONE || req.method == NULL || req.body_len > SWS_ADMIN_MAX_BODY)
+        abort();
+    sws_admin_reply_t reply;
+    sws_admin_api_handle(&api, req.method, req.target, req.body, req.body_len, &reply);
+    check_body(&reply);
+    sws_json_out_free(&reply.body);
+    /* Keep the explored state small. */
+    if (members(api.routes) > MAX_MEMBERS / 2)
+        reset();
+    return 0;
+}

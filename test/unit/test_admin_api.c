@@ -1,0 +1,339 @@
+/* supervisor/admin_api.c: the admin API's endpoints on a RouteSet built in
+ * code and a real shm region, with the publication the supervisor would
+ * do (sws_shm_publish, then sws_admin_api_published). Each refusal is
+ * checked to have published nothing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "shm/shm.h"
+#include "supervisor/admin_api.h"
+#include "support/routeset_build.h"
+
+#define ARENA (64u << 10)
+#define WORKERS 2
+
+typedef struct fixture {
+    sws_shm_t shm;
+    sws_admin_api_t api;
+    unsigned publishes; /* successful ones, start excluded */
+    int busy;           /* publish answers this (SWS_SHM_BUSY, ...) when not 0 */
+    sws_admin_reply_t reply;
+} fixture_t;
+
+static int test_publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char *err,
+                        size_t errlen)
+{
+    fixture_t *f = ctx;
+    if (f->busy != 0)
+        return snprintf(err, errlen, f->busy == SWS_SHM_BUSY ? "every arena is held"
+                                                              : "the server is stopping"),
+               f->busy;
+    int rc = sws_shm_publish(&f->shm, rs, gen, err, errlen);
+    if (rc == 0) {
+        f->publishes++;
+        sws_admin_api_published(&f->api, rs, *gen, 0);
+    }
+    return rc;
+}
+
+static void add_member(Sws__Pool *pool, uint64_t id, const char *addr, uint32_t weight)
+{
+    Sws__Member *m = NEW(Sws__Member, SWS__MEMBER__INIT);
+    m->id = id;
+    m->address = strdup(addr);
+    m->weight = weight;
+    PUSH(pool->members, pool->n_members, m);
+}
+
+/* Pool "api" with 127.0.0.1:9001 (id 1) and [::1]:9002 (id 5); pool "empty";
+ * one host. Published as generation 1. */
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof(*f));
+    char err[256];
+    assert_non_null(f);
+    assert_int_equal(sws_shm_create(&f->shm, ARENA, 4, WORKERS, err, sizeof(err)), 0);
+    Sws__RouteSet *rs = rs_new();
+    rs->settings->log_level = strdup("info");
+    host_respond(rs_host(rs, "a.test"), SWS__ROUTE__MATCH__PREFIX, "/", "hi");
+    Sws__Pool *pool = NEW(Sws__Pool, SWS__POOL__INIT);
+    pool->name = strdup("api");
+    add_member(pool, 1, "127.0.0.1:9001", 1);
+    add_member(pool, 5, "[::1]:9002", 3);
+    PUSH(rs->pools, rs->n_pools, pool);
+    pool = NEW(Sws__Pool, SWS__POOL__INIT);
+    pool->name = strdup("empty");
+    PUSH(rs->pools, rs->n_pools, pool);
+
+    f->api.shm = &f->shm;
+    f->api.nworkers = WORKERS;
+    f->api.publish = test_publish;
+    f->api.publish_ctx = f;
+    uint64_t gen;
+    assert_int_equal(sws_shm_publish(&f->shm, rs, &gen, err, sizeof(err)), 0);
+    assert_int_equal(sws_admin_api_published(&f->api, rs, gen, 1), 0);
+    sws__route_set__free_unpacked(rs, NULL);
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    sws_json_out_free(&f->reply.body);
+    sws_admin_api_free(&f->api);
+    sws_shm_close(&f->shm);
+    free(f);
+    return 0;
+}
+
+/* The reply's body as a C string (the fixture keeps the reply). */
+static const char *call(fixture_t *f, const char *method, const char *target, const char *body)
+{
+    sws_json_out_free(&f->reply.body);
+    sws_admin_api_handle(&f->api, method, target, body, body != NULL ? strlen(body) : 0,
+                         &f->reply);
+    sws_json_raw(&f->reply.body, "", 1);
+    assert_false(f->reply.body.oom);
+    f->reply.body.len--;
+    return f->reply.body.p;
+}
+
+static const Sws__Pool *pool_of(fixture_t *f, const char *name)
+{
+    for (size_t i = 0; i < f->api.routes->n_pools; i++)
+        if (strcmp(f->api.routes->pools[i]->name, name) == 0)
+            return f->api.routes->pools[i];
+    fail_msg("no pool %s", name);
+    return NULL;
+}
+
+static void test_status_names_published_and_held_generations(void **state)
+{
+    fixture_t *f = *state;
+    sws_shm_reader_acquire(&f->shm, 1, 1234);
+    sws_shm_counters(&f->shm, 1)->connections_accepted = 7;
+    sws_shm_counters(&f->shm, 1)->connections_active = 2;
+    sws_shm_counters(&f->shm, 1)->requests = 40;
+    assert_string_equal(call(f, "GET", "/v1/status", NULL),
+                        "{\"generation\": 1, \"admin_changes\": 0, \"workers\": ["
+                        "{\"index\": 0, \"generation\": 0, \"connections_accepted\": 0, "
+                        "\"connections_active\": 0, \"requests\": 0}, "
+                        "{\"index\": 1, \"generation\": 1, \"connections_accepted\": 7, "
+                        "\"connections_active\": 2, \"requests\": 40}]}\n");
+    assert_int_equal(f->reply.status, 200);
+}
+
+static void test_pools_lists_members_with_ids_and_states(void **state)
+{
+    fixture_t *f = *state;
+    assert_string_equal(call(f, "GET", "/v1/pools", NULL),
+                        "{\"generation\": 1, \"pools\": [{\"name\": \"api\", \"members\": ["
+                        "{\"id\": 1, \"address\": \"127.0.0.1:9001\", \"weight\": 1, \"state\": \"up\"}, "
+                        "{\"id\": 5, \"address\": \"[::1]:9002\", \"weight\": 3, \"state\": \"up\"}]}, "
+                        "{\"name\": \"empty\", \"members\": []}]}\n");
+}
+
+static void test_put_adds_a_member_with_a_new_id_and_publishes(void **state)
+{
+    fixture_t *f = *state;
+    const char *body = call(f, "PUT", "/v1/pools/api/members/10.0.0.7:80",
+                            "{\"weight\": 4, \"state\": \"draining\"}");
+    assert_int_equal(f->reply.status, 201);
+    assert_string_equal(body, "{\"generation\": 2, \"pool\": \"api\", \"added\": {\"id\": 6, "
+                              "\"address\": \"10.0.0.7:80\", \"weight\": 4, \"state\": "
+                              "\"draining\"}}\n");
+    assert_int_equal(f->publishes, 1);
+    assert_int_equal(sws_shm_current_generation(&f->shm), 2);
+    const Sws__Pool *p = pool_of(f, "api");
+    assert_int_equal(p->n_members, 3);
+    assert_int_equal(p->members[2]->id, 6);
+    /* The table workers read has it too. */
+    const sws_table_t *t = sws_shm_reader_acquire(&f->shm, 0, 1);
+    assert_int_equal(sws_table_generation(t), 2);
+    assert_int_equal(sws_table_pool(t, 0)->nmembers, 3);
+    assert_int_equal(f->api.changes, 1);
+}
+
+static void test_put_without_body_adds_weight_1_up(void **state)
+{
+    fixture_t *f = *state;
+    call(f, "PUT", "/v1/pools/empty/members/backend.internal:8080", NULL);
+    assert_int_equal(f->reply.status, 201);
+    const Sws__Member *m = pool_of(f, "empty")->members[0];
+    assert_string_equal(m->address, "backend.internal:8080");
+    assert_int_equal(m->weight, 1);
+    assert_int_equal(m->state, SWS__MEMBER__STATE__UP);
+}
+
+static void test_put_updates_only_the_fields_given(void **state)
+{
+    fixture_t *f = *state;
+    call(f, "PUT", "/v1/pools/api/members/%5B::1%5D:9002", "{\"state\": \"draining\"}");
+    assert_int_equal(f->reply.status, 200);
+    const Sws__Member *m = pool_of(f, "api")->members[1];
+    assert_int_equal(m->id, 5);
+    assert_int_equal(m->weight, 3);
+    assert_int_equal(m->state, SWS__MEMBER__STATE__DRAINING);
+    assert_int_equal(f->publishes, 1);
+}
+
+static void test_put_that_changes_nothing_publishes_nothing(void **state)
+{
+    fixture_t *f = *state;
+    assert_non_null(strstr(call(f, "PUT", "/v1/pools/api/members/127.0.0.1:9001",
+                                "{\"weight\": 1, \"state\": \"up\"}"), "\"unchanged\""));
+    assert_int_equal(f->reply.status, 200);
+    assert_int_equal(f->publishes, 0);
+}
+
+static void test_delete_removes_the_member(void **state)
+{
+    fixture_t *f = *state;
+    call(f, "DELETE", "/v1/pools/api/members/127.0.0.1:9001", NULL);
+    assert_int_equal(f->reply.status, 200);
+    const Sws__Pool *p = pool_of(f, "api");
+    assert_int_equal(p->n_members, 1);
+    assert_int_equal(p->members[0]->id, 5);
+    /* A member added later never takes a removed one's id... while a
+     * higher one exists; the highest id is the one to beat. */
+    call(f, "PUT", "/v1/pools/api/members/127.0.0.1:9001", NULL);
+    assert_int_equal(pool_of(f, "api")->members[1]->id, 6);
+}
+
+/* Each refusal: its status, its message, and nothing published. */
+static void refused(fixture_t *f, const char *method, const char *target, const char *body,
+                    unsigned status, const char *error)
+{
+    const char *got = call(f, method, target, body);
+    char want[512];
+    snprintf(want, sizeof(want), "{\"error\": \"%s\"}\n", error);
+    assert_string_equal(got, want);
+    assert_int_equal(f->reply.status, status);
+    assert_int_equal(f->publishes, 0);
+    assert_int_equal(sws_shm_current_generation(&f->shm), 1);
+    assert_int_equal(pool_of(f, "api")->n_members, 2);
+}
+
+static void test_bad_input_is_refused_and_changes_nothing(void **state)
+{
+    fixture_t *f = *state;
+    refused(f, "PUT", "/v1/pools/nope/members/127.0.0.1:1", NULL, 404, "no pool \\\"nope\\\"");
+    refused(f, "DELETE", "/v1/pools/api/members/127.0.0.1:1", NULL, 404,
+            "pool \\\"api\\\" has no member \\\"127.0.0.1:1\\\"");
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1", NULL, 400,
+            "member \\\"127.0.0.1\\\": expected HOST:PORT");
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:70000", NULL, 400,
+            "member \\\"127.0.0.1:70000\\\": the port is not a number from 1 to 65535");
+    refused(f, "PUT", "/v1/pools/api/members/::1:80", NULL, 400,
+            "member \\\"::1:80\\\": an IPv6 address is written in brackets: [::1]:8080");
+    refused(f, "PUT", "/v1/pools/api/members/a_b:80", NULL, 400,
+            "member \\\"a_b:80\\\": not a host name");
+    refused(f, "PUT", "/v1/pools/api/members/1.2.3.400:80", NULL, 400,
+            "member \\\"1.2.3.400:80\\\": not an IPv4 address");
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": 2", 400,
+            "bad JSON: expected ',' or '}', got the end");
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": 2, \"color\": 1}", 400,
+            "unknown field \\\"color\\\" (known: weight, state)");
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": 0}", 400,
+            "weight: expected a whole number from 1 to 10000");
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": 1.5}", 400,
+            "weight: expected a whole number from 1 to 10000");
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": \"2\"}", 400,
+            "weight: expected a whole number from 1 to 10000");
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"state\": \"down\"}", 400,
+            "state: \\\"down\\\" is the health checks' verdict, not set here: use "
+            "\\\"draining\\\" or DELETE");
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "[1]", 400,
+            "bad JSON: expected an object at byte 0");
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": {}}", 400,
+            "\\\"weight\\\": nested objects and arrays are not accepted");
+    refused(f, "POST", "/v1/pools/api/members/127.0.0.1:1", NULL, 405,
+            "method POST not allowed here (allowed: PUT, DELETE)");
+    assert_string_equal(f->reply.allow, "PUT, DELETE");
+    refused(f, "DELETE", "/v1/status", NULL, 405,
+            "method DELETE not allowed here (allowed: GET, HEAD)");
+    refused(f, "GET", "/v2/status", NULL, 404, "no such endpoint (see docs/admin-api.md)");
+    refused(f, "GET", "/v1/pools/api", NULL, 404, "no such endpoint (see docs/admin-api.md)");
+    refused(f, "GET", "/v1//status", NULL, 400, "bad request target");
+    refused(f, "GET", "/v1/pools/%zz", NULL, 400, "bad request target");
+    refused(f, "GET", "/v1/pools/a%00", NULL, 400, "bad request target");
+    refused(f, "GET", "*", NULL, 400, "bad request target");
+    /* Found by fuzz_admin: a seventh segment was stored past the array. */
+    refused(f, "PUT", "/v1/pools/api/members/127.0/0.1:9001/x", NULL, 400,
+            "bad request target");
+    refused(f, "GET", "/a/b/c/d/e/f/g/h", NULL, 400, "bad request target");
+}
+
+static void test_busy_arenas_answer_503_and_change_nothing(void **state)
+{
+    fixture_t *f = *state;
+    f->busy = SWS_SHM_BUSY;
+    refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", NULL, 503,
+            "every arena is held; nothing changed: retry");
+    f->busy = SWS_ADMIN_UNAVAILABLE;
+    refused(f, "DELETE", "/v1/pools/api/members/127.0.0.1:9001", NULL, 503,
+            "the server is stopping; nothing changed");
+    assert_int_equal(f->api.changes, 0);
+}
+
+static void test_the_file_replaces_admin_changes(void **state)
+{
+    fixture_t *f = *state;
+    call(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", NULL);
+    assert_int_equal(f->api.changes, 1);
+    /* A reload publishes the file's RouteSet: the API now shows it. */
+    Sws__RouteSet *rs = rs_new();
+    rs->settings->log_level = strdup("info");
+    host_respond(rs_host(rs, "a.test"), SWS__ROUTE__MATCH__PREFIX, "/", "hi");
+    uint64_t gen;
+    char err[256];
+    assert_int_equal(sws_shm_publish(&f->shm, rs, &gen, err, sizeof(err)), 0);
+    assert_int_equal(sws_admin_api_published(&f->api, rs, gen, 1), 0);
+    sws__route_set__free_unpacked(rs, NULL);
+    assert_int_equal(f->api.changes, 0);
+    assert_string_equal(call(f, "GET", "/v1/pools", NULL), "{\"generation\": 3, \"pools\": []}\n");
+}
+
+static void test_member_address_rules(void **state)
+{
+    (void)state;
+    assert_null(sws_admin_member_address_problem("127.0.0.1:80"));
+    assert_null(sws_admin_member_address_problem("[2001:db8::1]:65535"));
+    assert_null(sws_admin_member_address_problem("a-b.example:1"));
+    assert_non_null(sws_admin_member_address_problem("a.example:0"));
+    assert_non_null(sws_admin_member_address_problem("a.example:080"));
+    assert_non_null(sws_admin_member_address_problem(":80"));
+    assert_non_null(sws_admin_member_address_problem("a..b:80"));
+    assert_non_null(sws_admin_member_address_problem("[::1:80"));
+    assert_non_null(sws_admin_member_address_problem("[zz]:80"));
+    assert_non_null(sws_admin_member_address_problem("a.example:"));
+}
+
+int main(void)
+{
+    sws_log_set_level(SWS_LOG_CRIT);
+#define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
+    const struct CMUnitTest tests[] = {
+        T(test_status_names_published_and_held_generations),
+        T(test_pools_lists_members_with_ids_and_states),
+        T(test_put_adds_a_member_with_a_new_id_and_publishes),
+        T(test_put_without_body_adds_weight_1_up),
+        T(test_put_updates_only_the_fields_given),
+        T(test_put_that_changes_nothing_publishes_nothing),
+        T(test_delete_removes_the_member),
+        T(test_bad_input_is_refused_and_changes_nothing),
+        T(test_busy_arenas_answer_503_and_change_nothing),
+        T(test_the_file_replaces_admin_changes),
+        cmocka_unit_test(test_member_address_rules),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
