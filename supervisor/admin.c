@@ -357,6 +357,12 @@ static void on_accept(sws_io_t *io, uint32_t events)
 
 /* ---- life ---- */
 
+void sws_admin_set_accept_policy(sws_admin_t *admin, const char *policy)
+{
+    if (admin != NULL)
+        admin->api.accept_policy = policy;
+}
+
 sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
                              unsigned nworkers, sws_admin_publish_fn publish, void *ctx)
 {

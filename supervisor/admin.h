@@ -55,6 +55,10 @@ int sws_admin_parse_address(const char *text, sws_admin_addr_t *addr, char *err,
 sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
                              unsigned nworkers, sws_admin_publish_fn publish, void *ctx);
 
+/* The accept policy in force, for GET /v1/status (a static string: the
+ * configured one, or reuseport after an eBPF fallback). admin may be NULL. */
+void sws_admin_set_accept_policy(sws_admin_t *admin, const char *policy);
+
 /* Every publication (see sws_admin_api_published). */
 void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,
                          int from_file);

@@ -111,6 +111,8 @@ static void get_status(sws_admin_api_t *api, sws_admin_reply_t *reply)
     sws_json_u64(o, cur);
     sws_json_lit(o, ", \"admin_changes\": ");
     sws_json_u64(o, api->changes);
+    sws_json_lit(o, ", \"accept_policy\": ");
+    sws_json_cstr(o, api->accept_policy != NULL ? api->accept_policy : "-");
     sws_json_lit(o, ", \"workers\": [");
     for (unsigned i = 0; api->shm != NULL && i < api->nworkers; i++) {
         if (i > 0)

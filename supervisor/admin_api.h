@@ -40,6 +40,7 @@ typedef struct sws_admin_api {
     uint64_t generation;     /* its generation */
     unsigned changes;        /* admin changes published since the file's last publication */
     sws_shm_t *shm;          /* read only: generations and counters; NULL: none shown */
+    const char *accept_policy; /* the policy in force (after a fallback: reuseport); static */
     unsigned nworkers;
     sws_admin_publish_fn publish;
     void *publish_ctx;

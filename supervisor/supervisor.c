@@ -1079,6 +1079,7 @@ static int setup(sws_supervisor_t *sup)
      * to serve it is logged and the start goes on. */
     sup->admin = sws_admin_start(&sup->loop, sc->admin, &sup->shm, sup->nworkers, admin_publish,
                                  sup);
+    sws_admin_set_accept_policy(sup->admin, sup->policy);
     if (create_table(sup) < 0 || init_workers(sup) < 0)
         return -1;
     sws_timer_queue_init(&sup->loop, &sup->stop_queue, STOP_NOW_GRACE_MS);

@@ -121,12 +121,30 @@ class Admin(AdminTestCase):
         for pid in workers:
             self.assertFalse(holds(pid), "worker %d holds the admin socket" % pid)
 
+    def test_status_names_the_accept_policy_in_force(self):
+        if os.geteuid() != 0:
+            self.skipTest("the eBPF accept policies need root (CAP_BPF)")
+        srv = self.server(make_config(HELLO_HOSTS, server="event_loops: 2\n"
+                                      "accept_policy: least-loaded\n"
+                                      "admin: {listen: [\"@DIR@/run/admin.sock\"]}"),
+                          start=False)
+        srv.admin = os.path.join(srv.dir, "run", "admin.sock")
+        srv.start()
+        poll(lambda: os.path.exists(srv.admin), what="the admin socket")
+        self.assertTrue(srv.answers())
+        st = self.status(srv)
+        want = "reuseport" if "falling back to reuseport" in srv.log() else "least-loaded"
+        self.assertEqual(st["accept_policy"], want)
+        poll(lambda: sum(w["connections_accepted"] for w in self.status(srv)["workers"]) >= 1,
+             what="the accepted connection in a worker's figures")
+
     def test_status_and_pools(self):
         srv = self.admin_server()
         self.wait_all_workers_on(srv, 1)
         st = self.status(srv)
         self.assertEqual(st["generation"], 1)
         self.assertEqual([w["index"] for w in st["workers"]], [0, 1])
+        self.assertEqual(st["accept_policy"], "shared")  # the policy in force
         self.assertTrue(srv.answers())
         poll(lambda: sum(w["requests"] for w in self.status(srv)["workers"]) == 1,
              what="the request counted in a worker's figures")
