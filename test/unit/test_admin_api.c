@@ -123,8 +123,10 @@ static void test_status_names_published_and_held_generations(void **state)
     sws_shm_counters(&f->shm, 1)->connections_accepted = 7;
     sws_shm_counters(&f->shm, 1)->connections_active = 2;
     sws_shm_counters(&f->shm, 1)->requests = 40;
+    f->api.accept_policy = "least-loaded";
     assert_string_equal(call(f, "GET", "/v1/status", NULL),
-                        "{\"generation\": 1, \"admin_changes\": 0, \"workers\": ["
+                        "{\"generation\": 1, \"admin_changes\": 0, "
+                        "\"accept_policy\": \"least-loaded\", \"workers\": ["
                         "{\"index\": 0, \"generation\": 0, \"connections_accepted\": 0, "
                         "\"connections_active\": 0, \"requests\": 0}, "
                         "{\"index\": 1, \"generation\": 1, \"connections_accepted\": 7, "
