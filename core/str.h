@@ -59,6 +59,17 @@ static inline int sws_is_tchar(unsigned char c)
     return sws_tchar_map[c];
 }
 
+/* A non-empty slice of tchars (RFC 9110 token). */
+static inline int sws_str_is_token(sws_str_t s)
+{
+    if (s.len == 0)
+        return 0;
+    for (size_t i = 0; i < s.len; i++)
+        if (!sws_is_tchar((unsigned char)s.p[i]))
+            return 0;
+    return 1;
+}
+
 /* A non-empty NUL-terminated string of tchars (RFC 9110 token). */
 static inline int sws_is_token(const char *s)
 {

@@ -512,18 +512,6 @@ static unsigned check_lines(const char *head, size_t len, uint32_t max_line, con
     return 0;
 }
 
-/* A field name is a token (RFC 9110 5.1): llhttp 8.1 lets a space through
- * ("X A"), and whitespace before the colon is a smuggling vector. */
-static int is_token(sws_str_t s)
-{
-    if (s.len == 0)
-        return 0;
-    for (size_t i = 0; i < s.len; i++)
-        if (!sws_is_tchar((unsigned char)s.p[i]))
-            return 0;
-    return 1;
-}
-
 /* The request line is exactly method SP request-target SP HTTP-version
  * CRLF (RFC 9112 3). llhttp 8.1 also takes several spaces before the
  * target or the version, which a proxy in front could split differently. */
@@ -571,7 +559,9 @@ static unsigned scan_known_headers(sws_request_t *r, known_headers_t *k, const c
     memset(k, 0, sizeof(*k));
     for (unsigned i = 0; i < r->nheaders; i++) {
         sws_header_t *hd = &r->headers[i];
-        if (!is_token(hd->name)) {
+        /* llhttp 8.1 lets a space through ("X A"), and whitespace before
+         * the colon is a smuggling vector (RFC 9110 5.1). */
+        if (!sws_str_is_token(hd->name)) {
             *why = "header name not a token";
             return 400;
         }

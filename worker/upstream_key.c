@@ -3,16 +3,6 @@
 
 #include "core/err.h"
 
-static int is_token(sws_str_t s)
-{
-    if (s.len == 0)
-        return 0;
-    for (size_t i = 0; i < s.len; i++)
-        if (!sws_is_tchar((unsigned char)s.p[i]))
-            return 0;
-    return 1;
-}
-
 static int has_prefix(sws_str_t s, sws_str_t prefix)
 {
     return s.len >= prefix.len && memcmp(s.p, prefix.p, prefix.len) == 0;
@@ -35,7 +25,7 @@ int sws_upstream_key_parse(sws_str_t spec, sws_upstream_key_t *key, char *err, s
         if (!has_prefix(spec, named[i].prefix))
             continue;
         sws_str_t name = { spec.p + named[i].prefix.len, spec.len - named[i].prefix.len };
-        if (!is_token(name))
+        if (!sws_str_is_token(name))
             return sws_errf(err, errlen, "hash_key \"%.*s\": the name after \"%.*s\" must be a "
                             "non-empty token", (int)spec.len, spec.p,
                             (int)named[i].prefix.len, named[i].prefix.p);
