@@ -182,7 +182,7 @@ def setup_line(meta, runs, servers):
     if meta.get("load") == "rate":
         rate_from = meta.get("rate_from", "given")
         load = (f"fixed rate {meta.get('rate')} requests/s{'' if rate_from == 'given' else ' (' + rate_from + ')'} "
-                f"(bench/fixedrate.py, open loop, latency from "
+                f"({meta.get('wrk', 'bench/fixedrate.py').split(' (')[0]}, open loop, latency from "
                 f"the moment each request was due) over {meta.get('connections')} keep-alive connections")
     else:
         load = f"wrk -t1 -c{meta.get('connections')}"

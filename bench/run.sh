@@ -29,6 +29,7 @@ CONNECTIONS=${CONNECTIONS:-50}
 # Defaults that depend on the scenario are set once it is known.
 SERVERS=${SERVERS:-}
 SYSCALL_SECS=${SYSCALL_SECS:-}
+RATE_CLIENT=${RATE_CLIENT:-}
 SYSCALL_CONNECTIONS=16
 BASELINE=${BASELINE:-}
 WORKERS=${WORKERS:-1}
@@ -56,7 +57,7 @@ Environment (shown with the values in force):
   RUNS=$RUNS  measured runs per server
   DURATION=$DURATION  seconds per measured run     WARMUP=$WARMUP  seconds of warm-up per run
   CONNECTIONS=$CONNECTIONS  wrk connections
-  SERVERS="${SERVERS:-(scalws nginx)}"  which servers (spaces or commas), in the order of the
+  SERVERS=${SERVERS:-(respond, static-small: "scalws nginx")}  which servers (spaces or commas), in the order of the
       first round: nginx, scalws, or scalws:POLICY (an accept_policy: shared
       reuseport hash least-loaded fountain cpu; plain scalws is
       scalws:shared), and haproxy in the proxy scenarios (their default:
@@ -69,6 +70,9 @@ Environment (shown with the values in force):
       can; rate: bench/fixedrate.py, RATE=$RATE requests/s over CONNECTIONS
       (proxy-latency: always rate; without RATE, half of the baseline's
       maximum, measured first with wrk)
+  RATE_CLIENT=${RATE_CLIENT:-(proxy-latency: c; others: python)}  the fixed-rate client: python
+      (bench/fixedrate.py) or c (bench/openloop.c, compiled here; the same
+      contract, for rates Python cannot keep)
   SYSCALL_SECS=${SYSCALL_SECS:-(proxy, proxy-100k: 3; others: 0)}  after each measured run,
       seconds of wrk -t1 -c$SYSCALL_CONNECTIONS under perf stat counting the
       system calls of the server's workers (0: none)
@@ -113,6 +117,12 @@ case $SCENARIO in
     proxy|proxy-100k) SYSCALL_SECS=${SYSCALL_SECS:-3} ;;
     *) SYSCALL_SECS=${SYSCALL_SECS:-0} ;;
 esac
+# Half of nginx's maximum as a proxy is beyond fixedrate.py (bench/README.md).
+if [[ $SCENARIO == proxy-latency ]]; then
+    RATE_CLIENT=${RATE_CLIENT:-c}
+else
+    RATE_CLIENT=${RATE_CLIENT:-python}
+fi
 # proxy-latency is p50, p99, p99.9 at a fixed rate.
 [[ $SCENARIO != proxy-latency ]] || LOAD=rate
 
@@ -145,6 +155,7 @@ if [[ $SERVER_CPUS != *" "* ]]; then
 fi
 case $PIN in cpu|none) ;; *) die "PIN is cpu or none, not '$PIN'" ;; esac
 case $LOAD in closed|rate) ;; *) die "LOAD is closed or rate, not '$LOAD'" ;; esac
+case $RATE_CLIENT in python|c) ;; *) die "RATE_CLIENT is python or c, not '$RATE_CLIENT'" ;; esac
 read -r -a SERVER_LIST <<<"${SERVERS//,/ }"
 for s in "${SERVER_LIST[@]}"; do
     case $s in
@@ -215,6 +226,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# The C fixed-rate client, built for this call only (not part of scalwsd).
+OPENLOOP=$TMP/openloop
+if [[ $LOAD == rate && $RATE_CLIENT == c ]]; then
+    cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$OPENLOOP" "$BENCH/openloop.c" 2>"$TMP/openloop-cc.log" ||
+        die "cannot compile bench/openloop.c: $(head -3 "$TMP/openloop-cc.log")"
+fi
 
 # ---------------------------------------------------------------- scenario
 
@@ -561,7 +579,9 @@ check_answer() {
 # unchanged. rate: bench/fixedrate.py, which prints the same BENCH line.
 run_wrk() {  # run_wrk NAME SECONDS OUTPUT [LOAD]
     local s=$1 secs=$2 out=$3 url="http://127.0.0.1:${PORT[$1]}$URL_PATH"
-    if [[ ${4:-$LOAD} == rate ]]; then
+    if [[ ${4:-$LOAD} == rate && $RATE_CLIENT == c ]]; then
+        run_load "$s" "$secs" "$out" "$OPENLOOP" "$url" "$RATE" "$secs" "$CONNECTIONS"
+    elif [[ ${4:-$LOAD} == rate ]]; then
         run_load "$s" "$secs" "$out" "$PY" "$BENCH/fixedrate.py" "$url" "$RATE" "$secs" "$CONNECTIONS"
     else
         run_load "$s" "$secs" "$out" "$WRK" -t1 -c"$CONNECTIONS" -d"${secs}s" -s "$BENCH/summary.lua" "$url"
@@ -579,9 +599,9 @@ run_load() {
     WRK_PID=$!
     wait "$WRK_PID" || rc=$?
     WRK_PID=
-    # fixedrate.py measures itself, not the server, when it falls behind.
+    # A fixed-rate client measures itself, not the server, when it falls behind.
     if ((rc != 0)) && grep -q 'FAIL: the client fell' "$out"; then
-        die "$s: bench/fixedrate.py could not keep $RATE requests/s on CPU $LOAD_CPU" \
+        die "$s: the fixed-rate client ($(basename "$1")) could not keep $RATE requests/s on CPU $LOAD_CPU" \
             "($(grep -o 'fell [0-9.]* ms behind' "$out")): give a lower RATE, on a quieter machine; output in $out"
     fi
     ((rc == 0)) || die "$s: the load ($(basename "$1")) exited with $rc; output in $out"
@@ -728,7 +748,7 @@ if [[ $SCENARIO == proxy-latency && -z $RATE_GIVEN ]]; then
         printf "%d", f["requests"] / (f["duration_us"] / 1e6)}' "$OUT/calibrate-$(tag "$BASELINE").txt")
     RATE=$((max_rps / 2))
     ((RATE >= 1)) || die "$BASELINE's maximum ($max_rps requests/s) gives no rate"
-    RATE_FROM="half of $BASELINE's $max_rps requests/s (wrk -t1 -c$CONNECTIONS, ${DURATION}s)"
+    RATE_FROM="half of $BASELINE's $max_rps requests/s, wrk -t1 -c$CONNECTIONS for ${DURATION} s"
     log "proxy-latency: $RATE requests/s, $RATE_FROM"
 fi
 
@@ -772,7 +792,9 @@ fi
     echo "cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
     echo "ncpu=$(nproc --all)"
     # wrk -v prints its version and exits with 1.
-    if [[ $LOAD == rate ]]; then
+    if [[ $LOAD == rate && $RATE_CLIENT == c ]]; then
+        echo "wrk=bench/openloop.c ($(cc --version | awk 'NR == 1'))"
+    elif [[ $LOAD == rate ]]; then
         echo "wrk=bench/fixedrate.py ($("$PY" --version 2>&1))"
     else
         echo "wrk=$({ "$WRK" -v 2>&1 || true; } | awk 'NR == 1 {print $1, $2}')"

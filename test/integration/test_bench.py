@@ -2,17 +2,26 @@
 bad SERVERS before starting anything; report.py turns a result directory
 of the proxy scenarios (three servers, backend CPU, system calls, p99.9)
 into the ratios ScalWS/nginx and ScalWS/HAProxy, and still reads results
-from before those columns. No server, no load: bench is not part of the
-tests, only its arithmetic and its refusals are."""
+from before those columns; openloop.c (built here under ASan and UBSan)
+keeps fixedrate.py's contract against a small local server. No scalwsd,
+no benchmark: only bench's arithmetic, refusals and client are tested."""
 
+import http.server
 import os
+import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import threading
+import time
 import unittest
+
+from harness import SANITIZER_PATTERNS
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_SH = os.path.join(ROOT, "bench", "run.sh")
+OPENLOOP_C = os.path.join(ROOT, "bench", "openloop.c")
 REPORT = os.path.join(ROOT, "bench", "report.py")
 TIMEOUT = 30
 
@@ -115,6 +124,109 @@ class Bench(unittest.TestCase):
         self.assertEqual(self.table_row(md, "server CPU per request (us)")[2], "0.500")
         for absent in ("p99.9", "system calls", "backend CPU"):
             self.assertNotIn(absent, md)
+
+
+class Backend(http.server.BaseHTTPRequestHandler):
+    """Keep-alive answers of a fixed size; the status and a delay per
+    request come from the server (the test's knobs)."""
+    protocol_version = "HTTP/1.1"
+    body = b"hello, world\n"
+
+    def do_GET(self):
+        if self.server.delay:
+            time.sleep(self.server.delay)
+        self.send_response(self.server.status)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+class OpenLoop(unittest.TestCase):
+    def setUp(self):
+        # Built per test (about a second): the runner calls no class fixtures.
+        d = tempfile.mkdtemp(prefix="scalws-openloop-")
+        self.addCleanup(shutil.rmtree, d, True)
+        self.binary = os.path.join(d, "openloop")
+        p = subprocess.run(["cc", "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
+                            "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+                            "-o", self.binary, OPENLOOP_C], capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 0, "openloop.c does not build: " + p.stderr.decode())
+
+    def serve(self, status=200, delay=0.0):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+        server.daemon_threads = True
+        server.status, server.delay = status, delay
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 5)
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        return "http://127.0.0.1:%d/small" % server.server_address[1]
+
+    def run_client(self, url, rate, seconds, conns):
+        """openloop's exit status and its BENCH fields."""
+        p = subprocess.run([self.binary, url, str(rate), str(seconds), str(conns)], capture_output=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        err = p.stderr.decode()
+        for pat in SANITIZER_PATTERNS:
+            self.assertNotIn(pat, err)
+        line = next((l for l in p.stdout.decode().splitlines() if l.startswith("BENCH ")), None)
+        self.assertIsNotNone(line, err)
+        return p.returncode, {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", line)}, err
+
+    @staticmethod
+    def answer_size(url):
+        """The bytes of one whole answer (Server and Date have fixed sizes)."""
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while not data.endswith(Backend.body):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        return len(data)
+
+    def test_every_due_request_is_answered_and_counted(self):
+        url = self.serve()
+        # The exit status says whether the client kept its schedule: a
+        # matter of timing on a shared machine, so not checked here.
+        _, f, err = self.run_client(url, 200, 1, 4)
+        self.assertEqual(f["requests"], 200, err)
+        for e in ("connect", "read", "write", "timeout", "status"):
+            self.assertEqual(f[e], 0, e)
+        self.assertEqual(f["bytes"], 200 * self.answer_size(url))
+        self.assertLessEqual(f["p50_us"], f["p99_us"])
+        self.assertLessEqual(f["p99_us"], f["p999_us"])
+        self.assertLessEqual(f["p999_us"], f["max_us"])
+
+    def test_error_answers_are_counted(self):
+        rc, f, err = self.run_client(self.serve(status=503), 100, 1, 2)
+        self.assertEqual(f["requests"], 100, err)
+        self.assertEqual(f["status"], 100)
+
+    def test_latency_counts_from_when_a_request_was_due(self):
+        # One connection, answers that take at least 20 ms, a request due
+        # every 10 ms for 0.5 s: request i cannot start before i x 20 ms,
+        # so the last of 50 waits at least 49 x 10 ms. A closed loop (the
+        # latency from sending) would show about 20 ms.
+        rc, f, err = self.run_client(self.serve(delay=0.02), 100, 0.5, 1)
+        self.assertEqual(f["requests"], 50, err)
+        self.assertGreaterEqual(f["max_us"], 49 * 10000)
+
+    def test_no_connection_fails(self):
+        # A port nobody listens on: one bound, never listened on.
+        s = socket.socket()
+        self.addCleanup(s.close)
+        s.bind(("127.0.0.1", 0))
+        p = subprocess.run([self.binary, "http://127.0.0.1:%d/small" % s.getsockname()[1], "10", "1", "1"],
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"no connection", p.stderr)
 
 
 if __name__ == "__main__":
