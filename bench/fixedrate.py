@@ -11,7 +11,8 @@ due (no coordinated omission). Prints one line in the format of wrk's
 summary.lua, so run.sh reads both alike:
 
     BENCH requests=N duration_us=.. bytes=.. connect=0 read=0 write=0
-          timeout=0 status=0 p50_us=.. p90_us=.. p99_us=.. max_us=.. mean_us=..
+          timeout=0 status=0 p50_us=.. p90_us=.. p99_us=.. p999_us=.. max_us=..
+          mean_us=..
 
 Why Python and not wrk or h2load: wrk has no fixed rate, and h2load's rate
 options pace new connections, not requests on kept-alive ones. At the low
@@ -166,13 +167,14 @@ def main(argv):
     lat_us = sorted(x * 1e6 for x in latencies)
 
     def pct(p):
+        # The nearest rank: at p99.9 of fewer than 1000 answers, the worst.
         return lat_us[min(len(lat_us) - 1, int(len(lat_us) * p / 100))]
 
     # Requests, duration: what wrk reports too (completed, over the window).
     print("BENCH requests=%d duration_us=%d bytes=%d connect=%d read=%d write=%d timeout=%d status=%d "
-          "p50_us=%d p90_us=%d p99_us=%d max_us=%d mean_us=%.1f"
+          "p50_us=%d p90_us=%d p99_us=%d p999_us=%d max_us=%d mean_us=%.1f"
           % (len(lat_us), measured * 1e6, nbytes, errors["connect"], errors["read"], errors["write"],
-             errors["timeout"], errors["status"], pct(50), pct(90), pct(99), lat_us[-1],
+             errors["timeout"], errors["status"], pct(50), pct(90), pct(99), pct(99.9), lat_us[-1],
              statistics.fmean(lat_us)))
     print("fixedrate: %d requests due at %.0f/s over %.1f s, %d answered; the client noticed "
           "one at most %.2f ms late" % (sent, rate, seconds, len(lat_us), worst_lag * 1e3),

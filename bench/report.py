@@ -6,10 +6,14 @@ Reads DIR/runs.csv (one row of raw figures per measured run) and DIR/meta.txt
 prints the Markdown (ready for docs/benchmarks/) on standard output.
 
 Every figure is a median over the runs of one server; the ratios are
-SERVER/BASELINE of those medians (meta's baseline: nginx against ScalWS, or
-scalws:shared among accept policies). Per-run figures and per-round ratios
-(each server's run against the baseline's of the same round) follow, so the
-noise can be judged.
+SERVER/REFERENCE of those medians, for the pairs meta's `ratios` names
+(run.sh: every server over the baseline, nginx against ScalWS or
+scalws:shared among accept policies, and in the proxy scenarios ScalWS over
+HAProxy too; older results: every server over the baseline). Per-run
+figures and per-round ratios (each server's run against its reference's of
+the same round) follow, so the noise can be judged. A figure that no run
+has (p99.9, backend CPU, system calls before the proxy scenarios) is left
+out.
 
 Usage: bench/report.py DIR     (run.sh calls it; it can be rerun at will)
 """
@@ -23,7 +27,7 @@ from pathlib import Path
 def name(server):
     """scalws -> ScalWS, scalws:least-loaded -> ScalWS least-loaded."""
     kind, _, policy = server.partition(":")
-    return {"scalws": "ScalWS", "nginx": "nginx"}.get(kind, kind) + (" " + policy if policy else "")
+    return {"scalws": "ScalWS", "nginx": "nginx", "haproxy": "HAProxy"}.get(kind, kind) + (" " + policy if policy else "")
 
 
 # key, label, digits, whether a ratio to the baseline means something; every
@@ -31,12 +35,16 @@ def name(server):
 # which side was the bottleneck (1.0: that CPU was saturated), and how much
 # CPU something else on the machine took meanwhile. Server CPU use has a
 # ratio all the same: at a fixed rate (LOAD=rate) it is the figure that
-# compares the servers' CPU.
+# compares the servers' CPU. The backend's CPU (proxy scenarios) is the
+# backend's, not the proxy's: shown beside it, no ratio.
 METRICS = [
     ("rps", "requests/s", 0, True),
     ("p50_ms", "p50 latency (ms)", 3, True),
     ("p99_ms", "p99 latency (ms)", 3, True),
+    ("p999_ms", "p99.9 latency (ms)", 3, True),
     ("cpu_us_per_req", "server CPU per request (us)", 3, True),
+    ("syscalls_per_req", "system calls per request (workers, wrk -c16)", 2, True),
+    ("backend_cpu_us_per_req", "backend CPU per request (us)", 3, False),
     ("worker_rss_mib", "peak RSS, worker (MiB)", 1, True),
     ("total_rss_mib", "peak RSS, all processes (MiB)", 1, True),
     ("server_cores", "server CPU use (cores)", 3, True),
@@ -49,13 +57,24 @@ METRICS = [
 OTHER_LOAD_LIMIT = 0.10
 
 
+def optional(row, key):
+    """A column that older results lack, or that a scenario leaves empty."""
+    value = row.get(key) or ""
+    return int(value) if value else None
+
+
 def figures(row):
-    """The derived figures of one run from its raw CSV row."""
+    """The derived figures of one run from its raw CSV row; None for a
+    figure the run does not have."""
     requests = int(row["requests"])
     seconds = int(row["duration_us"]) / 1e6
     cpu_s = int(row["cpu_ticks"]) / int(row["clk_tck"])
     wrk_s = int(row["wrk_cpu_ticks"]) / int(row["clk_tck"])
     busy_s = int(row["busy_ticks"]) / int(row["clk_tck"])
+    p999 = optional(row, "latency_p999_us")
+    backend = optional(row, "backend_cpu_ticks")
+    backend_s = backend / int(row["clk_tck"]) if backend is not None else None
+    syscalls, syscall_requests = optional(row, "syscalls"), optional(row, "syscall_requests")
     return {
         "run": int(row["run"]),
         "slot": int(row["slot"]),
@@ -67,12 +86,15 @@ def figures(row):
         "rps": requests / seconds,
         "p50_ms": int(row["latency_p50_us"]) / 1000,
         "p99_ms": int(row["latency_p99_us"]) / 1000,
+        "p999_ms": p999 / 1000 if p999 is not None else None,
         "cpu_us_per_req": cpu_s * 1e6 / requests,
+        "syscalls_per_req": syscalls / syscall_requests if syscalls is not None and syscall_requests else None,
+        "backend_cpu_us_per_req": backend_s * 1e6 / requests if backend_s is not None else None,
         "worker_rss_mib": int(row["worker_hwm_kib"]) / 1024,
         "total_rss_mib": int(row["total_hwm_kib"]) / 1024,
         "server_cores": cpu_s / seconds,
         "wrk_cores": wrk_s / seconds,
-        "other_cores": (busy_s - cpu_s - wrk_s) / seconds,
+        "other_cores": (busy_s - cpu_s - wrk_s - (backend_s or 0)) / seconds,
     }
 
 
@@ -85,53 +107,65 @@ def read_meta(path):
     return meta
 
 
-def summarize(runs, servers, baseline):
-    """{server: {metric: {median, min, max}}} and {server: {metric: ratio to
-    the baseline's median}} for every other server."""
+def present_metrics(runs):
+    """The METRICS that at least one run has."""
+    return [m for m in METRICS if any(r[m[0]] is not None for r in runs)]
+
+
+def ratio_pairs(meta, servers, baseline):
+    """[(server, reference)]: meta's `ratios` (SERVER/REF ...), else every
+    server over the baseline; pairs whose servers did not run are dropped."""
+    named = meta.get("ratios")
+    if named is None:
+        pairs = [(s, baseline) for s in servers if s != baseline]
+    else:
+        pairs = [tuple(p.split("/", 1)) for p in named.split()]
+    return [(s, ref) for s, ref in pairs if s in servers and ref in servers]
+
+
+def summarize(runs, servers, pairs, metrics):
+    """{server: {metric: {median, min, max}}} (None where the server has no
+    value) and {"SERVER/REF": {metric: ratio of the medians}}."""
     stats = {}
     for s in servers:
         mine = [r for r in runs if r["server"] == s]
         stats[s] = {}
-        for key, *_ in METRICS:
-            values = [r[key] for r in mine]
+        for key, *_ in metrics:
+            values = [r[key] for r in mine if r[key] is not None]
             stats[s][key] = {
-                "median": statistics.median(values),
-                "min": min(values),
-                "max": max(values),
+                "median": statistics.median(values) if values else None,
+                "min": min(values) if values else None,
+                "max": max(values) if values else None,
             }
     ratios = {}
-    if baseline in stats:
-        for s in servers:
-            if s == baseline:
-                continue
-            ratios[s] = {}
-            for key, _, _, meaningful in METRICS:
-                base = stats[baseline][key]["median"]
-                ratios[s][key] = stats[s][key]["median"] / base if meaningful and base else None
+    for s, ref in pairs:
+        ratios[f"{s}/{ref}"] = {}
+        for key, _, _, meaningful in metrics:
+            mine, base = stats[s][key]["median"], stats[ref][key]["median"]
+            ratios[f"{s}/{ref}"][key] = mine / base if meaningful and mine is not None and base else None
     return stats, ratios
 
 
-def pair_ratios(runs, baseline):
-    """SERVER/BASELINE per round, for the rounds that have both."""
-    pairs = []
+def pair_ratios(runs, pairs):
+    """SERVER/REF per round, for the rounds that have both."""
+    out = []
     for run in sorted({r["run"] for r in runs}):
         by = {r["server"]: r for r in runs if r["run"] == run}
-        if baseline not in by:
-            continue
-        for s, r in by.items():
-            if s != baseline:
-                pairs.append({
+        for s, ref in pairs:
+            if s in by and ref in by:
+                out.append({
                     "run": run,
                     "server": s,
-                    "rps": r["rps"] / by[baseline]["rps"],
-                    "cpu_us_per_req": r["cpu_us_per_req"] / by[baseline]["cpu_us_per_req"],
-                    "server_cores": r["server_cores"] / by[baseline]["server_cores"],
+                    "reference": ref,
+                    "rps": by[s]["rps"] / by[ref]["rps"],
+                    "cpu_us_per_req": by[s]["cpu_us_per_req"] / by[ref]["cpu_us_per_req"],
+                    "server_cores": by[s]["server_cores"] / by[ref]["server_cores"],
                 })
-    return pairs
+    return out
 
 
 def fmt(value, digits):
-    return f"{value:.{digits}f}"
+    return f"{value:.{digits}f}" if value is not None else "-"
 
 
 def setup_line(meta, runs, servers):
@@ -146,18 +180,52 @@ def setup_line(meta, runs, servers):
     else:
         placing = f"{workers} workers per server, each pinned to one of CPUs {meta.get('server_cpu')}"
     if meta.get("load") == "rate":
-        load = (f"fixed rate {meta.get('rate')} requests/s (bench/fixedrate.py, open loop, latency from "
+        rate_from = meta.get("rate_from", "given")
+        load = (f"fixed rate {meta.get('rate')} requests/s{'' if rate_from == 'given' else ' (' + rate_from + ')'} "
+                f"({meta.get('wrk', 'bench/fixedrate.py').split(' (')[0]}, open loop, latency from "
                 f"the moment each request was due) over {meta.get('connections')} keep-alive connections")
     else:
         load = f"wrk -t1 -c{meta.get('connections')}"
-    return (f"{placing}; {load} on CPU {meta.get('load_cpu')}; GET {meta.get('url_path')} "
+    backend = ""
+    if meta.get("backend"):
+        backend = (f"; every server proxies to one backend, {meta['backend']}, whose CPU is reported apart "
+                   f"(not in the server's)")
+    syscalls = ""
+    if int(meta.get("syscall_s", "0") or 0) > 0:
+        syscalls = (f"; system calls: perf stat -e raw_syscalls:sys_enter on the workers during "
+                    f"{meta['syscall_s']} s of wrk -t1 -c{meta.get('syscall_connections')} after each "
+                    f"measured run, over the requests of those seconds")
+    return (f"{placing}; {load} on CPU {meta.get('load_cpu')}{backend}; GET {meta.get('url_path')} "
             f"({meta.get('body_bytes')} bytes of body; whole response: {sizes} bytes); "
             f"{n} runs of {meta.get('duration_s')} s per server after {meta.get('warmup_s')} s of warm-up, "
-            f"order rotated each round; all responses 2xx, no socket errors. "
+            f"order rotated each round; all responses 2xx, no socket errors{syscalls}. "
             f"Medians, with min-max in brackets.")
 
 
-def markdown(meta, servers, runs, stats, ratios, pairs, baseline):
+def pair_name(pair):
+    s, _, ref = pair.partition("/")
+    return f"{name(s)}/{name(ref)}"
+
+
+# The per-run table: key, column, format; optional columns only when a run
+# has them.
+RUN_COLUMNS = [
+    ("rps", "requests/s", "{:.0f}"),
+    ("p50_ms", "p50 ms", "{:.3f}"),
+    ("p99_ms", "p99 ms", "{:.3f}"),
+    ("p999_ms", "p99.9 ms", "{:.3f}"),
+    ("cpu_us_per_req", "CPU us/req", "{:.3f}"),
+    ("syscalls_per_req", "syscalls/req", "{:.2f}"),
+    ("backend_cpu_us_per_req", "backend us/req", "{:.3f}"),
+    ("worker_rss_mib", "RSS worker MiB", "{:.1f}"),
+    ("total_rss_mib", "RSS all MiB", "{:.1f}"),
+    ("server_cores", "server cores", "{:.2f}"),
+    ("wrk_cores", "load cores", "{:.2f}"),
+    ("other_cores", "other cores", "{:.2f}"),
+]
+
+
+def markdown(meta, servers, runs, stats, ratios, rounds, metrics):
     out = []
     out.append(f"### {meta.get('scenario')}: {' vs '.join(name(s) for s in servers)}")
     out.append("")
@@ -169,41 +237,43 @@ def markdown(meta, servers, runs, stats, ratios, pairs, baseline):
     out.append("")
     head = "| metric |" + "".join(f" {name(s)} |" for s in servers)
     rule = "|---|" + "---:|" * len(servers)
-    for s in ratios:
-        head += f" {name(s)}/{name(baseline)} |"
+    for pair in ratios:
+        head += f" {pair_name(pair)} |"
         rule += "---:|"
     out += [head, rule]
-    for key, label, digits, _ in METRICS:
+    for key, label, digits, _ in metrics:
         line = f"| {label} |"
         for s in servers:
             st = stats[s][key]
-            line += f" {fmt(st['median'], digits)} ({fmt(st['min'], digits)}-{fmt(st['max'], digits)}) |"
-        for s in ratios:
-            r = ratios[s][key]
+            line += (f" {fmt(st['median'], digits)} ({fmt(st['min'], digits)}-{fmt(st['max'], digits)}) |"
+                     if st["median"] is not None else " - |")
+        for pair in ratios:
+            r = ratios[pair][key]
             line += f" {r:.3f} |" if r is not None else " - |"
         out.append(line)
     out.append("")
     out.append("Per run (in the order measured):")
     out.append("")
-    out.append("| run | server | requests/s | p50 ms | p99 ms | CPU us/req | RSS worker MiB | RSS all MiB "
-               "| server cores | load cores | other cores |")
-    out.append("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    present = {key for key, *_ in metrics}
+    columns = [c for c in RUN_COLUMNS if c[0] in present or c[0].endswith("_cores")]
+    out.append("| run | server |" + "".join(f" {label} |" for _, label, _ in columns))
+    out.append("|---:|---|" + "---:|" * len(columns))
     for r in sorted(runs, key=lambda r: r["slot"]):
-        out.append(
-            f"| {r['run']} | {name(r['server'])} | {r['rps']:.0f} | {r['p50_ms']:.3f} | {r['p99_ms']:.3f} "
-            f"| {r['cpu_us_per_req']:.3f} | {r['worker_rss_mib']:.1f} | {r['total_rss_mib']:.1f} "
-            f"| {r['server_cores']:.2f} | {r['wrk_cores']:.2f} | {r['other_cores']:.2f} |")
+        out.append(f"| {r['run']} | {name(r['server'])} |"
+                   + "".join(f" {form.format(r[key])} |" if r[key] is not None else " - |"
+                             for key, _, form in columns))
     disturbed = [r for r in sorted(runs, key=lambda r: r["slot"]) if r["other_cores"] > OTHER_LOAD_LIMIT]
     if disturbed:
         out.append("")
         out.append(f"**Warning**: other processes took more than {OTHER_LOAD_LIMIT} cores during "
                    + ", ".join(f"run {r['run']} {name(r['server'])} ({r['other_cores']:.2f})" for r in disturbed)
                    + ": the machine was not quiet; do not use these figures for a decision.")
-    for s in ratios:
-        mine = [p for p in pairs if p["server"] == s]
+    for pair in ratios:
+        s, _, ref = pair.partition("/")
+        mine = [p for p in rounds if p["server"] == s and p["reference"] == ref]
         if mine:
             out.append("")
-            out.append(f"{name(s)}/{name(baseline)} per round: requests/s "
+            out.append(f"{pair_name(pair)} per round: requests/s "
                        + ", ".join(f"{p['rps']:.3f}" for p in mine)
                        + "; CPU per request "
                        + ", ".join(f"{p['cpu_us_per_req']:.3f}" for p in mine)
@@ -216,17 +286,17 @@ def runs_of(runs, server):
     return [r for r in runs if r["server"] == server]
 
 
-def write_csv(path, servers, stats, ratios, baseline):
+def write_csv(path, servers, stats, ratios, metrics):
     with path.open("w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["metric", "server", "median", "min", "max"])
-        for key, *_ in METRICS:
+        for key, *_ in metrics:
             for s in servers:
                 st = stats[s][key]
                 w.writerow([key, s, st["median"], st["min"], st["max"]])
-            for s in ratios:
-                if ratios[s][key] is not None:
-                    w.writerow([key, f"{s}/{baseline}", ratios[s][key], "", ""])
+            for pair in ratios:
+                if ratios[pair][key] is not None:
+                    w.writerow([key, pair, ratios[pair][key], "", ""])
 
 
 def main(argv):
@@ -243,17 +313,19 @@ def main(argv):
     servers = [s for s in meta.get("servers", "").split() if runs_of(runs, s)]
     # Result directories from before accept policies name no baseline.
     baseline = meta.get("baseline", "nginx")
-    stats, ratios = summarize(runs, servers, baseline)
-    pairs = pair_ratios(runs, baseline)
-    md = markdown(meta, servers, runs, stats, ratios, pairs, baseline)
+    metrics = present_metrics(runs)
+    pairs = ratio_pairs(meta, servers, baseline)
+    stats, ratios = summarize(runs, servers, pairs, metrics)
+    rounds = pair_ratios(runs, pairs)
+    md = markdown(meta, servers, runs, stats, ratios, rounds, metrics)
     (d / "summary.md").write_text(md)
-    write_csv(d / "summary.csv", servers, stats, ratios, baseline)
+    write_csv(d / "summary.csv", servers, stats, ratios, metrics)
     (d / "summary.json").write_text(json.dumps({
         "meta": meta,
         "summary": stats,
         "baseline": baseline,
-        "ratios_over_baseline": ratios,
-        "pair_ratios": pairs,
+        "ratios": ratios,
+        "pair_ratios": rounds,
         "runs": sorted(runs, key=lambda r: r["slot"]),
     }, indent=2) + "\n")
     sys.stdout.write(md)

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/run.sh SCENARIO: ScalWS and nginx side by side on this machine, or
 # ScalWS under several accept policies (SERVERS="scalws:least-loaded
-# scalws:shared ...", WORKERS, PIN=none, LOAD=rate; see bench/README.md).
+# scalws:shared ...", WORKERS, PIN=none, LOAD=rate; see bench/README.md), or
+# ScalWS, nginx and HAProxy as reverse proxies in front of one nginx backend
+# (the proxy scenarios: the backend on LOAD_CPU beside the load).
 #
 # By default each server runs with one worker, every server process on CPU
 # 0; wrk (one thread) and this script run on CPU 1. Runs alternate (scalws, nginx, nginx,
@@ -24,40 +26,59 @@ RUNS=${RUNS:-5}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
 CONNECTIONS=${CONNECTIONS:-50}
-SERVERS=${SERVERS:-scalws nginx}
+# Defaults that depend on the scenario are set once it is known.
+SERVERS=${SERVERS:-}
+SYSCALL_SECS=${SYSCALL_SECS:-}
+RATE_CLIENT=${RATE_CLIENT:-}
+SYSCALL_CONNECTIONS=16
 BASELINE=${BASELINE:-}
 WORKERS=${WORKERS:-1}
 PIN=${PIN:-cpu}
 LOAD=${LOAD:-closed}
+# proxy-latency with no RATE given measures it: half of the baseline's maximum.
+RATE_GIVEN=${RATE:+1}
 RATE=${RATE:-2000}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 SCALWSD=${SCALWSD:-$ROOT/build/scalwsd}
 NGINX=${NGINX:-/usr/sbin/nginx}
+HAPROXY=${HAPROXY:-/usr/sbin/haproxy}
+PERF=${PERF:-perf}
 WRK=${WRK:-wrk}
 START_TIMEOUT=${START_TIMEOUT:-10}
 STOP_TIMEOUT=${STOP_TIMEOUT:-5}
 
 usage() {
     cat <<EOF
-usage: bench/run.sh SCENARIO          scenarios: respond, static-small
+usage: bench/run.sh SCENARIO          scenarios: respond, static-small,
+                                      proxy, proxy-100k, proxy-latency
 
 Environment (shown with the values in force):
   RUNS=$RUNS  measured runs per server
   DURATION=$DURATION  seconds per measured run     WARMUP=$WARMUP  seconds of warm-up per run
   CONNECTIONS=$CONNECTIONS  wrk connections
-  SERVERS="$SERVERS"  which servers, in the order of the first round:
-      nginx, scalws, or scalws:POLICY (an accept_policy: shared reuseport
-      hash least-loaded fountain cpu; plain scalws is scalws:shared)
+  SERVERS=${SERVERS:-(respond, static-small: "scalws nginx")}  which servers (spaces or commas), in the order of the
+      first round: nginx, scalws, or scalws:POLICY (an accept_policy: shared
+      reuseport hash least-loaded fountain cpu; plain scalws is
+      scalws:shared), and haproxy in the proxy scenarios (their default:
+      "scalws nginx haproxy")
   BASELINE=${BASELINE:-(nginx, else scalws:shared, else the first)}  ratios are SERVER/BASELINE
   WORKERS=$WORKERS  ScalWS event_loops (nginx: 1 only)
   PIN=$PIN  cpu: each ScalWS worker on one CPU (its own pinning); none: every
       worker may run on all of SERVER_CPU (run.sh widens it after start)
   LOAD=$LOAD  closed: wrk, CONNECTIONS keep-alive connections as fast as it
       can; rate: bench/fixedrate.py, RATE=$RATE requests/s over CONNECTIONS
+      (proxy-latency: always rate; without RATE, half of the baseline's
+      maximum, measured first with wrk)
+  RATE_CLIENT=${RATE_CLIENT:-(proxy-latency: c; others: python)}  the fixed-rate client: python
+      (bench/fixedrate.py) or c (bench/openloop.c, compiled here; the same
+      contract, for rates Python cannot keep)
+  SYSCALL_SECS=${SYSCALL_SECS:-(proxy, proxy-100k: 3; others: 0)}  after each measured run,
+      seconds of wrk -t1 -c$SYSCALL_CONNECTIONS under perf stat counting the
+      system calls of the server's workers (0: none)
   SERVER_CPU=$SERVER_CPU  LOAD_CPU=$LOAD_CPU  CPUs for the servers (a list: 0,1 or 0-1) and for the load
   SCALWSD=$SCALWSD
-  NGINX=$NGINX  WRK=$WRK
+  NGINX=$NGINX  HAPROXY=$HAPROXY  WRK=$WRK  PERF=$PERF
   OUT=bench/results/<timestamp>-SCENARIO  where results go
 EOF
 }
@@ -79,10 +100,31 @@ is_uint() {
 
 case ${1:-} in
     -h|--help) usage; exit 0 ;;
-    respond|static-small) SCENARIO=$1 ;;
+    respond|static-small|proxy|proxy-100k|proxy-latency) SCENARIO=$1 ;;
     '') usage >&2; exit 2 ;;
     *) echo "run.sh: unknown scenario '$1'" >&2; usage >&2; exit 2 ;;
 esac
+# The proxy scenarios put a backend on LOAD_CPU and a proxy in front of it.
+PROXY=0
+case $SCENARIO in
+    proxy*)
+        PROXY=1
+        SERVERS=${SERVERS:-scalws nginx haproxy}
+        ;;
+    *) SERVERS=${SERVERS:-scalws nginx} ;;
+esac
+case $SCENARIO in
+    proxy|proxy-100k) SYSCALL_SECS=${SYSCALL_SECS:-3} ;;
+    *) SYSCALL_SECS=${SYSCALL_SECS:-0} ;;
+esac
+# Half of nginx's maximum as a proxy is beyond fixedrate.py (bench/README.md).
+if [[ $SCENARIO == proxy-latency ]]; then
+    RATE_CLIENT=${RATE_CLIENT:-c}
+else
+    RATE_CLIENT=${RATE_CLIENT:-python}
+fi
+# proxy-latency is p50, p99, p99.9 at a fixed rate.
+[[ $SCENARIO != proxy-latency ]] || LOAD=rate
 
 # A CPU list as taskset and /proc/PID/status write it (0,2 or 0-1), as the
 # sorted CPU numbers separated by spaces.
@@ -97,7 +139,7 @@ expand_cpus() {
     printf '%s\n' "${cpus[@]}" | sort -nu | tr '\n' ' ' | sed 's/ $//'
 }
 
-for v in RUNS DURATION WARMUP CONNECTIONS WORKERS RATE LOAD_CPU START_TIMEOUT STOP_TIMEOUT; do
+for v in RUNS DURATION WARMUP CONNECTIONS WORKERS RATE LOAD_CPU START_TIMEOUT STOP_TIMEOUT SYSCALL_SECS; do
     is_uint "${!v}" || die "$v must be a whole number, not '${!v}'"
 done
 ((RUNS >= 1 && DURATION >= 1 && CONNECTIONS >= 1 && WORKERS >= 1 && RATE >= 1)) ||
@@ -113,7 +155,8 @@ if [[ $SERVER_CPUS != *" "* ]]; then
 fi
 case $PIN in cpu|none) ;; *) die "PIN is cpu or none, not '$PIN'" ;; esac
 case $LOAD in closed|rate) ;; *) die "LOAD is closed or rate, not '$LOAD'" ;; esac
-read -r -a SERVER_LIST <<<"$SERVERS"
+case $RATE_CLIENT in python|c) ;; *) die "RATE_CLIENT is python or c, not '$RATE_CLIENT'" ;; esac
+read -r -a SERVER_LIST <<<"${SERVERS//,/ }"
 for s in "${SERVER_LIST[@]}"; do
     case $s in
         scalws|scalws:shared|scalws:reuseport|scalws:hash|scalws:least-loaded|scalws:fountain|scalws:cpu)
@@ -121,9 +164,15 @@ for s in "${SERVER_LIST[@]}"; do
         nginx)
             [[ -x $NGINX ]] || die "no $NGINX: apt-get install nginx-light, or set NGINX"
             ((WORKERS == 1)) || die "nginx.conf.in has one worker: WORKERS=$WORKERS is for ScalWS policies only" ;;
-        *) die "unknown server '$s' in SERVERS (known: nginx, scalws, scalws:POLICY)" ;;
+        haproxy)
+            ((PROXY)) || die "haproxy serves no files nor fixed answers: it is in the proxy scenarios only"
+            [[ -x $HAPROXY ]] || die "no $HAPROXY: scripts/deps.sh bench (Debian's haproxy), or set HAPROXY"
+            ((WORKERS == 1)) || die "haproxy.cfg.in has one thread: WORKERS=$WORKERS is for ScalWS policies only" ;;
+        *) die "unknown server '$s' in SERVERS (known: nginx, scalws, scalws:POLICY, haproxy)" ;;
     esac
 done
+# The backend of the proxy scenarios is nginx, whatever SERVERS says.
+((PROXY == 0)) || [[ -x $NGINX ]] || die "no $NGINX for the backend: apt-get install nginx-light, or set NGINX"
 ((${#SERVER_LIST[@]} >= 1 && ${#SERVER_LIST[@]} <= 6)) || die "SERVERS names one to six servers"
 if [[ -z $BASELINE ]]; then
     BASELINE=${SERVER_LIST[0]}
@@ -131,8 +180,13 @@ if [[ -z $BASELINE ]]; then
     for s in "${SERVER_LIST[@]}"; do [[ $s != nginx ]] || BASELINE=$s; done
 fi
 [[ " ${SERVER_LIST[*]} " == *" $BASELINE "* ]] || die "BASELINE $BASELINE is not in SERVERS"
-if [[ $LOAD == closed ]]; then
+if [[ $LOAD == closed ]] || ((SYSCALL_SECS > 0)) || [[ $SCENARIO == proxy-latency && -z $RATE_GIVEN ]]; then
     command -v "$WRK" >/dev/null || die "no wrk: apt-get install wrk"
+fi
+if ((SYSCALL_SECS > 0)); then
+    # Counting a tracepoint needs perf and, as root, nothing else.
+    "$PERF" stat -e raw_syscalls:sys_enter -x, -o /dev/null true >/dev/null 2>&1 ||
+        die "'$PERF stat -e raw_syscalls:sys_enter true' fails: scripts/deps.sh bench (linux-perf), run as root, or SYSCALL_SECS=0"
 fi
 command -v curl >/dev/null || die "no curl: apt-get install curl"
 [[ -d /sys/devices/system/cpu/cpu$LOAD_CPU ]] || die "no CPU $LOAD_CPU on this machine"
@@ -155,6 +209,8 @@ chmod 755 "$TMP"
 SERVER_PID=     # the running server's main process, while one runs
 SERVER_PIDS=()  # it and its children, as last seen
 WRK_PID=        # timeout(1) running wrk, while it runs
+BACKEND_PID=    # the proxy scenarios' backend nginx, while it runs
+BACKEND_PIDS=() # it and its worker
 
 cleanup() {
     local rc=$?
@@ -162,6 +218,7 @@ cleanup() {
     # timeout passes the TERM on to wrk.
     [[ -z $WRK_PID ]] || kill -TERM "$WRK_PID" 2>/dev/null || true
     stop_server || true
+    stop_backend || true
     cp -p "$TMP"/*.log "$OUT"/ 2>/dev/null || true
     rm -rf "$TMP"
     exit "$rc"
@@ -169,6 +226,13 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
+
+# The C fixed-rate client, built for this call only (not part of scalwsd).
+OPENLOOP=$TMP/openloop
+if [[ $LOAD == rate && $RATE_CLIENT == c ]]; then
+    cc -std=gnu11 -O2 -Wall -Wextra -Werror -o "$OPENLOOP" "$BENCH/openloop.c" 2>"$TMP/openloop-cc.log" ||
+        die "cannot compile bench/openloop.c: $(head -3 "$TMP/openloop-cc.log")"
+fi
 
 # ---------------------------------------------------------------- scenario
 
@@ -196,6 +260,19 @@ setup_scenario() {
             URL_PATH=/static/index.html
             cp "$docroot/static/index.html" "$TMP/expected"
             ;;
+        proxy|proxy-latency)
+            # The backend's "location = /small".
+            URL_PATH=/small
+            printf 'hello, world\n' >"$TMP/expected"
+            ;;
+        proxy-100k)
+            # 102400 bytes of numbered lines, the same every time.
+            seq -f 'proxy-100k line %06g' 1 4500 >"$docroot/100k"
+            truncate -s 102400 "$docroot/100k"
+            chmod a+r "$docroot/100k"
+            URL_PATH=/100k
+            cp "$docroot/100k" "$TMP/expected"
+            ;;
     esac
 }
 
@@ -210,7 +287,25 @@ print(s.getsockname()[1])'
 
 render() {  # render TEMPLATE OUTPUT PORT [POLICY]
     sed -e "s|@PORT@|$3|g" -e "s|@DOCROOT@|$DOCROOT|g" -e "s|@TMP@|$TMP|g" \
-        -e "s|@WORKERS@|$WORKERS|g" -e "s|@POLICY@|${4:-shared}|g" "$1" >"$2"
+        -e "s|@WORKERS@|$WORKERS|g" -e "s|@POLICY@|${4:-shared}|g" \
+        -e "s|@BACKEND_PORT@|${BACKEND_PORT:-}|g" "$1" >"$2"
+}
+
+# The configuration template of server kind $1 (nginx, scalws, haproxy) in
+# this scenario: in the proxy scenarios each one proxies to the backend.
+template() {
+    if ((PROXY)); then
+        case $1 in
+            nginx) echo "$BENCH/conf/nginx-proxy.conf.in" ;;
+            scalws) echo "$BENCH/conf/scalws-proxy.yaml.in" ;;
+            haproxy) echo "$BENCH/conf/haproxy.cfg.in" ;;
+        esac
+    else
+        case $1 in
+            nginx) echo "$BENCH/conf/nginx.conf.in" ;;
+            scalws) echo "$BENCH/conf/scalws.yaml.in" ;;
+        esac
+    fi
 }
 
 # A server's name in file names: scalws:least-loaded -> scalws-least-loaded.
@@ -227,20 +322,28 @@ declare -A PORT
 for s in "${SERVER_LIST[@]}"; do
     PORT[$s]=$(free_port)
 done
+BACKEND_PORT=
+((PROXY == 0)) || BACKEND_PORT=$(free_port)
 
 # Starts server $1 on the CPUs $SERVER_CPU in the background; sets SERVER_PID.
 start_server() {
     local s=$1 port=${PORT[$1]}
     case $s in
         nginx)
-            render "$BENCH/conf/nginx.conf.in" "$TMP/nginx.conf" "$port"
+            render "$(template nginx)" "$TMP/nginx.conf" "$port"
             taskset -c "$SERVER_CPU" "$NGINX" -p "$TMP/" -c "$TMP/nginx.conf" \
                 -e "$TMP/nginx-error.log" >>"$TMP/nginx-stderr.log" 2>&1 &
             ;;
         scalws*)
-            render "$BENCH/conf/scalws.yaml.in" "$TMP/$(tag "$s").yaml" "$port" "$(policy_of "$s")"
+            render "$(template scalws)" "$TMP/$(tag "$s").yaml" "$port" "$(policy_of "$s")"
             taskset -c "$SERVER_CPU" "$SCALWSD" -c "$TMP/$(tag "$s").yaml" \
                 >>"$TMP/$(tag "$s").log" 2>&1 &
+            ;;
+        haproxy)
+            # -db: in the foreground, one process (no master), which
+            # SIGTERM stops.
+            render "$(template haproxy)" "$TMP/haproxy.cfg" "$port"
+            taskset -c "$SERVER_CPU" "$HAPROXY" -db -f "$TMP/haproxy.cfg" >>"$TMP/haproxy.log" 2>&1 &
             ;;
     esac
     SERVER_PID=$!
@@ -259,17 +362,27 @@ proc_tree() {
 # Waits (bounded) until the server answers on its port with a worker behind
 # it; sets SERVER_PIDS.
 wait_ready() {
-    local s=$1 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" deadline=$((SECONDS + START_TIMEOUT)) answered
+    local s=$1 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" deadline=$((SECONDS + START_TIMEOUT)) answered why
     local nprocs=2
-    [[ $s == nginx ]] || nprocs=$((WORKERS + 1))
+    case $s in
+        nginx) ;;
+        haproxy) nprocs=1 ;;
+        *) nprocs=$((WORKERS + 1)) ;;
+    esac
     while :; do
-        kill -0 "$SERVER_PID" 2>/dev/null || die "$s exited at start; see $OUT/*.log"
+        if ! kill -0 "$SERVER_PID" 2>/dev/null; then
+            if ((PROXY)) && [[ $s == scalws* ]] &&
+                why=$(grep -m1 -e 'pools: unknown key' -e 'not built yet' "$TMP/$(tag "$s").log"); then
+                die_no_proxy_action "it refused the configuration: ${why#*]: }"
+            fi
+            die "$s exited at start; see $OUT/*.log"
+        fi
         answered=0
         if curl -s -o /dev/null --max-time 1 "$url"; then
             answered=1
             mapfile -t SERVER_PIDS < <(proc_tree "$SERVER_PID")
             if ((${#SERVER_PIDS[@]} >= nprocs)); then
-                [[ $s == nginx ]] || check_policy "$s"
+                [[ $s != scalws* ]] || check_policy "$s"
                 [[ $PIN == cpu ]] || unpin "$s"
                 return 0
             fi
@@ -280,22 +393,76 @@ wait_ready() {
     done
 }
 
-# Stops the running server, if any: SIGTERM, then SIGKILL after STOP_TIMEOUT.
-stop_server() {
-    [[ -n $SERVER_PID ]] || return 0
-    local pids=("${SERVER_PIDS[@]}") p deadline=$((SECONDS + STOP_TIMEOUT))
-    kill -TERM "$SERVER_PID" 2>/dev/null || true
-    while kill -0 "$SERVER_PID" 2>/dev/null && ((SECONDS < deadline)); do
+# stop_procs MAIN PID...: SIGTERM to MAIN, then SIGKILL to whichever of the
+# PIDs is still there after STOP_TIMEOUT.
+stop_procs() {
+    local main=$1 p deadline=$((SECONDS + STOP_TIMEOUT))
+    shift
+    kill -TERM "$main" 2>/dev/null || true
+    while kill -0 "$main" 2>/dev/null && ((SECONDS < deadline)); do
         sleep 0.05
     done
-    for p in "${pids[@]}"; do
+    for p in "$main" "$@"; do
         kill -0 "$p" 2>/dev/null || continue
         log "pid $p still there after ${STOP_TIMEOUT}s: SIGKILL"
         kill -KILL "$p" 2>/dev/null || true
     done
-    wait "$SERVER_PID" 2>/dev/null || true
+    wait "$main" 2>/dev/null || true
+}
+
+# Stops the running server, if any.
+stop_server() {
+    [[ -n $SERVER_PID ]] || return 0
+    stop_procs "$SERVER_PID" "${SERVER_PIDS[@]}"
     SERVER_PID=
     SERVER_PIDS=()
+}
+
+# ---------------------------------------------------------------- backend
+
+# The proxy scenarios' backend: nginx, one worker, on LOAD_CPU (the proxies
+# have SERVER_CPU to themselves), started once for the whole call and
+# checked before anything else; sets BACKEND_PIDS.
+start_backend() {
+    local url="http://127.0.0.1:$BACKEND_PORT$URL_PATH" deadline=$((SECONDS + START_TIMEOUT)) code
+    render "$BENCH/conf/backend-nginx.conf.in" "$TMP/backend.conf" ""
+    taskset -c "$LOAD_CPU" "$NGINX" -p "$TMP/" -c "$TMP/backend.conf" \
+        -e "$TMP/backend-error.log" >>"$TMP/backend-stderr.log" 2>&1 &
+    BACKEND_PID=$!
+    while :; do
+        kill -0 "$BACKEND_PID" 2>/dev/null || die "the backend nginx exited at start; see $OUT/backend*.log"
+        code=$(curl -s -o "$TMP/body-backend" -w '%{http_code}' --max-time 1 "$url") || true
+        if [[ $code == 200 ]]; then
+            mapfile -t BACKEND_PIDS < <(proc_tree "$BACKEND_PID")
+            ((${#BACKEND_PIDS[@]} < 2)) || break
+        fi
+        ((SECONDS < deadline)) || die "the backend nginx does not answer 200 on $url after ${START_TIMEOUT}s"
+        sleep 0.05
+    done
+    cmp -s "$TMP/body-backend" "$TMP/expected" || die "the backend's body of $url differs from the expected one"
+}
+
+stop_backend() {
+    [[ -n $BACKEND_PID ]] || return 0
+    stop_procs "$BACKEND_PID" "${BACKEND_PIDS[@]}"
+    BACKEND_PID=
+    BACKEND_PIDS=()
+}
+
+# The backend must be the same processes throughout: its CPU time is
+# reported per run.
+check_backend() {
+    local now
+    now=$(proc_tree "$BACKEND_PID" | tr '\n' ' ')
+    [[ $now == "${BACKEND_PIDS[*]} " ]] || die "the backend's processes changed: ${BACKEND_PIDS[*]} -> $now"
+}
+
+# A ScalWS without the proxy action refuses the configuration's pools or
+# proxy route at start, or answers a proxy route 501: there is nothing to
+# measure, and the message says what to do.
+die_no_proxy_action() {
+    die "this scalwsd has no proxy action yet ($1); build one that has, or measure the peers alone:" \
+        "SERVERS=nginx,haproxy bench/run.sh $SCENARIO"
 }
 
 # A BPF policy that could not load falls back to reuseport and says so:
@@ -364,11 +531,12 @@ busy_ticks() {
     awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
 }
 
-# utime + stime of all processes of server $1, in clock ticks.
+# cpu_ticks NAME PID...: utime + stime of the processes, in clock ticks.
 cpu_ticks() {
     local s=$1 p stat t=0 f
-    for p in "${SERVER_PIDS[@]}"; do
-        stat=$(cat "/proc/$p/stat" 2>/dev/null) || die "$s pid $p is gone: a server process died during the run"
+    shift
+    for p in "$@"; do
+        stat=$(cat "/proc/$p/stat" 2>/dev/null) || die "$s pid $p is gone: a process died during the run"
         # Fields after "pid (comm) ": state is [0], utime (field 14) is [11].
         read -r -a f <<<"${stat##*) }"
         t=$((t + f[11] + f[12]))
@@ -390,6 +558,9 @@ check_answer() {
     w=$(curl -s --max-time 5 -D "$TMP/head-$s" -o "$TMP/body-$s" \
         -w '%{http_code} %{size_header} %{size_download}' "$url") || die "$s: curl $url failed"
     read -r code hsize bsize <<<"$w"
+    if ((PROXY)) && [[ $s == scalws* && $code == 501 ]]; then
+        die_no_proxy_action "it answers 501 on $url"
+    fi
     [[ $code == 200 ]] || die "$s answers $code on $url, not 200"
     if ! cmp -s "$TMP/body-$s" "$TMP/expected"; then
         cp "$TMP/body-$s" "$OUT/"
@@ -406,22 +577,60 @@ check_answer() {
 # Runs the load against server $1 for $2 seconds; the result lines go to $3.
 # closed: wrk, whose Lua script only has done(), so wrk's hot path is
 # unchanged. rate: bench/fixedrate.py, which prints the same BENCH line.
-run_wrk() {
-    local s=$1 secs=$2 out=$3 rc=0 url="http://127.0.0.1:${PORT[$1]}$URL_PATH"
-    local -a cmd
-    if [[ $LOAD == rate ]]; then
-        cmd=("$PY" "$BENCH/fixedrate.py" "$url" "$RATE" "$secs" "$CONNECTIONS")
+run_wrk() {  # run_wrk NAME SECONDS OUTPUT [LOAD]
+    local s=$1 secs=$2 out=$3 url="http://127.0.0.1:${PORT[$1]}$URL_PATH"
+    if [[ ${4:-$LOAD} == rate && $RATE_CLIENT == c ]]; then
+        run_load "$s" "$secs" "$out" "$OPENLOOP" "$url" "$RATE" "$secs" "$CONNECTIONS"
+    elif [[ ${4:-$LOAD} == rate ]]; then
+        run_load "$s" "$secs" "$out" "$PY" "$BENCH/fixedrate.py" "$url" "$RATE" "$secs" "$CONNECTIONS"
     else
-        cmd=("$WRK" -t1 -c"$CONNECTIONS" -d"${secs}s" -s "$BENCH/summary.lua" "$url")
+        run_load "$s" "$secs" "$out" "$WRK" -t1 -c"$CONNECTIONS" -d"${secs}s" -s "$BENCH/summary.lua" "$url"
     fi
+}
+
+# run_load NAME SECONDS OUTPUT COMMAND...: one load command on LOAD_CPU,
+# bounded in time; it must print a BENCH line.
+run_load() {
+    local s=$1 secs=$2 out=$3 rc=0
+    shift 3
     # In the background so that a signal to this script is handled at once
     # (bash runs traps only between foreground commands).
-    taskset -c "$LOAD_CPU" timeout -k 5 $((secs + 30)) "${cmd[@]}" >"$out" 2>&1 &
+    taskset -c "$LOAD_CPU" timeout -k 5 $((secs + 30)) "$@" >"$out" 2>&1 &
     WRK_PID=$!
     wait "$WRK_PID" || rc=$?
     WRK_PID=
-    ((rc == 0)) || die "$s: the load ($LOAD) exited with $rc; output in $out"
-    grep -q '^BENCH ' "$out" || die "$s: no summary from the load ($LOAD); output in $out"
+    # A fixed-rate client measures itself, not the server, when it falls behind.
+    if ((rc != 0)) && grep -q 'FAIL: the client fell' "$out"; then
+        die "$s: the fixed-rate client ($(basename "$1")) could not keep $RATE requests/s on CPU $LOAD_CPU" \
+            "($(grep -o 'fell [0-9.]* ms behind' "$out")): give a lower RATE, on a quieter machine; output in $out"
+    fi
+    ((rc == 0)) || die "$s: the load ($(basename "$1")) exited with $rc; output in $out"
+    grep -q '^BENCH ' "$out" || die "$s: no summary from the load ($(basename "$1")); output in $out"
+}
+
+# The processes of server $1 whose system calls are counted: its workers,
+# or its one process when it has no master (HAProxy with -db).
+worker_pids() {
+    if ((${#SERVER_PIDS[@]} == 1)); then
+        echo "$SERVER_PID"
+    else
+        printf '%s\n' "${SERVER_PIDS[@]:1}"
+    fi
+}
+
+# count_syscalls NAME OUTPUT PERF_OUTPUT: wrk -t1 -c16 for SYSCALL_SECS
+# under perf stat, which counts the system calls the workers enter while
+# wrk runs (perf ends with wrk: -p counts the processes, not wrk). Sets
+# SYSCALLS to the count; the requests are wrk's, in OUTPUT.
+count_syscalls() {
+    local s=$1 out=$2 perf_out=$3 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" pids n
+    pids=$(worker_pids | paste -sd,)
+    run_load "$s" "$SYSCALL_SECS" "$out" "$PERF" stat -e raw_syscalls:sys_enter -x, -o "$perf_out" -p "$pids" -- \
+        "$WRK" -t1 -c"$SYSCALL_CONNECTIONS" -d"${SYSCALL_SECS}s" -s "$BENCH/summary.lua" "$url"
+    check_wrk "$s" "$out" "$SYSCALL_CONNECTIONS"
+    n=$(awk -F, '$3 ~ /^raw_syscalls:sys_enter/ {print $1}' "$perf_out")
+    is_uint "$n" || die "$s: perf counted no system calls ('$n'); output in $perf_out"
+    SYSCALLS=$n
 }
 
 # Reads one field of the BENCH line of a wrk output.
@@ -429,9 +638,10 @@ wrk_field() {
     sed -n "s/^BENCH .*\b$2=\([0-9.]*\).*/\1/p" "$1"
 }
 
-# Fails unless every response of a wrk run was a good one.
+# check_wrk NAME OUTPUT [CONNECTIONS]: fails unless every response of a
+# load run was a good one.
 check_wrk() {
-    local s=$1 out=$2 e n bytes
+    local s=$1 out=$2 conns=${3:-$CONNECTIONS} e n bytes
     for e in connect read write timeout; do
         n=$(wrk_field "$out" "$e")
         [[ $n == 0 ]] || die "$s: $n socket $e errors; output in $out"
@@ -444,19 +654,19 @@ check_wrk() {
     # Each response must be the one curl saw (a 3xx or another answer has
     # another size). Responses cut at the end add at most one per connection;
     # 1 % leaves room for a "Connection: close" on the last response.
-    ((bytes * 100 >= n * RESP_BYTES * 99 && bytes * 100 <= (n + CONNECTIONS) * RESP_BYTES * 101)) ||
+    ((bytes * 100 >= n * RESP_BYTES * 99 && bytes * 100 <= (n + conns) * RESP_BYTES * 101)) ||
         die "$s: $bytes bytes for $n responses, expected $RESP_BYTES each; output in $out"
 }
 
 # ---------------------------------------------------------------- one run
 
 CSV=$OUT/runs.csv
-echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib" >"$CSV"
+echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests" >"$CSV"
 
 # measure SERVER RUN SLOT: one fresh server, warm-up, measured run, a CSV row.
 measure() {
     local s=$1 run=$2 slot=$3 warm=$OUT/warmup-$1-$2.txt out=$OUT/wrk-$1-$2.txt
-    local t0 t1 w0 w1 b0 b1 p hwm worker_hwm=0 total_hwm=0
+    local t0 t1 w0 w1 b0 b1 k0= k1= p hwm worker_hwm=0 total_hwm=0 sc= scn=
     start_server "$s"
     wait_ready "$s"
     check_pinned "$s"
@@ -467,67 +677,49 @@ measure() {
     fi
     check_same_pids "$s"
     b0=$(busy_ticks)
-    t0=$(cpu_ticks "$s")
+    t0=$(cpu_ticks "$s" "${SERVER_PIDS[@]}")
+    ((PROXY == 0)) || k0=$(cpu_ticks backend "${BACKEND_PIDS[@]}")
     w0=$(wrk_ticks)
     run_wrk "$s" "$DURATION" "$out"
     w1=$(wrk_ticks)
-    t1=$(cpu_ticks "$s")
+    ((PROXY == 0)) || k1=$(cpu_ticks backend "${BACKEND_PIDS[@]}")
+    t1=$(cpu_ticks "$s" "${SERVER_PIDS[@]}")
     b1=$(busy_ticks)
     check_same_pids "$s"
     check_wrk "$s" "$out"
+    # After the measured run, not during it: perf's counting costs the
+    # server CPU time.
+    if ((SYSCALL_SECS > 0)); then
+        count_syscalls "$s" "$OUT/syscalls-wrk-$1-$2.txt" "$OUT/syscalls-perf-$1-$2.txt"
+        sc=$SYSCALLS
+        scn=$(wrk_field "$OUT/syscalls-wrk-$1-$2.txt" requests)
+        check_same_pids "$s"
+    fi
+    ((PROXY == 0)) || check_backend
     for p in "${SERVER_PIDS[@]}"; do
         hwm=$(hwm_kib "$p")
         total_hwm=$((total_hwm + hwm))
-        # The worker: the largest child (there is one; master is [0]).
-        if [[ $p != "$SERVER_PID" ]] && ((hwm > worker_hwm)); then worker_hwm=$hwm; fi
+        # The worker: the largest child (master is [0]), or the one process.
+        if [[ $p != "$SERVER_PID" || ${#SERVER_PIDS[@]} == 1 ]] && ((hwm > worker_hwm)); then worker_hwm=$hwm; fi
     done
-    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm" >>"$CSV"
+    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn" >>"$CSV"
     stop_server
     awk -F, -v r="$run" 'END {
         s = $6 / 1e6
-        printf "run.sh: run %d %-6s %9.0f req/s  p99 %6.3f ms  %6.3f us CPU/req  RSS worker %.1f MiB, all %.1f MiB  other load %.2f cores\n",
-            r, $4, $5 / s, $10 / 1000, $12 / $15 * 1e6 / $5, $17 / 1024, $18 / 1024, ($14 - $12 - $13) / $15 / s }' "$CSV" >&2
+        printf "run.sh: run %d %-7s %9.0f req/s  p99 %6.3f ms  %6.3f us CPU/req  RSS worker %.1f MiB, all %.1f MiB  other load %.2f cores",
+            r, $4, $5 / s, $10 / 1000, $12 / $15 * 1e6 / $5, $17 / 1024, $18 / 1024, ($14 - $12 - $13 - $20) / $15 / s
+        if ($20 != "") printf "  backend %.3f us CPU/req", $20 / $15 * 1e6 / $5
+        if ($21 != "") printf "  %.2f syscalls/req", $21 / $22
+        printf "\n" }' "$CSV" >&2
 }
 
 # ---------------------------------------------------------------- main
 
 setup_scenario
-
-{
-    echo "scenario=$SCENARIO"
-    echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-    echo "runs=$RUNS"
-    echo "duration_s=$DURATION"
-    echo "warmup_s=$WARMUP"
-    echo "connections=$CONNECTIONS"
-    echo "servers=${SERVER_LIST[*]}"
-    echo "baseline=$BASELINE"
-    echo "workers=$WORKERS"
-    echo "pin=$PIN"
-    echo "load=$LOAD"
-    [[ $LOAD != rate ]] || echo "rate=$RATE"
-    echo "server_cpu=$SERVER_CPU"
-    echo "load_cpu=$LOAD_CPU"
-    echo "url_path=$URL_PATH"
-    echo "body_bytes=$(stat -c %s "$TMP/expected")"
-    # --no-optional-locks: reading the revision must not write git's index.
-    echo "git=$(git --no-optional-locks -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
-    echo "kernel=$(uname -r)"
-    echo "cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
-    echo "ncpu=$(nproc --all)"
-    # wrk -v prints its version and exits with 1.
-    if [[ $LOAD == rate ]]; then
-        echo "wrk=bench/fixedrate.py ($("$PY" --version 2>&1))"
-    else
-        echo "wrk=$({ "$WRK" -v 2>&1 || true; } | awk 'NR == 1 {print $1, $2}')"
-    fi
-    for s in "${SERVER_LIST[@]}"; do
-        case $s in
-            nginx) echo "nginx=$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')" ;;
-            scalws*) echo "$s=$({ "$SCALWSD" --version 2>&1 || true; } | awk 'NR == 1')" ;;
-        esac
-    done
-} >"$OUT/meta.txt"
+if ((PROXY)); then
+    start_backend
+    log "backend nginx answers $URL_PATH on port $BACKEND_PORT, CPU $LOAD_CPU"
+fi
 
 # Every server must give the same body before anything is measured.
 for s in "${SERVER_LIST[@]}"; do
@@ -540,7 +732,81 @@ done
 for s in "${SERVER_LIST[@]:1}"; do
     cmp -s "$TMP/body-${SERVER_LIST[0]}" "$TMP/body-$s" || die "${SERVER_LIST[0]} and $s answer different bodies"
 done
-cp "$TMP"/nginx.conf "$TMP"/scalws*.yaml "$OUT"/ 2>/dev/null || true
+cp "$TMP"/nginx.conf "$TMP"/scalws*.yaml "$TMP"/haproxy.cfg "$TMP"/backend.conf "$OUT"/ 2>/dev/null || true
+
+# proxy-latency's rate, unless RATE says it: about half of the baseline's
+# maximum, measured here with wrk as the proxy scenario does.
+RATE_FROM=given
+if [[ $SCENARIO == proxy-latency && -z $RATE_GIVEN ]]; then
+    start_server "$BASELINE"
+    wait_ready "$BASELINE"
+    check_answer "$BASELINE"
+    run_wrk "$BASELINE" "$DURATION" "$OUT/calibrate-$(tag "$BASELINE").txt" closed
+    check_wrk "$BASELINE" "$OUT/calibrate-$(tag "$BASELINE").txt"
+    stop_server
+    max_rps=$(awk '/^BENCH / {for (i = 2; i <= NF; i++) {split($i, kv, "="); f[kv[1]] = kv[2]}
+        printf "%d", f["requests"] / (f["duration_us"] / 1e6)}' "$OUT/calibrate-$(tag "$BASELINE").txt")
+    RATE=$((max_rps / 2))
+    ((RATE >= 1)) || die "$BASELINE's maximum ($max_rps requests/s) gives no rate"
+    RATE_FROM="half of $BASELINE's $max_rps requests/s, wrk -t1 -c$CONNECTIONS for ${DURATION} s"
+    log "proxy-latency: $RATE requests/s, $RATE_FROM"
+fi
+
+# The ratios reported, SERVER/REFERENCE: every server over the baseline
+# and, in the proxy scenarios, ScalWS over HAProxy too.
+RATIOS=()
+for s in "${SERVER_LIST[@]}"; do
+    [[ $s == "$BASELINE" ]] || RATIOS+=("$s/$BASELINE")
+done
+if ((PROXY)) && [[ " ${SERVER_LIST[*]} " == *" haproxy "* && $BASELINE != haproxy ]]; then
+    for s in "${SERVER_LIST[@]}"; do
+        [[ $s != scalws* ]] || RATIOS+=("$s/haproxy")
+    done
+fi
+
+{
+    echo "scenario=$SCENARIO"
+    echo "date=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    echo "runs=$RUNS"
+    echo "duration_s=$DURATION"
+    echo "warmup_s=$WARMUP"
+    echo "connections=$CONNECTIONS"
+    echo "servers=${SERVER_LIST[*]}"
+    echo "baseline=$BASELINE"
+    echo "ratios=${RATIOS[*]}"
+    echo "workers=$WORKERS"
+    echo "pin=$PIN"
+    echo "load=$LOAD"
+    [[ $LOAD != rate ]] || echo "rate=$RATE"
+    [[ $LOAD != rate ]] || echo "rate_from=$RATE_FROM"
+    echo "syscall_s=$SYSCALL_SECS"
+    echo "syscall_connections=$SYSCALL_CONNECTIONS"
+    ((PROXY == 0)) || echo "backend=nginx $("$NGINX" -v 2>&1 | sed 's/^nginx version: nginx\///'), port $BACKEND_PORT, CPU $LOAD_CPU"
+    echo "server_cpu=$SERVER_CPU"
+    echo "load_cpu=$LOAD_CPU"
+    echo "url_path=$URL_PATH"
+    echo "body_bytes=$(stat -c %s "$TMP/expected")"
+    # --no-optional-locks: reading the revision must not write git's index.
+    echo "git=$(git --no-optional-locks -C "$ROOT" describe --always --dirty 2>/dev/null || echo unknown)"
+    echo "kernel=$(uname -r)"
+    echo "cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+    echo "ncpu=$(nproc --all)"
+    # wrk -v prints its version and exits with 1.
+    if [[ $LOAD == rate && $RATE_CLIENT == c ]]; then
+        echo "wrk=bench/openloop.c ($(cc --version | awk 'NR == 1'))"
+    elif [[ $LOAD == rate ]]; then
+        echo "wrk=bench/fixedrate.py ($("$PY" --version 2>&1))"
+    else
+        echo "wrk=$({ "$WRK" -v 2>&1 || true; } | awk 'NR == 1 {print $1, $2}')"
+    fi
+    for s in "${SERVER_LIST[@]}"; do
+        case $s in
+            nginx) echo "nginx=$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')" ;;
+            haproxy) echo "haproxy=$("$HAPROXY" -v 2>&1 | awk 'NR == 1 {print $3}')" ;;
+            scalws*) echo "$s=$({ "$SCALWSD" --version 2>&1 || true; } | awk 'NR == 1')" ;;
+        esac
+    done
+} >"$OUT/meta.txt"
 
 # Order: the list rotated by one each round (A B, B A, A B, ...; A B C,
 # B C A, C A B, ...) so that no server always goes first.

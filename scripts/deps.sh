@@ -8,7 +8,8 @@
 #          clang (what `make` and `make run` need, nothing more)
 #   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
-#   bench  run, plus nginx and wrk (bench/run.sh)
+#   bench  run, plus nginx, wrk, HAProxy and perf (bench/run.sh; the
+#          proxy scenarios compare HAProxy and count system calls with perf)
 #   all    every set (the default)
 #
 # Installs what is missing (as root; otherwise prints the apt-get line and
@@ -21,7 +22,7 @@ set -eu
 RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang"
 TEST="libcmocka-dev python3 curl procps libcap2-bin"
 FUZZ="clang libclang-rt-dev"
-BENCH="nginx-light wrk curl python3 procps util-linux"
+BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf"
 
 usage() {
     echo "usage: scripts/deps.sh [--check] [run|test|fuzz|bench|all]..." >&2
@@ -62,6 +63,8 @@ present() {
     libclang-rt-dev) fuzzer_links ;;
     nginx-light) command -v nginx || [ -x /usr/sbin/nginx ] ;;
     wrk) command -v wrk ;;
+    haproxy) command -v haproxy || [ -x /usr/sbin/haproxy ] ;;
+    linux-perf) command -v perf ;;
     *) dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" ;;
     esac
 }
@@ -111,13 +114,17 @@ export DEBIAN_FRONTEND=noninteractive
 apt-get update -qq
 # shellcheck disable=SC2086
 apt-get install -y -qq --no-install-recommends $missing >/dev/null
-# nginx-light starts a system nginx on port 80 when installed; ScalWS only
-# uses the binary (bench/ and tests run their own instances).
-case " $missing " in
-*" nginx-light "*)
-    if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet nginx 2>/dev/null; then
-        systemctl stop nginx || true
-        systemctl disable nginx >/dev/null 2>&1 || true
-    fi
-    ;;
-esac
+# nginx-light starts a system nginx on port 80 when installed, haproxy a
+# system haproxy; ScalWS only uses the binaries (bench/ and tests run their
+# own instances).
+for pkg_service in nginx-light:nginx haproxy:haproxy; do
+    case " $missing " in
+    *" ${pkg_service%%:*} "*)
+        service=${pkg_service#*:}
+        if command -v systemctl >/dev/null 2>&1 && systemctl is-active --quiet "$service" 2>/dev/null; then
+            systemctl stop "$service" || true
+            systemctl disable "$service" >/dev/null 2>&1 || true
+        fi
+        ;;
+    esac
+done

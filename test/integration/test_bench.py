@@ -1,0 +1,233 @@
+"""bench/: the parts that run nothing heavy. run.sh parses and refuses a
+bad SERVERS before starting anything; report.py turns a result directory
+of the proxy scenarios (three servers, backend CPU, system calls, p99.9)
+into the ratios ScalWS/nginx and ScalWS/HAProxy, and still reads results
+from before those columns; openloop.c (built here under ASan and UBSan)
+keeps fixedrate.py's contract against a small local server. No scalwsd,
+no benchmark: only bench's arithmetic, refusals and client are tested."""
+
+import http.server
+import os
+import re
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+
+from harness import SANITIZER_PATTERNS
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+RUN_SH = os.path.join(ROOT, "bench", "run.sh")
+OPENLOOP_C = os.path.join(ROOT, "bench", "openloop.c")
+REPORT = os.path.join(ROOT, "bench", "report.py")
+TIMEOUT = 30
+
+OLD_HEADER = ("scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,"
+              "latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,"
+              "worker_hwm_kib,total_hwm_kib")
+NEW_HEADER = OLD_HEADER + ",latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests"
+
+
+def row(scenario, run, slot, server, cpu_ticks, extra=None):
+    """One runs.csv row: 100000 requests in 10 s, CPU_TICKS at 100 per
+    second (so CPU_TICKS us of CPU per request), an idle machine."""
+    base = [scenario, run, slot, server, 100000, 10000000, 15400000, 154, 500, 900, 3000,
+            cpu_ticks, 100, 100 + cpu_ticks + (extra[1] if extra else 0), 100, 2, 6000, 12000]
+    return ",".join(str(v) for v in base + (list(extra) if extra else []))
+
+
+class Bench(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="scalws-bench-test-")
+        self.addCleanup(shutil.rmtree, self.dir, True)
+
+    def results(self, meta, header, rows):
+        with open(os.path.join(self.dir, "meta.txt"), "w") as f:
+            f.write("".join("%s=%s\n" % kv for kv in meta.items()))
+        with open(os.path.join(self.dir, "runs.csv"), "w") as f:
+            f.write(header + "\n" + "\n".join(rows) + "\n")
+
+    def report(self):
+        p = subprocess.run(["/usr/bin/python3", REPORT, self.dir], capture_output=True,
+                           timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        return p.stdout.decode()
+
+    @staticmethod
+    def table_row(md, label):
+        """The cells of the summary table's row LABEL."""
+        for line in md.splitlines():
+            cells = [c.strip() for c in line.strip("|").split("|")]
+            if cells[0] == label:
+                return cells[1:]
+        raise AssertionError("no row %r in:\n%s" % (label, md))
+
+    def test_run_sh_parses(self):
+        p = subprocess.run(["bash", "-n", RUN_SH], capture_output=True, timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+
+    def test_haproxy_is_refused_outside_the_proxy_scenarios(self):
+        env = dict(os.environ, SERVERS="haproxy", OUT=os.path.join(self.dir, "out"))
+        p = subprocess.run(["bash", RUN_SH, "respond"], capture_output=True, timeout=TIMEOUT,
+                           env=env, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertIn("proxy scenarios only", p.stderr.decode())
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
+
+    def test_help_names_the_proxy_scenarios(self):
+        p = subprocess.run(["bash", RUN_SH, "--help"], capture_output=True, timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 0)
+        for scenario in ("proxy,", "proxy-100k", "proxy-latency"):
+            self.assertIn(scenario, p.stdout.decode())
+
+    def test_proxy_report_has_both_ratios_backend_apart_and_syscalls(self):
+        self.results(
+            {"scenario": "proxy", "runs": "1", "servers": "scalws nginx haproxy", "baseline": "nginx",
+             "ratios": "haproxy/nginx scalws/nginx scalws/haproxy", "syscall_s": "3",
+             "syscall_connections": "16", "backend": "nginx 1.22.1, port 1, CPU 1"},
+            NEW_HEADER,
+            # CPU per request: ScalWS 10 us, nginx 25 us, HAProxy 16 us; the
+            # backend 8 us (80 ticks) under each; system calls 4.4, 5.4, 4.9.
+            [row("proxy", 1, 1, "scalws", 10, (1200, 80, 44000, 10000)),
+             row("proxy", 1, 2, "nginx", 25, (1500, 80, 54000, 10000)),
+             row("proxy", 1, 3, "haproxy", 16, (1400, 80, 49000, 10000))])
+        md = self.report()
+        head = self.table_row(md, "metric")
+        self.assertEqual(head, ["ScalWS", "nginx", "HAProxy", "HAProxy/nginx", "ScalWS/nginx",
+                                "ScalWS/HAProxy"])
+        cpu = self.table_row(md, "server CPU per request (us)")
+        self.assertEqual(cpu[3:], ["0.640", "0.400", "0.625"])
+        calls = self.table_row(md, "system calls per request (workers, wrk -c16)")
+        self.assertEqual([c.split()[0] for c in calls[:3]], ["4.40", "5.40", "4.90"])
+        self.assertEqual(calls[4:], ["0.815", "0.898"])
+        backend = self.table_row(md, "backend CPU per request (us)")
+        self.assertEqual(backend[0].split()[0], "8.000")
+        self.assertEqual(backend[3:], ["-", "-", "-"], "the backend's CPU is no proxy's")
+        p999 = self.table_row(md, "p99.9 latency (ms)")
+        self.assertEqual(p999[0].split()[0], "1.200")
+        # The backend's CPU is neither the machine's other load nor the server's.
+        other = self.table_row(md, "other load on the machine (cores)")
+        for cell in other[:3]:
+            self.assertAlmostEqual(float(cell.split()[0]), 0.0, places=2)
+        self.assertIn("ScalWS/HAProxy per round: requests/s 1.000; CPU per request 0.625", md)
+
+    def test_results_from_before_the_proxy_columns_still_report(self):
+        self.results(
+            {"scenario": "respond", "runs": "1", "servers": "scalws nginx", "baseline": "nginx"},
+            OLD_HEADER,
+            [row("respond", 1, 1, "scalws", 6), row("respond", 1, 2, "nginx", 12)])
+        md = self.report()
+        self.assertEqual(self.table_row(md, "metric"), ["ScalWS", "nginx", "ScalWS/nginx"])
+        self.assertEqual(self.table_row(md, "server CPU per request (us)")[2], "0.500")
+        for absent in ("p99.9", "system calls", "backend CPU"):
+            self.assertNotIn(absent, md)
+
+
+class Backend(http.server.BaseHTTPRequestHandler):
+    """Keep-alive answers of a fixed size; the status and a delay per
+    request come from the server (the test's knobs)."""
+    protocol_version = "HTTP/1.1"
+    body = b"hello, world\n"
+
+    def do_GET(self):
+        if self.server.delay:
+            time.sleep(self.server.delay)
+        self.send_response(self.server.status)
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+    def log_message(self, *args):
+        pass
+
+
+class OpenLoop(unittest.TestCase):
+    def setUp(self):
+        # Built per test (about a second): the runner calls no class fixtures.
+        d = tempfile.mkdtemp(prefix="scalws-openloop-")
+        self.addCleanup(shutil.rmtree, d, True)
+        self.binary = os.path.join(d, "openloop")
+        p = subprocess.run(["cc", "-std=gnu11", "-O1", "-g", "-Wall", "-Wextra", "-Werror",
+                            "-fsanitize=address,undefined", "-fno-sanitize-recover=undefined",
+                            "-o", self.binary, OPENLOOP_C], capture_output=True, timeout=120)
+        self.assertEqual(p.returncode, 0, "openloop.c does not build: " + p.stderr.decode())
+
+    def serve(self, status=200, delay=0.0):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+        server.daemon_threads = True
+        server.status, server.delay = status, delay
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 5)
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        return "http://127.0.0.1:%d/small" % server.server_address[1]
+
+    def run_client(self, url, rate, seconds, conns):
+        """openloop's exit status and its BENCH fields."""
+        p = subprocess.run([self.binary, url, str(rate), str(seconds), str(conns)], capture_output=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        err = p.stderr.decode()
+        for pat in SANITIZER_PATTERNS:
+            self.assertNotIn(pat, err)
+        line = next((l for l in p.stdout.decode().splitlines() if l.startswith("BENCH ")), None)
+        self.assertIsNotNone(line, err)
+        return p.returncode, {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", line)}, err
+
+    @staticmethod
+    def answer_size(url):
+        """The bytes of one whole answer (Server and Date have fixed sizes)."""
+        port = int(url.rsplit(":", 1)[1].split("/")[0])
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+            s.sendall(b"GET /small HTTP/1.1\r\nHost: x\r\n\r\n")
+            data = b""
+            while not data.endswith(Backend.body):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        return len(data)
+
+    def test_every_due_request_is_answered_and_counted(self):
+        url = self.serve()
+        # The exit status says whether the client kept its schedule: a
+        # matter of timing on a shared machine, so not checked here.
+        _, f, err = self.run_client(url, 200, 1, 4)
+        self.assertEqual(f["requests"], 200, err)
+        for e in ("connect", "read", "write", "timeout", "status"):
+            self.assertEqual(f[e], 0, e)
+        self.assertEqual(f["bytes"], 200 * self.answer_size(url))
+        self.assertLessEqual(f["p50_us"], f["p99_us"])
+        self.assertLessEqual(f["p99_us"], f["p999_us"])
+        self.assertLessEqual(f["p999_us"], f["max_us"])
+
+    def test_error_answers_are_counted(self):
+        rc, f, err = self.run_client(self.serve(status=503), 100, 1, 2)
+        self.assertEqual(f["requests"], 100, err)
+        self.assertEqual(f["status"], 100)
+
+    def test_latency_counts_from_when_a_request_was_due(self):
+        # One connection, answers that take at least 20 ms, a request due
+        # every 10 ms for 0.5 s: request i cannot start before i x 20 ms,
+        # so the last of 50 waits at least 49 x 10 ms. A closed loop (the
+        # latency from sending) would show about 20 ms.
+        rc, f, err = self.run_client(self.serve(delay=0.02), 100, 0.5, 1)
+        self.assertEqual(f["requests"], 50, err)
+        self.assertGreaterEqual(f["max_us"], 49 * 10000)
+
+    def test_no_connection_fails(self):
+        # A port nobody listens on: one bound, never listened on.
+        s = socket.socket()
+        self.addCleanup(s.close)
+        s.bind(("127.0.0.1", 0))
+        p = subprocess.run([self.binary, "http://127.0.0.1:%d/small" % s.getsockname()[1], "10", "1", "1"],
+                           capture_output=True, timeout=30)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"no connection", p.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
