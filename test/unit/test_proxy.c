@@ -29,7 +29,8 @@
 #include "worker/proxy_req.h"
 #include "worker/upstream_conn.h"
 
-#define NUP 2
+#define NUP 3      /* fake upstreams; the pool has f->nmembers of them (2 unless a test says) */
+#define NARENA 4   /* table generations a test may build */
 #define OUT_MAX (8u << 20)
 
 typedef struct fixture {
@@ -38,7 +39,10 @@ typedef struct fixture {
     sws_shm_counters_t counters;
     sws_worker_ctx_t ctx;
     sws_settings_t st;
-    void *arena;
+    void *arena;          /* the generation in use */
+    void *arenas[NARENA]; /* every one built: a request may hold an older one */
+    unsigned ngen;
+    unsigned nmembers;
     int listen_fd[NUP];   /* the fake upstreams; -1: a member nobody listens on */
     int port[NUP];
     int client;           /* the client's end of the socketpair */
@@ -63,11 +67,17 @@ static int listener(int *port)
     return fd;
 }
 
-static void add_pool(Sws__RouteSet *rs, fixture_t *f)
+/* What a test changes in the pool or the route before the table is built. */
+typedef void (*tweak_fn)(Sws__Pool *pool, Sws__Route *route);
+
+static Sws__Pool *add_pool(Sws__RouteSet *rs, fixture_t *f)
 {
     Sws__Pool *pool = NEW(Sws__Pool, SWS__POOL__INIT);
     pool->name = strdup("app");
-    for (int i = 0; i < NUP; i++) {
+    /* As the configuration fills them (the table keeps a 0). */
+    pool->keepalive = SWS_DEFAULT_POOL_KEEPALIVE;
+    pool->retries = SWS_DEFAULT_POOL_RETRIES;
+    for (unsigned i = 0; i < f->nmembers; i++) {
         char addr[64];
         Sws__Member *m = NEW(Sws__Member, SWS__MEMBER__INIT);
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->port[i]);
@@ -77,10 +87,13 @@ static void add_pool(Sws__RouteSet *rs, fixture_t *f)
         PUSH(pool->members, pool->n_members, m);
     }
     PUSH(rs->pools, rs->n_pools, pool);
+    return pool;
 }
 
-/* The table: host "*", every path proxied to pool "app" (NUP members). */
-static void build_table(fixture_t *f)
+/* A new table generation: host "*", every path proxied to pool "app"
+ * (f->nmembers members), as tweak changes it; the connection set and the
+ * worker context's pools adopt it, as worker.c does. */
+static void build_table(fixture_t *f, tweak_fn tweak)
 {
     Sws__RouteSet *rs = rs_new();
     Sws__Host *h = rs_host(rs, "*");
@@ -89,14 +102,37 @@ static void build_table(fixture_t *f)
     px->pool = strdup("app");
     r->action_case = SWS__ROUTE__ACTION_PROXY;
     r->proxy = px;
-    add_pool(rs, f);
+    Sws__Pool *pool = add_pool(rs, f);
+    if (tweak != NULL)
+        tweak(pool, r);
     char err[256] = "";
     size_t size = sws_table_size(rs);
+    assert_true(f->ngen < NARENA);
     f->arena = aligned_alloc(8, (size + 7) & ~(size_t)7);
     assert_non_null(f->arena);
-    if (sws_table_build(f->arena, size, 1, rs, err, sizeof(err)) != 0)
+    f->arenas[f->ngen++] = f->arena;
+    if (sws_table_build(f->arena, size, f->ngen, rs, err, sizeof(err)) != 0)
         fail_msg("table: %s", err);
     sws__route_set__free_unpacked(rs, NULL);
+    if (f->set.loop != NULL)
+        sws_conn_set_configure(&f->set, f->arena, &f->st, SWS_STR("scalws-test"));
+    if (sws_upstream_pools_adopt(&f->ctx.pools, f->arena, &f->ctx.upstreams, err, sizeof(err)))
+        fail_msg("pools: %s", err);
+}
+
+/* The pool's balancer in the worker's view. */
+static sws_upstream_balancer_t *balancer(fixture_t *f)
+{
+    assert_int_equal(f->ctx.pools.npools, 1);
+    return &f->ctx.pools.pools[0].bal;
+}
+
+/* The next request goes to member 0 (round robin starts over). */
+static void rr_reset(fixture_t *f)
+{
+    sws_upstream_balancer_t *b = balancer(f);
+    for (uint32_t i = 0; i < b->npeers; i++)
+        b->peers[i].current = 0;
 }
 
 static int setup(void **state)
@@ -110,8 +146,9 @@ static int setup(void **state)
     assert_int_equal(sws_loop_init(&f->loop), 0);
     for (int i = 0; i < NUP; i++)
         f->listen_fd[i] = listener(&f->port[i]);
-    build_table(f);
+    f->nmembers = 2;
     sws_upstream_set_init(&f->ctx.upstreams, &f->loop);
+    build_table(f, NULL);
     sws_conn_set_init(&f->set, &f->loop, &sws_http1_proto, sws_handlers_dispatch, &f->counters);
     f->set.ctx = &f->ctx;
     f->set.head_handler = sws_handlers_dispatch_head;
@@ -140,7 +177,8 @@ static int teardown(void **state)
             close(f->listen_fd[i]);
     if (f->client >= 0)
         close(f->client);
-    free(f->arena);
+    for (unsigned i = 0; i < f->ngen; i++)
+        free(f->arenas[i]);
     free(f->out);
     free(f);
     return 0;
@@ -314,7 +352,7 @@ static void test_keepalive_upstream_connection_is_reused(void **state)
     assert_int_equal(f->ctx.upstreams.nidle, 1);
     /* The second request, to the same member, comes on the same upstream
      * connection. */
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/two"));
     assert_int_equal(f->ctx.upstreams.nidle, 0);
     up_read_head(f, fd, req, sizeof(req));
@@ -336,7 +374,7 @@ static void test_idle_connection_closed_by_upstream_is_dropped(void **state)
     pump(f);
     assert_int_equal(f->ctx.upstreams.nidle, 0);
     /* The next request opens a new connection, and is answered. */
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/two"));
     fd = up_serve(f, 0, OK5);
     assert_int_equal(count(f->out, "200 OK"), 2);
@@ -391,7 +429,7 @@ static void test_head_and_304_carry_no_body(void **state)
     /* The upstream connection is in sync: the next answer parses. */
     assert_int_equal(f->ctx.upstreams.nidle, 1);
     char req[4096];
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/c"));
     up_read_head(f, fd, req, sizeof(req));
     up_write(f, fd, "HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\n\r\n");
@@ -494,7 +532,7 @@ static void test_connect_refused_is_retried_on_another_member(void **state)
 {
     fixture_t *f = *state;
     refuse_member(f, 0);
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
     int fd = up_serve(f, 1, OK5);
     assert_non_null(strstr(f->out, "200 OK"));
@@ -516,7 +554,7 @@ static void test_broken_after_request_retries_get_only(void **state)
 {
     fixture_t *f = *state;
     char req[4096];
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/"));
     int fd = up_accept(f, 0);
     assert_true(fd >= 0);
@@ -527,7 +565,7 @@ static void test_broken_after_request_retries_get_only(void **state)
     assert_int_equal(count(f->out, "200 OK"), 1);
     close(fd);
 
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
     fd = up_accept(f, 0);
     assert_true(fd >= 0);
@@ -544,7 +582,7 @@ static void test_broken_after_request_retries_get_only(void **state)
 static void test_503_is_retried_for_get_not_for_post(void **state)
 {
     fixture_t *f = *state;
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/"));
     int a = up_serve(f, 0, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
     int b = up_serve(f, 1, OK5);
@@ -553,7 +591,7 @@ static void test_503_is_retried_for_get_not_for_post(void **state)
     close(a);
     close(b);
 
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     f->out_len = 0;
     client_send(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
     a = up_serve(f, 0, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
@@ -565,15 +603,25 @@ static void test_503_is_retried_for_get_not_for_post(void **state)
 /* Every attempt stalls: the read timeout answers 504 after 1 + retries
  * attempts, never a second time to the member that just failed while the
  * other is up. */
+static void read_timeout_20ms(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->timeouts = NEW(Sws__Pool__Timeouts, SWS__POOL__TIMEOUTS__INIT);
+    pool->timeouts->connect_ms = SWS_DEFAULT_POOL_CONNECT_TIMEOUT_MS;
+    pool->timeouts->send_ms = SWS_DEFAULT_POOL_SEND_TIMEOUT_MS;
+    pool->timeouts->read_ms = 20;
+    pool->timeouts->idle_ms = SWS_DEFAULT_POOL_IDLE_TIMEOUT_MS;
+}
+
 static void test_read_timeout_gives_504_after_retries(void **state)
 {
     fixture_t *f = *state;
-    enum { RETRIES = SWS_UPSTREAM_RETRIES_DEFAULT };
+    enum { RETRIES = SWS_DEFAULT_POOL_RETRIES };
     int fds[1 + RETRIES];
     int members[1 + RETRIES];
     char req[4096];
-    sws_timer_queue_set_duration(&f->ctx.upstreams.q[SWS_UPSTREAM_T_READ], 20);
-    f->ctx.upstreams.rr = 0;
+    build_table(f, read_timeout_20ms);
+    rr_reset(f);
     client_send(f, GET("/"));
     for (int k = 0; k <= RETRIES; k++) {
         fds[k] = -1;
@@ -645,7 +693,7 @@ static void test_request_body_with_length_streams_through(void **state)
     up_write(f, fd, OK5);
     assert_non_null(strstr(f->out, "200 OK"));
     /* In sync: the next request on both connections works. */
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/n"));
     up_read_until(f, fd, req, sizeof(req), "GET /n ");
     up_write(f, fd, OK5);
@@ -744,7 +792,7 @@ static void test_post_with_body_not_repeated(void **state)
 {
     fixture_t *f = *state;
     char req[4096];
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nxyz");
     int fd = up_accept(f, 0);
     assert_true(fd >= 0);
