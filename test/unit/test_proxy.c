@@ -804,6 +804,283 @@ static void test_post_with_body_not_repeated(void **state)
     assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
 }
 
+/* ---- the pool's settings and its balancer ---- */
+
+/* Another client connection; its fd. */
+static int client_open(fixture_t *f)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    assert_non_null(sws_conn_open(&f->set, sv[0], NULL, 0));
+    return sv[1];
+}
+
+static void client_write(fixture_t *f, int fd, const char *s)
+{
+    assert_int_equal(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+    pump(f);
+}
+
+/* What the client fd was sent so far, into buf. */
+static void client_read(int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    ssize_t n;
+    while (len + 1 < cap && (n = read(fd, buf + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    buf[len] = '\0';
+}
+
+/* The member whose fake upstream got the next connection (each tried in
+ * turn, bounded), its fd in *fd; -1 when none came. */
+static int up_accept_any(fixture_t *f, int *fd)
+{
+    for (int k = 0; k < 8; k++) {
+        for (int i = 0; i < NUP; i++) {
+            if (f->listen_fd[i] < 0)
+                continue;
+            *fd = accept4(f->listen_fd[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (*fd >= 0)
+                return i;
+        }
+        pump(f);
+    }
+    return -1;
+}
+
+/* Send one GET (with extra header lines), serve it where it went, close
+ * that upstream connection; the member. */
+static int one_request(fixture_t *f, const char *extra)
+{
+    char req[4096], buf[512];
+    int fd;
+    snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n%s\r\n", extra);
+    size_t before = count(f->out, "200 OK");
+    client_send(f, buf);
+    int m = up_accept_any(f, &fd);
+    if (m < 0)
+        fail_msg("the request reached no upstream");
+    up_read_head(f, fd, req, sizeof(req));
+    up_write(f, fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+    close(fd);
+    pump(f);
+    assert_int_equal(count(f->out, "200 OK"), before + 1);
+    return m;
+}
+
+static void weights_2_1(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->members[0]->weight = 2;
+    pool->keepalive = 0; /* a connection per request: each one shows its member */
+}
+
+static void test_round_robin_follows_the_weights(void **state)
+{
+    fixture_t *f = *state;
+    build_table(f, weights_2_1);
+    int n[NUP] = { 0 };
+    for (int k = 0; k < 30; k++)
+        n[one_request(f, "")]++;
+    assert_int_equal(n[0], 20);
+    assert_int_equal(n[1], 10);
+    assert_int_equal(f->ctx.upstreams.nidle, 0); /* keepalive 0 */
+}
+
+static void hash_on_x_user(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->balance = SWS__POOL__BALANCE__HASH;
+    pool->hash_key = strdup("header:x-user");
+    pool->keepalive = 0;
+}
+
+static void test_hash_sends_a_key_to_one_member(void **state)
+{
+    fixture_t *f = *state;
+    build_table(f, hash_on_x_user);
+    int seen[NUP] = { 0 };
+    for (int key = 0; key < 8; key++) {
+        char extra[64];
+        snprintf(extra, sizeof(extra), "X-User: user-%d\r\n", key);
+        int first = one_request(f, extra);
+        seen[first] = 1;
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(one_request(f, extra), first);
+    }
+    assert_true(seen[0] && seen[1]); /* the keys are spread, not all on one */
+}
+
+static void least_conn(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->balance = SWS__POOL__BALANCE__LEAST_CONN;
+}
+
+/* A member busy with a request gets the next one only after the idle
+ * member got one: round robin would alternate whatever the load. */
+static void test_least_conn_picks_the_member_with_fewer_requests(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096], out[4096];
+    int fd0, fd1;
+    build_table(f, least_conn);
+    int c2 = client_open(f);
+    client_send(f, GET("/slow"));
+    assert_int_equal(up_accept_any(f, &fd0), 0);
+    up_read_head(f, fd0, req, sizeof(req));
+    client_write(f, c2, GET("/a"));
+    assert_int_equal(up_accept_any(f, &fd1), 1);
+    up_read_head(f, fd1, req, sizeof(req));
+    up_write(f, fd1, OK5);
+    client_read(c2, out, sizeof(out));
+    assert_non_null(strstr(out, "200 OK"));
+    /* Member 0 still has /slow; member 1 none: /b goes to member 1 again
+     * (on its idle connection). */
+    client_write(f, c2, GET("/b"));
+    up_read_head(f, fd1, req, sizeof(req));
+    assert_true(strncmp(req, "GET /b ", 7) == 0);
+    up_write(f, fd1, OK5);
+    up_write(f, fd0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 1);
+    close(fd0);
+    close(fd1);
+    close(c2);
+}
+
+static void health_2_fails(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->health = NEW(Sws__Pool__Health, SWS__POOL__HEALTH__INIT);
+    pool->health->max_fails = 2;
+    pool->health->fail_window_ms = 60000;
+    pool->health->cooldown_ms = 60000;
+    pool->keepalive = 0;
+}
+
+static void test_member_down_after_max_fails_gets_nothing(void **state)
+{
+    fixture_t *f = *state;
+    close(f->listen_fd[0]); /* member 0 refuses connections */
+    f->listen_fd[0] = -1;
+    build_table(f, health_2_fails);
+    sws_upstream_balancer_t *b = balancer(f);
+    /* Each request fails on member 0 when it is picked and is retried on
+     * member 1: the client sees no failure. */
+    for (int k = 0; k < 10; k++)
+        assert_int_equal(one_request(f, ""), 1);
+    assert_true(sws_upstream_health_is_down(&b->peers[0].health));
+    assert_int_equal(b->peers[0].health.failures, 2); /* none tried during the cooldown */
+    assert_int_equal(b->peers[0].active, 0);
+    assert_int_equal(b->peers[1].active, 0);
+}
+
+static void max_conns_1(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->max_conns = 1;
+}
+
+static void test_max_conns_limits_requests_per_member(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096], out[4096];
+    int fd0, fd1;
+    build_table(f, max_conns_1);
+    int c2 = client_open(f), c3 = client_open(f);
+    client_send(f, GET("/1"));
+    assert_int_equal(up_accept_any(f, &fd0), 0);
+    up_read_head(f, fd0, req, sizeof(req));
+    client_write(f, c2, GET("/2"));
+    assert_int_equal(up_accept_any(f, &fd1), 1);
+    up_read_head(f, fd1, req, sizeof(req));
+    /* Both members have their one request: the third has nowhere to go. */
+    client_write(f, c3, GET("/3"));
+    client_read(c3, out, sizeof(out));
+    assert_non_null(strstr(out, "HTTP/1.1 503 "));
+    up_write(f, fd0, OK5);
+    /* Member 0 is free again: the next request goes there. */
+    client_write(f, c3, GET("/4"));
+    up_read_head(f, fd0, req, sizeof(req));
+    assert_true(strncmp(req, "GET /4 ", 7) == 0);
+    close(fd0);
+    close(fd1);
+    close(c2);
+    close(c3);
+}
+
+static void host_header(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)pool;
+    route->proxy->host_header = strdup("api.internal:8080");
+}
+
+static void test_host_header_replaces_the_clients(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    build_table(f, host_header);
+    client_send(f, GET("/"));
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_head(f, fd, req, sizeof(req));
+    assert_non_null(strstr(req, "\r\nHost: api.internal:8080\r\n"));
+    assert_non_null(strstr(req, "\r\nX-Forwarded-Host: a\r\n"));
+    up_write(f, fd, OK5);
+    close(fd);
+}
+
+static void retries_0(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->retries = 0;
+}
+
+static void test_retries_0_means_one_attempt(void **state)
+{
+    fixture_t *f = *state;
+    build_table(f, retries_0);
+    client_send(f, GET("/"));
+    int fd = up_serve(f, 0, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
+    assert_non_null(strstr(f->out, "HTTP/1.1 503 "));
+    assert_int_equal(up_accept(f, 1), -1);
+    close(fd);
+}
+
+static void three_members(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)pool;
+    (void)route;
+}
+
+/* A reload that adds a member keeps the others' turns: after member 0's
+ * turn, member 1's comes, not member 0's again as a fresh start would
+ * give. A reload that removes a member closes its idle connection. */
+static void test_reload_carries_turns_and_closes_removed_members(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, GET("/"));
+    int fd0 = up_serve(f, 0, OK5);
+    f->nmembers = 3;
+    build_table(f, three_members);
+    client_send(f, GET("/"));
+    int fd1 = up_serve(f, 1, OK5);
+    assert_int_equal(f->ctx.upstreams.nidle, 2);
+    f->nmembers = 1; /* members 1 and 2 go */
+    build_table(f, three_members);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    assert_true(up_closed(fd1));
+    /* Member 0's connection stays and serves. */
+    client_send(f, GET("/again"));
+    up_read_head(f, fd0, req, sizeof(req));
+    assert_true(strncmp(req, "GET /again ", 11) == 0);
+    up_write(f, fd0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 3);
+    close(fd0);
+    close(fd1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -842,6 +1119,22 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_answer_before_the_body_closes_the_connection, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_post_with_body_not_repeated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_robin_follows_the_weights, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_hash_sends_a_key_to_one_member, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_least_conn_picks_the_member_with_fewer_requests, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_member_down_after_max_fails_gets_nothing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_max_conns_limits_requests_per_member, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_host_header_replaces_the_clients, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_retries_0_means_one_attempt, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reload_carries_turns_and_closes_removed_members, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
