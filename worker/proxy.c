@@ -68,10 +68,12 @@ typedef struct proxy {
     const char *why;              /* ... and why */
     char why_buf[48];
     uint8_t picked;               /* a member was picked and not yet told how it went */
+    uint8_t logged;               /* the attempt is in the request's upstream fields */
     uint8_t has_key;              /* the request has a hash key */
     unsigned attempts;            /* retries made */
     unsigned retries;             /* the pool's, when the request came */
-    unsigned status;              /* the final status the upstream answered */
+    unsigned status;              /* the status the upstream answered in this attempt */
+    uint64_t attempt_ms;          /* loop time the attempt began */
     sws_upstream_conf_t conf;     /* the pool's, for the connections it takes */
     sws_upstream_tried_t tried;
     uint64_t cur_id;              /* the member of this attempt ... */
@@ -93,6 +95,7 @@ typedef struct proxy {
 } proxy_t;
 
 static void attempt(proxy_t *p);
+static void log_attempt(proxy_t *p);
 static void read_response(proxy_t *p);
 
 /* ---- response parsing (llhttp callbacks) ---- */
@@ -200,13 +203,13 @@ static int on_headers_complete(llhttp_t *hp)
         p->nfields = 0;
         return 0;
     }
+    p->status = status;
     if ((status == 502 || status == 503 || status == 504) && can_retry(p, F_STATUS)) {
         snprintf(p->why_buf, sizeof(p->why_buf), "answered %u", status);
         return refuse(p, F_STATUS, p->why_buf);
     }
     sws_header_t out[SWS_PROXY_MAX_FIELDS];
     unsigned n = relayed_fields(p, out);
-    p->status = status;
     uint64_t length = (hp->flags & F_CONTENT_LENGTH) ? hp->content_length
                                                      : SWS_STREAM_LENGTH_UNKNOWN;
     p->head_given = 1;
@@ -244,6 +247,7 @@ static int on_message_complete(llhttp_t *hp)
     sws_header_t out[SWS_PROXY_MAX_FIELDS];
     unsigned n = p->in_trailers ? relayed_fields(p, out) : 0;
     p->ended = 1;
+    log_attempt(p); /* the end may log the request at once */
     if (sws_stream_end(p->st, out, n) < 0)
         return refuse(p, F_CLIENT, "the client's stream refused the end");
     return HPE_PAUSED; /* what follows, if anything, is not ours to parse */
@@ -272,13 +276,43 @@ static sws_upstream_pool_t *pool_now(proxy_t *p)
     return sws_upstream_pools_find(p->pools, p->pool, p->pool_len, p->pool_hint);
 }
 
+/* item, after ", " when list has one already; an item that does not fit
+ * is left out (the list stays whole entries). */
+static void list_add(char *list, const char *item)
+{
+    size_t len = strlen(list);
+    size_t sep = len > 0 ? 2 : 0;
+    if (len + sep + strlen(item) >= SWS_REQUEST_UPSTREAM_TEXT)
+        return;
+    snprintf(list + len, SWS_REQUEST_UPSTREAM_TEXT - len, "%s%s", sep ? ", " : "", item);
+}
+
+/* The attempt's entry for the access log (request.h). */
+static void log_attempt(proxy_t *p)
+{
+    sws_request_upstream_t *u = &p->st->req.upstream;
+    if (p->logged)
+        return;
+    p->logged = 1;
+    char num[SWS_FMT_U64_MAX + 1];
+    list_add(u->addr, p->cur_text);
+    if (p->status != 0)
+        *sws_put_u64(num, p->status) = '\0';
+    else
+        memcpy(num, "-", 2);
+    list_add(u->status, num);
+    *sws_put_u64(num, sws_loop_now_ms(p->ups->loop) - p->attempt_ms) = '\0';
+    list_add(u->ms, num);
+}
+
 /* Tell the balancer how the attempt on the member picked went: once per
- * pick (its in-flight count and passive health). */
+ * pick (its in-flight count and passive health); and the access log. */
 static void report(proxy_t *p, sws_upstream_outcome_t outcome)
 {
     if (!p->picked)
         return;
     p->picked = 0;
+    log_attempt(p);
     sws_upstream_pool_t *pool = pool_now(p);
     if (pool != NULL)
         sws_upstream_balance_done(&pool->bal, p->cur_id, p->cur_hint, outcome,
@@ -557,6 +591,9 @@ static void attempt(proxy_t *p)
         return;
     }
     p->picked = 1;
+    p->logged = 0;
+    p->status = 0;
+    p->attempt_ms = sws_loop_now_ms(p->ups->loop);
     p->cur_id = pool->bal.peers[i].id;
     p->cur_hint = i;
     sws_upstream_tried_add(&p->tried, p->cur_id);

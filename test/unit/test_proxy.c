@@ -1081,6 +1081,25 @@ static void test_reload_carries_turns_and_closes_removed_members(void **state)
     close(fd1);
 }
 
+/* Each attempt is in the request's upstream fields, for the access log. */
+static void test_attempts_recorded_for_the_access_log(void **state)
+{
+    fixture_t *f = *state;
+    char want[128];
+    rr_reset(f);
+    client_send(f, GET("/"));
+    int fd0 = up_serve(f, 0, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
+    int fd1 = up_serve(f, 1, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 1);
+    const sws_request_upstream_t *u = &sws_http1_of(f->conn)->stream.req.upstream;
+    snprintf(want, sizeof(want), "127.0.0.1:%d, 127.0.0.1:%d", f->port[0], f->port[1]);
+    assert_string_equal(u->addr, want);
+    assert_string_equal(u->status, "503, 200");
+    assert_non_null(strchr(u->ms, ','));
+    close(fd0);
+    close(fd1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1134,6 +1153,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retries_0_means_one_attempt, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_carries_turns_and_closes_removed_members, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_attempts_recorded_for_the_access_log, setup,
                                         teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
