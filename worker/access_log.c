@@ -255,6 +255,11 @@ static char *put_json(char *o, sws_str_t s)
     return o;
 }
 
+static sws_str_t cstr(const char *s)
+{
+    return (sws_str_t){ s, strlen(s) };
+}
+
 static sws_str_t header_or_empty(const sws_request_t *r, const char *name)
 {
     const sws_str_t *v = sws_request_header(r, name);
@@ -308,6 +313,14 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
         o = put_json(o, r->host);
         o = SWS_PUT_LIT(o, ",\"ua\":");
         o = put_json(o, ua);
+        if (r->upstream.addr[0] != '\0') {
+            o = SWS_PUT_LIT(o, ",\"upstream_addr\":");
+            o = put_json(o, cstr(r->upstream.addr));
+            o = SWS_PUT_LIT(o, ",\"upstream_status\":");
+            o = put_json(o, cstr(r->upstream.status));
+            o = SWS_PUT_LIT(o, ",\"upstream_ms\":");
+            o = put_json(o, cstr(r->upstream.ms));
+        }
         o = SWS_PUT_LIT(o, "}\n");
     } else {
         o = put_clf(o, remote_s);
@@ -331,7 +344,19 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
         o = put_clf(o, header_or_empty(r, "Referer"));
         o = SWS_PUT_LIT(o, "\" \"");
         o = put_clf(o, ua);
-        o = SWS_PUT_LIT(o, "\"\n");
+        *o++ = '"';
+        if (r->upstream.addr[0] != '\0') {
+            /* nginx's $upstream_addr, $upstream_status and
+             * $upstream_response_time (in ms), quoted: they are lists. */
+            o = SWS_PUT_LIT(o, " \"");
+            o = put_clf(o, cstr(r->upstream.addr));
+            o = SWS_PUT_LIT(o, "\" \"");
+            o = put_clf(o, cstr(r->upstream.status));
+            o = SWS_PUT_LIT(o, "\" \"");
+            o = put_clf(o, cstr(r->upstream.ms));
+            *o++ = '"';
+        }
+        *o++ = '\n';
     }
     l->len = (size_t)(o - l->buf);
 }

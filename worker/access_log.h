@@ -5,8 +5,13 @@
  *   OFF       nothing
  *   COMBINED  nginx's "combined":
  *             remote - - [30/Nov/2026:02:33:30 +0000] "GET / HTTP/1.1" 200 13 "referer" "ua"
+ *             and for a proxied request three more fields, each a list of
+ *             one entry per attempt (request.h, sws_request_upstream_t):
+ *             "upstream addresses" "upstream statuses" "upstream ms"
  *   JSON      one object per line: ts, remote, method, path, proto, status,
- *             bytes, duration_ms, host, ua
+ *             bytes, duration_ms, host, ua; for a proxied request also
+ *             upstream_addr, upstream_status, upstream_ms (strings, the
+ *             same lists)
  *
  * Lines go into a 64 KiB buffer that the worker flushes with one write(2)
  * per loop iteration (its tick) or when the buffer is full, so logging
@@ -39,10 +44,12 @@
 
 /* Request bytes kept per field (longer values are cut, not dropped), and
  * the longest line that can result: five such fields at the worst escaping
- * (6 bytes per byte in JSON: \u00HH) plus the fixed parts. A line is appended only
+ * (6 bytes per byte in JSON: \u00HH), the three upstream lists, plus the
+ * fixed parts. A line is appended only
  * when this much room is left, so one always fits and lands whole. */
 #define SWS_ACCESS_LOG_FIELD_MAX 1536u
-#define SWS_ACCESS_LOG_LINE_MAX (6u * 5 * SWS_ACCESS_LOG_FIELD_MAX + 512)
+#define SWS_ACCESS_LOG_LINE_MAX                                                \
+    (6u * 5 * SWS_ACCESS_LOG_FIELD_MAX + 6u * 3 * SWS_REQUEST_UPSTREAM_TEXT + 512)
 
 #define SWS_ACCESS_LOG_DROP_REPORT_MS 10000u
 

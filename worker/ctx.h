@@ -12,9 +12,9 @@
  * context of its own.
  *
  * What belongs here: per-worker state shared by the requests of every
- * connection: the static roots held open (static_open.h) today; the
- * upstream connection pools, per-worker caches and action counters as they
- * come, each one field more here rather than one global more.
+ * connection: the static roots held open (static_open.h), the upstream
+ * connections and the view of the pools; per-worker caches and action
+ * counters as they come, each one field more here rather than one global more.
  */
 #ifndef SWS_WORKER_CTX_H
 #define SWS_WORKER_CTX_H
@@ -23,11 +23,15 @@
 #include "worker/request.h"
 #include "worker/static_open.h"
 #include "worker/upstream_conn.h"
+#include "worker/upstream_pools.h"
 
 typedef struct sws_worker_ctx {
     sws_static_roots_t static_roots; /* the static action's open root dirfds */
     sws_upstream_set_t upstreams;    /* the proxy's idle upstream connections; its
                                       * timer queues: sws_upstream_set_init once */
+    sws_upstream_pools_t pools;      /* the pools of the generation held, with the
+                                      * balancers' state: sws_upstream_pools_adopt
+                                      * at each generation */
 } sws_worker_ctx_t;
 
 /* The context of the worker serving r. Never NULL in a worker; a test's
@@ -43,6 +47,7 @@ static inline void sws_worker_ctx_close(sws_worker_ctx_t *ctx)
 {
     sws_static_roots_close(&ctx->static_roots);
     sws_upstream_set_close(&ctx->upstreams);
+    sws_upstream_pools_free(&ctx->pools);
 }
 
 #endif

@@ -2,6 +2,7 @@
 #include "worker/proxy.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,19 +15,14 @@
 #include "worker/conn.h"
 #include "worker/ctx.h"
 #include "worker/proxy_req.h"
+#include "worker/upstream_balance.h"
 #include "worker/upstream_conn.h"
+#include "worker/upstream_key.h"
+#include "worker/upstream_pools.h"
 
-#define MEMBER_TEXT 64 /* a member's address as logged */
 /* Request body bytes held for the upstream above which the client is not
  * read (the HTTP/1 output's high-water mark, the other way round). */
 #define BODY_HWM (64u * 1024)
-#define POOL_TEXT 64
-
-typedef struct member {
-    uint64_t id;
-    sws_upstream_addr_t addr;
-    char text[MEMBER_TEXT];
-} member_t;
 
 enum phase {
     PH_CONNECT = 0, /* connect() in progress */
@@ -51,6 +47,7 @@ enum fail_kind {
 typedef struct proxy {
     sws_stream_t *st;
     sws_upstream_set_t *ups;
+    sws_upstream_pools_t *pools;  /* the worker's view: the pool is found again by name */
     sws_upstream_conn_t *u;       /* the attempt's connection; NULL between attempts */
     llhttp_t parser;
     uint8_t phase;                /* enum phase */
@@ -70,12 +67,22 @@ typedef struct proxy {
     uint8_t fail_kind;            /* a callback's refusal: enum fail_kind ... */
     const char *why;              /* ... and why */
     char why_buf[48];
+    uint8_t picked;               /* a member was picked and not yet told how it went */
+    uint8_t logged;               /* the attempt is in the request's upstream fields */
+    uint8_t has_key;              /* the request has a hash key */
     unsigned attempts;            /* retries made */
-    int cur;                      /* the member of this attempt */
-    unsigned nmembers;
-    member_t *members;
-    uint8_t *ok;                  /* members that may take a request */
-    char pool[POOL_TEXT];
+    unsigned retries;             /* the pool's, when the request came */
+    unsigned status;              /* the status the upstream answered in this attempt */
+    uint64_t attempt_ms;          /* loop time the attempt began */
+    sws_upstream_conf_t conf;     /* the pool's, for the connections it takes */
+    sws_upstream_tried_t tried;
+    uint64_t cur_id;              /* the member of this attempt ... */
+    int cur_hint;                 /* ... at this index of its pool then */
+    char cur_text[SWS_UPSTREAM_MEMBER_TEXT]; /* "-": none yet */
+    uint32_t pool_hint;           /* the pool's index in the view */
+    char *pool;                   /* its name, NUL-terminated */
+    size_t pool_len;
+    sws_str_t key;                /* the hash key, copied */
     char *req;
     size_t req_len, req_sent;
     char *bbuf;                   /* request body for the upstream, framed */
@@ -87,7 +94,8 @@ typedef struct proxy {
     unsigned nfields;
 } proxy_t;
 
-static void attempt(proxy_t *p, int avoid);
+static void attempt(proxy_t *p);
+static void log_attempt(proxy_t *p);
 static void read_response(proxy_t *p);
 
 /* ---- response parsing (llhttp callbacks) ---- */
@@ -162,7 +170,7 @@ static int can_retry(const proxy_t *p, enum fail_kind kind)
 {
     /* A body is kept only until it is sent: one whose bytes are gone
      * cannot be sent again. */
-    if (p->head_given || p->attempts >= p->ups->retries || p->body_dropped)
+    if (p->head_given || p->attempts >= p->retries || p->body_dropped)
         return 0;
     switch (kind) {
     case F_CONNECT:
@@ -195,6 +203,7 @@ static int on_headers_complete(llhttp_t *hp)
         p->nfields = 0;
         return 0;
     }
+    p->status = status;
     if ((status == 502 || status == 503 || status == 504) && can_retry(p, F_STATUS)) {
         snprintf(p->why_buf, sizeof(p->why_buf), "answered %u", status);
         return refuse(p, F_STATUS, p->why_buf);
@@ -238,6 +247,7 @@ static int on_message_complete(llhttp_t *hp)
     sws_header_t out[SWS_PROXY_MAX_FIELDS];
     unsigned n = p->in_trailers ? relayed_fields(p, out) : 0;
     p->ended = 1;
+    log_attempt(p); /* the end may log the request at once */
     if (sws_stream_end(p->st, out, n) < 0)
         return refuse(p, F_CLIENT, "the client's stream refused the end");
     return HPE_PAUSED; /* what follows, if anything, is not ours to parse */
@@ -256,7 +266,65 @@ static const llhttp_settings_t parser_settings = {
 
 static const char *member_text(const proxy_t *p)
 {
-    return p->cur >= 0 ? p->members[p->cur].text : "-";
+    return p->cur_text;
+}
+
+/* The request's pool in the worker's current view (a reload may have
+ * replaced it since the request came, or removed it: NULL). */
+static sws_upstream_pool_t *pool_now(proxy_t *p)
+{
+    return sws_upstream_pools_find(p->pools, p->pool, p->pool_len, p->pool_hint);
+}
+
+/* item, after ", " when list has one already; an item that does not fit
+ * is left out (the list stays whole entries). */
+static void list_add(char *list, const char *item)
+{
+    size_t len = strlen(list);
+    size_t sep = len > 0 ? 2 : 0;
+    if (len + sep + strlen(item) >= SWS_REQUEST_UPSTREAM_TEXT)
+        return;
+    snprintf(list + len, SWS_REQUEST_UPSTREAM_TEXT - len, "%s%s", sep ? ", " : "", item);
+}
+
+/* The attempt's entry for the access log (request.h). */
+static void log_attempt(proxy_t *p)
+{
+    sws_request_upstream_t *u = &p->st->req.upstream;
+    if (p->logged)
+        return;
+    p->logged = 1;
+    char num[SWS_FMT_U64_MAX + 1];
+    list_add(u->addr, p->cur_text);
+    if (p->status != 0)
+        *sws_put_u64(num, p->status) = '\0';
+    else
+        memcpy(num, "-", 2);
+    list_add(u->status, num);
+    *sws_put_u64(num, sws_loop_now_ms(p->ups->loop) - p->attempt_ms) = '\0';
+    list_add(u->ms, num);
+}
+
+/* Tell the balancer how the attempt on the member picked went: once per
+ * pick (its in-flight count and passive health); and the access log. */
+static void report(proxy_t *p, sws_upstream_outcome_t outcome)
+{
+    if (!p->picked)
+        return;
+    p->picked = 0;
+    log_attempt(p);
+    sws_upstream_pool_t *pool = pool_now(p);
+    if (pool != NULL)
+        sws_upstream_balance_done(&pool->bal, p->cur_id, p->cur_hint, outcome,
+                                  sws_loop_now_ms(p->ups->loop));
+}
+
+/* What a failure says of the member (upstream_health.h): the causes that
+ * may be retried are its failures; an invalid response or the client's
+ * refusal say nothing of its health. */
+static sws_upstream_outcome_t fail_outcome(enum fail_kind kind)
+{
+    return kind == F_INVALID || kind == F_CLIENT ? SWS_UPSTREAM_NEUTRAL : SWS_UPSTREAM_FAILED;
 }
 
 /* Nothing worked: the client gets status. Its body may still be on the
@@ -281,6 +349,7 @@ static void failed(proxy_t *p, enum fail_kind kind, const char *why)
         sws_upstream_close(p->u);
         p->u = NULL;
     }
+    report(p, fail_outcome(kind));
     if (kind == F_CLIENT) {
         p->phase = PH_DONE;
         return;
@@ -294,9 +363,9 @@ static void failed(proxy_t *p, enum fail_kind kind, const char *why)
     }
     if (retry) {
         sws_log_warn("proxy: pool %s member %s: %s: retrying (%u of %u)", p->pool, member_text(p),
-                     why, p->attempts + 1, p->ups->retries);
+                     why, p->attempts + 1, p->retries);
         p->attempts++;
-        attempt(p, p->cur);
+        attempt(p);
         return;
     }
     sws_log_error("proxy: pool %s member %s: %s (%u)", p->pool, member_text(p), why, status);
@@ -310,6 +379,8 @@ static void completed(proxy_t *p, int reusable)
     p->u = NULL;
     p->phase = PH_DONE;
     sws_upstream_disarm(u);
+    /* A 502-504 relayed (no retry was left) is the member's failure too. */
+    report(p, p->status >= 502 && p->status <= 504 ? SWS_UPSTREAM_FAILED : SWS_UPSTREAM_OK);
     if (reusable && p->req_sent == p->req_len && llhttp_should_keep_alive(&p->parser))
         sws_upstream_put(u);
     else
@@ -505,17 +576,29 @@ static const sws_upstream_ops_t upstream_ops = {
     .on_timeout = on_upstream_timeout,
 };
 
-/* One attempt on a member other than `avoid` when another may take it. */
-static void attempt(proxy_t *p, int avoid)
+/* One attempt, on the member the pool's balancer picks: one not tried
+ * yet when another may take it (upstream_balance.h). */
+static void attempt(proxy_t *p)
 {
     char err[128];
-    int i = sws_upstream_pick(p->ups, p->ok, p->nmembers, avoid);
+    sws_upstream_pool_t *pool = pool_now(p);
+    int i = pool == NULL ? -1
+                         : sws_upstream_balance_pick(&pool->bal, p->has_key ? &p->key : NULL,
+                                                     &p->tried, sws_loop_now_ms(p->ups->loop));
     if (i < 0) {
-        sws_log_error("proxy: pool %s: no member is up (503)", p->pool);
+        sws_log_error("proxy: pool %s: no member may take the request (503)", p->pool);
         answer_error(p, 503);
         return;
     }
-    p->cur = i;
+    p->picked = 1;
+    p->logged = 0;
+    p->status = 0;
+    p->attempt_ms = sws_loop_now_ms(p->ups->loop);
+    p->cur_id = pool->bal.peers[i].id;
+    p->cur_hint = i;
+    sws_upstream_tried_add(&p->tried, p->cur_id);
+    const sws_upstream_member_t *m = &pool->members[i];
+    memcpy(p->cur_text, m->text, sizeof(p->cur_text));
     p->req_sent = 0;
     p->bsent = 0; /* what is held is all of the body so far (body_dropped is 0) */
     p->rlen = 0;
@@ -524,12 +607,12 @@ static void attempt(proxy_t *p, int avoid)
     p->why = NULL;
     llhttp_init(&p->parser, HTTP_RESPONSE, &parser_settings);
     p->parser.data = p;
-    const member_t *m = &p->members[i];
-    p->u = sws_upstream_get(p->ups, m->id, &m->addr, &upstream_ops, p, err, sizeof(err));
+    p->u = sws_upstream_get(p->ups, p->cur_id, &m->addr, &upstream_ops, p, err, sizeof(err));
     if (p->u == NULL) {
         failed(p, F_CONNECT, err);
         return;
     }
+    sws_upstream_configure(p->u, &p->conf);
     if (p->u->connecting) {
         p->phase = PH_CONNECT;
         sws_upstream_arm(p->u, SWS_UPSTREAM_T_CONNECT);
@@ -555,6 +638,7 @@ static void proxy_dispose(sws_stream_t *st)
     proxy_t *p = st->source_data;
     if (p->u != NULL)
         sws_upstream_close(p->u); /* the client left mid-exchange */
+    report(p, SWS_UPSTREAM_NEUTRAL);
     sws_defer_cancel(&p->kick);
     free(p->bbuf);
     free(p);
@@ -651,20 +735,19 @@ static int method_idempotent(uint8_t m)
            m == HTTP_DELETE || m == HTTP_TRACE;
 }
 
-/* The pool's members as the request keeps them (the table may go). */
-static void copy_members(proxy_t *p, const sws_table_t *t, const sws_member_t *m)
+/* The request's hash key for the pool, into key (NULL: none). The
+ * client's address as bytes: 4 for IPv4, 16 for IPv6. */
+static int request_key(const sws_upstream_pool_t *pool, const sws_request_t *r, sws_str_t *key)
 {
-    char err[160];
-    for (unsigned i = 0; i < p->nmembers; i++) {
-        sws_str_t a = { sws_table_str(t, m[i].address), m[i].address.len };
-        member_t *pm = &p->members[i];
-        pm->id = m[i].id;
-        snprintf(pm->text, sizeof(pm->text), "%.*s", (int)a.len, a.p);
-        int parsed = sws_upstream_parse_addr(a, &pm->addr, err, sizeof(err)) == 0;
-        if (!parsed)
-            sws_log_error("proxy: pool %s member %s: %s", p->pool, pm->text, err);
-        p->ok[i] = parsed && m[i].state == SWS__MEMBER__STATE__UP;
-    }
+    const struct sockaddr_storage *sa = &r->conn->peer;
+    sws_str_t client = { NULL, 0 };
+    if (!pool->hashed)
+        return 0;
+    if (r->conn->peer_len > 0 && sa->ss_family == AF_INET)
+        client = (sws_str_t){ (const char *)&((const struct sockaddr_in *)sa)->sin_addr, 4 };
+    else if (r->conn->peer_len > 0 && sa->ss_family == AF_INET6)
+        client = (sws_str_t){ (const char *)&((const struct sockaddr_in6 *)sa)->sin6_addr, 16 };
+    return sws_upstream_key_get(&pool->key, r->headers, r->nheaders, client, key);
 }
 
 /* The action; streams_body: called from the head handler, the body
@@ -687,35 +770,54 @@ static void proxy_start(sws_stream_t *st, int streams_body)
         sws_stream_error(st, 500);
         return;
     }
-    const sws_pool_t *pool = sws_table_pool(t, r->route->pool);
+    const sws_pool_t *tpool = sws_table_pool(t, r->route->pool);
+    sws_str_t name = { sws_table_str(t, tpool->name), tpool->name.len };
+    sws_upstream_pool_t *pool =
+        sws_upstream_pools_find(&ctx->pools, name.p, name.len, r->route->pool);
+    if (pool == NULL) {
+        sws_log_error("proxy: pool %.*s: not in the worker's view (500)", (int)name.len, name.p);
+        sws_stream_error(st, 500);
+        return;
+    }
     const char *peer = sws_conn_peer_text(r->conn);
     sws_proxy_req_opts_t o = {
+        .host_header = { sws_table_str(t, r->route->host_header), r->route->host_header.len },
         .client_ip = { peer, strlen(peer) },
         .tls = r->tls,
     };
+    sws_str_t key = { NULL, 0 };
+    int has_key = request_key(pool, r, &key);
     if (streams_body)
         body_framing(r, &o.chunked, &o.body_len);
     size_t req_len = sws_proxy_req_size(r, &o);
-    unsigned n = pool->nmembers;
-    proxy_t *p = malloc(sizeof(*p) + n * sizeof(member_t) + n + req_len + SWS_PROXY_BUF);
+    proxy_t *p = malloc(sizeof(*p) + req_len + SWS_PROXY_BUF + name.len + 1 + key.len);
     if (p == NULL) {
         sws_log_error("client %s: out of memory for a proxied request (500)", peer);
         sws_stream_error(st, 500);
         return;
     }
     memset(p, 0, sizeof(*p));
-    p->members = (member_t *)(p + 1);
-    p->ok = (uint8_t *)(p->members + n);
-    p->req = (char *)(p->ok + n);
+    p->req = (char *)(p + 1);
     p->rbuf = p->req + req_len;
+    p->pool = p->rbuf + SWS_PROXY_BUF;
+    memcpy(p->pool, name.p, name.len);
+    p->pool[name.len] = '\0';
+    p->pool_len = name.len;
+    p->pool_hint = (uint32_t)(pool - ctx->pools.pools);
+    /* The key's bytes live in the client's buffers: a retry comes later. */
+    if (has_key) {
+        memcpy(p->pool + name.len + 1, key.p, key.len);
+        p->key = (sws_str_t){ p->pool + name.len + 1, key.len };
+        p->has_key = 1;
+    }
     p->st = st;
     p->ups = &ctx->upstreams;
-    p->nmembers = n;
-    p->cur = -1;
+    p->pools = &ctx->pools;
+    p->retries = pool->retries;
+    p->conf = pool->conf;
+    snprintf(p->cur_text, sizeof(p->cur_text), "-");
     p->idempotent = (uint8_t)method_idempotent(r->method_id);
     p->is_head = r->is_head;
-    snprintf(p->pool, sizeof(p->pool), "%.*s", (int)pool->name.len, sws_table_str(t, pool->name));
-    copy_members(p, t, sws_table_members(t, pool));
     p->req_len = sws_proxy_req_write(p->req, r, &o);
     sws_defer_init(&p->kick, body_kick);
     sws_stream_set_source(st, &proxy_source, p);
@@ -724,7 +826,7 @@ static void proxy_start(sws_stream_t *st, int streams_body)
         p->body_chunked = (uint8_t)o.chunked;
         sws_stream_set_body(st, &proxy_body);
     }
-    attempt(p, -1);
+    attempt(p);
 }
 
 void sws_proxy_handle(sws_stream_t *st)

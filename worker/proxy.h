@@ -1,15 +1,20 @@
 /*
  * The proxy action: one request relayed to a member of the route's pool
  * over HTTP/1.1, its response relayed back through the request's stream
- * (ADR 0008; docs/adr/0009-proxy-relay.md).
+ * (ADR 0008; docs/adr/0014-proxy-relay.md).
  *
  * sws_proxy_handle() runs as the route's action, in the worker, inside
  * the protocol's call. It copies what it needs from the table generation
- * (the pool's name, its members' ids and addresses: the generation is only
- * guaranteed during the call), serializes the request (worker/proxy_req.h),
- * picks a member (sws_upstream_pick, the stand-in for the balancer), takes
- * an idle connection to it or opens one (worker/upstream_conn.h) and sets
- * itself as the stream's source. Everything after happens on the upstream
+ * (the pool's name and settings, the route's host_header, the request's
+ * hash key: the generation is only guaranteed during the call), serializes
+ * the request (worker/proxy_req.h), has the pool's balancer in the
+ * worker's view (worker/upstream_pools.h) pick a member, takes an idle
+ * connection to it or opens one (worker/upstream_conn.h, with the pool's
+ * keepalive and timeouts) and sets itself as the stream's source. Each
+ * attempt's end is reported to the balancer once (sws_upstream_balance_done):
+ * a response other than 502-504 is a success; a connect failure, a reset or
+ * close, a timeout or a 502-504 a failure for passive health; an invalid
+ * response or a client gone say nothing of the member. Everything after happens on the upstream
  * connection's events and timers, and in the stream's proceed():
  *
  *   - the response is parsed by llhttp (HTTP_RESPONSE, no lenient flag);
@@ -36,16 +41,16 @@
  * OPTIONS, PUT, DELETE, TRACE also after a read timeout before any byte, a
  * 502/503/504 answer, or a connection broken after the request was
  * written; a request with other methods is never sent twice), up to
- * `retries` times (the worker's upstream set says how many: 2); else the
- * client gets 502 (504 after a timeout, 503 when no member is up) and the
+ * the pool's `retries` times (0: one attempt), the balancer skipping the
+ * members already tried while another may take it; else the
+ * client gets 502 (504 after a timeout, 503 when no member may take it:
+ * none up, all down by passive health or at max_conns) and the
  * error log one line naming pool, member and reason. After the head went
  * out the response is cut (sws_stream_abort) and logged.
  *
  * Not yet: an upstream's answer while the request body is still being
  * sent is read only after it (an upstream that answers early and stops
- * reading meets the send timeout); per-pool settings
- * (keepalive, retries, timeouts: the defaults of upstream_conn.h), the
- * access log's upstream fields.
+ * reading meets the send timeout); the access log's upstream fields.
  *
  * Memory: one allocation per proxied request (state, request head, read
  * buffer) and one for a request body, freed when the stream is released

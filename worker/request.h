@@ -33,6 +33,14 @@ typedef struct sws_header {
 
 #define SWS_REQUEST_MAX_HEADERS 128 /* hard cap; settings may set less */
 
+#define SWS_REQUEST_UPSTREAM_TEXT 160
+
+typedef struct sws_request_upstream {
+    char addr[SWS_REQUEST_UPSTREAM_TEXT];   /* "127.0.0.1:8081, 127.0.0.1:8082" */
+    char status[SWS_REQUEST_UPSTREAM_TEXT]; /* "502, 200"; "-": no status came */
+    char ms[SWS_REQUEST_UPSTREAM_TEXT];     /* "3, 12": each attempt's milliseconds */
+} sws_request_upstream_t;
+
 typedef struct sws_request {
     sws_conn_t *conn;               /* owner */
     const sws_table_t *table;       /* the generation this request was routed in */
@@ -62,6 +70,10 @@ typedef struct sws_request {
     unsigned status;
     uint64_t body_bytes;            /* body bytes of the response (0 for HEAD) */
     uint64_t request_body_bytes;
+    /* Filled by the proxy, read by the access log: one entry per attempt,
+     * joined by ", " as nginx's $upstream_addr, $upstream_status and
+     * $upstream_response_time; "" when the request was not proxied. */
+    sws_request_upstream_t upstream;
 } sws_request_t;
 
 /* The first header named `name` (ASCII case-insensitive), or NULL. */

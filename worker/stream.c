@@ -61,6 +61,7 @@ void sws_stream_start(sws_stream_t *st, sws_conn_t *c, const sws_stream_sink_t *
     r->status = 0;
     r->body_bytes = 0;
     r->request_body_bytes = 0;
+    r->upstream.addr[0] = r->upstream.status[0] = r->upstream.ms[0] = '\0';
 }
 
 /* Log a producer's misuse of the API once, naming the request. */

@@ -13,25 +13,51 @@
 #include "core/err.h"
 #include "core/log.h"
 
-static const uint64_t timer_defaults[SWS_UPSTREAM_T_COUNT] = {
-    [SWS_UPSTREAM_T_CONNECT] = SWS_UPSTREAM_CONNECT_TIMEOUT_MS,
-    [SWS_UPSTREAM_T_SEND] = SWS_UPSTREAM_SEND_TIMEOUT_MS,
-    [SWS_UPSTREAM_T_READ] = SWS_UPSTREAM_READ_TIMEOUT_MS,
-    [SWS_UPSTREAM_T_IDLE] = SWS_UPSTREAM_IDLE_TIMEOUT_MS,
+const sws_upstream_conf_t sws_upstream_conf_default = {
+    .keepalive = SWS_UPSTREAM_KEEPALIVE_DEFAULT,
+    .timeout_ms = {
+        [SWS_UPSTREAM_T_CONNECT] = SWS_UPSTREAM_CONNECT_TIMEOUT_MS,
+        [SWS_UPSTREAM_T_SEND] = SWS_UPSTREAM_SEND_TIMEOUT_MS,
+        [SWS_UPSTREAM_T_READ] = SWS_UPSTREAM_READ_TIMEOUT_MS,
+        [SWS_UPSTREAM_T_IDLE] = SWS_UPSTREAM_IDLE_TIMEOUT_MS,
+    },
 };
 
 static void conn_on_io(sws_io_t *io, uint32_t events);
 static void conn_on_timer(sws_timer_t *t);
 static void set_reap(sws_defer_t *d);
 
+/* The queue of this duration: kept, made, or when the set has all it may
+ * keep, the nearest longer one (a timeout late rather than early), else
+ * the longest. */
+static sws_timer_queue_t *queue_for(sws_upstream_set_t *s, uint64_t ms)
+{
+    sws_timer_queue_t *longer = NULL, *longest = NULL;
+    for (unsigned i = 0; i < s->nq; i++) {
+        sws_timer_queue_t *q = &s->q[i];
+        if (q->duration_ms == ms)
+            return q;
+        if (q->duration_ms > ms && (longer == NULL || q->duration_ms < longer->duration_ms))
+            longer = q;
+        if (longest == NULL || q->duration_ms > longest->duration_ms)
+            longest = q;
+    }
+    if (s->nq < SWS_UPSTREAM_MAX_QUEUES) {
+        sws_timer_queue_t *q = &s->q[s->nq++];
+        sws_timer_queue_init(s->loop, q, ms);
+        return q;
+    }
+    return longer != NULL ? longer : longest;
+}
+
 void sws_upstream_set_init(sws_upstream_set_t *s, sws_loop_t *loop)
 {
     s->loop = loop;
-    for (int i = 0; i < SWS_UPSTREAM_T_COUNT; i++)
-        sws_timer_queue_init(loop, &s->q[i], timer_defaults[i]);
-    s->keepalive = SWS_UPSTREAM_KEEPALIVE_DEFAULT;
-    s->retries = SWS_UPSTREAM_RETRIES_DEFAULT;
     sws_defer_init(&s->reap, set_reap);
+    /* The defaults' queues exist from the start: the common case never
+     * makes one. */
+    for (int i = 0; i < SWS_UPSTREAM_T_COUNT; i++)
+        queue_for(s, sws_upstream_conf_default.timeout_ms[i]);
 }
 
 int sws_upstream_parse_addr(sws_str_t text, sws_upstream_addr_t *out, char *err, size_t errlen)
@@ -201,6 +227,7 @@ static sws_upstream_conn_t *conn_wrap(sws_upstream_set_t *s, uint64_t id, int fd
     u->io.cb = conn_on_io;
     u->set = s;
     u->member_id = id;
+    u->conf = sws_upstream_conf_default;
     sws_timer_init(&u->timer, conn_on_timer);
     if (sws_loop_add(s->loop, &u->io, EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET) < 0) {
         sws_errf(err, errlen, "epoll_ctl: %s", strerror(errno));
@@ -277,10 +304,22 @@ int sws_upstream_connected(sws_upstream_conn_t *u, char *err, size_t errlen)
     return 0;
 }
 
+void sws_upstream_configure(sws_upstream_conn_t *u, const sws_upstream_conf_t *conf)
+{
+    u->conf = *conf;
+}
+
+void sws_upstream_close_idle(sws_upstream_set_t *s, uint64_t member_id)
+{
+    sws_upstream_bucket_t *b = bucket_find(s, member_id);
+    while (b != NULL && b->head != NULL)
+        conn_free(b->head);
+}
+
 void sws_upstream_arm(sws_upstream_conn_t *u, enum sws_upstream_timer which)
 {
     u->timer_which = (uint8_t)which;
-    sws_timer_arm(u->set->loop, &u->set->q[which], &u->timer);
+    sws_timer_arm(u->set->loop, queue_for(u->set, u->conf.timeout_ms[which]), &u->timer);
 }
 
 void sws_upstream_disarm(sws_upstream_conn_t *u)
@@ -291,7 +330,7 @@ void sws_upstream_disarm(sws_upstream_conn_t *u)
 void sws_upstream_put(sws_upstream_conn_t *u)
 {
     sws_upstream_set_t *s = u->set;
-    if (s->keepalive == 0) {
+    if (u->conf.keepalive == 0) {
         conn_free(u);
         return;
     }
@@ -306,7 +345,7 @@ void sws_upstream_put(sws_upstream_conn_t *u)
         b->next = s->buckets;
         s->buckets = b;
     }
-    if (b->n >= s->keepalive)
+    while (b->n >= u->conf.keepalive)
         conn_free(b->head);
     u->ops = NULL;
     u->data = NULL;
@@ -345,21 +384,4 @@ static void conn_on_timer(sws_timer_t *t)
         u->ops->on_timeout(u, (enum sws_upstream_timer)u->timer_which);
     else
         conn_free(u);
-}
-
-int sws_upstream_pick(sws_upstream_set_t *s, const uint8_t *ok, unsigned n, int avoid)
-{
-    int fallback = -1;
-    for (unsigned k = 0; k < n; k++) {
-        unsigned i = (unsigned)((s->rr + k) % n);
-        if (!ok[i])
-            continue;
-        if ((int)i == avoid) {
-            fallback = (int)i;
-            continue;
-        }
-        s->rr += k + 1;
-        return (int)i;
-    }
-    return fallback;
 }

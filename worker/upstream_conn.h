@@ -23,11 +23,14 @@
  * iteration, so a request is not written to a connection the upstream has
  * already closed.
  *
- * Timers: one per connection, in the set's per-purpose queues (core/loop.h,
- * ADR 0003): connect, send (between two writes that made progress), read
- * (between two reads that brought bytes), idle. One duration per queue and
- * worker today (the defaults below); per-pool timeouts come with the pool
- * configuration (one queue per distinct duration).
+ * Timers: one per connection: connect, send (between two writes that made
+ * progress), read (between two reads that brought bytes), idle. A timer
+ * queue has one duration (core/loop.h, ADR 0003), and pools configure
+ * theirs (sws_upstream_conf_t), so the set keeps one queue per distinct
+ * duration, made when a connection first needs it and kept for the life
+ * of the set (the loop cannot forget a queue): at most
+ * SWS_UPSTREAM_MAX_QUEUES; a duration beyond them uses the nearest longer
+ * one kept, else the longest (ADR 0015).
  *
  * I/O: the fd is registered once, edge-triggered for IN|OUT|RDHUP, so the
  * user reads and writes until EAGAIN and keeps track of what it has not
@@ -44,7 +47,6 @@
 #include "core/str.h"
 
 #define SWS_UPSTREAM_KEEPALIVE_DEFAULT 32u
-#define SWS_UPSTREAM_RETRIES_DEFAULT 2u
 #define SWS_UPSTREAM_CONNECT_TIMEOUT_MS 5000u
 #define SWS_UPSTREAM_SEND_TIMEOUT_MS 60000u
 #define SWS_UPSTREAM_READ_TIMEOUT_MS 60000u
@@ -67,6 +69,19 @@ enum sws_upstream_timer {
     SWS_UPSTREAM_T_COUNT,
 };
 
+/* A pool's settings for a connection (its holder's; an idle connection
+ * keeps its last holder's). Zero-initialised: keepalive 0, timeouts 0,
+ * which sws_upstream_get never hands out: it starts from the defaults. */
+typedef struct sws_upstream_conf {
+    uint32_t keepalive;                      /* idle connections per member */
+    uint32_t timeout_ms[SWS_UPSTREAM_T_COUNT]; /* by enum sws_upstream_timer */
+} sws_upstream_conf_t;
+
+extern const sws_upstream_conf_t sws_upstream_conf_default;
+
+/* Distinct timer durations a set keeps queues for. */
+#define SWS_UPSTREAM_MAX_QUEUES 16u
+
 /* The user's callbacks for a connection it holds. */
 typedef struct sws_upstream_ops {
     void (*on_event)(sws_upstream_conn_t *u, uint32_t events); /* EPOLL* bits */
@@ -82,6 +97,7 @@ struct sws_upstream_conn {
     uint8_t closed;                /* fd closed; freed with the set's closed list */
     sws_upstream_set_t *set;
     uint64_t member_id;
+    sws_upstream_conf_t conf;      /* the holder's pool's: sws_upstream_configure */
     const sws_upstream_ops_t *ops; /* the holder's; NULL while idle */
     void *data;                    /* the holder's */
     sws_upstream_conn_t *prev, *next; /* idle list of its member; `next`: the closed list */
@@ -98,19 +114,16 @@ typedef struct sws_upstream_bucket {
 
 struct sws_upstream_set {
     sws_loop_t *loop;
-    sws_timer_queue_t q[SWS_UPSTREAM_T_COUNT];
-    unsigned keepalive;            /* idle connections kept per member */
-    unsigned retries;              /* the proxy's retries per request, until pools
-                                    * carry their own */
+    sws_timer_queue_t q[SWS_UPSTREAM_MAX_QUEUES]; /* by duration, see the top */
+    unsigned nq;
     sws_upstream_bucket_t *buckets; /* one per member that had an idle connection */
     unsigned nidle, nopen;         /* idle; all open (held and idle) */
-    uint64_t rr;                   /* round-robin position (sws_upstream_pick) */
     sws_upstream_conn_t *closed;   /* closed in this iteration, freed by `reap` */
     sws_defer_t reap;
 };
 
-/* Zero-initialised memory is an empty set; init registers its timer
- * queues with the defaults above. Once per worker. */
+/* Zero-initialised memory is an empty set; init registers the timer
+ * queues of the defaults above. Once per worker. */
 void sws_upstream_set_init(sws_upstream_set_t *s, sws_loop_t *loop);
 
 /* Close every idle connection, free the buckets and what was closed (the
@@ -136,13 +149,22 @@ sws_upstream_conn_t *sws_upstream_get(sws_upstream_set_t *s, uint64_t member_id,
  * cleared), or -1 with err set (the connect failed). */
 int sws_upstream_connected(sws_upstream_conn_t *u, char *err, size_t errlen);
 
+/* Apply the holder's pool settings to a connection it holds (its timers
+ * from the next arm on; its idle pool's size when it is given back). */
+void sws_upstream_configure(sws_upstream_conn_t *u, const sws_upstream_conf_t *conf);
+
+/* Close the idle connections of a member (removed from the table: they
+ * would only wait for their idle timeout). */
+void sws_upstream_close_idle(sws_upstream_set_t *s, uint64_t member_id);
+
 /* Arm (or re-arm) the connection's one timer for `which`; disarm. */
 void sws_upstream_arm(sws_upstream_conn_t *u, enum sws_upstream_timer which);
 void sws_upstream_disarm(sws_upstream_conn_t *u);
 
 /* Give back a connection after a complete exchange that left it usable
  * (keep-alive, nothing unread): it joins its member's idle pool, or is
- * closed when the pool is full. */
+ * closed when the pool is full (the oldest idle one goes first while
+ * more than conf.keepalive are idle). */
 void sws_upstream_put(sws_upstream_conn_t *u);
 
 /* Take a connected, non-blocking fd as an idle connection to member_id
@@ -154,11 +176,5 @@ int sws_upstream_adopt(sws_upstream_set_t *s, uint64_t member_id, int fd);
  * iteration (after the events already collected: one may name it), so
  * the caller drops its pointer at once. */
 void sws_upstream_close(sws_upstream_conn_t *u);
-
-/* The round-robin choice among n candidates, of which ok[i] says which
- * may take a request: never index `avoid` (-1: none) when another may.
- * The index, or -1 when none may. The stand-in for the balancer
- * (worker/upstream_balance*), behind this one call. */
-int sws_upstream_pick(sws_upstream_set_t *s, const uint8_t *ok, unsigned n, int avoid);
 
 #endif

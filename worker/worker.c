@@ -161,6 +161,10 @@ static void adopt_generation(sws_worker_t *w)
     const sws_settings_t *st = sws_table_settings(t);
     sws_str_t server = { sws_table_str(t, st->server_name), st->server_name.len };
     sws_conn_set_configure(&w->conns, t, st, server);
+    char err[160];
+    if (sws_upstream_pools_adopt(&w->ctx.pools, t, &w->ctx.upstreams, err, sizeof(err)) < 0)
+        sws_log_error("generation %llu: %s: proxied requests keep the previous pools",
+                      (unsigned long long)gen, err);
     /* A reload's logging.level reaches running workers with the table. */
     if (sws_settings_log_level(st) >= 0)
         sws_log_set_level((sws_log_level_t)sws_settings_log_level(st));

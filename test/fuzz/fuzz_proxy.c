@@ -150,7 +150,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (sws_loop_init(&loop) < 0)
         abort();
     sws_upstream_set_init(&ctx.upstreams, &loop);
-    ctx.upstreams.retries = 0;
+    /* The pool's retries are 0 (not set in build_table): one attempt. */
+    char err[128];
+    if (sws_upstream_pools_adopt(&ctx.pools, arena, &ctx.upstreams, err, sizeof(err)) < 0)
+        abort();
     sws_conn_set_init(&set, &loop, &sws_http1_proto, sws_handlers_dispatch, &counters);
     set.ctx = &ctx;
     set.head_handler = sws_handlers_dispatch_head;

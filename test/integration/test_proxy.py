@@ -9,6 +9,7 @@ as soon as the configuration part is merged.
 
 import hashlib
 import os
+import signal
 import subprocess
 import tempfile
 import unittest
@@ -19,17 +20,19 @@ from harness import Client, ServerTestCase, TIMEOUT, binary, make_config, reques
 _accepted = None
 
 
-def proxy_config(*members, pool="app"):
-    """Host "*", every path proxied to one pool of the given addresses."""
+def proxy_config(*members, pool="app", extra="", weights=None):
+    """Host "*", every path proxied to one pool of the given addresses
+    (weights: one per member, else 1; extra: more keys of the pool, YAML
+    lines indented by four)."""
     hosts = """
 - name: "*"
   routes:
     - path: /
       proxy: {pool: %s}
 """ % pool
-    pools = "pools:\n  - name: %s\n    members:\n" % pool
-    for m in members:
-        pools += '      - {address: "%s", weight: 1}\n' % m
+    pools = "pools:\n  - name: %s\n%s    members:\n" % (pool, extra)
+    for i, m in enumerate(members):
+        pools += '      - {address: "%s", weight: %d}\n' % (m, weights[i] if weights else 1)
     return make_config(hosts) + pools
 
 
@@ -65,8 +68,8 @@ class ProxyTestCase(ServerTestCase):
         self.backends.append(b)
         return b
 
-    def proxy(self, *backends):
-        return self.server(proxy_config(*[b.address for b in backends]))
+    def proxy(self, *backends, **kw):
+        return self.server(proxy_config(*[b.address for b in backends], **kw))
 
 
 class Relay(ProxyTestCase):
@@ -178,7 +181,9 @@ class Failures(ProxyTestCase):
 
     def test_close_before_answer_and_mid_body(self):
         a = self.backend("a", "close_before_answer")
-        srv = self.proxy(a)
+        # Passive health would take the only member out after these three
+        # failures: the second part needs it.
+        srv = self.proxy(a, extra="    health: {max_fails: 0}\n")
         with Client(srv.port) as c:
             self.assertEqual(c.get("/").status, 502)
         self.assertEqual(a.count("GET"), 3)  # the first try and two retries
@@ -196,6 +201,45 @@ class Failures(ProxyTestCase):
         srv = self.proxy(a)
         with Client(srv.port) as c:
             self.assertEqual(c.get("/s").body, b"a GET /s")
+
+
+class Balancing(ProxyTestCase):
+    def test_weights_on_one_connection(self):
+        # One client connection is one worker: its round robin alone.
+        a = self.backend("a")
+        b = self.backend("b")
+        srv = self.proxy(a, b, weights=[2, 1])
+        with Client(srv.port) as c:
+            for i in range(30):
+                self.assertEqual(c.get("/%d" % i).status, 200)
+        self.assertEqual((a.count("GET"), b.count("GET")), (20, 10))
+
+    def test_reload_adding_and_removing_members_loses_no_request(self):
+        a = self.backend("a")
+        b = self.backend("b")
+        c = self.backend("c")
+        srv = self.proxy(a, b, weights=[2, 1])
+        steps = [
+            (proxy_config(a.address, b.address, c.address, weights=[2, 1, 1]), 2),
+            (proxy_config(b.address, c.address), 3),
+        ]
+        failed = []
+        a_at_removal = None
+        for i in range(90):  # bounded: a reload every 30 requests
+            if i % 30 == 29 and steps:
+                text, gen = steps.pop(0)
+                srv.write_config(text)
+                srv.signal(signal.SIGHUP)
+                srv.wait_log(r"generation %d published" % gen)
+                if gen == 3:
+                    a_at_removal = a.count("GET")
+            with Client(srv.port) as cl:
+                r = cl.get("/%d" % i)
+                if r.status != 200:
+                    failed.append((i, r.status))
+        self.assertEqual(failed, [])
+        self.assertGreater(c.count("GET"), 0)  # the member added takes requests
+        self.assertEqual(a.count("GET"), a_at_removal)  # the one removed, none
 
 
 if __name__ == "__main__":

@@ -455,6 +455,31 @@ static void test_json_line(void **state)
     free(o);
 }
 
+/* A proxied request: the upstream lists (one entry per attempt) follow
+ * the user agent in combined, as three more keys in JSON. */
+static void test_proxied_request_has_upstream_fields(void **state)
+{
+    fixture_t *f = *state;
+    sws_request_t r;
+    req_init(&r, "GET", "/p", "example.com");
+    snprintf(r.upstream.addr, sizeof(r.upstream.addr), "127.0.0.1:8081, [::1]:8082");
+    snprintf(r.upstream.status, sizeof(r.upstream.status), "502, 200");
+    snprintf(r.upstream.ms, sizeof(r.upstream.ms), "1, 12");
+    log_one(f, COMBINED, &r, "127.0.0.1", 13);
+    assert_file(f->path, "127.0.0.1 - - [30/Nov/2026:02:33:30 +0000] \"GET /p HTTP/1.1\" 200 0 "
+                         "\"-\" \"-\" \"127.0.0.1:8081, [::1]:8082\" \"502, 200\" \"1, 12\"\n");
+    empty_file(f->path);
+    log_one(f, JSON, &r, "127.0.0.1", 13);
+    json_obj_t *o = malloc(sizeof(*o));
+    assert_non_null(o);
+    json_parse_file(f->path, o);
+    assert_int_equal(o->n, 13);
+    assert_json_str(o, "upstream_addr", "127.0.0.1:8081, [::1]:8082", 26);
+    assert_json_str(o, "upstream_status", "502, 200", 8);
+    assert_json_str(o, "upstream_ms", "1, 12", 5);
+    free(o);
+}
+
 /* Missing headers are empty strings, numbers are numbers up to 2^64-1. */
 static void test_json_empty_fields_and_big_numbers(void **state)
 {
@@ -1027,6 +1052,7 @@ int main(void)
         T(test_combined_referer_http10_no_user_agent),
         T(test_refused_version_logged_as_carried),
         T(test_combined_without_request_line),
+        T(test_proxied_request_has_upstream_fields),
         T(test_json_line),
         T(test_json_empty_fields_and_big_numbers),
         T(test_timestamps_follow_the_clock),

@@ -29,7 +29,8 @@
 #include "worker/proxy_req.h"
 #include "worker/upstream_conn.h"
 
-#define NUP 2
+#define NUP 3      /* fake upstreams; the pool has f->nmembers of them (2 unless a test says) */
+#define NARENA 4   /* table generations a test may build */
 #define OUT_MAX (8u << 20)
 
 typedef struct fixture {
@@ -38,7 +39,10 @@ typedef struct fixture {
     sws_shm_counters_t counters;
     sws_worker_ctx_t ctx;
     sws_settings_t st;
-    void *arena;
+    void *arena;          /* the generation in use */
+    void *arenas[NARENA]; /* every one built: a request may hold an older one */
+    unsigned ngen;
+    unsigned nmembers;
     int listen_fd[NUP];   /* the fake upstreams; -1: a member nobody listens on */
     int port[NUP];
     int client;           /* the client's end of the socketpair */
@@ -63,11 +67,17 @@ static int listener(int *port)
     return fd;
 }
 
-static void add_pool(Sws__RouteSet *rs, fixture_t *f)
+/* What a test changes in the pool or the route before the table is built. */
+typedef void (*tweak_fn)(Sws__Pool *pool, Sws__Route *route);
+
+static Sws__Pool *add_pool(Sws__RouteSet *rs, fixture_t *f)
 {
     Sws__Pool *pool = NEW(Sws__Pool, SWS__POOL__INIT);
     pool->name = strdup("app");
-    for (int i = 0; i < NUP; i++) {
+    /* As the configuration fills them (the table keeps a 0). */
+    pool->keepalive = SWS_DEFAULT_POOL_KEEPALIVE;
+    pool->retries = SWS_DEFAULT_POOL_RETRIES;
+    for (unsigned i = 0; i < f->nmembers; i++) {
         char addr[64];
         Sws__Member *m = NEW(Sws__Member, SWS__MEMBER__INIT);
         snprintf(addr, sizeof(addr), "127.0.0.1:%d", f->port[i]);
@@ -77,10 +87,13 @@ static void add_pool(Sws__RouteSet *rs, fixture_t *f)
         PUSH(pool->members, pool->n_members, m);
     }
     PUSH(rs->pools, rs->n_pools, pool);
+    return pool;
 }
 
-/* The table: host "*", every path proxied to pool "app" (NUP members). */
-static void build_table(fixture_t *f)
+/* A new table generation: host "*", every path proxied to pool "app"
+ * (f->nmembers members), as tweak changes it; the connection set and the
+ * worker context's pools adopt it, as worker.c does. */
+static void build_table(fixture_t *f, tweak_fn tweak)
 {
     Sws__RouteSet *rs = rs_new();
     Sws__Host *h = rs_host(rs, "*");
@@ -89,14 +102,37 @@ static void build_table(fixture_t *f)
     px->pool = strdup("app");
     r->action_case = SWS__ROUTE__ACTION_PROXY;
     r->proxy = px;
-    add_pool(rs, f);
+    Sws__Pool *pool = add_pool(rs, f);
+    if (tweak != NULL)
+        tweak(pool, r);
     char err[256] = "";
     size_t size = sws_table_size(rs);
+    assert_true(f->ngen < NARENA);
     f->arena = aligned_alloc(8, (size + 7) & ~(size_t)7);
     assert_non_null(f->arena);
-    if (sws_table_build(f->arena, size, 1, rs, err, sizeof(err)) != 0)
+    f->arenas[f->ngen++] = f->arena;
+    if (sws_table_build(f->arena, size, f->ngen, rs, err, sizeof(err)) != 0)
         fail_msg("table: %s", err);
     sws__route_set__free_unpacked(rs, NULL);
+    if (f->set.loop != NULL)
+        sws_conn_set_configure(&f->set, f->arena, &f->st, SWS_STR("scalws-test"));
+    if (sws_upstream_pools_adopt(&f->ctx.pools, f->arena, &f->ctx.upstreams, err, sizeof(err)))
+        fail_msg("pools: %s", err);
+}
+
+/* The pool's balancer in the worker's view. */
+static sws_upstream_balancer_t *balancer(fixture_t *f)
+{
+    assert_int_equal(f->ctx.pools.npools, 1);
+    return &f->ctx.pools.pools[0].bal;
+}
+
+/* The next request goes to member 0 (round robin starts over). */
+static void rr_reset(fixture_t *f)
+{
+    sws_upstream_balancer_t *b = balancer(f);
+    for (uint32_t i = 0; i < b->npeers; i++)
+        b->peers[i].current = 0;
 }
 
 static int setup(void **state)
@@ -110,8 +146,9 @@ static int setup(void **state)
     assert_int_equal(sws_loop_init(&f->loop), 0);
     for (int i = 0; i < NUP; i++)
         f->listen_fd[i] = listener(&f->port[i]);
-    build_table(f);
+    f->nmembers = 2;
     sws_upstream_set_init(&f->ctx.upstreams, &f->loop);
+    build_table(f, NULL);
     sws_conn_set_init(&f->set, &f->loop, &sws_http1_proto, sws_handlers_dispatch, &f->counters);
     f->set.ctx = &f->ctx;
     f->set.head_handler = sws_handlers_dispatch_head;
@@ -140,7 +177,8 @@ static int teardown(void **state)
             close(f->listen_fd[i]);
     if (f->client >= 0)
         close(f->client);
-    free(f->arena);
+    for (unsigned i = 0; i < f->ngen; i++)
+        free(f->arenas[i]);
     free(f->out);
     free(f);
     return 0;
@@ -314,7 +352,7 @@ static void test_keepalive_upstream_connection_is_reused(void **state)
     assert_int_equal(f->ctx.upstreams.nidle, 1);
     /* The second request, to the same member, comes on the same upstream
      * connection. */
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/two"));
     assert_int_equal(f->ctx.upstreams.nidle, 0);
     up_read_head(f, fd, req, sizeof(req));
@@ -336,7 +374,7 @@ static void test_idle_connection_closed_by_upstream_is_dropped(void **state)
     pump(f);
     assert_int_equal(f->ctx.upstreams.nidle, 0);
     /* The next request opens a new connection, and is answered. */
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/two"));
     fd = up_serve(f, 0, OK5);
     assert_int_equal(count(f->out, "200 OK"), 2);
@@ -391,7 +429,7 @@ static void test_head_and_304_carry_no_body(void **state)
     /* The upstream connection is in sync: the next answer parses. */
     assert_int_equal(f->ctx.upstreams.nidle, 1);
     char req[4096];
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/c"));
     up_read_head(f, fd, req, sizeof(req));
     up_write(f, fd, "HTTP/1.1 304 Not Modified\r\nETag: \"e\"\r\n\r\n");
@@ -494,7 +532,7 @@ static void test_connect_refused_is_retried_on_another_member(void **state)
 {
     fixture_t *f = *state;
     refuse_member(f, 0);
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
     int fd = up_serve(f, 1, OK5);
     assert_non_null(strstr(f->out, "200 OK"));
@@ -516,7 +554,7 @@ static void test_broken_after_request_retries_get_only(void **state)
 {
     fixture_t *f = *state;
     char req[4096];
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/"));
     int fd = up_accept(f, 0);
     assert_true(fd >= 0);
@@ -527,7 +565,7 @@ static void test_broken_after_request_retries_get_only(void **state)
     assert_int_equal(count(f->out, "200 OK"), 1);
     close(fd);
 
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
     fd = up_accept(f, 0);
     assert_true(fd >= 0);
@@ -544,7 +582,7 @@ static void test_broken_after_request_retries_get_only(void **state)
 static void test_503_is_retried_for_get_not_for_post(void **state)
 {
     fixture_t *f = *state;
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/"));
     int a = up_serve(f, 0, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
     int b = up_serve(f, 1, OK5);
@@ -553,7 +591,7 @@ static void test_503_is_retried_for_get_not_for_post(void **state)
     close(a);
     close(b);
 
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     f->out_len = 0;
     client_send(f, "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
     a = up_serve(f, 0, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
@@ -565,15 +603,25 @@ static void test_503_is_retried_for_get_not_for_post(void **state)
 /* Every attempt stalls: the read timeout answers 504 after 1 + retries
  * attempts, never a second time to the member that just failed while the
  * other is up. */
+static void read_timeout_20ms(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->timeouts = NEW(Sws__Pool__Timeouts, SWS__POOL__TIMEOUTS__INIT);
+    pool->timeouts->connect_ms = SWS_DEFAULT_POOL_CONNECT_TIMEOUT_MS;
+    pool->timeouts->send_ms = SWS_DEFAULT_POOL_SEND_TIMEOUT_MS;
+    pool->timeouts->read_ms = 20;
+    pool->timeouts->idle_ms = SWS_DEFAULT_POOL_IDLE_TIMEOUT_MS;
+}
+
 static void test_read_timeout_gives_504_after_retries(void **state)
 {
     fixture_t *f = *state;
-    enum { RETRIES = SWS_UPSTREAM_RETRIES_DEFAULT };
+    enum { RETRIES = SWS_DEFAULT_POOL_RETRIES };
     int fds[1 + RETRIES];
     int members[1 + RETRIES];
     char req[4096];
-    sws_timer_queue_set_duration(&f->ctx.upstreams.q[SWS_UPSTREAM_T_READ], 20);
-    f->ctx.upstreams.rr = 0;
+    build_table(f, read_timeout_20ms);
+    rr_reset(f);
     client_send(f, GET("/"));
     for (int k = 0; k <= RETRIES; k++) {
         fds[k] = -1;
@@ -645,7 +693,7 @@ static void test_request_body_with_length_streams_through(void **state)
     up_write(f, fd, OK5);
     assert_non_null(strstr(f->out, "200 OK"));
     /* In sync: the next request on both connections works. */
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, GET("/n"));
     up_read_until(f, fd, req, sizeof(req), "GET /n ");
     up_write(f, fd, OK5);
@@ -744,7 +792,7 @@ static void test_post_with_body_not_repeated(void **state)
 {
     fixture_t *f = *state;
     char req[4096];
-    f->ctx.upstreams.rr = 0;
+    rr_reset(f);
     client_send(f, "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\n\r\nxyz");
     int fd = up_accept(f, 0);
     assert_true(fd >= 0);
@@ -754,6 +802,302 @@ static void test_post_with_body_not_repeated(void **state)
     assert_int_equal(up_accept(f, 1), -1);
     assert_int_equal(up_accept(f, 0), -1);
     assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
+}
+
+/* ---- the pool's settings and its balancer ---- */
+
+/* Another client connection; its fd. */
+static int client_open(fixture_t *f)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+    assert_non_null(sws_conn_open(&f->set, sv[0], NULL, 0));
+    return sv[1];
+}
+
+static void client_write(fixture_t *f, int fd, const char *s)
+{
+    assert_int_equal(write(fd, s, strlen(s)), (ssize_t)strlen(s));
+    pump(f);
+}
+
+/* What the client fd was sent so far, into buf. */
+static void client_read(int fd, char *buf, size_t cap)
+{
+    size_t len = 0;
+    ssize_t n;
+    while (len + 1 < cap && (n = read(fd, buf + len, cap - 1 - len)) > 0)
+        len += (size_t)n;
+    buf[len] = '\0';
+}
+
+/* The member whose fake upstream got the next connection (each tried in
+ * turn, bounded), its fd in *fd; -1 when none came. */
+static int up_accept_any(fixture_t *f, int *fd)
+{
+    for (int k = 0; k < 8; k++) {
+        for (int i = 0; i < NUP; i++) {
+            if (f->listen_fd[i] < 0)
+                continue;
+            *fd = accept4(f->listen_fd[i], NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+            if (*fd >= 0)
+                return i;
+        }
+        pump(f);
+    }
+    return -1;
+}
+
+/* Send one GET (with extra header lines), serve it where it went, close
+ * that upstream connection; the member. */
+static int one_request(fixture_t *f, const char *extra)
+{
+    char req[4096], buf[512];
+    int fd;
+    snprintf(buf, sizeof(buf), "GET / HTTP/1.1\r\nHost: a\r\n%s\r\n", extra);
+    size_t before = count(f->out, "200 OK");
+    client_send(f, buf);
+    int m = up_accept_any(f, &fd);
+    if (m < 0)
+        fail_msg("the request reached no upstream");
+    up_read_head(f, fd, req, sizeof(req));
+    up_write(f, fd, "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+    close(fd);
+    pump(f);
+    assert_int_equal(count(f->out, "200 OK"), before + 1);
+    return m;
+}
+
+static void weights_2_1(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->members[0]->weight = 2;
+    pool->keepalive = 0; /* a connection per request: each one shows its member */
+}
+
+static void test_round_robin_follows_the_weights(void **state)
+{
+    fixture_t *f = *state;
+    build_table(f, weights_2_1);
+    int n[NUP] = { 0 };
+    for (int k = 0; k < 30; k++)
+        n[one_request(f, "")]++;
+    assert_int_equal(n[0], 20);
+    assert_int_equal(n[1], 10);
+    assert_int_equal(f->ctx.upstreams.nidle, 0); /* keepalive 0 */
+}
+
+static void hash_on_x_user(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->balance = SWS__POOL__BALANCE__HASH;
+    pool->hash_key = strdup("header:x-user");
+    pool->keepalive = 0;
+}
+
+static void test_hash_sends_a_key_to_one_member(void **state)
+{
+    fixture_t *f = *state;
+    build_table(f, hash_on_x_user);
+    int seen[NUP] = { 0 };
+    for (int key = 0; key < 8; key++) {
+        char extra[64];
+        snprintf(extra, sizeof(extra), "X-User: user-%d\r\n", key);
+        int first = one_request(f, extra);
+        seen[first] = 1;
+        for (int k = 0; k < 3; k++)
+            assert_int_equal(one_request(f, extra), first);
+    }
+    assert_true(seen[0] && seen[1]); /* the keys are spread, not all on one */
+}
+
+static void least_conn(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->balance = SWS__POOL__BALANCE__LEAST_CONN;
+}
+
+/* A member busy with a request gets the next one only after the idle
+ * member got one: round robin would alternate whatever the load. */
+static void test_least_conn_picks_the_member_with_fewer_requests(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096], out[4096];
+    int fd0, fd1;
+    build_table(f, least_conn);
+    int c2 = client_open(f);
+    client_send(f, GET("/slow"));
+    assert_int_equal(up_accept_any(f, &fd0), 0);
+    up_read_head(f, fd0, req, sizeof(req));
+    client_write(f, c2, GET("/a"));
+    assert_int_equal(up_accept_any(f, &fd1), 1);
+    up_read_head(f, fd1, req, sizeof(req));
+    up_write(f, fd1, OK5);
+    client_read(c2, out, sizeof(out));
+    assert_non_null(strstr(out, "200 OK"));
+    /* Member 0 still has /slow; member 1 none: /b goes to member 1 again
+     * (on its idle connection). */
+    client_write(f, c2, GET("/b"));
+    up_read_head(f, fd1, req, sizeof(req));
+    assert_true(strncmp(req, "GET /b ", 7) == 0);
+    up_write(f, fd1, OK5);
+    up_write(f, fd0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 1);
+    close(fd0);
+    close(fd1);
+    close(c2);
+}
+
+static void health_2_fails(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->health = NEW(Sws__Pool__Health, SWS__POOL__HEALTH__INIT);
+    pool->health->max_fails = 2;
+    pool->health->fail_window_ms = 60000;
+    pool->health->cooldown_ms = 60000;
+    pool->keepalive = 0;
+}
+
+static void test_member_down_after_max_fails_gets_nothing(void **state)
+{
+    fixture_t *f = *state;
+    close(f->listen_fd[0]); /* member 0 refuses connections */
+    f->listen_fd[0] = -1;
+    build_table(f, health_2_fails);
+    sws_upstream_balancer_t *b = balancer(f);
+    /* Each request fails on member 0 when it is picked and is retried on
+     * member 1: the client sees no failure. */
+    for (int k = 0; k < 10; k++)
+        assert_int_equal(one_request(f, ""), 1);
+    assert_true(sws_upstream_health_is_down(&b->peers[0].health));
+    assert_int_equal(b->peers[0].health.failures, 2); /* none tried during the cooldown */
+    assert_int_equal(b->peers[0].active, 0);
+    assert_int_equal(b->peers[1].active, 0);
+}
+
+static void max_conns_1(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->max_conns = 1;
+}
+
+static void test_max_conns_limits_requests_per_member(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096], out[4096];
+    int fd0, fd1;
+    build_table(f, max_conns_1);
+    int c2 = client_open(f), c3 = client_open(f);
+    client_send(f, GET("/1"));
+    assert_int_equal(up_accept_any(f, &fd0), 0);
+    up_read_head(f, fd0, req, sizeof(req));
+    client_write(f, c2, GET("/2"));
+    assert_int_equal(up_accept_any(f, &fd1), 1);
+    up_read_head(f, fd1, req, sizeof(req));
+    /* Both members have their one request: the third has nowhere to go. */
+    client_write(f, c3, GET("/3"));
+    client_read(c3, out, sizeof(out));
+    assert_non_null(strstr(out, "HTTP/1.1 503 "));
+    up_write(f, fd0, OK5);
+    /* Member 0 is free again: the next request goes there. */
+    client_write(f, c3, GET("/4"));
+    up_read_head(f, fd0, req, sizeof(req));
+    assert_true(strncmp(req, "GET /4 ", 7) == 0);
+    close(fd0);
+    close(fd1);
+    close(c2);
+    close(c3);
+}
+
+static void host_header(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)pool;
+    route->proxy->host_header = strdup("api.internal:8080");
+}
+
+static void test_host_header_replaces_the_clients(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    build_table(f, host_header);
+    client_send(f, GET("/"));
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_head(f, fd, req, sizeof(req));
+    assert_non_null(strstr(req, "\r\nHost: api.internal:8080\r\n"));
+    assert_non_null(strstr(req, "\r\nX-Forwarded-Host: a\r\n"));
+    up_write(f, fd, OK5);
+    close(fd);
+}
+
+static void retries_0(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->retries = 0;
+}
+
+static void test_retries_0_means_one_attempt(void **state)
+{
+    fixture_t *f = *state;
+    build_table(f, retries_0);
+    client_send(f, GET("/"));
+    int fd = up_serve(f, 0, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
+    assert_non_null(strstr(f->out, "HTTP/1.1 503 "));
+    assert_int_equal(up_accept(f, 1), -1);
+    close(fd);
+}
+
+static void three_members(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)pool;
+    (void)route;
+}
+
+/* A reload that adds a member keeps the others' turns: after member 0's
+ * turn, member 1's comes, not member 0's again as a fresh start would
+ * give. A reload that removes a member closes its idle connection. */
+static void test_reload_carries_turns_and_closes_removed_members(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, GET("/"));
+    int fd0 = up_serve(f, 0, OK5);
+    f->nmembers = 3;
+    build_table(f, three_members);
+    client_send(f, GET("/"));
+    int fd1 = up_serve(f, 1, OK5);
+    assert_int_equal(f->ctx.upstreams.nidle, 2);
+    f->nmembers = 1; /* members 1 and 2 go */
+    build_table(f, three_members);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    assert_true(up_closed(fd1));
+    /* Member 0's connection stays and serves. */
+    client_send(f, GET("/again"));
+    up_read_head(f, fd0, req, sizeof(req));
+    assert_true(strncmp(req, "GET /again ", 11) == 0);
+    up_write(f, fd0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 3);
+    close(fd0);
+    close(fd1);
+}
+
+/* Each attempt is in the request's upstream fields, for the access log. */
+static void test_attempts_recorded_for_the_access_log(void **state)
+{
+    fixture_t *f = *state;
+    char want[128];
+    rr_reset(f);
+    client_send(f, GET("/"));
+    int fd0 = up_serve(f, 0, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n");
+    int fd1 = up_serve(f, 1, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 1);
+    const sws_request_upstream_t *u = &sws_http1_of(f->conn)->stream.req.upstream;
+    snprintf(want, sizeof(want), "127.0.0.1:%d, 127.0.0.1:%d", f->port[0], f->port[1]);
+    assert_string_equal(u->addr, want);
+    assert_string_equal(u->status, "503, 200");
+    assert_non_null(strchr(u->ms, ','));
+    close(fd0);
+    close(fd1);
 }
 
 int main(void)
@@ -794,6 +1138,24 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_answer_before_the_body_closes_the_connection, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_post_with_body_not_repeated, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_round_robin_follows_the_weights, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_hash_sends_a_key_to_one_member, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_least_conn_picks_the_member_with_fewer_requests, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_member_down_after_max_fails_gets_nothing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_max_conns_limits_requests_per_member, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_host_header_replaces_the_clients, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_retries_0_means_one_attempt, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_reload_carries_turns_and_closes_removed_members, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_attempts_recorded_for_the_access_log, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,135 @@
+/* One worker's view of the upstream pools (upstream_pools.h). */
+#include "worker/upstream_pools.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/err.h"
+#include "core/log.h"
+
+static void pool_free(sws_upstream_pool_t *p)
+{
+    free(p->name);
+    free(p->key_name);
+    free(p->bal.peers);
+    free(p->members);
+}
+
+static void view_free(sws_upstream_pool_t *pools, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        pool_free(&pools[i]);
+    free(pools);
+}
+
+static char *dup_tstr(const sws_table_t *t, sws_tstr_t s)
+{
+    return strndup(sws_table_str(t, s), s.len);
+}
+
+/* The table's pool tp, built into p (zeroed): -1 when out of memory. */
+static int pool_build(sws_upstream_pool_t *p, const sws_table_t *t, const sws_pool_t *tp)
+{
+    uint32_t n = tp->nmembers;
+    p->name = dup_tstr(t, tp->name);
+    p->key_name = dup_tstr(t, tp->hash_name);
+    p->bal.peers = calloc(n ? n : 1, sizeof(*p->bal.peers));
+    p->members = calloc(n ? n : 1, sizeof(*p->members));
+    if (p->name == NULL || p->key_name == NULL || p->bal.peers == NULL || p->members == NULL)
+        return -1;
+    p->name_len = tp->name.len;
+    p->bal.npeers = n;
+    p->bal.kind = tp->balance == SWS_BALANCE_LEAST_CONN ? SWS_UPSTREAM_LEAST_CONN
+                  : tp->balance == SWS_BALANCE_HASH     ? SWS_UPSTREAM_HASH
+                                                        : SWS_UPSTREAM_ROUND_ROBIN;
+    p->bal.max_conns = tp->max_conns;
+    p->bal.health = (sws_upstream_health_conf_t){
+        .max_fails = tp->max_fails,
+        .fail_window_ms = tp->fail_window_ms,
+        .cooldown_ms = tp->cooldown_ms,
+    };
+    /* The table numbers hash kinds as upstream_key.h does (0: none). */
+    p->hashed = tp->balance == SWS_BALANCE_HASH && tp->hash_kind != SWS_HASH_NONE;
+    p->key = (sws_upstream_key_t){ tp->hash_kind, { p->key_name, tp->hash_name.len } };
+    p->retries = tp->retries;
+    p->conf.keepalive = tp->keepalive;
+    p->conf.timeout_ms[SWS_UPSTREAM_T_CONNECT] = tp->connect_timeout_ms;
+    p->conf.timeout_ms[SWS_UPSTREAM_T_SEND] = tp->send_timeout_ms;
+    p->conf.timeout_ms[SWS_UPSTREAM_T_READ] = tp->read_timeout_ms;
+    p->conf.timeout_ms[SWS_UPSTREAM_T_IDLE] = tp->idle_timeout_ms;
+    const sws_member_t *m = sws_table_members(t, tp);
+    for (uint32_t i = 0; i < n; i++) {
+        char err[160];
+        sws_str_t a = { sws_table_str(t, m[i].address), m[i].address.len };
+        sws_upstream_peer_t *peer = &p->bal.peers[i];
+        sws_upstream_member_t *um = &p->members[i];
+        snprintf(um->text, sizeof(um->text), "%.*s", (int)a.len, a.p);
+        peer->id = m[i].id;
+        peer->weight = m[i].weight;
+        peer->state = (uint8_t)m[i].state;
+        if (sws_upstream_parse_addr(a, &um->addr, err, sizeof(err)) < 0) {
+            sws_log_error("pool %s member %s: %s: it takes no request", p->name, um->text, err);
+            peer->state = SWS_UPSTREAM_DOWN;
+        }
+    }
+    return 0;
+}
+
+sws_upstream_pool_t *sws_upstream_pools_find(sws_upstream_pools_t *v, const char *name,
+                                             size_t len, uint32_t hint)
+{
+    for (uint32_t k = 0; k < v->npools; k++) {
+        /* A generation usually keeps the pools' order: the hint first. */
+        uint32_t i = (hint + k) % v->npools;
+        sws_upstream_pool_t *p = &v->pools[i];
+        if (p->name_len == len && memcmp(p->name, name, len) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+static int member_kept(const sws_upstream_pool_t *pools, uint32_t n, uint64_t id)
+{
+    for (uint32_t i = 0; i < n; i++)
+        if (sws_upstream_balance_find(&pools[i].bal, id, -1) >= 0)
+            return 1;
+    return 0;
+}
+
+int sws_upstream_pools_adopt(sws_upstream_pools_t *v, const sws_table_t *t,
+                             sws_upstream_set_t *s, char *err, size_t errlen)
+{
+    uint32_t n = sws_table_pool_count(t);
+    sws_upstream_pool_t *pools = calloc(n ? n : 1, sizeof(*pools));
+    if (pools == NULL)
+        return sws_errf(err, errlen, "out of memory for the upstream pools");
+    for (uint32_t i = 0; i < n; i++) {
+        if (pool_build(&pools[i], t, sws_table_pool(t, i)) < 0) {
+            view_free(pools, n);
+            return sws_errf(err, errlen, "out of memory for the upstream pools");
+        }
+        sws_upstream_pool_t *prev =
+            sws_upstream_pools_find(v, pools[i].name, pools[i].name_len, i);
+        if (prev != NULL)
+            sws_upstream_balance_carry(pools[i].bal.peers, pools[i].bal.npeers,
+                                       prev->bal.peers, prev->bal.npeers);
+    }
+    for (uint32_t i = 0; i < v->npools; i++) {
+        const sws_upstream_balancer_t *b = &v->pools[i].bal;
+        for (uint32_t j = 0; j < b->npeers; j++)
+            if (!member_kept(pools, n, b->peers[j].id))
+                sws_upstream_close_idle(s, b->peers[j].id);
+    }
+    view_free(v->pools, v->npools);
+    v->pools = pools;
+    v->npools = n;
+    v->gen = sws_table_generation(t);
+    return 0;
+}
+
+void sws_upstream_pools_free(sws_upstream_pools_t *v)
+{
+    view_free(v->pools, v->npools);
+    *v = (sws_upstream_pools_t){ 0 };
+}
