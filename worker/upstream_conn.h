@@ -30,7 +30,7 @@
  * duration, made when a connection first needs it and kept for the life
  * of the set (the loop cannot forget a queue): at most
  * SWS_UPSTREAM_MAX_QUEUES; a duration beyond them uses the nearest longer
- * one kept, else the longest (ADR 0015).
+ * one kept, else the longest (ADR 0017).
  *
  * I/O: the fd is registered once, edge-triggered for IN|OUT|RDHUP, so the
  * user reads and writes until EAGAIN and keeps track of what it has not
