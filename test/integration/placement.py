@@ -16,11 +16,14 @@ import json
 import os
 import re
 import selectors
+import shutil
 import socket
 import subprocess
 import time
 
 from harness import HELLO_BODY, HELLO_HOSTS, TIMEOUT, binary, make_config, poll, request
+
+BPFTOOL = shutil.which("bpftool") or "/usr/sbin/bpftool"
 
 BPF_POLICIES = ("hash", "least-loaded", "fountain", "cpu")
 KERNEL_POLICIES = ("shared", "reuseport")
@@ -151,12 +154,10 @@ def placement(port, slots, client_ports):
     return counts, queued, missing
 
 
-def load_records(supervisor_pid):
-    """The workers' own view under a BPF policy: their records in the load
-    map (ebpf/policy.h: live, accepted, selected, settled, busy_pct, ...),
-    a list by slot, read with bpftool from the map the supervisor holds
-    (the BPF_F_MMAPABLE array among its fds). None when it holds none
-    (shared, reuseport, a fallback)."""
+def load_map(supervisor_pid):
+    """The load map (ebpf/policy.h) the supervisor holds, as bpftool dumps
+    it: the BPF_F_MMAPABLE array among its descriptors. None when it holds
+    none (shared, reuseport, a fallback)."""
     fd_dir = "/proc/%d/fd" % supervisor_pid
     for fd in os.listdir(fd_dir):
         try:
@@ -168,13 +169,20 @@ def load_records(supervisor_pid):
             continue
         if info["map_type"].strip() != "2" or not int(info["map_flags"], 16) & 0x400:
             continue
-        p = subprocess.run(["bpftool", "-j", "map", "dump", "id", info["map_id"].strip()],
+        p = subprocess.run([BPFTOOL, "-j", "map", "dump", "id", info["map_id"].strip()],
                            capture_output=True, text=True, timeout=TIMEOUT)
         if p.returncode != 0:
             raise AssertionError("bpftool map dump: %s" % p.stderr.strip())
-        value = json.loads(p.stdout)[0]["formatted"]["value"]
-        return value["w"][:value["config"]["nworkers"]]
+        return json.loads(p.stdout)[0]["formatted"]["value"]
     return None
+
+
+def load_records(supervisor_pid):
+    """The workers' own view under a BPF policy: their records in the load
+    map (live, accepted, selected, settled, busy_pct, ...), a list by slot;
+    None without a load map."""
+    value = load_map(supervisor_pid)
+    return None if value is None else value["w"][:value["config"]["nworkers"]]
 
 
 class Conn:

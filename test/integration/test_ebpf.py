@@ -3,7 +3,6 @@ the program cannot load (-t and a start without CAP_BPF), and the parking of
 a stopped or killed worker (its queued connections served by the others).
 Placement per policy is test_accept_placement's."""
 
-import json
 import os
 import shutil
 import signal
@@ -13,30 +12,11 @@ import unittest
 
 from harness import (HELLO_HOSTS, SANITIZER_PATTERNS, TIMEOUT, ServerTestCase, binary,
                      make_config, poll, process_state)
+from placement import load_map
 
 CAPSH = shutil.which("capsh")
-BPFTOOL = shutil.which("bpftool") or "/usr/sbin/bpftool"
 NO_BPF = ["--drop=cap_bpf,cap_sys_admin,cap_perfmon", "--"]
 FALLBACK = "falling back to reuseport"
-
-
-def load_map(supervisor_pid):
-    """The load map (ebpf/policy.h) the supervisor holds, as bpftool dumps
-    it: the BPF_F_MMAPABLE array among its descriptors."""
-    fd_dir = "/proc/%d/fd" % supervisor_pid
-    for fd in os.listdir(fd_dir):
-        try:
-            if os.readlink(os.path.join(fd_dir, fd)) != "anon_inode:bpf-map":
-                continue
-            with open("/proc/%d/fdinfo/%s" % (supervisor_pid, fd)) as f:
-                info = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
-        except OSError:
-            continue
-        if int(info["map_flags"], 16) & 0x400:  # BPF_F_MMAPABLE
-            p = subprocess.run([BPFTOOL, "-j", "map", "dump", "id", info["map_id"].strip()],
-                               capture_output=True, text=True, timeout=TIMEOUT)
-            return json.loads(p.stdout)[0]["formatted"]["value"]
-    return None
 
 
 def can_load_bpf():

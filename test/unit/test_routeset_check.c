@@ -40,16 +40,8 @@ static Sws__RouteSet *fixture(void)
 
     rs->settings->log_level = strdup("info");
     respond_header(host_respond(h, SWS__ROUTE__MATCH__PREFIX, "/", "hi"), "X-A", "1");
-    r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/s/");
-    r->action_case = SWS__ROUTE__ACTION_STATIC;
-    r->static_ = NEW(Sws__Static, SWS__STATIC__INIT);
-    r->static_->root = strdup("/srv/www");
-    r->static_->index = strdup("index.html");
-    r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/r/");
-    r->action_case = SWS__ROUTE__ACTION_REDIRECT;
-    r->redirect = NEW(Sws__Redirect, SWS__REDIRECT__INIT);
-    r->redirect->status = 308;
-    r->redirect->location = strdup("https://a.test/");
+    host_static(h, SWS__ROUTE__MATCH__PREFIX, "/s/", "/srv/www");
+    host_redirect(h, SWS__ROUTE__MATCH__PREFIX, "/r/", 308, "https://a.test/");
     r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/p/");
     r->action_case = SWS__ROUTE__ACTION_PROXY;
     r->proxy = NEW(Sws__Proxy, SWS__PROXY__INIT);

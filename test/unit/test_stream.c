@@ -196,17 +196,8 @@ static void *build_table(const char *dir)
     respond_header(r, "Content-Type", "application/octet-stream");
     respond_header(r, "X-Route", "hello");
 
-    r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/files/");
-    r->action_case = SWS__ROUTE__ACTION_STATIC;
-    r->static_ = NEW(Sws__Static, SWS__STATIC__INIT);
-    r->static_->root = strdup(dir);
-    r->static_->index = strdup("index.html");
-
-    r = host_route(h, SWS__ROUTE__MATCH__EXACT, "/old");
-    r->action_case = SWS__ROUTE__ACTION_REDIRECT;
-    r->redirect = NEW(Sws__Redirect, SWS__REDIRECT__INIT);
-    r->redirect->status = 301;
-    r->redirect->location = strdup("https://new.test/");
+    host_static(h, SWS__ROUTE__MATCH__PREFIX, "/files/", dir);
+    host_redirect(h, SWS__ROUTE__MATCH__EXACT, "/old", 301, "https://new.test/");
 
     char err[256] = "";
     size_t size = sws_table_size(rs);

@@ -219,19 +219,11 @@ static Sws__RouteSet *actions_fixture(void)
     respond_header(r, "Content-Type", "text/plain");
     respond_header(r, "X-Test", "1");
 
-    r = host_route(h, SWS__ROUTE__MATCH__PREFIX, "/static/");
-    r->action_case = SWS__ROUTE__ACTION_STATIC;
-    r->static_ = NEW(Sws__Static, SWS__STATIC__INIT);
-    r->static_->root = strdup("/srv/www//");
-    r->static_->index = strdup("index.html");
+    r = host_static(h, SWS__ROUTE__MATCH__PREFIX, "/static/", "/srv/www//");
     r->static_->follow_symlinks = 1;
 
     Sws__Host *h2 = rs_host(rs, "other.test");
-    r = host_route(h2, SWS__ROUTE__MATCH__PREFIX, "/old/");
-    r->action_case = SWS__ROUTE__ACTION_REDIRECT;
-    r->redirect = NEW(Sws__Redirect, SWS__REDIRECT__INIT);
-    r->redirect->status = 308;
-    r->redirect->location = strdup("https://new.test/");
+    r = host_redirect(h2, SWS__ROUTE__MATCH__PREFIX, "/old/", 308, "https://new.test/");
     r->https_redirect = 1;
     host_respond(h2, SWS__ROUTE__MATCH__PREFIX, "/", "plain");
 
@@ -616,11 +608,7 @@ static void test_rejects_invalid(void **state)
     sws__route_set__free_unpacked(rs, NULL);
 
     rs = rs_new();
-    r = host_route(rs_host(rs, "a.test"), SWS__ROUTE__MATCH__PREFIX, "/s/");
-    r->action_case = SWS__ROUTE__ACTION_STATIC;
-    r->static_ = NEW(Sws__Static, SWS__STATIC__INIT);
-    r->static_->root = strdup("relative/dir");
-    r->static_->index = strdup("index.html");
+    host_static(rs_host(rs, "a.test"), SWS__ROUTE__MATCH__PREFIX, "/s/", "relative/dir");
     assert_build_fails(rs, "static.root: expected an absolute path");
     sws__route_set__free_unpacked(rs, NULL);
 }

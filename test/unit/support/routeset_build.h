@@ -70,6 +70,30 @@ static inline Sws__Route *host_respond(Sws__Host *h, Sws__Route__Match match, co
     return r;
 }
 
+/* A static route on root (index.html). */
+static inline Sws__Route *host_static(Sws__Host *h, Sws__Route__Match match, const char *path,
+                                      const char *root)
+{
+    Sws__Route *r = host_route(h, match, path);
+    r->action_case = SWS__ROUTE__ACTION_STATIC;
+    r->static_ = NEW(Sws__Static, SWS__STATIC__INIT);
+    r->static_->root = strdup(root);
+    r->static_->index = strdup("index.html");
+    return r;
+}
+
+/* A redirect route to location with status. */
+static inline Sws__Route *host_redirect(Sws__Host *h, Sws__Route__Match match, const char *path,
+                                        unsigned status, const char *location)
+{
+    Sws__Route *r = host_route(h, match, path);
+    r->action_case = SWS__ROUTE__ACTION_REDIRECT;
+    r->redirect = NEW(Sws__Redirect, SWS__REDIRECT__INIT);
+    r->redirect->status = status;
+    r->redirect->location = strdup(location);
+    return r;
+}
+
 static inline void respond_header(Sws__Route *r, const char *name, const char *value)
 {
     Sws__Header *hd = NEW(Sws__Header, SWS__HEADER__INIT);
