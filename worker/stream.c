@@ -324,6 +324,27 @@ static int body_allowed(sws_stream_t *st, uint64_t *n)
     return 1;
 }
 
+/* Body bytes in order: to the sink when nothing is held before them, the
+ * rest kept. 0, or -1 (out of memory: the stream is aborted). */
+static int stream_offer(sws_stream_t *st, const char *p, size_t n)
+{
+    if (st->pend_len == 0) {
+        size_t took = st->sink->data(st, p, n);
+        st->req.body_bytes += took;
+        p += took;
+        n -= took;
+        if (n == 0)
+            return 0;
+    }
+    if (pend_append(st, p, n) < 0) {
+        sws_log_error("client %s: no memory to hold %zu body bytes",
+                      sws_conn_peer_text(st->req.conn), n);
+        stream_abort(st);
+        return -1;
+    }
+    return 0;
+}
+
 int sws_stream_write(sws_stream_t *st, const void *p, size_t n)
 {
     uint64_t len = n;
@@ -337,22 +358,7 @@ int sws_stream_write(sws_stream_t *st, const void *p, size_t n)
         stream_abort(st);
         return -1;
     }
-    const char *b = p;
-    if (st->pend_len == 0) {
-        size_t took = st->sink->data(st, b, n);
-        st->req.body_bytes += took;
-        b += took;
-        n -= took;
-        if (n == 0)
-            return 0;
-    }
-    if (pend_append(st, b, n) < 0) {
-        sws_log_error("client %s: no memory to hold %zu body bytes",
-                      sws_conn_peer_text(st->req.conn), n);
-        stream_abort(st);
-        return -1;
-    }
-    return 0;
+    return stream_offer(st, p, n);
 }
 
 int sws_stream_send_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
@@ -427,14 +433,8 @@ void sws_stream_respond(sws_stream_t *st, unsigned status, const sws_header_t *h
      * hold by construction (nothing pending, the length is len). */
     if (!st->no_body && len > 0) {
         st->given = len;
-        size_t took = st->sink->data(st, body, len);
-        st->req.body_bytes += took;
-        if (took < len && pend_append(st, (const char *)body + took, len - took) < 0) {
-            sws_log_error("client %s: no memory to hold %zu body bytes",
-                          sws_conn_peer_text(st->req.conn), len - took);
-            stream_abort(st);
+        if (stream_offer(st, body, len) < 0)
             return;
-        }
     }
     st->end_asked = 1;
     stream_flush(st);
