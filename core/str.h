@@ -73,12 +73,7 @@ static inline int sws_str_is_token(sws_str_t s)
 /* A non-empty NUL-terminated string of tchars (RFC 9110 token). */
 static inline int sws_is_token(const char *s)
 {
-    if (*s == '\0')
-        return 0;
-    for (; *s != '\0'; s++)
-        if (!sws_is_tchar((unsigned char)*s))
-            return 0;
-    return 1;
+    return sws_str_is_token((sws_str_t){ s, strlen(s) });
 }
 
 #endif

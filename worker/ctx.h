@@ -41,7 +41,7 @@ static inline sws_worker_ctx_t *sws_worker_ctx(const sws_request_t *r)
     return r->conn->set->ctx;
 }
 
-/* Release what the context holds (descriptors, later pools), leaving it
+/* Release what the context holds (descriptors, upstream connections, the pools view), leaving it
  * empty. When the worker stops, after its connections are closed. */
 static inline void sws_worker_ctx_close(sws_worker_ctx_t *ctx)
 {

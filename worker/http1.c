@@ -60,11 +60,6 @@ enum frame_state {
     FR_DONE,        /* the message ends here: no framing byte may follow */
 };
 
-static int is_hexdig(unsigned char b)
-{
-    return (b >= '0' && b <= '9') || ((b | 0x20) >= 'a' && (b | 0x20) <= 'f');
-}
-
 /* VCHAR or obs-text (RFC 9110 5.5). */
 static int is_field_vchar(unsigned char b)
 {
@@ -77,16 +72,18 @@ static int frame_step(sws_http1_t *h, unsigned char b)
 {
     switch ((enum frame_state)h->frame) {
     case FR_SIZE_FIRST:
-    case FR_SIZE:
-        if (is_hexdig(b)) {
+    case FR_SIZE: {
+        int d = sws_hex_value(b);
+        if (d >= 0) {
             if (h->chunk_left >> 60 != 0)
                 return -1; /* llhttp refuses the overflow too */
-            h->chunk_left = h->chunk_left << 4 | (uint64_t)(b <= '9' ? b - '0' : (b | 0x20) - 'a' + 10);
+            h->chunk_left = h->chunk_left << 4 | (uint64_t)d;
             return FR_SIZE;
         }
         if (h->frame == FR_SIZE_FIRST)
             return -1;
         return b == ';' ? FR_EXT_NAME0 : b == '\r' ? FR_SIZE_LF : -1;
+    }
     case FR_EXT_NAME0:
         return sws_is_tchar(b) ? FR_EXT_NAME : -1;
     case FR_EXT_NAME:
@@ -903,7 +900,6 @@ static void http1_destroy(sws_conn_t *c)
 }
 
 const sws_proto_ops_t sws_http1_proto = {
-    .name = "http/1.1",
     .state_size = sizeof(sws_http1_t),
     .setup = http1_setup,
     .init = http1_init,

@@ -53,7 +53,6 @@ enum sws_proto_wait {
 };
 
 typedef struct sws_proto_ops {
-    const char *name;  /* "http/1.1": for logs */
     size_t state_size; /* bytes of per-connection state (c->proto_state) */
     void (*setup)(sws_conn_t *c);
     void (*init)(sws_conn_t *c);

@@ -50,7 +50,7 @@
  *
  * Not yet: an upstream's answer while the request body is still being
  * sent is read only after it (an upstream that answers early and stops
- * reading meets the send timeout); the access log's upstream fields.
+ * reading meets the send timeout).
  *
  * Memory: one allocation per proxied request (state, request head, read
  * buffer) and one for a request body, freed when the stream is released

@@ -194,12 +194,6 @@ void sws_stream_free(sws_stream_t *st, int trim);
 
 /* ---- the producer's side (actions) ---- */
 
-/* The stream a handler's request belongs to. */
-static inline sws_stream_t *sws_request_stream(sws_request_t *r)
-{
-    return (sws_stream_t *)r; /* req is the first member */
-}
-
 /* The head: a final status (a 1xx becomes 500: the protocol sends its own
  * interim answers), fields h[0..n) and the body length (or
  * SWS_STREAM_LENGTH_UNKNOWN). Once per stream: a second head is refused

@@ -269,14 +269,8 @@ sws_upstream_conn_t *sws_upstream_get(sws_upstream_set_t *s, uint64_t member_id,
                                       size_t errlen)
 {
     sws_upstream_conn_t *u = idle_take(s, member_id);
-    if (u != NULL) {
-        u->reused = 1;
-    } else {
-        u = conn_new(s, member_id, addr, err, errlen);
-        if (u == NULL)
-            return NULL;
-        u->reused = 0;
-    }
+    if (u == NULL && (u = conn_new(s, member_id, addr, err, errlen)) == NULL)
+        return NULL;
     u->ops = ops;
     u->data = data;
     return u;

@@ -93,7 +93,6 @@ struct sws_upstream_conn {
     sws_timer_t timer;
     uint8_t timer_which;           /* enum sws_upstream_timer of the armed timer */
     uint8_t connecting;            /* connect() in progress */
-    uint8_t reused;                /* came from the idle pool */
     uint8_t closed;                /* fd closed; freed with the set's closed list */
     sws_upstream_set_t *set;
     uint64_t member_id;

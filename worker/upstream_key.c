@@ -1,42 +1,6 @@
 /* The hash key of a request: see upstream_key.h. */
 #include "worker/upstream_key.h"
 
-#include "core/err.h"
-
-static int has_prefix(sws_str_t s, sws_str_t prefix)
-{
-    return s.len >= prefix.len && memcmp(s.p, prefix.p, prefix.len) == 0;
-}
-
-int sws_upstream_key_parse(sws_str_t spec, sws_upstream_key_t *key, char *err, size_t errlen)
-{
-    static const struct {
-        sws_str_t prefix;
-        uint8_t kind;
-    } named[] = {
-        { SWS_STR("header:"), SWS_UPSTREAM_KEY_HEADER },
-        { SWS_STR("cookie:"), SWS_UPSTREAM_KEY_COOKIE },
-    };
-    if (sws_str_eq(spec, SWS_STR("client_ip"))) {
-        *key = (sws_upstream_key_t){ .kind = SWS_UPSTREAM_KEY_CLIENT_IP, .name = { "", 0 } };
-        return 0;
-    }
-    for (size_t i = 0; i < sizeof(named) / sizeof(named[0]); i++) {
-        if (!has_prefix(spec, named[i].prefix))
-            continue;
-        sws_str_t name = { spec.p + named[i].prefix.len, spec.len - named[i].prefix.len };
-        if (!sws_str_is_token(name))
-            return sws_errf(err, errlen, "hash_key \"%.*s\": the name after \"%.*s\" must be a "
-                            "non-empty token", (int)spec.len, spec.p,
-                            (int)named[i].prefix.len, named[i].prefix.p);
-        *key = (sws_upstream_key_t){ .kind = named[i].kind, .name = name };
-        return 0;
-    }
-    return sws_errf(err, errlen,
-                    "hash_key \"%.*s\": expected client_ip, header:NAME or cookie:NAME",
-                    (int)spec.len, spec.p);
-}
-
 static int is_ws(char c)
 {
     return c == ' ' || c == '\t';

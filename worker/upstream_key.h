@@ -10,9 +10,9 @@
  *
  * Pure functions over slices: nothing is allocated or copied, every slice
  * handed out points into the caller's bytes and lives as long as they do.
- * Any process may call them: the configuration's check of a pool's
- * hash_key can use sws_upstream_key_parse(), so that the checker and the
- * worker never disagree on what a key is.
+ * The `hash_key` spec itself is parsed once, by the RouteSet checker
+ * (sws_routeset_hash_key_problem), into the table's hash_kind and
+ * hash_name, which the worker copies into a sws_upstream_key_t.
  */
 #ifndef SWS_WORKER_UPSTREAM_KEY_H
 #define SWS_WORKER_UPSTREAM_KEY_H
@@ -35,12 +35,6 @@ typedef struct sws_upstream_key {
     uint8_t kind;   /* sws_upstream_key_kind_t */
     sws_str_t name; /* header or cookie name, pointing into the spec; empty for client_ip */
 } sws_upstream_key_t;
-
-/* Parse a `hash_key` value: "client_ip", "header:NAME" or "cookie:NAME",
- * NAME a token (RFC 9110; RFC 6265's cookie-name is one too). On success
- * fills *key (its name points into spec) and returns 0; otherwise -1 with
- * one sentence in err. */
-int sws_upstream_key_parse(sws_str_t spec, sws_upstream_key_t *key, char *err, size_t errlen);
 
 /* The value of the cookie named name in one Cookie field value
  * ("a=1; b=2"): pairs split at ';', spaces and tabs around names and values

@@ -124,7 +124,6 @@ int sws_upstream_pools_adopt(sws_upstream_pools_t *v, const sws_table_t *t,
     view_free(v->pools, v->npools);
     v->pools = pools;
     v->npools = n;
-    v->gen = sws_table_generation(t);
     return 0;
 }
 

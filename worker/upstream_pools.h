@@ -51,7 +51,6 @@ typedef struct sws_upstream_pool {
 } sws_upstream_pool_t;
 
 typedef struct sws_upstream_pools {
-    uint64_t gen;                   /* the table generation it was built from; 0: none */
     sws_upstream_pool_t *pools;
     uint32_t npools;                /* the table's pool count, same order */
 } sws_upstream_pools_t;

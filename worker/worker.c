@@ -220,7 +220,6 @@ static void on_tick(sws_loop_t *loop, void *data)
     if (w->quit_requested)
         drain(w);
     w->counters->connections_active = w->conns.nlive;
-    /* Requests in flight are not counted by the connection set yet: 0. */
     sws_load_tick(&w->load, sws_loop_now_ms(loop), w->conns.nlive, w->conns.inflight);
     if (w->conns.draining && w->conns.nlive == 0 && !w->loop.stop)
         stop_now(w);

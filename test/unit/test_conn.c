@@ -281,7 +281,6 @@ static void fake_destroy(sws_conn_t *c)
 }
 
 static const sws_proto_ops_t fake_proto = {
-    .name = "fake",
     .state_size = sizeof(int),
     .setup = fake_setup_state,
     .init = fake_init,

@@ -495,8 +495,16 @@ static void test_hash_keys(void **state)
     assert_null(sws_routeset_hash_key_problem("cookie:session", &kind, &name));
     assert_int_equal(kind, SWS_HASH_COOKIE);
     assert_string_equal(name, "session");
-    assert_non_null(sws_routeset_hash_key_problem("cookie:", &kind, &name));
-    assert_non_null(sws_routeset_hash_key_problem("Client_IP", &kind, &name));
+    static const char *const bad[] = {
+        "", "client", "Client_IP", "client_ip ", "ip", "header:", "cookie:", "header",
+        "header:a b", "cookie:a;b", "cookie:a=b", "header:a:b", "Header:x", "uri",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        kind = 99;
+        if (sws_routeset_hash_key_problem(bad[i], &kind, &name) == NULL)
+            fail_msg("hash_key \"%s\" accepted", bad[i]);
+        assert_int_equal(kind, 99);
+    }
 }
 
 /* What a source other than the YAML reader sends goes straight to the
