@@ -88,10 +88,16 @@ static const char *state_name(Sws__Member__State s)
     }
 }
 
-static void put_member(sws_json_out_t *o, const Sws__Member *m)
+/* A member as the workers know it: its id is the one the table gives it
+ * (derived from pool and address when the source left it 0, ADR 0013). */
+static void put_member(sws_json_out_t *o, const char *pool, const Sws__Member *m)
 {
+    sws_routeset_addr_t a;
+    uint64_t id = m->id;
+    if (id == 0 && sws_routeset_address_problem(m->address, 1, &a) == NULL)
+        id = sws_member_id(pool, a.key);
     sws_json_lit(o, "{\"id\": ");
-    sws_json_u64(o, m->id);
+    sws_json_u64(o, id);
     sws_json_lit(o, ", \"address\": ");
     sws_json_cstr(o, m->address);
     sws_json_lit(o, ", \"weight\": ");
@@ -153,7 +159,7 @@ static void get_pools(sws_admin_api_t *api, sws_admin_reply_t *reply)
         for (size_t m = 0; m < pool->n_members; m++) {
             if (m > 0)
                 sws_json_lit(o, ", ");
-            put_member(o, pool->members[m]);
+            put_member(o, pool->name, pool->members[m]);
         }
         sws_json_lit(o, "]}");
     }
@@ -183,77 +189,16 @@ static Sws__Pool *find_pool(const Sws__RouteSet *rs, const char *name)
     return NULL;
 }
 
-static size_t find_member(const Sws__Pool *pool, const char *addr)
+/* The member at the address key (canonical, as the table keys them: "[::1]:80"
+ * and "[0::1]:80" are one member), or n_members. */
+static size_t find_member(const Sws__Pool *pool, const char *key)
 {
+    sws_routeset_addr_t a;
     for (size_t m = 0; m < pool->n_members; m++)
-        if (strcmp(pool->members[m]->address, addr) == 0)
+        if (sws_routeset_address_problem(pool->members[m]->address, 1, &a) == NULL &&
+            strcmp(a.key, key) == 0)
             return m;
     return pool->n_members;
-}
-
-/* Ids are never reused within a RouteSet's life: upstream keep-alive
- * caches are keyed by them, so a new member must not inherit a removed
- * one's connections. */
-static uint64_t next_member_id(const Sws__RouteSet *rs)
-{
-    uint64_t max = 0;
-    for (size_t p = 0; p < rs->n_pools; p++)
-        for (size_t m = 0; m < rs->pools[p]->n_members; m++)
-            if (rs->pools[p]->members[m]->id > max)
-                max = rs->pools[p]->members[m]->id;
-    return max + 1;
-}
-
-const char *sws_admin_member_address_problem(const char *addr)
-{
-    const char *colon = strrchr(addr, ':');
-    if (colon == NULL || colon == addr)
-        return "expected HOST:PORT";
-    const char *port = colon + 1;
-    size_t plen = strlen(port);
-    if (plen == 0 || plen > 5 || strspn(port, "0123456789") != plen)
-        return "the port is not a number from 1 to 65535";
-    unsigned long pn = strtoul(port, NULL, 10);
-    if (pn == 0 || pn > 65535 || port[0] == '0')
-        return "the port is not a number from 1 to 65535";
-
-    char host[256];
-    size_t hlen = (size_t)(colon - addr);
-    if (hlen >= sizeof(host))
-        return "the host is too long";
-    memcpy(host, addr, hlen);
-    host[hlen] = '\0';
-    unsigned char bin[16];
-    if (host[0] == '[') {
-        if (hlen < 3 || host[hlen - 1] != ']')
-            return "an IPv6 address needs its closing ']'";
-        host[hlen - 1] = '\0';
-        return inet_pton(AF_INET6, host + 1, bin) == 1 ? NULL : "not an IPv6 address";
-    }
-    if (strchr(host, ':') != NULL)
-        return "an IPv6 address is written in brackets: [::1]:8080";
-    if (inet_pton(AF_INET, host, bin) == 1)
-        return NULL;
-    /* A DNS name: labels of letters, digits and '-', none empty or over 63. */
-    if (hlen > 253)
-        return "the host name is too long";
-    size_t label = 0;
-    for (size_t i = 0; i <= hlen; i++) {
-        char c = host[i];
-        if (c == '.' || c == '\0') {
-            if (label == 0 || label > 63)
-                return "not a host name";
-            label = 0;
-        } else if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                   c == '-') {
-            label++;
-        } else {
-            return "not a host name";
-        }
-    }
-    if (strspn(host, "0123456789.") == hlen)
-        return "not an IPv4 address";
-    return NULL;
 }
 
 /* The PUT body: {"weight": N, "state": "up"|"draining"}, each optional.
@@ -274,9 +219,9 @@ static int parse_member_body(const char *body, size_t len, int *has_weight, uint
             unsigned long v = f[i].type == SWS_JSON_NUMBER && f[i].value[0] != '-'
                                   ? strtoul(f[i].value, &end, 10)
                                   : 0;
-            if (end == NULL || *end != '\0' || v < 1 || v > SWS_ADMIN_WEIGHT_MAX)
+            if (end == NULL || *end != '\0' || v < 1 || v > SWS_ROUTESET_WEIGHT_MAX)
                 return sws_errf(err, errlen, "weight: expected a whole number from 1 to %u",
-                                SWS_ADMIN_WEIGHT_MAX);
+                                SWS_ROUTESET_WEIGHT_MAX);
             *has_weight = 1;
             *weight = (uint32_t)v;
         } else if (strcmp(f[i].key, "state") == 0) {
@@ -330,7 +275,7 @@ static void publish_change(sws_admin_api_t *api, Sws__RouteSet *next, const char
         sws_json_lit(o, ", \"");
         sws_json_raw(o, what, strlen(what));
         sws_json_lit(o, "\": ");
-        put_member(o, m);
+        put_member(o, pool, m);
         sws_json_lit(o, "}\n");
         reply->status = ok_status;
     }
@@ -344,7 +289,8 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     int has_weight, has_state;
     uint32_t weight = 1;
     Sws__Member__State state = SWS__MEMBER__STATE__UP;
-    const char *problem = sws_admin_member_address_problem(addr);
+    sws_routeset_addr_t a;
+    const char *problem = sws_routeset_address_problem(addr, 1, &a);
     if (problem != NULL)
         return reply_error(reply, 400, "member \"%s\": %s", addr, problem);
     if (parse_member_body(body, len, &has_weight, &weight, &has_state, &state, err,
@@ -357,7 +303,7 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     if (next == NULL)
         return reply_error(reply, 500, "out of memory");
     Sws__Pool *pool = find_pool(next, pool_name);
-    size_t at = find_member(pool, addr);
+    size_t at = find_member(pool, a.key);
     if (at < pool->n_members) {
         Sws__Member *m = pool->members[at];
         if ((!has_weight || m->weight == weight) && (!has_state || m->state == state)) {
@@ -367,7 +313,7 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
             sws_json_lit(&reply->body, ", \"pool\": ");
             sws_json_cstr(&reply->body, pool_name);
             sws_json_lit(&reply->body, ", \"unchanged\": ");
-            put_member(&reply->body, m);
+            put_member(&reply->body, pool_name, m);
             sws_json_lit(&reply->body, "}\n");
             reply->status = 200;
             sws__route_set__free_unpacked(next, NULL);
@@ -392,7 +338,7 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
         return reply_error(reply, 500, "out of memory");
     }
     sws__member__init(m);
-    m->id = next_member_id(next);
+    m->id = 0; /* derived by the table from pool and address, as for the file's */
     m->address = copy;
     m->weight = weight;
     m->state = state;
@@ -403,16 +349,17 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
 static void delete_member_req(sws_admin_api_t *api, const char *pool_name, const char *addr,
                               sws_admin_reply_t *reply)
 {
+    sws_routeset_addr_t a;
     const Sws__Pool *cur = find_pool(api->routes, pool_name);
     if (cur == NULL)
         return reply_error(reply, 404, "no pool \"%s\"", pool_name);
-    if (find_member(cur, addr) == cur->n_members)
+    if (sws_routeset_address_problem(addr, 1, &a) != NULL || find_member(cur, a.key) == cur->n_members)
         return reply_error(reply, 404, "pool \"%s\" has no member \"%s\"", pool_name, addr);
     Sws__RouteSet *next = routeset_copy(api->routes);
     if (next == NULL)
         return reply_error(reply, 500, "out of memory");
     Sws__Pool *pool = find_pool(next, pool_name);
-    size_t at = find_member(pool, addr);
+    size_t at = find_member(pool, a.key);
     Sws__Member *m = pool->members[at];
     memmove(&pool->members[at], &pool->members[at + 1],
             (pool->n_members - at - 1) * sizeof(*pool->members));

@@ -68,10 +68,4 @@ int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint6
 
 void sws_admin_api_free(sws_admin_api_t *api);
 
-/* A member address: HOST:PORT with HOST an IPv4 address, a bracketed IPv6
- * address or a DNS name, PORT 1 to 65535. NULL when fine, else why not. */
-const char *sws_admin_member_address_problem(const char *addr);
-
-#define SWS_ADMIN_WEIGHT_MAX 10000u
-
 #endif

@@ -167,7 +167,7 @@ class Admin(AdminTestCase):
              'no pool "nope"'),
             ("DELETE", "/v1/pools/nope/members/127.0.0.1:9000", None, 404, 'no pool "nope"'),
             ("PUT", "/v1/pools/nope/members/127.0.0.1:99999", "{}", 400,
-             'member "127.0.0.1:99999": the port is not a number from 1 to 65535'),
+             'member "127.0.0.1:99999": the port must be a number from 1 to 65535'),
             ("PUT", "/v1/pools/nope/members/127.0.0.1:9000", '{"weight": 2', 400,
              "bad JSON: expected ',' or '}', got the end"),
             ("PUT", "/v1/pools/nope/members/127.0.0.1:9000", '{"weight": 2, "colour": "red"}',

@@ -150,14 +150,17 @@ static void test_put_adds_a_member_with_a_new_id_and_publishes(void **state)
     const char *body = call(f, "PUT", "/v1/pools/api/members/10.0.0.7:80",
                             "{\"weight\": 4, \"state\": \"draining\"}");
     assert_int_equal(f->reply.status, 201);
-    assert_string_equal(body, "{\"generation\": 2, \"pool\": \"api\", \"added\": {\"id\": 6, "
-                              "\"address\": \"10.0.0.7:80\", \"weight\": 4, \"state\": "
-                              "\"draining\"}}\n");
+    char want[256];
+    snprintf(want, sizeof(want),
+             "{\"generation\": 2, \"pool\": \"api\", \"added\": {\"id\": %llu, "
+             "\"address\": \"10.0.0.7:80\", \"weight\": 4, \"state\": \"draining\"}}\n",
+             (unsigned long long)sws_member_id("api", "10.0.0.7:80"));
+    assert_string_equal(body, want);
     assert_int_equal(f->publishes, 1);
     assert_int_equal(sws_shm_current_generation(&f->shm), 2);
     const Sws__Pool *p = pool_of(f, "api");
     assert_int_equal(p->n_members, 3);
-    assert_int_equal(p->members[2]->id, 6);
+    assert_int_equal(p->members[2]->id, 0); /* the table derives it */
     /* The table workers read has it too. */
     const sws_table_t *t = sws_shm_reader_acquire(&f->shm, 0, 1);
     assert_int_equal(sws_table_generation(t), 2);
@@ -205,10 +208,10 @@ static void test_delete_removes_the_member(void **state)
     const Sws__Pool *p = pool_of(f, "api");
     assert_int_equal(p->n_members, 1);
     assert_int_equal(p->members[0]->id, 5);
-    /* A member added later never takes a removed one's id... while a
-     * higher one exists; the highest id is the one to beat. */
+    /* Added back, it is the table's member of that address again. */
     call(f, "PUT", "/v1/pools/api/members/127.0.0.1:9001", NULL);
-    assert_int_equal(pool_of(f, "api")->members[1]->id, 6);
+    assert_int_equal(f->reply.status, 201);
+    assert_int_equal(pool_of(f, "api")->members[1]->id, 0);
 }
 
 /* Each refusal: its status, its message, and nothing published. */
@@ -232,13 +235,13 @@ static void test_bad_input_is_refused_and_changes_nothing(void **state)
     refused(f, "DELETE", "/v1/pools/api/members/127.0.0.1:1", NULL, 404,
             "pool \\\"api\\\" has no member \\\"127.0.0.1:1\\\"");
     refused(f, "PUT", "/v1/pools/api/members/127.0.0.1", NULL, 400,
-            "member \\\"127.0.0.1\\\": expected HOST:PORT");
+            "member \\\"127.0.0.1\\\": the port is missing (expected HOST:PORT)");
     refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:70000", NULL, 400,
-            "member \\\"127.0.0.1:70000\\\": the port is not a number from 1 to 65535");
+            "member \\\"127.0.0.1:70000\\\": the port must be a number from 1 to 65535");
     refused(f, "PUT", "/v1/pools/api/members/::1:80", NULL, 400,
-            "member \\\"::1:80\\\": an IPv6 address is written in brackets: [::1]:8080");
-    refused(f, "PUT", "/v1/pools/api/members/a_b:80", NULL, 400,
-            "member \\\"a_b:80\\\": not a host name");
+            "member \\\"::1:80\\\": an IPv6 address needs brackets, as in [::1]:8080");
+    refused(f, "PUT", "/v1/pools/api/members/a..b:80", NULL, 400,
+            "member \\\"a..b:80\\\": has an empty label (two dots, or a dot at either end)");
     refused(f, "PUT", "/v1/pools/api/members/1.2.3.400:80", NULL, 400,
             "member \\\"1.2.3.400:80\\\": not an IPv4 address");
     refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": 2", 400,
@@ -246,11 +249,11 @@ static void test_bad_input_is_refused_and_changes_nothing(void **state)
     refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": 2, \"color\": 1}", 400,
             "unknown field \\\"color\\\" (known: weight, state)");
     refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": 0}", 400,
-            "weight: expected a whole number from 1 to 10000");
+            "weight: expected a whole number from 1 to 1000");
     refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": 1.5}", 400,
-            "weight: expected a whole number from 1 to 10000");
+            "weight: expected a whole number from 1 to 1000");
     refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"weight\": \"2\"}", 400,
-            "weight: expected a whole number from 1 to 10000");
+            "weight: expected a whole number from 1 to 1000");
     refused(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", "{\"state\": \"down\"}", 400,
             "state: \\\"down\\\" is the health checks' verdict, not set here: use "
             "\\\"draining\\\" or DELETE");
@@ -305,19 +308,43 @@ static void test_the_file_replaces_admin_changes(void **state)
     assert_string_equal(call(f, "GET", "/v1/pools", NULL), "{\"generation\": 3, \"pools\": []}\n");
 }
 
-static void test_member_address_rules(void **state)
+/* Addresses follow the RouteSet checker's rules, the file's: what it
+ * refuses is a 400 that changes nothing, and a member written another way
+ * ("[0::1]" for "[::1]") is the member that is there. */
+static void test_member_addresses_are_the_checkers(void **state)
 {
-    (void)state;
-    assert_null(sws_admin_member_address_problem("127.0.0.1:80"));
-    assert_null(sws_admin_member_address_problem("[2001:db8::1]:65535"));
-    assert_null(sws_admin_member_address_problem("a-b.example:1"));
-    assert_non_null(sws_admin_member_address_problem("a.example:0"));
-    assert_non_null(sws_admin_member_address_problem("a.example:080"));
-    assert_non_null(sws_admin_member_address_problem(":80"));
-    assert_non_null(sws_admin_member_address_problem("a..b:80"));
-    assert_non_null(sws_admin_member_address_problem("[::1:80"));
-    assert_non_null(sws_admin_member_address_problem("[zz]:80"));
-    assert_non_null(sws_admin_member_address_problem("a.example:"));
+    fixture_t *f = *state;
+    static const char *const bad[] = { "a.example:0", ":80", "a..b:80", "[::1:80", "[zz]:80",
+                                       "a.example:" };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char target[128];
+        snprintf(target, sizeof(target), "/v1/pools/api/members/%s", bad[i]);
+        call(f, "PUT", target, "{\"weight\": 1}");
+        assert_int_equal(f->reply.status, 400);
+    }
+    call(f, "PUT", "/v1/pools/api/members/svc_1.internal:80", "{\"weight\": 1}");
+    assert_int_equal(f->reply.status, 201); /* a name the file takes too */
+    call(f, "PUT", "/v1/pools/api/members/[0::1]:9002", "{\"weight\": 3}");
+    assert_int_equal(f->reply.status, 200); /* unchanged: the member [::1]:9002 */
+    assert_int_equal(f->publishes, 1);
+    assert_int_equal(pool_of(f, "api")->n_members, 3);
+}
+
+/* A member added by the API gets the id the table derives from pool and
+ * address, as one from the file would: a removed member's id is never
+ * handed to another address. */
+static void test_added_member_ids_are_derived_not_counted(void **state)
+{
+    fixture_t *f = *state;
+    call(f, "PUT", "/v1/pools/api/members/10.0.0.7:80", "{}");
+    call(f, "DELETE", "/v1/pools/api/members/10.0.0.7:80", NULL);
+    assert_int_equal(f->reply.status, 200);
+    const char *body = call(f, "PUT", "/v1/pools/api/members/10.0.0.8:80", "{}");
+    char want[64];
+    snprintf(want, sizeof(want), "{\"id\": %llu,",
+             (unsigned long long)sws_member_id("api", "10.0.0.8:80"));
+    assert_non_null(strstr(body, want));
+    assert_int_not_equal(sws_member_id("api", "10.0.0.8:80"), sws_member_id("api", "10.0.0.7:80"));
 }
 
 int main(void)
@@ -335,7 +362,8 @@ int main(void)
         T(test_bad_input_is_refused_and_changes_nothing),
         T(test_busy_arenas_answer_503_and_change_nothing),
         T(test_the_file_replaces_admin_changes),
-        cmocka_unit_test(test_member_address_rules),
+        T(test_member_addresses_are_the_checkers),
+        T(test_added_member_ids_are_derived_not_counted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
