@@ -100,10 +100,13 @@ static void check_parse(sws_str_t spec, sws_upstream_key_t *key, int *ok)
     buf[spec.len] = '\0';
     if (sws_routeset_hash_key_problem(buf, &kind, &name) != NULL)
         return;
-    if (name < buf || name > buf + spec.len)
-        broken("name outside the spec");
-    *key = (sws_upstream_key_t){ .kind = (uint8_t)kind,
-                                 .name = { spec.p + (name - buf), strlen(name) } };
+    sws_str_t kname = { "", 0 }; /* client_ip: the checker's "" */
+    if (*name != '\0') {
+        if (name < buf || name > buf + spec.len)
+            broken("name outside the spec");
+        kname = (sws_str_t){ spec.p + (name - buf), strlen(name) };
+    }
+    *key = (sws_upstream_key_t){ .kind = (uint8_t)kind, .name = kname };
     *ok = 1;
     if (key->kind == SWS_UPSTREAM_KEY_CLIENT_IP) {
         if (!sws_str_eq(spec, SWS_STR("client_ip")) || key->name.len != 0)
