@@ -25,7 +25,7 @@ import time
 import traceback
 import unittest
 
-from harness import Server, process_state, scale
+from harness import Server, poll, process_state, scale
 from placement import (BPF_POLICIES, WORKERS, Batch, accept_queues, holders, policy_config, refusal,
                        wait_workers_settled)
 
@@ -72,9 +72,8 @@ def run_once(policy):
         def between(i):
             if i == CONNECTS // 2:
                 os.kill(victim, signal.SIGSTOP)
-                deadline = time.monotonic() + scale(5)
-                while process_state(victim) != "T" and time.monotonic() < deadline:
-                    time.sleep(0.001)
+                poll(lambda: process_state(victim) == "T", timeout=scale(5), interval=0.001,
+                     what="the worker to stop (SIGSTOP)")
                 excused.update(cp for cp, pid in holders(srv.port).items() if pid == victim)
                 queued.append(accept_queues(srv.port).get(victim, 0))
                 os.kill(victim, signal.SIGKILL)

@@ -12,7 +12,6 @@ import socket
 import stat
 import subprocess
 import time
-import unittest
 
 from harness import (HELLO_HOSTS, TIMEOUT, ServerTestCase, binary, free_port, make_config,
                      poll)
@@ -44,20 +43,6 @@ def admin_request(address, method, target, body=None, timeout=TIMEOUT):
     headers = {k.lower(): v.strip() for k, v in (l.split(":", 1) for l in lines[1:])}
     assert int(headers["content-length"]) == len(payload) or method == "HEAD", raw
     return status, headers, (json.loads(payload) if payload else None)
-
-
-def pools_in_yaml():
-    """Whether this build reads top-level `pools:` (another slice of the
-    reverse proxy work): asked of `scalwsd -t`."""
-    import tempfile
-    with tempfile.NamedTemporaryFile("w", suffix=".yaml", delete=False) as f:
-        f.write(make_config(HELLO_HOSTS).replace("@PORT@", "18080") + POOLS_YAML)
-        path = f.name
-    try:
-        p = subprocess.run([binary(), "-t", "-c", path], capture_output=True, timeout=TIMEOUT)
-        return p.returncode == 0
-    finally:
-        os.unlink(path)
 
 
 POOLS_YAML = """pools:
@@ -227,8 +212,6 @@ class Admin(AdminTestCase):
                               r"is not a loopback address")
 
 
-@unittest.skipUnless(pools_in_yaml(), "the configuration file does not take pools: yet "
-                     "(the pools slice of issue 7); member changes are unit-tested")
 class AdminPools(AdminTestCase):
     def test_put_delete_publish_and_reload_replaces(self):
         srv = self.admin_server(tail=POOLS_YAML)

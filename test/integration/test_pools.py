@@ -15,7 +15,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def pools_config(members, body):
     """One pool "app" with members (YAML list items), a proxy route /app/
     to it, and "/" answering body (what shows a generation was taken)."""
-    return ('server:\n  listen: "127.0.0.1:@PORT@"\n  event_loops: 1\n'
+    return ('server:\n  listen: "127.0.0.1:@PORT@"\n  event_loops: 1\n  admin: {listen: []}\n'
             'pools:\n  - name: app\n    members:\n%s'
             'hosts:\n  - name: "*"\n    routes:\n'
             '      - {path: /, match: exact, respond: {body: "%s"}}\n'
@@ -27,7 +27,10 @@ class ProxyConfig(ServerTestCase):
     def test_example_starts_without_members_running(self):
         with open(os.path.join(REPO, "conf/proxy.yaml")) as f:
             text = f.read()
-        text, n = re.subn(r'listen: "127\.0\.0\.1:8080"', 'listen: "127.0.0.1:@PORT@"', text)
+        # A free port, and no admin socket (the example's default is the
+        # machine's /run/scalws/admin.sock).
+        text, n = re.subn(r'listen: "127\.0\.0\.1:8080"',
+                          'listen: "127.0.0.1:@PORT@"\n  admin: {listen: []}', text)
         self.assertEqual(n, 1, "conf/proxy.yaml: no listen line to point at a free port")
         srv = self.server(text)
         with Client(srv.port) as c:

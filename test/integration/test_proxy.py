@@ -10,14 +10,10 @@ as soon as the configuration part is merged.
 import hashlib
 import os
 import signal
-import subprocess
-import tempfile
 import unittest
 
 from backend import Backend
-from harness import Client, ServerTestCase, TIMEOUT, binary, make_config, request
-
-_accepted = None
+from harness import Client, ServerTestCase, make_config, request
 
 
 def proxy_config(*members, pool="app", extra="", weights=None):
@@ -36,25 +32,8 @@ def proxy_config(*members, pool="app", extra="", weights=None):
     return make_config(hosts) + pools
 
 
-def proxy_config_accepted():
-    """Whether this build's YAML reader takes a proxy route (once)."""
-    global _accepted
-    if _accepted is None:
-        with tempfile.TemporaryDirectory(prefix="scalws-it-") as d:
-            path = os.path.join(d, "scalws.yaml")
-            with open(path, "w") as f:
-                f.write(proxy_config("127.0.0.1:9").replace("@PORT@", "18080"))
-            p = subprocess.run([binary(), "-t", "-c", path], capture_output=True,
-                               timeout=TIMEOUT, stdin=subprocess.DEVNULL, cwd=d)
-            _accepted = p.returncode == 0
-    return _accepted
-
-
 class ProxyTestCase(ServerTestCase):
     def setUp(self):
-        if not proxy_config_accepted():
-            raise unittest.SkipTest("the YAML reader refuses proxy routes (the pool "
-                                    "configuration of issue 7 is not merged)")
         super().setUp()
         self.backends = []
 
