@@ -221,6 +221,12 @@ static void conn_buffers_release(sws_conn_t *c)
         c->rbuf = NULL;
         c->rcap = c->rpos = c->rend = c->msg_start = 0;
     }
+    /* An output buffer grown for mid-size responses (up to the high-water
+     * mark: conn_flush shrinks larger ones) stays with a live connection,
+     * or each such response would cost a malloc, a realloc and a free. */
+    if (c->obuf != NULL && c->phase != SWS_CONN_CLOSED && c->ocap != SWS_CONN_OUT_BUF &&
+        c->ocap <= SWS_CONN_OUT_HWM)
+        return;
     if (c->obuf != NULL && (c->phase == SWS_CONN_CLOSED || c->olen == c->osent)) {
         buf_give(s->obufs, &s->nobufs, c->obuf, c->ocap == SWS_CONN_OUT_BUF);
         c->obuf = NULL;

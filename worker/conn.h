@@ -38,7 +38,9 @@
  * Memory of idle connections: a connection holds its read and output
  * buffers only while it works. Once it is idle (nothing unparsed, nothing
  * referenced, nothing queued) both go back to the set's small cache of
- * buffers, where the next connection that reads takes one: so thousands of
+ * buffers, where the next connection that reads takes one (an output
+ * buffer grown for mid-size responses, up to the high-water mark, stays
+ * with its connection instead: it would be reallocated per response): so thousands of
  * idle keep-alive connections cost their struct, not 24 KiB each (nginx
  * frees its header buffer on idle keep-alive connections likewise), and a
  * busy connection pays two pointer moves per request, not a malloc.

@@ -1360,6 +1360,31 @@ static void test_head_handler_may_leave_the_request(void **state)
     assert_false(f->eof);
 }
 
+/* A connection that answers mid-size responses keeps its grown output
+ * buffer between them (no malloc/realloc/free per response), while a
+ * small one's goes back to the cache. */
+static void mid_size_handler(sws_stream_t *st)
+{
+    static char body[20000];
+    memset(body, 'm', sizeof(body));
+    sws_stream_respond(st, 200, NULL, 0, body, sizeof(body));
+}
+
+static void test_grown_output_buffer_stays_with_its_connection(void **state)
+{
+    fixture_t *f = *state;
+    f->set.handler = mid_size_handler;
+    send_str(f, "GET /m" H11 "\r\n");
+    assert_int_equal(status_at(f, 0), 200);
+    assert_non_null(f->conn->obuf);
+    assert_true(f->conn->ocap > SWS_CONN_OUT_BUF && f->conn->ocap <= SWS_CONN_OUT_HWM);
+    char *kept = f->conn->obuf;
+    send_str(f, "GET /m" H11 "\r\n");
+    assert_ptr_equal(f->conn->obuf, kept);
+    assert_int_equal(f->set.nobufs, 0);
+    assert_null(f->conn->rbuf); /* the read buffer still goes back */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1416,6 +1441,8 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_producer_is_paced_by_the_client, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_connection_holds_no_buffers, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_grown_output_buffer_stays_with_its_connection, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_producer_writing_outside_the_turn_wakes_the_connection,
                                         setup, teardown),
         cmocka_unit_test(test_refused_version_recorded_as_carried),
