@@ -89,24 +89,18 @@ static void accept_resume(sws_timer_t *t)
         listeners_register(w);
 }
 
-/* Out of descriptors: stop accepting for a moment instead of spinning on
- * a level-triggered listener that cannot be served. */
-static void accept_pause(sws_worker_t *w, int err)
+/* Stop accepting for a moment instead of spinning on a level-triggered
+ * listener that cannot be served: out of descriptors, or a listening socket
+ * the supervisor parked (it polls as hung up until listened on again). The
+ * line is logged at most once per ACCEPT_ERROR_LOG_MS: a parked socket
+ * comes back to this at every retry. */
+static void accept_pause(sws_worker_t *w, sws_log_level_t level, const char *why)
 {
     uint64_t now = sws_loop_now_ms(&w->loop);
     if (w->accept_error_logged_ms == 0 || now - w->accept_error_logged_ms >= ACCEPT_ERROR_LOG_MS) {
-        sws_log_error("accept: %s; pausing accepts for %u ms", strerror(err), ACCEPT_PAUSE_MS);
+        sws_log(level, "accept: %s; pausing accepts for %u ms", why, ACCEPT_PAUSE_MS);
         w->accept_error_logged_ms = now;
     }
-    listeners_unregister(w);
-    sws_timer_arm(&w->loop, &w->accept_q, &w->accept_timer);
-}
-
-/* A shut-down listener polls as hung up for good: wait for the supervisor
- * to listen on it again instead of spinning on it. */
-static void listener_parked(sws_worker_t *w)
-{
-    sws_log_info("accept: the listening socket is parked; retrying in %u ms", ACCEPT_PAUSE_MS);
     listeners_unregister(w);
     sws_timer_arm(&w->loop, &w->accept_q, &w->accept_timer);
 }
@@ -124,11 +118,11 @@ static void on_listener(sws_io_t *io, uint32_t events)
             if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO)
                 continue;
             if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM)
-                accept_pause(w, errno);
+                accept_pause(w, SWS_LOG_ERROR, strerror(errno));
             else if (errno == EINVAL)
                 /* Not listening: the supervisor parked the socket while we
                  * were stuck (ADR 0010) and will listen on it again. */
-                listener_parked(w);
+                accept_pause(w, SWS_LOG_INFO, "the listening socket is parked");
             else if (errno != EAGAIN && errno != EWOULDBLOCK)
                 sws_log_error("accept: %s", strerror(errno));
             return;
