@@ -10,6 +10,7 @@ import http.server
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -133,6 +134,8 @@ class Backend(http.server.BaseHTTPRequestHandler):
     body = b"hello, world\n"
 
     def do_GET(self):
+        if self.server.on_request:
+            self.server.on_request()
         if self.server.delay:
             time.sleep(self.server.delay)
         self.send_response(self.server.status)
@@ -155,10 +158,10 @@ class OpenLoop(unittest.TestCase):
                             "-o", self.binary, OPENLOOP_C], capture_output=True, timeout=120)
         self.assertEqual(p.returncode, 0, "openloop.c does not build: " + p.stderr.decode())
 
-    def serve(self, status=200, delay=0.0):
+    def serve(self, status=200, delay=0.0, on_request=None):
         server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Backend)
         server.daemon_threads = True
-        server.status, server.delay = status, delay
+        server.status, server.delay, server.on_request = status, delay, on_request
         thread = threading.Thread(target=server.serve_forever, daemon=True)
         thread.start()
         self.addCleanup(thread.join, 5)
@@ -203,6 +206,8 @@ class OpenLoop(unittest.TestCase):
         self.assertLessEqual(f["p50_us"], f["p99_us"])
         self.assertLessEqual(f["p99_us"], f["p999_us"])
         self.assertLessEqual(f["p999_us"], f["max_us"])
+        for field in ("late_p99_us", "late_max_us", "late_1ms", "queued", "queued_max_us"):
+            self.assertIn(field, f, "BENCH says how late the client was and what waited")
 
     def test_error_answers_are_counted(self):
         rc, f, err = self.run_client(self.serve(status=503), 100, 1, 2)
@@ -217,6 +222,32 @@ class OpenLoop(unittest.TestCase):
         rc, f, err = self.run_client(self.serve(delay=0.02), 100, 0.5, 1)
         self.assertEqual(f["requests"], 50, err)
         self.assertGreaterEqual(f["max_us"], 49 * 10000)
+        # All but the first found the one connection busy and say so.
+        self.assertGreaterEqual(f["queued"], 45, err)
+        self.assertGreaterEqual(f["queued_max_us"], 45 * 10000)
+
+    def test_a_client_that_falls_behind_fails_and_says_by_how_much(self):
+        # The client stopped (SIGSTOP) for 200 ms once it has sent its first
+        # request: the requests due meanwhile are noticed that late, which
+        # is the client's lag, not the server's latency. (The sleep is the
+        # length of the stop, not a wait for readiness.)
+        first = threading.Event()
+        url = self.serve(on_request=first.set)
+        p = subprocess.Popen([self.binary, url, "200", "1", "4"], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self.addCleanup(p.kill)
+        self.assertTrue(first.wait(10), "no request reached the server")
+        p.send_signal(signal.SIGSTOP)
+        time.sleep(0.2)
+        p.send_signal(signal.SIGCONT)
+        out, err = p.communicate(timeout=30)
+        err = err.decode()
+        self.assertEqual(p.returncode, 1, err)
+        self.assertRegex(err, r"FAIL: the client fell [0-9.]+ ms behind its schedule \([0-9]+ of 200 requests")
+        f = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", out.decode())}
+        self.assertGreaterEqual(f["late_max_us"], 150000, err)
+        self.assertGreaterEqual(f["late_1ms"], 20, err)
+        self.assertEqual(f["requests"], 200, "a late client still sends every request of its schedule")
 
     def test_no_connection_fails(self):
         # A port nobody listens on: one bound, never listened on.
