@@ -43,6 +43,7 @@ METRICS = [
     ("p99_ms", "p99 latency (ms)", 3, True),
     ("p999_ms", "p99.9 latency (ms)", 3, True),
     ("cpu_us_per_req", "server CPU per request (us)", 3, True),
+    ("cpu_tick_us_per_req", "server CPU per request, from clock ticks (us)", 3, True),
     ("syscalls_per_req", "system calls per request (workers, wrk -c16)", 2, True),
     ("backend_cpu_us_per_req", "backend CPU per request (us)", 3, False),
     ("worker_rss_mib", "peak RSS, worker (MiB)", 1, True),
@@ -68,12 +69,18 @@ def figures(row):
     figure the run does not have."""
     requests = int(row["requests"])
     seconds = int(row["duration_us"]) / 1e6
-    cpu_s = int(row["cpu_ticks"]) / int(row["clk_tck"])
+    tick_s = int(row["cpu_ticks"]) / int(row["clk_tck"])
     wrk_s = int(row["wrk_cpu_ticks"]) / int(row["clk_tck"])
     busy_s = int(row["busy_ticks"]) / int(row["clk_tck"])
     p999 = optional(row, "latency_p999_us")
     backend = optional(row, "backend_cpu_ticks")
-    backend_s = backend / int(row["clk_tck"]) if backend is not None else None
+    backend_tick_s = backend / int(row["clk_tck"]) if backend is not None else None
+    # The server's and the backend's CPU in nanoseconds (schedstat) where
+    # the run has them, the clock ticks otherwise; the machine's other load
+    # stays in ticks, the unit of /proc/stat.
+    cpu_ns, backend_ns = optional(row, "cpu_ns"), optional(row, "backend_cpu_ns")
+    cpu_s = cpu_ns / 1e9 if cpu_ns is not None else tick_s
+    backend_s = backend_ns / 1e9 if backend_ns is not None else backend_tick_s
     syscalls, syscall_requests = optional(row, "syscalls"), optional(row, "syscall_requests")
     return {
         "run": int(row["run"]),
@@ -88,13 +95,14 @@ def figures(row):
         "p99_ms": int(row["latency_p99_us"]) / 1000,
         "p999_ms": p999 / 1000 if p999 is not None else None,
         "cpu_us_per_req": cpu_s * 1e6 / requests,
+        "cpu_tick_us_per_req": tick_s * 1e6 / requests if cpu_ns is not None else None,
         "syscalls_per_req": syscalls / syscall_requests if syscalls is not None and syscall_requests else None,
         "backend_cpu_us_per_req": backend_s * 1e6 / requests if backend_s is not None else None,
         "worker_rss_mib": int(row["worker_hwm_kib"]) / 1024,
         "total_rss_mib": int(row["total_hwm_kib"]) / 1024,
         "server_cores": cpu_s / seconds,
         "wrk_cores": wrk_s / seconds,
-        "other_cores": (busy_s - cpu_s - wrk_s - (backend_s or 0)) / seconds,
+        "other_cores": (busy_s - tick_s - wrk_s - (backend_tick_s or 0)) / seconds,
     }
 
 
@@ -195,10 +203,14 @@ def setup_line(meta, runs, servers):
         syscalls = (f"; system calls: perf stat -e raw_syscalls:sys_enter on the workers during "
                     f"{meta['syscall_s']} s of wrk -t1 -c{meta.get('syscall_connections')} after each "
                     f"measured run, over the requests of those seconds")
+    cpu = ""
+    if any(r["cpu_tick_us_per_req"] is not None for r in runs):
+        cpu = ("; CPU time: the scheduler's nanoseconds (/proc/PID/task/*/schedstat) of every server "
+               "process, the clock-tick figure (utime+stime) beside it")
     return (f"{placing}; {load} on CPU {meta.get('load_cpu')}{backend}; GET {meta.get('url_path')} "
             f"({meta.get('body_bytes')} bytes of body; whole response: {sizes} bytes); "
             f"{n} runs of {meta.get('duration_s')} s per server after {meta.get('warmup_s')} s of warm-up, "
-            f"order rotated each round; all responses 2xx, no socket errors{syscalls}. "
+            f"order rotated each round; all responses 2xx, no socket errors{syscalls}{cpu}. "
             f"Medians, with min-max in brackets.")
 
 
@@ -215,6 +227,7 @@ RUN_COLUMNS = [
     ("p99_ms", "p99 ms", "{:.3f}"),
     ("p999_ms", "p99.9 ms", "{:.3f}"),
     ("cpu_us_per_req", "CPU us/req", "{:.3f}"),
+    ("cpu_tick_us_per_req", "ticks us/req", "{:.3f}"),
     ("syscalls_per_req", "syscalls/req", "{:.2f}"),
     ("backend_cpu_us_per_req", "backend us/req", "{:.3f}"),
     ("worker_rss_mib", "RSS worker MiB", "{:.1f}"),

@@ -544,6 +544,26 @@ cpu_ticks() {
     echo "$t"
 }
 
+# cpu_ns NAME PID...: time on a CPU of every thread of the processes, in
+# nanoseconds: the first field of /proc/PID/task/TID/schedstat, the
+# scheduler's own sum of run time, which utime+stime only share out in
+# 10 ms ticks (bench/README.md, "CPU time"). Empty where the kernel has no
+# schedstat (CONFIG_SCHED_INFO): the report keeps the tick figure then.
+cpu_ns() {
+    local s=$1 p f t=0 ns rest
+    shift
+    [[ -r /proc/self/schedstat ]] || return 0
+    for p in "$@"; do
+        [[ -d /proc/$p/task ]] || die "$s pid $p is gone: a process died during the run"
+        for f in /proc/"$p"/task/*/schedstat; do
+            # A thread that ended since the glob counts for nothing more.
+            read -r ns rest <"$f" 2>/dev/null || continue
+            t=$((t + ns))
+        done
+    done
+    echo "$t"
+}
+
 hwm_kib() {
     awk '/^VmHWM:/ {print $2}' /proc/"$1"/status
 }
@@ -661,12 +681,12 @@ check_wrk() {
 # ---------------------------------------------------------------- one run
 
 CSV=$OUT/runs.csv
-echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests" >"$CSV"
+echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests,cpu_ns,backend_cpu_ns" >"$CSV"
 
 # measure SERVER RUN SLOT: one fresh server, warm-up, measured run, a CSV row.
 measure() {
     local s=$1 run=$2 slot=$3 warm=$OUT/warmup-$1-$2.txt out=$OUT/wrk-$1-$2.txt
-    local t0 t1 w0 w1 b0 b1 k0= k1= p hwm worker_hwm=0 total_hwm=0 sc= scn=
+    local t0 t1 w0 w1 b0 b1 k0= k1= n0 n1 kn0= kn1= p hwm worker_hwm=0 total_hwm=0 sc= scn=
     start_server "$s"
     wait_ready "$s"
     check_pinned "$s"
@@ -678,11 +698,15 @@ measure() {
     check_same_pids "$s"
     b0=$(busy_ticks)
     t0=$(cpu_ticks "$s" "${SERVER_PIDS[@]}")
+    n0=$(cpu_ns "$s" "${SERVER_PIDS[@]}")
     ((PROXY == 0)) || k0=$(cpu_ticks backend "${BACKEND_PIDS[@]}")
+    ((PROXY == 0)) || kn0=$(cpu_ns backend "${BACKEND_PIDS[@]}")
     w0=$(wrk_ticks)
     run_wrk "$s" "$DURATION" "$out"
     w1=$(wrk_ticks)
+    ((PROXY == 0)) || kn1=$(cpu_ns backend "${BACKEND_PIDS[@]}")
     ((PROXY == 0)) || k1=$(cpu_ticks backend "${BACKEND_PIDS[@]}")
+    n1=$(cpu_ns "$s" "${SERVER_PIDS[@]}")
     t1=$(cpu_ticks "$s" "${SERVER_PIDS[@]}")
     b1=$(busy_ticks)
     check_same_pids "$s"
@@ -702,13 +726,18 @@ measure() {
         # The worker: the largest child (master is [0]), or the one process.
         if [[ $p != "$SERVER_PID" || ${#SERVER_PIDS[@]} == 1 ]] && ((hwm > worker_hwm)); then worker_hwm=$hwm; fi
     done
-    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn" >>"$CSV"
+    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn,${n0:+$((n1 - n0))},${kn0:+$((kn1 - kn0))}" >>"$CSV"
     stop_server
     awk -F, -v r="$run" 'END {
         s = $6 / 1e6
-        printf "run.sh: run %d %-7s %9.0f req/s  p99 %6.3f ms  %6.3f us CPU/req  RSS worker %.1f MiB, all %.1f MiB  other load %.2f cores",
-            r, $4, $5 / s, $10 / 1000, $12 / $15 * 1e6 / $5, $17 / 1024, $18 / 1024, ($14 - $12 - $13 - $20) / $15 / s
-        if ($20 != "") printf "  backend %.3f us CPU/req", $20 / $15 * 1e6 / $5
+        # CPU per request from nanoseconds (schedstat), the ticks beside.
+        printf "run.sh: run %d %-7s %9.0f req/s  p99 %6.3f ms  %6.3f us CPU/req", r, $4, $5 / s, $10 / 1000,
+            $23 != "" ? $23 / 1000 / $5 : $12 / $15 * 1e6 / $5
+        if ($23 != "") printf " (ticks %.3f)", $12 / $15 * 1e6 / $5
+        printf "  RSS worker %.1f MiB, all %.1f MiB  other load %.2f cores",
+            $17 / 1024, $18 / 1024, ($14 - $12 - $13 - $20) / $15 / s
+        if ($24 != "") printf "  backend %.3f us CPU/req", $24 / 1000 / $5
+        else if ($20 != "") printf "  backend %.3f us CPU/req", $20 / $15 * 1e6 / $5
         if ($21 != "") printf "  %.2f syscalls/req", $21 / $22
         printf "\n" }' "$CSV" >&2
 }

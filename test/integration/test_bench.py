@@ -30,6 +30,7 @@ OLD_HEADER = ("scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,la
               "latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,"
               "worker_hwm_kib,total_hwm_kib")
 NEW_HEADER = OLD_HEADER + ",latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests"
+NS_HEADER = NEW_HEADER + ",cpu_ns,backend_cpu_ns"
 
 
 def row(scenario, run, slot, server, cpu_ticks, extra=None):
@@ -115,6 +116,26 @@ class Bench(unittest.TestCase):
             self.assertAlmostEqual(float(cell.split()[0]), 0.0, places=2)
         self.assertIn("ScalWS/HAProxy per round: requests/s 1.000; CPU per request 0.625", md)
 
+    def test_cpu_per_request_comes_from_nanoseconds_ticks_beside(self):
+        self.results(
+            {"scenario": "proxy", "runs": "1", "servers": "scalws nginx", "baseline": "nginx",
+             "ratios": "scalws/nginx", "syscall_s": "0"},
+            NS_HEADER,
+            # Ticks say 1 and 2.5 us per request; the scheduler's
+            # nanoseconds 0.95 and 2.43 us, the backend's 0.79 us.
+            [row("proxy", 1, 1, "scalws", 10, (1200, 80, "", "", 95000000, 79000000)),
+             row("proxy", 1, 2, "nginx", 25, (1500, 80, "", "", 243000000, 79000000))])
+        md = self.report()
+        cpu = self.table_row(md, "server CPU per request (us)")
+        self.assertEqual([c.split()[0] for c in cpu[:2]], ["0.950", "2.430"])
+        self.assertEqual(cpu[2], "%.3f" % (0.95 / 2.43))
+        ticks = self.table_row(md, "server CPU per request, from clock ticks (us)")
+        self.assertEqual([c.split()[0] for c in ticks[:2]], ["1.000", "2.500"])
+        backend = self.table_row(md, "backend CPU per request (us)")
+        self.assertEqual(backend[0].split()[0], "0.790")
+        self.assertIn("CPU per request 0.391", md, "the per-round ratio is the nanoseconds' too")
+        self.assertIn("schedstat", md)
+
     def test_results_from_before_the_proxy_columns_still_report(self):
         self.results(
             {"scenario": "respond", "runs": "1", "servers": "scalws nginx", "baseline": "nginx"},
@@ -123,7 +144,7 @@ class Bench(unittest.TestCase):
         md = self.report()
         self.assertEqual(self.table_row(md, "metric"), ["ScalWS", "nginx", "ScalWS/nginx"])
         self.assertEqual(self.table_row(md, "server CPU per request (us)")[2], "0.500")
-        for absent in ("p99.9", "system calls", "backend CPU"):
+        for absent in ("p99.9", "system calls", "backend CPU", "clock ticks"):
             self.assertNotIn(absent, md)
 
 
