@@ -23,6 +23,8 @@ import statistics
 import sys
 from pathlib import Path
 
+import targets
+
 
 def name(server):
     """scalws -> ScalWS, scalws:least-loaded -> ScalWS least-loaded."""
@@ -161,15 +163,17 @@ def pair_ratios(runs, pairs):
         by = {r["server"]: r for r in runs if r["run"] == run}
         for s, ref in pairs:
             if s in by and ref in by:
-                out.append({
-                    "run": run,
-                    "server": s,
-                    "reference": ref,
-                    "rps": by[s]["rps"] / by[ref]["rps"],
-                    "cpu_us_per_req": by[s]["cpu_us_per_req"] / by[ref]["cpu_us_per_req"],
-                    "server_cores": by[s]["server_cores"] / by[ref]["server_cores"],
+                out.append({"run": run, "server": s, "reference": ref} | {
+                    key: by[s][key] / by[ref][key]
+                    for key in ROUND_KEYS if by[s][key] is not None and by[ref][key]
                 })
     return out
+
+
+# The per-round ratios shown, with their median (targets.py decides on it).
+ROUND_KEYS = ["rps", "cpu_us_per_req", "p50_ms", "p99_ms", "p999_ms", "server_cores"]
+ROUND_LABELS = {"rps": "requests/s", "cpu_us_per_req": "CPU per request", "p50_ms": "p50",
+                "p99_ms": "p99", "p999_ms": "p99.9", "server_cores": "server CPU use"}
 
 
 def fmt(value, digits):
@@ -285,13 +289,17 @@ def markdown(meta, servers, runs, stats, ratios, rounds, metrics):
         s, _, ref = pair.partition("/")
         mine = [p for p in rounds if p["server"] == s and p["reference"] == ref]
         if mine:
+            parts = []
+            for key in ROUND_KEYS:
+                values = [p[key] for p in mine if key in p]
+                if len(values) == len(mine):
+                    parts.append(f"{ROUND_LABELS[key]} " + ", ".join(f"{v:.3f}" for v in values)
+                                 + f" (median {statistics.median(values):.3f})")
             out.append("")
-            out.append(f"{pair_name(pair)} per round: requests/s "
-                       + ", ".join(f"{p['rps']:.3f}" for p in mine)
-                       + "; CPU per request "
-                       + ", ".join(f"{p['cpu_us_per_req']:.3f}" for p in mine)
-                       + "; server CPU use "
-                       + ", ".join(f"{p['server_cores']:.3f}" for p in mine) + ".")
+            out.append(f"{pair_name(pair)} per round: " + "; ".join(parts) + ".")
+    line = targets.targets_line(meta.get("scenario"), runs)
+    if line:
+        out += ["", line]
     return "\n".join(out) + "\n"
 
 

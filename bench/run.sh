@@ -680,6 +680,18 @@ check_wrk() {
 
 # ---------------------------------------------------------------- one run
 
+# round_order RUN SERVER...: the servers in the order of round RUN (from 1):
+# the list rotated by one each round (A B, B A, A B, ...; A B C, B C A,
+# C A B, A B C, ...) so that no server always goes first or last, nor
+# always follows the same one; with 5 rounds of 3 each is first, middle
+# and last at least once. test_bench.py checks it.
+round_order() {
+    local run=$1 k
+    shift
+    k=$(((run - 1) % $#))
+    echo "${@:k+1}" "${@:1:k}"
+}
+
 CSV=$OUT/runs.csv
 echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests,cpu_ns,backend_cpu_ns" >"$CSV"
 
@@ -837,14 +849,11 @@ fi
     done
 } >"$OUT/meta.txt"
 
-# Order: the list rotated by one each round (A B, B A, A B, ...; A B C,
-# B C A, C A B, ...) so that no server always goes first.
 log "$SCENARIO: $RUNS runs of ${DURATION}s (+${WARMUP}s warm-up), $CONNECTIONS connections," \
     "load $LOAD$([[ $LOAD != rate ]] || echo " at $RATE/s"), $WORKERS worker(s), PIN=$PIN; results in $OUT"
 slot=0
 for ((run = 1; run <= RUNS; run++)); do
-    k=$(((run - 1) % ${#SERVER_LIST[@]}))
-    order=("${SERVER_LIST[@]:k}" "${SERVER_LIST[@]:0:k}")
+    read -r -a order <<<"$(round_order "$run" "${SERVER_LIST[@]}")"
     for s in "${order[@]}"; do
         slot=$((slot + 1))
         measure "$s" "$run" "$slot"
