@@ -15,7 +15,11 @@ the same round) follow, so the noise can be judged. A figure that no run
 has (p99.9, backend CPU, system calls before the proxy scenarios) is left
 out.
 
-Usage: bench/report.py DIR     (run.sh calls it; it can be rerun at will)
+Under a proxy scenario's summary, issue 7's targets in one line; with
+--accept-policies, the summaries of run.sh accept-policies' four parts
+(DIR/closed-64, ...) and issue 9's targets over them (bench/targets.py).
+
+Usage: bench/report.py [--accept-policies] DIR     (run.sh calls it; rerun at will)
 """
 import csv
 import json
@@ -320,17 +324,40 @@ def write_csv(path, servers, stats, ratios, metrics):
                     w.writerow([key, pair, ratios[pair][key], "", ""])
 
 
-def main(argv):
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
-        return 2
-    d = Path(argv[1])
-    meta = read_meta(d / "meta.txt")
+def read_runs(d):
     with (d / "runs.csv").open(newline="") as f:
-        runs = [figures(row) for row in csv.DictReader(f)]
-    if not runs:
-        print(f"report.py: no runs in {d / 'runs.csv'}", file=sys.stderr)
+        return [figures(row) for row in csv.DictReader(f)]
+
+
+# run.sh accept-policies' parts, in the order it runs them.
+ACCEPT_PARTS = ["closed-64", "closed-8", "rate", "low-rate"]
+
+
+def accept_policies(d):
+    """The four parts' summaries, then issue 9's targets over them; into
+    DIR/summary.md and on standard output."""
+    parts, out = {}, ["## accept-policies: issue 9's procedure", ""]
+    for part in ACCEPT_PARTS:
+        runs = read_runs(d / part) if (d / part / "runs.csv").exists() else []
+        if runs:
+            parts[part] = runs
+            out.append(summary(d / part, runs))
+    if not parts:
+        print(f"report.py: no part of accept-policies in {d}", file=sys.stderr)
         return 1
+    n = max(len({r["run"] for r in runs}) for runs in parts.values())
+    out += [f"### Issue 9's targets (medians of per-round ratios, up to {n} rounds)", ""]
+    out += targets.accept_policy_lines(parts)
+    md = "\n".join(out) + "\n"
+    (d / "summary.md").write_text(md)
+    sys.stdout.write(md)
+    return 0
+
+
+def summary(d, runs):
+    """Writes DIR's summary.md, .csv and .json from its runs; returns the
+    Markdown."""
+    meta = read_meta(d / "meta.txt")
     servers = [s for s in meta.get("servers", "").split() if runs_of(runs, s)]
     # Result directories from before accept policies name no baseline.
     baseline = meta.get("baseline", "nginx")
@@ -349,7 +376,21 @@ def main(argv):
         "pair_ratios": rounds,
         "runs": sorted(runs, key=lambda r: r["slot"]),
     }, indent=2) + "\n")
-    sys.stdout.write(md)
+    return md
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--accept-policies":
+        return accept_policies(Path(argv[2]))
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    d = Path(argv[1])
+    runs = read_runs(d)
+    if not runs:
+        print(f"report.py: no runs in {d / 'runs.csv'}", file=sys.stderr)
+        return 1
+    sys.stdout.write(summary(d, runs))
     return 0
 
 

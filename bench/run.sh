@@ -51,7 +51,9 @@ STOP_TIMEOUT=${STOP_TIMEOUT:-5}
 usage() {
     cat <<EOF
 usage: bench/run.sh SCENARIO          scenarios: respond, static-small,
-                                      proxy, proxy-100k, proxy-latency
+                                      proxy, proxy-100k, proxy-latency,
+                                      accept-policies (issue 9's procedure:
+                                      four respond calls, see bench/README.md)
 
 Environment (shown with the values in force):
   RUNS=$RUNS  measured runs per server
@@ -100,10 +102,54 @@ is_uint() {
 
 case ${1:-} in
     -h|--help) usage; exit 0 ;;
-    respond|static-small|proxy|proxy-100k|proxy-latency) SCENARIO=$1 ;;
+    respond|static-small|proxy|proxy-100k|proxy-latency|accept-policies) SCENARIO=$1 ;;
     '') usage >&2; exit 2 ;;
     *) echo "run.sh: unknown scenario '$1'" >&2; usage >&2; exit 2 ;;
 esac
+# ---------------------------------------------------------------- accept-policies
+
+# Issue 9's "What it must show" 3 in one call: four calls of this script
+# (each its own results directory and summary under OUT), then the targets
+# over all four (report.py --accept-policies). 4 workers unpinned on CPUs
+# 0-1, the load on CPU 1 beside them; ratios against scalws:shared.
+#   closed-64  wrk, 64 connections: least-loaded, shared, reuseport
+#   closed-8   wrk, 8 connections (few long-lived ones): the same three
+#   rate       RATE (5000) requests/s over 64 connections: the same three
+#   low-rate   LOW_RATE (2000) requests/s for LOW_DURATION (30) s: fountain
+#              and shared, for their CPU (bench/README.md says why so long)
+# RUNS, DURATION, WARMUP apply to every part (LOW_DURATION replaces
+# DURATION in low-rate); the fixed-rate parts use openloop.c.
+if [[ $SCENARIO == accept-policies ]]; then
+    LOW_RATE=${LOW_RATE:-2000}
+    LOW_DURATION=${LOW_DURATION:-30}
+    AP_RATE=$RATE
+    [[ -n $RATE_GIVEN ]] || AP_RATE=5000
+    for v in RUNS DURATION WARMUP AP_RATE LOW_RATE LOW_DURATION; do
+        is_uint "${!v}" || die "${v#AP_} must be a whole number, not '${!v}'"
+    done
+    ((RUNS >= 1 && DURATION >= 1 && AP_RATE >= 1 && LOW_RATE >= 1 && LOW_DURATION >= 1)) ||
+        die "RUNS, DURATION, RATE, LOW_RATE and LOW_DURATION must be at least 1"
+    [[ -x $SCALWSD ]] || die "no $SCALWSD: build it (make -j2) or set SCALWSD"
+    OUT=${OUT:-$BENCH/results/$(date +%Y%m%d-%H%M%S)-accept-policies}
+    mkdir -p "$OUT"
+    THREE="scalws:least-loaded scalws:shared scalws:reuseport"
+    ap_part() {  # ap_part NAME VAR=VALUE...: one call of this script
+        local name=$1
+        shift
+        log "accept-policies: part $name ($*)"
+        env WORKERS=4 PIN=none SERVER_CPU=0-1 LOAD_CPU=1 RUNS="$RUNS" WARMUP="$WARMUP" \
+            BASELINE=scalws:shared RATE_CLIENT=c SYSCALL_SECS=0 SCALWSD="$SCALWSD" WRK="$WRK" \
+            "$@" OUT="$OUT/$name" bash "${BASH_SOURCE[0]}" respond >"$OUT/$name.md" ||
+            die "accept-policies: part $name failed; see $OUT/$name"
+    }
+    ap_part closed-64 SERVERS="$THREE" LOAD=closed CONNECTIONS=64 DURATION="$DURATION"
+    ap_part closed-8 SERVERS="$THREE" LOAD=closed CONNECTIONS=8 DURATION="$DURATION"
+    ap_part rate SERVERS="$THREE" LOAD=rate RATE="$AP_RATE" CONNECTIONS=64 DURATION="$DURATION"
+    ap_part low-rate SERVERS="scalws:fountain scalws:shared" LOAD=rate RATE="$LOW_RATE" CONNECTIONS=64 \
+        DURATION="$LOW_DURATION"
+    exec "$PY" "$BENCH/report.py" --accept-policies "$OUT"
+fi
+
 # The proxy scenarios put a backend on LOAD_CPU and a proxy in front of it.
 PROXY=0
 case $SCENARIO in

@@ -113,6 +113,8 @@ ACCEPT_TARGETS = [
      "scalws:least-loaded", "scalws:shared", "p99_ms", "<=", 1.0),
     ("rate", "least-loaded p99 / reuseport at equal throughput (information)",
      "scalws:least-loaded", "scalws:reuseport", "p99_ms", None, None),
+    ("rate", "least-loaded req/s / shared at the fixed rate (1.0: equal throughput)",
+     "scalws:least-loaded", "scalws:shared", "rps", None, None),
     ("low-rate", "fountain CPU/req / shared at a low rate: less",
      "scalws:fountain", "scalws:shared", "cpu_us_per_req", "<", 1.0),
     ("low-rate", "fountain p99 / shared at a low rate: at most 1.2x",

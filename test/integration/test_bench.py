@@ -96,7 +96,7 @@ class Bench(unittest.TestCase):
     def test_help_names_the_proxy_scenarios(self):
         p = subprocess.run(["bash", RUN_SH, "--help"], capture_output=True, timeout=TIMEOUT)
         self.assertEqual(p.returncode, 0)
-        for scenario in ("proxy,", "proxy-100k", "proxy-latency"):
+        for scenario in ("proxy,", "proxy-100k", "proxy-latency", "accept-policies"):
             self.assertIn(scenario, p.stdout.decode())
 
     def test_proxy_report_has_both_ratios_backend_apart_and_syscalls(self):
@@ -204,6 +204,65 @@ class Bench(unittest.TestCase):
         self.assertEqual(backend[0].split()[0], "0.790")
         self.assertIn("CPU per request 0.391", md, "the per-round ratio is the nanoseconds' too")
         self.assertIn("schedstat", md)
+
+    def test_accept_policies_refuses_bad_settings_before_starting(self):
+        env = dict(os.environ, LOW_RATE="fast", OUT=os.path.join(self.dir, "out"))
+        p = subprocess.run(["bash", RUN_SH, "accept-policies"], capture_output=True, timeout=TIMEOUT,
+                           env=env, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertIn("LOW_RATE must be a whole number", p.stderr.decode())
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
+
+    def accept_part(self, part, servers, rounds):
+        """DIR/PART of run.sh accept-policies: ROUNDS is a list of
+        {server: (p99 us, CPU ticks)}, one per round."""
+        d = os.path.join(self.dir, part)
+        os.mkdir(d)
+        rows, slot = [], 0
+        for run, by in enumerate(rounds, 1):
+            for server, (p99, ticks) in by.items():
+                slot += 1
+                r = row("respond", run, slot, server, ticks).split(",")
+                r[9] = str(p99)
+                rows.append(",".join(r))
+        with open(os.path.join(d, "meta.txt"), "w") as f:
+            f.write("scenario=respond\nruns=%d\nservers=%s\nbaseline=scalws:shared\n" % (len(rounds), servers))
+        with open(os.path.join(d, "runs.csv"), "w") as f:
+            f.write(OLD_HEADER + "\n" + "\n".join(rows) + "\n")
+
+    def test_accept_policies_judges_issue_9s_targets_on_median_rounds(self):
+        three = "scalws:least-loaded scalws:shared scalws:reuseport"
+        ll, sh, rp = "scalws:least-loaded", "scalws:shared", "scalws:reuseport"
+        self.accept_part("closed-64", three, [{ll: (900, 10), sh: (1000, 10), rp: (1800, 10)}] * 3)
+        # Few long-lived connections: least-loaded's p99 over shared's 0.5,
+        # 1.1, 0.6 per round: median 0.6, better.
+        self.accept_part("closed-8", three, [{ll: (500, 10), sh: (1000, 10), rp: (900, 10)},
+                                             {ll: (1100, 10), sh: (1000, 10), rp: (900, 10)},
+                                             {ll: (600, 10), sh: (1000, 10), rp: (900, 10)}])
+        # At the fixed rate 1.05, 1.2, 0.9: median 1.05, worse than shared.
+        self.accept_part("rate", three, [{ll: (1050, 10), sh: (1000, 10), rp: (1000, 10)},
+                                         {ll: (1200, 10), sh: (1000, 10), rp: (1000, 10)},
+                                         {ll: (900, 10), sh: (1000, 10), rp: (1000, 10)}])
+        # fountain: CPU 9 against 10 ticks (0.9), p99 1.3x shared's.
+        self.accept_part("low-rate", "scalws:fountain scalws:shared",
+                         [{"scalws:fountain": (1300, 9), sh: (1000, 10)}] * 3)
+        p = subprocess.run(["/usr/bin/python3", REPORT, "--accept-policies", self.dir], capture_output=True,
+                           timeout=TIMEOUT, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 0, p.stderr.decode())
+        md = p.stdout.decode()
+        lines = {l.split(":")[0][2:]: l for l in md.splitlines() if l.startswith("- ")}
+        self.assertIn("0.600 (median of 3 rounds: 0.500, 1.100, 0.600) — target < 1.0: met",
+                      lines["least-loaded p99 / shared, few long-lived connections"])
+        self.assertIn("1.050 (median of 3 rounds: 1.050, 1.200, 0.900) — target ≤ 1.0: NOT met",
+                      lines["least-loaded p99 / shared at equal throughput"])
+        self.assertIn("0.900 (median of 3 rounds", lines["fountain CPU/req / shared at a low rate"])
+        self.assertIn("target < 1.0: met", lines["fountain CPU/req / shared at a low rate"])
+        self.assertIn("1.300 (median of 3 rounds: 1.300, 1.300, 1.300) — target ≤ 1.2: NOT met",
+                      lines["fountain p99 / shared at a low rate"])
+        self.assertIn("0.500", lines["least-loaded p99 / reuseport (information)"])
+        self.assertIn("### respond: ScalWS fountain vs ScalWS shared", md, "each part's summary first")
+        with open(os.path.join(self.dir, "summary.md")) as f:
+            self.assertEqual(f.read(), md)
 
     def test_results_from_before_the_proxy_columns_still_report(self):
         self.results(
