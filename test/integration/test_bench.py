@@ -24,6 +24,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 RUN_SH = os.path.join(ROOT, "bench", "run.sh")
 OPENLOOP_C = os.path.join(ROOT, "bench", "openloop.c")
 REPORT = os.path.join(ROOT, "bench", "report.py")
+FIXEDRATE = os.path.join(ROOT, "bench", "fixedrate.py")
 TIMEOUT = 30
 
 OLD_HEADER = ("scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,"
@@ -407,6 +408,30 @@ class OpenLoop(unittest.TestCase):
                            capture_output=True, timeout=30)
         self.assertEqual(p.returncode, 1)
         self.assertIn(b"no connection", p.stderr)
+
+
+class FixedRate(unittest.TestCase):
+    """fixedrate.py keeps openloop.c's BENCH line, its new fields too."""
+
+    def test_every_due_request_is_answered_and_the_lag_reported(self):
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Backend)
+        server.daemon_threads = True
+        server.status, server.delay, server.on_request = 200, 0.0, None
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        self.addCleanup(thread.join, 5)
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        url = "http://127.0.0.1:%d/small" % server.server_address[1]
+        p = subprocess.run(["/usr/bin/python3", FIXEDRATE, url, "100", "1", "2"], capture_output=True,
+                           timeout=30, stdin=subprocess.DEVNULL)
+        line = next((l for l in p.stdout.decode().splitlines() if l.startswith("BENCH ")), None)
+        self.assertIsNotNone(line, p.stderr.decode())
+        f = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", line)}
+        self.assertEqual(f["requests"], 100, "every request of the schedule, the last ones too")
+        for field in ("late_p99_us", "late_max_us", "late_1ms", "queued", "queued_max_us"):
+            self.assertIn(field, f)
+        self.assertLessEqual(f["late_p99_us"], f["late_max_us"])
 
 
 if __name__ == "__main__":
