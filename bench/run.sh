@@ -668,7 +668,8 @@ run_load() {
     # A fixed-rate client measures itself, not the server, when it falls behind.
     if ((rc != 0)) && grep -q 'FAIL: the client fell' "$out"; then
         die "$s: the fixed-rate client ($(basename "$1")) could not keep $RATE requests/s on CPU $LOAD_CPU" \
-            "($(grep -o 'fell [0-9.]* ms behind' "$out")): give a lower RATE, on a quieter machine; output in $out"
+            "($(sed -n 's/.*fell \([0-9.]*\) ms behind its schedule (\([0-9]*\) of \([0-9]*\) requests.*/fell \1 ms behind; \2 of \3 requests noticed at least 1 ms late/p' "$out")):" \
+            "give a lower RATE, on a quieter machine; output in $out"
     fi
     ((rc == 0)) || die "$s: the load ($(basename "$1")) exited with $rc; output in $out"
     grep -q '^BENCH ' "$out" || die "$s: no summary from the load ($(basename "$1")); output in $out"
