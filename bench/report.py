@@ -15,13 +15,19 @@ the same round) follow, so the noise can be judged. A figure that no run
 has (p99.9, backend CPU, system calls before the proxy scenarios) is left
 out.
 
-Usage: bench/report.py DIR     (run.sh calls it; it can be rerun at will)
+Under a proxy scenario's summary, issue 7's targets in one line; with
+--accept-policies, the summaries of run.sh accept-policies' four parts
+(DIR/closed-64, ...) and issue 9's targets over them (bench/targets.py).
+
+Usage: bench/report.py [--accept-policies] DIR     (run.sh calls it; rerun at will)
 """
 import csv
 import json
 import statistics
 import sys
 from pathlib import Path
+
+import targets
 
 
 def name(server):
@@ -43,6 +49,7 @@ METRICS = [
     ("p99_ms", "p99 latency (ms)", 3, True),
     ("p999_ms", "p99.9 latency (ms)", 3, True),
     ("cpu_us_per_req", "server CPU per request (us)", 3, True),
+    ("cpu_tick_us_per_req", "server CPU per request, from clock ticks (us)", 3, True),
     ("syscalls_per_req", "system calls per request (workers, wrk -c16)", 2, True),
     ("backend_cpu_us_per_req", "backend CPU per request (us)", 3, False),
     ("worker_rss_mib", "peak RSS, worker (MiB)", 1, True),
@@ -68,12 +75,18 @@ def figures(row):
     figure the run does not have."""
     requests = int(row["requests"])
     seconds = int(row["duration_us"]) / 1e6
-    cpu_s = int(row["cpu_ticks"]) / int(row["clk_tck"])
+    tick_s = int(row["cpu_ticks"]) / int(row["clk_tck"])
     wrk_s = int(row["wrk_cpu_ticks"]) / int(row["clk_tck"])
     busy_s = int(row["busy_ticks"]) / int(row["clk_tck"])
     p999 = optional(row, "latency_p999_us")
     backend = optional(row, "backend_cpu_ticks")
-    backend_s = backend / int(row["clk_tck"]) if backend is not None else None
+    backend_tick_s = backend / int(row["clk_tck"]) if backend is not None else None
+    # The server's and the backend's CPU in nanoseconds (schedstat) where
+    # the run has them, the clock ticks otherwise; the machine's other load
+    # stays in ticks, the unit of /proc/stat.
+    cpu_ns, backend_ns = optional(row, "cpu_ns"), optional(row, "backend_cpu_ns")
+    cpu_s = cpu_ns / 1e9 if cpu_ns is not None else tick_s
+    backend_s = backend_ns / 1e9 if backend_ns is not None else backend_tick_s
     syscalls, syscall_requests = optional(row, "syscalls"), optional(row, "syscall_requests")
     return {
         "run": int(row["run"]),
@@ -88,13 +101,14 @@ def figures(row):
         "p99_ms": int(row["latency_p99_us"]) / 1000,
         "p999_ms": p999 / 1000 if p999 is not None else None,
         "cpu_us_per_req": cpu_s * 1e6 / requests,
+        "cpu_tick_us_per_req": tick_s * 1e6 / requests if cpu_ns is not None else None,
         "syscalls_per_req": syscalls / syscall_requests if syscalls is not None and syscall_requests else None,
         "backend_cpu_us_per_req": backend_s * 1e6 / requests if backend_s is not None else None,
         "worker_rss_mib": int(row["worker_hwm_kib"]) / 1024,
         "total_rss_mib": int(row["total_hwm_kib"]) / 1024,
         "server_cores": cpu_s / seconds,
         "wrk_cores": wrk_s / seconds,
-        "other_cores": (busy_s - cpu_s - wrk_s - (backend_s or 0)) / seconds,
+        "other_cores": (busy_s - tick_s - wrk_s - (backend_tick_s or 0)) / seconds,
     }
 
 
@@ -153,15 +167,17 @@ def pair_ratios(runs, pairs):
         by = {r["server"]: r for r in runs if r["run"] == run}
         for s, ref in pairs:
             if s in by and ref in by:
-                out.append({
-                    "run": run,
-                    "server": s,
-                    "reference": ref,
-                    "rps": by[s]["rps"] / by[ref]["rps"],
-                    "cpu_us_per_req": by[s]["cpu_us_per_req"] / by[ref]["cpu_us_per_req"],
-                    "server_cores": by[s]["server_cores"] / by[ref]["server_cores"],
+                out.append({"run": run, "server": s, "reference": ref} | {
+                    key: by[s][key] / by[ref][key]
+                    for key in ROUND_KEYS if by[s][key] is not None and by[ref][key]
                 })
     return out
+
+
+# The per-round ratios shown, with their median (targets.py decides on it).
+ROUND_KEYS = ["rps", "cpu_us_per_req", "p50_ms", "p99_ms", "p999_ms", "server_cores"]
+ROUND_LABELS = {"rps": "requests/s", "cpu_us_per_req": "CPU per request", "p50_ms": "p50",
+                "p99_ms": "p99", "p999_ms": "p99.9", "server_cores": "server CPU use"}
 
 
 def fmt(value, digits):
@@ -195,10 +211,14 @@ def setup_line(meta, runs, servers):
         syscalls = (f"; system calls: perf stat -e raw_syscalls:sys_enter on the workers during "
                     f"{meta['syscall_s']} s of wrk -t1 -c{meta.get('syscall_connections')} after each "
                     f"measured run, over the requests of those seconds")
+    cpu = ""
+    if any(r["cpu_tick_us_per_req"] is not None for r in runs):
+        cpu = ("; CPU time: the scheduler's nanoseconds (/proc/PID/task/*/schedstat) of every server "
+               "process, the clock-tick figure (utime+stime) beside it")
     return (f"{placing}; {load} on CPU {meta.get('load_cpu')}{backend}; GET {meta.get('url_path')} "
             f"({meta.get('body_bytes')} bytes of body; whole response: {sizes} bytes); "
             f"{n} runs of {meta.get('duration_s')} s per server after {meta.get('warmup_s')} s of warm-up, "
-            f"order rotated each round; all responses 2xx, no socket errors{syscalls}. "
+            f"order rotated each round; all responses 2xx, no socket errors{syscalls}{cpu}. "
             f"Medians, with min-max in brackets.")
 
 
@@ -215,6 +235,7 @@ RUN_COLUMNS = [
     ("p99_ms", "p99 ms", "{:.3f}"),
     ("p999_ms", "p99.9 ms", "{:.3f}"),
     ("cpu_us_per_req", "CPU us/req", "{:.3f}"),
+    ("cpu_tick_us_per_req", "ticks us/req", "{:.3f}"),
     ("syscalls_per_req", "syscalls/req", "{:.2f}"),
     ("backend_cpu_us_per_req", "backend us/req", "{:.3f}"),
     ("worker_rss_mib", "RSS worker MiB", "{:.1f}"),
@@ -272,13 +293,17 @@ def markdown(meta, servers, runs, stats, ratios, rounds, metrics):
         s, _, ref = pair.partition("/")
         mine = [p for p in rounds if p["server"] == s and p["reference"] == ref]
         if mine:
+            parts = []
+            for key in ROUND_KEYS:
+                values = [p[key] for p in mine if key in p]
+                if len(values) == len(mine):
+                    parts.append(f"{ROUND_LABELS[key]} " + ", ".join(f"{v:.3f}" for v in values)
+                                 + f" (median {statistics.median(values):.3f})")
             out.append("")
-            out.append(f"{pair_name(pair)} per round: requests/s "
-                       + ", ".join(f"{p['rps']:.3f}" for p in mine)
-                       + "; CPU per request "
-                       + ", ".join(f"{p['cpu_us_per_req']:.3f}" for p in mine)
-                       + "; server CPU use "
-                       + ", ".join(f"{p['server_cores']:.3f}" for p in mine) + ".")
+            out.append(f"{pair_name(pair)} per round: " + "; ".join(parts) + ".")
+    line = targets.targets_line(meta.get("scenario"), runs)
+    if line:
+        out += ["", line]
     return "\n".join(out) + "\n"
 
 
@@ -299,17 +324,40 @@ def write_csv(path, servers, stats, ratios, metrics):
                     w.writerow([key, pair, ratios[pair][key], "", ""])
 
 
-def main(argv):
-    if len(argv) != 2:
-        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
-        return 2
-    d = Path(argv[1])
-    meta = read_meta(d / "meta.txt")
+def read_runs(d):
     with (d / "runs.csv").open(newline="") as f:
-        runs = [figures(row) for row in csv.DictReader(f)]
-    if not runs:
-        print(f"report.py: no runs in {d / 'runs.csv'}", file=sys.stderr)
+        return [figures(row) for row in csv.DictReader(f)]
+
+
+# run.sh accept-policies' parts, in the order it runs them.
+ACCEPT_PARTS = ["closed-64", "closed-8", "rate", "low-rate"]
+
+
+def accept_policies(d):
+    """The four parts' summaries, then issue 9's targets over them; into
+    DIR/summary.md and on standard output."""
+    parts, out = {}, ["## accept-policies: issue 9's procedure", ""]
+    for part in ACCEPT_PARTS:
+        runs = read_runs(d / part) if (d / part / "runs.csv").exists() else []
+        if runs:
+            parts[part] = runs
+            out.append(summary(d / part, runs))
+    if not parts:
+        print(f"report.py: no part of accept-policies in {d}", file=sys.stderr)
         return 1
+    n = max(len({r["run"] for r in runs}) for runs in parts.values())
+    out += [f"### Issue 9's targets (medians of per-round ratios, up to {n} rounds)", ""]
+    out += targets.accept_policy_lines(parts)
+    md = "\n".join(out) + "\n"
+    (d / "summary.md").write_text(md)
+    sys.stdout.write(md)
+    return 0
+
+
+def summary(d, runs):
+    """Writes DIR's summary.md, .csv and .json from its runs; returns the
+    Markdown."""
+    meta = read_meta(d / "meta.txt")
     servers = [s for s in meta.get("servers", "").split() if runs_of(runs, s)]
     # Result directories from before accept policies name no baseline.
     baseline = meta.get("baseline", "nginx")
@@ -328,7 +376,21 @@ def main(argv):
         "pair_ratios": rounds,
         "runs": sorted(runs, key=lambda r: r["slot"]),
     }, indent=2) + "\n")
-    sys.stdout.write(md)
+    return md
+
+
+def main(argv):
+    if len(argv) == 3 and argv[1] == "--accept-policies":
+        return accept_policies(Path(argv[2]))
+    if len(argv) != 2:
+        print(__doc__.strip().splitlines()[-1], file=sys.stderr)
+        return 2
+    d = Path(argv[1])
+    runs = read_runs(d)
+    if not runs:
+        print(f"report.py: no runs in {d / 'runs.csv'}", file=sys.stderr)
+        return 1
+    sys.stdout.write(summary(d, runs))
     return 0
 
 

@@ -51,7 +51,9 @@ STOP_TIMEOUT=${STOP_TIMEOUT:-5}
 usage() {
     cat <<EOF
 usage: bench/run.sh SCENARIO          scenarios: respond, static-small,
-                                      proxy, proxy-100k, proxy-latency
+                                      proxy, proxy-100k, proxy-latency,
+                                      accept-policies (issue 9's procedure:
+                                      four respond calls, see bench/README.md)
 
 Environment (shown with the values in force):
   RUNS=$RUNS  measured runs per server
@@ -100,10 +102,54 @@ is_uint() {
 
 case ${1:-} in
     -h|--help) usage; exit 0 ;;
-    respond|static-small|proxy|proxy-100k|proxy-latency) SCENARIO=$1 ;;
+    respond|static-small|proxy|proxy-100k|proxy-latency|accept-policies) SCENARIO=$1 ;;
     '') usage >&2; exit 2 ;;
     *) echo "run.sh: unknown scenario '$1'" >&2; usage >&2; exit 2 ;;
 esac
+# ---------------------------------------------------------------- accept-policies
+
+# Issue 9's "What it must show" 3 in one call: four calls of this script
+# (each its own results directory and summary under OUT), then the targets
+# over all four (report.py --accept-policies). 4 workers unpinned on CPUs
+# 0-1, the load on CPU 1 beside them; ratios against scalws:shared.
+#   closed-64  wrk, 64 connections: least-loaded, shared, reuseport
+#   closed-8   wrk, 8 connections (few long-lived ones): the same three
+#   rate       RATE (5000) requests/s over 64 connections: the same three
+#   low-rate   LOW_RATE (2000) requests/s for LOW_DURATION (30) s: fountain
+#              and shared, for their CPU (bench/README.md says why so long)
+# RUNS, DURATION, WARMUP apply to every part (LOW_DURATION replaces
+# DURATION in low-rate); the fixed-rate parts use openloop.c.
+if [[ $SCENARIO == accept-policies ]]; then
+    LOW_RATE=${LOW_RATE:-2000}
+    LOW_DURATION=${LOW_DURATION:-30}
+    AP_RATE=$RATE
+    [[ -n $RATE_GIVEN ]] || AP_RATE=5000
+    for v in RUNS DURATION WARMUP AP_RATE LOW_RATE LOW_DURATION; do
+        is_uint "${!v}" || die "${v#AP_} must be a whole number, not '${!v}'"
+    done
+    ((RUNS >= 1 && DURATION >= 1 && AP_RATE >= 1 && LOW_RATE >= 1 && LOW_DURATION >= 1)) ||
+        die "RUNS, DURATION, RATE, LOW_RATE and LOW_DURATION must be at least 1"
+    [[ -x $SCALWSD ]] || die "no $SCALWSD: build it (make -j2) or set SCALWSD"
+    OUT=${OUT:-$BENCH/results/$(date +%Y%m%d-%H%M%S)-accept-policies}
+    mkdir -p "$OUT"
+    THREE="scalws:least-loaded scalws:shared scalws:reuseport"
+    ap_part() {  # ap_part NAME VAR=VALUE...: one call of this script
+        local name=$1
+        shift
+        log "accept-policies: part $name ($*)"
+        env WORKERS=4 PIN=none SERVER_CPU=0-1 LOAD_CPU=1 RUNS="$RUNS" WARMUP="$WARMUP" \
+            BASELINE=scalws:shared RATE_CLIENT=c SYSCALL_SECS=0 SCALWSD="$SCALWSD" WRK="$WRK" \
+            "$@" OUT="$OUT/$name" bash "${BASH_SOURCE[0]}" respond >"$OUT/$name.md" ||
+            die "accept-policies: part $name failed; see $OUT/$name"
+    }
+    ap_part closed-64 SERVERS="$THREE" LOAD=closed CONNECTIONS=64 DURATION="$DURATION"
+    ap_part closed-8 SERVERS="$THREE" LOAD=closed CONNECTIONS=8 DURATION="$DURATION"
+    ap_part rate SERVERS="$THREE" LOAD=rate RATE="$AP_RATE" CONNECTIONS=64 DURATION="$DURATION"
+    ap_part low-rate SERVERS="scalws:fountain scalws:shared" LOAD=rate RATE="$LOW_RATE" CONNECTIONS=64 \
+        DURATION="$LOW_DURATION"
+    exec "$PY" "$BENCH/report.py" --accept-policies "$OUT"
+fi
+
 # The proxy scenarios put a backend on LOAD_CPU and a proxy in front of it.
 PROXY=0
 case $SCENARIO in
@@ -544,6 +590,26 @@ cpu_ticks() {
     echo "$t"
 }
 
+# cpu_ns NAME PID...: time on a CPU of every thread of the processes, in
+# nanoseconds: the first field of /proc/PID/task/TID/schedstat, the
+# scheduler's own sum of run time, which utime+stime only share out in
+# 10 ms ticks (bench/README.md, "CPU time"). Empty where the kernel has no
+# schedstat (CONFIG_SCHED_INFO): the report keeps the tick figure then.
+cpu_ns() {
+    local s=$1 p f t=0 ns rest
+    shift
+    [[ -r /proc/self/schedstat ]] || return 0
+    for p in "$@"; do
+        [[ -d /proc/$p/task ]] || die "$s pid $p is gone: a process died during the run"
+        for f in /proc/"$p"/task/*/schedstat; do
+            # A thread that ended since the glob counts for nothing more.
+            read -r ns rest <"$f" 2>/dev/null || continue
+            t=$((t + ns))
+        done
+    done
+    echo "$t"
+}
+
 hwm_kib() {
     awk '/^VmHWM:/ {print $2}' /proc/"$1"/status
 }
@@ -602,7 +668,8 @@ run_load() {
     # A fixed-rate client measures itself, not the server, when it falls behind.
     if ((rc != 0)) && grep -q 'FAIL: the client fell' "$out"; then
         die "$s: the fixed-rate client ($(basename "$1")) could not keep $RATE requests/s on CPU $LOAD_CPU" \
-            "($(grep -o 'fell [0-9.]* ms behind' "$out")): give a lower RATE, on a quieter machine; output in $out"
+            "($(sed -n 's/.*fell \([0-9.]*\) ms behind its schedule (\([0-9]*\) of \([0-9]*\) requests.*/fell \1 ms behind; \2 of \3 requests noticed at least 1 ms late/p' "$out")):" \
+            "give a lower RATE, on a quieter machine; output in $out"
     fi
     ((rc == 0)) || die "$s: the load ($(basename "$1")) exited with $rc; output in $out"
     grep -q '^BENCH ' "$out" || die "$s: no summary from the load ($(basename "$1")); output in $out"
@@ -660,13 +727,25 @@ check_wrk() {
 
 # ---------------------------------------------------------------- one run
 
+# round_order RUN SERVER...: the servers in the order of round RUN (from 1):
+# the list rotated by one each round (A B, B A, A B, ...; A B C, B C A,
+# C A B, A B C, ...) so that no server always goes first or last, nor
+# always follows the same one; with 5 rounds of 3 each is first, middle
+# and last at least once. test_bench.py checks it.
+round_order() {
+    local run=$1 k
+    shift
+    k=$(((run - 1) % $#))
+    echo "${@:k+1}" "${@:1:k}"
+}
+
 CSV=$OUT/runs.csv
-echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests" >"$CSV"
+echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests,cpu_ns,backend_cpu_ns" >"$CSV"
 
 # measure SERVER RUN SLOT: one fresh server, warm-up, measured run, a CSV row.
 measure() {
     local s=$1 run=$2 slot=$3 warm=$OUT/warmup-$1-$2.txt out=$OUT/wrk-$1-$2.txt
-    local t0 t1 w0 w1 b0 b1 k0= k1= p hwm worker_hwm=0 total_hwm=0 sc= scn=
+    local t0 t1 w0 w1 b0 b1 k0= k1= n0 n1 kn0= kn1= p hwm worker_hwm=0 total_hwm=0 sc= scn=
     start_server "$s"
     wait_ready "$s"
     check_pinned "$s"
@@ -678,11 +757,15 @@ measure() {
     check_same_pids "$s"
     b0=$(busy_ticks)
     t0=$(cpu_ticks "$s" "${SERVER_PIDS[@]}")
+    n0=$(cpu_ns "$s" "${SERVER_PIDS[@]}")
     ((PROXY == 0)) || k0=$(cpu_ticks backend "${BACKEND_PIDS[@]}")
+    ((PROXY == 0)) || kn0=$(cpu_ns backend "${BACKEND_PIDS[@]}")
     w0=$(wrk_ticks)
     run_wrk "$s" "$DURATION" "$out"
     w1=$(wrk_ticks)
+    ((PROXY == 0)) || kn1=$(cpu_ns backend "${BACKEND_PIDS[@]}")
     ((PROXY == 0)) || k1=$(cpu_ticks backend "${BACKEND_PIDS[@]}")
+    n1=$(cpu_ns "$s" "${SERVER_PIDS[@]}")
     t1=$(cpu_ticks "$s" "${SERVER_PIDS[@]}")
     b1=$(busy_ticks)
     check_same_pids "$s"
@@ -702,13 +785,18 @@ measure() {
         # The worker: the largest child (master is [0]), or the one process.
         if [[ $p != "$SERVER_PID" || ${#SERVER_PIDS[@]} == 1 ]] && ((hwm > worker_hwm)); then worker_hwm=$hwm; fi
     done
-    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn" >>"$CSV"
+    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn,${n0:+$((n1 - n0))},${kn0:+$((kn1 - kn0))}" >>"$CSV"
     stop_server
     awk -F, -v r="$run" 'END {
         s = $6 / 1e6
-        printf "run.sh: run %d %-7s %9.0f req/s  p99 %6.3f ms  %6.3f us CPU/req  RSS worker %.1f MiB, all %.1f MiB  other load %.2f cores",
-            r, $4, $5 / s, $10 / 1000, $12 / $15 * 1e6 / $5, $17 / 1024, $18 / 1024, ($14 - $12 - $13 - $20) / $15 / s
-        if ($20 != "") printf "  backend %.3f us CPU/req", $20 / $15 * 1e6 / $5
+        # CPU per request from nanoseconds (schedstat), the ticks beside.
+        printf "run.sh: run %d %-7s %9.0f req/s  p99 %6.3f ms  %6.3f us CPU/req", r, $4, $5 / s, $10 / 1000,
+            $23 != "" ? $23 / 1000 / $5 : $12 / $15 * 1e6 / $5
+        if ($23 != "") printf " (ticks %.3f)", $12 / $15 * 1e6 / $5
+        printf "  RSS worker %.1f MiB, all %.1f MiB  other load %.2f cores",
+            $17 / 1024, $18 / 1024, ($14 - $12 - $13 - $20) / $15 / s
+        if ($24 != "") printf "  backend %.3f us CPU/req", $24 / 1000 / $5
+        else if ($20 != "") printf "  backend %.3f us CPU/req", $20 / $15 * 1e6 / $5
         if ($21 != "") printf "  %.2f syscalls/req", $21 / $22
         printf "\n" }' "$CSV" >&2
 }
@@ -808,14 +896,11 @@ fi
     done
 } >"$OUT/meta.txt"
 
-# Order: the list rotated by one each round (A B, B A, A B, ...; A B C,
-# B C A, C A B, ...) so that no server always goes first.
 log "$SCENARIO: $RUNS runs of ${DURATION}s (+${WARMUP}s warm-up), $CONNECTIONS connections," \
     "load $LOAD$([[ $LOAD != rate ]] || echo " at $RATE/s"), $WORKERS worker(s), PIN=$PIN; results in $OUT"
 slot=0
 for ((run = 1; run <= RUNS; run++)); do
-    k=$(((run - 1) % ${#SERVER_LIST[@]}))
-    order=("${SERVER_LIST[@]:k}" "${SERVER_LIST[@]:0:k}")
+    read -r -a order <<<"$(round_order "$run" "${SERVER_LIST[@]}")"
     for s in "${order[@]}"; do
         slot=$((slot + 1))
         measure "$s" "$run" "$slot"

@@ -1,0 +1,138 @@
+"""The issues' targets, checked against the runs of bench/run.sh.
+
+Issue 7 (reverse proxy) sets ScalWS's figures against nginx's and
+HAProxy's in `proxy`, `proxy-100k` and `proxy-latency`; issue 9 (accept
+policies) sets ScalWS's policies against each other. report.py prints the
+verdict under each summary (targets_line) and, for `run.sh
+accept-policies`, over its four parts (accept_policy_lines).
+
+A ratio here is the median over the rounds of the round's ratio (each
+server's run against the reference's run of the same round, measured
+minutes apart), not the ratio of the medians: one disturbed round moves
+it least, and the per-round figures show the spread. Each target is met,
+NOT met, or n/a (a server it needs did not run).
+
+Runs are report.figures() dicts: run, server, and the figures by key.
+"""
+import statistics
+
+
+def by_round(runs):
+    """{run: {server: figures}}."""
+    out = {}
+    for r in runs:
+        out.setdefault(r["run"], {})[r["server"]] = r
+    return out
+
+
+def round_ratios(runs, server, refs, key):
+    """SERVER's KEY over the smallest KEY among REFS, per round that has them
+    all (the smallest: "the better peer" for CPU per request)."""
+    out = []
+    for run, by in sorted(by_round(runs).items()):
+        if server in by and all(ref in by for ref in refs):
+            mine = by[server][key]
+            base = min(by[ref][key] for ref in refs) if refs else None
+            if mine is not None and base:
+                out.append(mine / base)
+    return out
+
+
+def median_ratio(runs, server, refs, key):
+    ratios = round_ratios(runs, server, refs, key)
+    return (statistics.median(ratios), len(ratios)) if ratios else (None, 0)
+
+
+def verdict(value, op, limit):
+    if value is None:
+        return "n/a"
+    return "met" if (value <= limit if op == "<=" else value >= limit if op == ">=" else value < limit) else "NOT met"
+
+
+# Issue 7, "What it must show" 4: (label, key, peers, op, limit). Peers is
+# the list whose smallest value is the reference; [] for an absolute figure.
+PROXY_TARGETS = {
+    "proxy": [
+        ("CPU/req / nginx", "cpu_us_per_req", ["nginx"], "<=", 0.6),
+        ("CPU/req / HAProxy", "cpu_us_per_req", ["haproxy"], "<=", 0.85),
+        ("req/s / nginx", "rps", ["nginx"], ">=", 1.0),
+        ("req/s / HAProxy", "rps", ["haproxy"], ">=", 1.0),
+        ("syscalls/req", "syscalls_per_req", [], "<=", 4.4),
+    ],
+    "proxy-100k": [
+        ("CPU/req / better peer", "cpu_us_per_req", ["nginx", "haproxy"], "<=", 0.8),
+        ("req/s / nginx", "rps", ["nginx"], ">=", 1.0),
+        ("req/s / HAProxy", "rps", ["haproxy"], ">=", 1.0),
+    ],
+    "proxy-latency": [
+        ("p99 / nginx", "p99_ms", ["nginx"], "<=", 1.0),
+        ("p99 / HAProxy", "p99_ms", ["haproxy"], "<=", 1.0),
+    ],
+}
+
+
+def check(runs, server, label, key, refs, op, limit, digits=3):
+    """One target as text: 'LABEL VALUE (OP LIMIT: VERDICT)'."""
+    servers = {r["server"] for r in runs}
+    if server not in servers or any(ref not in servers for ref in refs):
+        return f"{label} n/a", "n/a"
+    if refs:
+        value, _ = median_ratio(runs, server, refs, key)
+    else:
+        values = [r[key] for r in runs if r["server"] == server and r[key] is not None]
+        value = statistics.median(values) if values else None
+    v = verdict(value, op, limit)
+    shown = f"{value:.{digits}f}" if value is not None else "-"
+    return f"{label} {shown} ({op.replace('<=', '≤').replace('>=', '≥')} {limit}: {v})", v
+
+
+def targets_line(scenario, runs):
+    """Issue 7's targets in one line, for the proxy scenarios; None for the
+    others or without a ScalWS run."""
+    targets = PROXY_TARGETS.get(scenario)
+    scalws = next((s for s in sorted({r["server"] for r in runs}) if s.startswith("scalws")), None)
+    if targets is None or scalws is None:
+        return None
+    parts = [check(runs, scalws, *t)[0] for t in targets]
+    n = len(by_round(runs))
+    return f"**Issue 7 targets** ({scenario}, ScalWS, median of {n} per-round ratios): " + "; ".join(parts) + "."
+
+
+# Issue 9, "What it must show" 3: (part, label, server, reference, key, op,
+# limit). The parts are run.sh accept-policies' subdirectories.
+ACCEPT_TARGETS = [
+    ("closed-64", "least-loaded p99 / shared, closed loop, 64 connections (information)",
+     "scalws:least-loaded", "scalws:shared", "p99_ms", None, None),
+    ("closed-64", "least-loaded req/s / shared (information)",
+     "scalws:least-loaded", "scalws:shared", "rps", None, None),
+    ("closed-64", "least-loaded p99 / reuseport (information)",
+     "scalws:least-loaded", "scalws:reuseport", "p99_ms", None, None),
+    ("closed-8", "least-loaded p99 / shared, few long-lived connections: better",
+     "scalws:least-loaded", "scalws:shared", "p99_ms", "<", 1.0),
+    ("rate", "least-loaded p99 / shared at equal throughput: no worse",
+     "scalws:least-loaded", "scalws:shared", "p99_ms", "<=", 1.0),
+    ("rate", "least-loaded p99 / reuseport at equal throughput (information)",
+     "scalws:least-loaded", "scalws:reuseport", "p99_ms", None, None),
+    ("rate", "least-loaded req/s / shared at the fixed rate (1.0: equal throughput)",
+     "scalws:least-loaded", "scalws:shared", "rps", None, None),
+    ("low-rate", "fountain CPU/req / shared at a low rate: less",
+     "scalws:fountain", "scalws:shared", "cpu_us_per_req", "<", 1.0),
+    ("low-rate", "fountain p99 / shared at a low rate: at most 1.2x",
+     "scalws:fountain", "scalws:shared", "p99_ms", "<=", 1.2),
+]
+
+
+def accept_policy_lines(parts):
+    """Issue 9's targets over {part: runs}, one line each."""
+    out = []
+    for part, label, server, ref, key, op, limit in ACCEPT_TARGETS:
+        runs = parts.get(part)
+        if runs is None:
+            out.append(f"- {label}: n/a (no {part} results)")
+            continue
+        value, n = median_ratio(runs, server, [ref], key)
+        spread = ", ".join(f"{x:.3f}" for x in round_ratios(runs, server, [ref], key))
+        shown = f"{value:.3f}" if value is not None else "-"
+        target = f" — target {op.replace('<=', '≤')} {limit}: {verdict(value, op, limit)}" if op else ""
+        out.append(f"- {label}: {shown} (median of {n} rounds: {spread}){target}")
+    return out
