@@ -20,6 +20,7 @@
 
 #include "core/http_date.h"
 #include "core/log.h"
+#include "support/routeset_build.h"
 #include "worker/conn.h"
 #include "worker/http1.h"
 #include "worker/ctx.h"
@@ -537,34 +538,10 @@ static void test_open_failures_logged_once_a_second(void **state)
 static void serve_as_worker(const tree_t *t, sws_worker_ctx_t *ctx, const char *request,
                             char *out, size_t outcap)
 {
-    Sws__Static st = SWS__STATIC__INIT;
-    st.root = (char *)t->root;
-    st.index = "index.html";
-    Sws__Route route = SWS__ROUTE__INIT;
-    route.match = SWS__ROUTE__MATCH__PREFIX;
-    route.path = "/";
-    route.action_case = SWS__ROUTE__ACTION_STATIC;
-    route.static_ = &st;
-    Sws__Route *routes[] = { &route };
-    char *names[] = { "*" };
-    Sws__Host host = SWS__HOST__INIT;
-    host.names = names;
-    host.n_names = 1;
-    host.routes = routes;
-    host.n_routes = 1;
-    Sws__Host *hosts[] = { &host };
-    Sws__Settings settings = SWS__SETTINGS__INIT;
-    settings.server_name = "scalws";
-    Sws__RouteSet rs = SWS__ROUTE_SET__INIT;
-    rs.settings = &settings;
-    rs.hosts = hosts;
-    rs.n_hosts = 1;
-    char err[256] = "";
-    size_t size = sws_table_size(&rs);
-    void *arena = aligned_alloc(8, (size + 7) & ~(size_t)7);
-    assert_non_null(arena);
-    if (sws_table_build(arena, size, 1, &rs, err, sizeof(err)) != 0)
-        fail_msg("table: %s", err);
+    Sws__RouteSet *rs = rs_new();
+    host_static(rs_host(rs, "*"), SWS__ROUTE__MATCH__PREFIX, "/", t->root);
+    size_t size;
+    void *arena = rs_table(rs, 1, &size);
 
     sws_loop_t loop;
     sws_conn_set_t set;

@@ -178,19 +178,6 @@ static void write_pattern_file(const char *path, uint64_t size)
     close(fd);
 }
 
-/* rs as table generation gen (rs freed); *size gets its size. */
-static void *table_of(Sws__RouteSet *rs, uint64_t gen, size_t *size)
-{
-    char err[256] = "";
-    *size = sws_table_size(rs);
-    void *arena = aligned_alloc(8, (*size + 7) & ~(size_t)7);
-    assert_non_null(arena);
-    if (sws_table_build(arena, *size, gen, rs, err, sizeof(err)) != 0)
-        fail_msg("table: %s", err);
-    sws__route_set__free_unpacked(rs, NULL);
-    return arena;
-}
-
 /* host "*": respond /hello (a patterned body and two fields), static
  * /files/ with a temporary directory as its root (files in its files/),
  * redirect /old. */
@@ -212,7 +199,7 @@ static void *build_table(const char *dir, size_t *table_size)
 
     host_static(h, SWS__ROUTE__MATCH__PREFIX, "/files/", dir);
     host_redirect(h, SWS__ROUTE__MATCH__EXACT, "/old", 301, "https://new.test/");
-    return table_of(rs, 1, table_size);
+    return rs_table(rs, 1, table_size);
 }
 
 static int setup(void **state)
@@ -400,7 +387,7 @@ static void test_reload_during_the_body_routes_in_the_new_generation(void **stat
     Sws__RouteSet *rs = rs_new();
     host_respond(rs_host(rs, "*"), SWS__ROUTE__MATCH__EXACT, "/hello", "two");
     size_t size;
-    void *gen2 = table_of(rs, 2, &size);
+    void *gen2 = rs_table(rs, 2, &size);
 
     post_head(f, "/hello");
     f->st.req.table = gen2; /* as the protocol sets it: the generation held now */
