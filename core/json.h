@@ -1,7 +1,7 @@
 /*
- * JSON, as much as the admin API needs: a writer into a growing buffer, and
- * a reader of one flat object ({"weight": 2, "state": "up"}) whose values
- * are scalars.
+ * JSON, as much as the admin API and the json access log need: a writer
+ * into a growing buffer, its string escaper, and a reader of one flat
+ * object ({"weight": 2, "state": "up"}) whose values are scalars.
  *
  * Why not a library: the admin API reads objects of two or three scalar
  * fields and writes small documents; jansson would be a run-time
