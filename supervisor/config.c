@@ -33,6 +33,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -66,7 +67,10 @@
  * socket are caught as a repeat. */
 typedef int (*cfg_addr_check_fn)(cfg_parser_t *p, yaml_node_t *n, char *key);
 
-#define CFG_ADDR_KEY_MAX (PATH_MAX + 8)
+#define CFG_ADDR_KEY_MAX 128
+_Static_assert(CFG_ADDR_KEY_MAX >= INET6_ADDRSTRLEN + sizeof("[]:65535"), "an IP and port");
+_Static_assert(CFG_ADDR_KEY_MAX >= sizeof(((struct sockaddr_un *)0)->sun_path),
+               "a Unix socket path");
 
 static int cfg_address_one(cfg_parser_t *p, yaml_node_t *n, cfg_addr_check_fn check,
                            cfg_set_t *seen, char *key, char **text)
@@ -188,7 +192,8 @@ static int cfg_listen(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc)
 
 /* ---- admin ---- */
 
-/* An admin address; its key is the text (a path, or a loopback HOST:PORT). */
+/* An admin address; its key is a Unix socket's path, or the loopback
+ * address as sws_listen_format writes it ("[0::1]:9180" is [::1]:9180). */
 static int cfg_admin_check(cfg_parser_t *p, yaml_node_t *n, char *key)
 {
     sws_admin_addr_t addr;
@@ -196,7 +201,10 @@ static int cfg_admin_check(cfg_parser_t *p, yaml_node_t *n, char *key)
 
     if (sws_admin_parse_address(cfg_text(n), &addr, why, sizeof(why)) < 0)
         return cfg_fail(p, n, "%s", why);
-    snprintf(key, CFG_ADDR_KEY_MAX, "%s", cfg_text(n));
+    if (addr.ss.ss_family == AF_UNIX)
+        snprintf(key, CFG_ADDR_KEY_MAX, "%s", ((const struct sockaddr_un *)&addr.ss)->sun_path);
+    else
+        sws_listen_format(&addr.ss, key, CFG_ADDR_KEY_MAX);
     return 0;
 }
 

@@ -493,6 +493,10 @@ static void test_errors_admin_listen(void **state)
     expect_error("server:\n  admin:\n    listen: [\"/a.sock\", \"/a.sock\"]\n",
                  "t.yaml:3:25: server.admin.listen[1]: ",
                  "/a.sock is already listed (line 3, column 14)");
+    /* The same socket however written. */
+    expect_error("server:\n  admin:\n    listen: [\"[::1]:9180\", \"[0:0::1]:9180\"]\n",
+                 "t.yaml:3:28: server.admin.listen[1]: ",
+                 "[::1]:9180 is already listed (line 3, column 14)");
     expect_error("server:\n  admin:\n    listen: \"127.0.0.1\"\n",
                  "t.yaml:3:13: server.admin.listen: ", "bad address");
     expect_error("server:\n  admin:\n    listen: {a: b}\n",
