@@ -36,28 +36,69 @@ void sws_json_raw(sws_json_out_t *o, const char *s, size_t n)
     o->len += n;
 }
 
-/* "\u00XX" is the longest form of one byte. */
-#define JSON_ESC_MAX SWS_LIT_LEN("\\u00XX")
+/* The length of the valid UTF-8 sequence at p (2 to 4 bytes, RFC 3629: no
+ * overlong form, no surrogate, nothing past U+10FFFF), or 0. */
+static size_t utf8_seq_len(const unsigned char *p, size_t n)
+{
+    unsigned char c = p[0];
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
+    if (c >= 0xc2 && c <= 0xdf)
+        len = 2;
+    else if (c >= 0xe0 && c <= 0xef)
+        len = 3;
+    else if (c >= 0xf0 && c <= 0xf4)
+        len = 4;
+    else
+        return 0;
+    if (c == 0xe0)
+        lo = 0xa0;
+    else if (c == 0xed)
+        hi = 0x9f;
+    else if (c == 0xf0)
+        lo = 0x90;
+    else if (c == 0xf4)
+        hi = 0x8f;
+    if (n < len || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < len; i++) {
+        if (p[i] < 0x80 || p[i] > 0xbf)
+            return 0;
+    }
+    return len;
+}
+
+char *sws_json_put_escaped(char *o, const char *s, size_t n)
+{
+    static const char hex[] = "0123456789abcdef";
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char ch = p[i];
+        size_t seq;
+        if (ch == '"' || ch == '\\') {
+            *o++ = '\\';
+            *o++ = (char)ch;
+        } else if (ch >= 0x20 && ch < 0x7f) {
+            *o++ = (char)ch;
+        } else if (ch >= 0x80 && (seq = utf8_seq_len(p + i, n - i)) > 0) {
+            o = sws_put(o, p + i, seq);
+            i += seq - 1;
+        } else {
+            o = SWS_PUT_LIT(o, "\\u00");
+            *o++ = hex[ch >> 4];
+            *o++ = hex[ch & 15];
+        }
+    }
+    return o;
+}
 
 void sws_json_str(sws_json_out_t *o, const char *s, size_t n)
 {
-    if (reserve(o, n * JSON_ESC_MAX + 2) < 0)
+    if (reserve(o, SWS_JSON_ESC_MAX(n) + 2) < 0)
         return;
     char *w = o->p + o->len;
     *w++ = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            *w++ = '\\';
-            *w++ = (char)ch;
-        } else if (ch < 0x20 || ch >= 0x7f) {
-            w = SWS_PUT_LIT(w, "\\u00");
-            *w++ = "0123456789abcdef"[ch >> 4];
-            *w++ = "0123456789abcdef"[ch & 15];
-        } else {
-            *w++ = (char)ch;
-        }
-    }
+    w = sws_json_put_escaped(w, s, n);
     *w++ = '"';
     o->len = (size_t)(w - o->p);
 }

@@ -1,7 +1,7 @@
 /*
- * JSON, as much as the admin API needs: a writer into a growing buffer, and
- * a reader of one flat object ({"weight": 2, "state": "up"}) whose values
- * are scalars.
+ * JSON, as much as the admin API and the json access log need: a writer
+ * into a growing buffer, its string escaper, and a reader of one flat
+ * object ({"weight": 2, "state": "up"}) whose values are scalars.
  *
  * Why not a library: the admin API reads objects of two or three scalar
  * fields and writes small documents; jansson would be a run-time
@@ -10,9 +10,17 @@
  * of their own.
  *
  * The writer escapes every string it is given so that the output is valid
- * JSON whatever the bytes: '"', '\\' and controls as JSON escapes, bytes
- * >= 0x80 as \u00XX (the output is ASCII; a UTF-8 name reads as Latin-1,
- * which is acceptable for names that are ASCII in practice).
+ * JSON (and valid UTF-8) whatever the bytes, by one rule that the admin API
+ * and the json access log share (sws_json_put_escaped):
+ *   valid UTF-8 (RFC 3629)      as it is
+ *   '"' and '\\'                \" and \\
+ *   controls 0x00-0x1f, DEL     \u00XX
+ *   any other byte (not part    \u00XX, one per byte (read as Latin-1)
+ *   of valid UTF-8)
+ * A character at or above U+0080 is never written as an escape, so in the
+ * text of the output a \u00XX above \u007f always stands for an invalid
+ * byte: the bytes given can be recovered exactly from the text. Not
+ * \ufffd, which would lose them (ADR 0018).
  *
  * Ownership: sws_json_out_t owns its buffer (malloc); sws_json_out_free()
  * releases it. A failed allocation sets oom and drops the rest: the caller
@@ -30,6 +38,14 @@ typedef struct sws_json_out {
     size_t cap;
     int oom;
 } sws_json_out_t;
+
+/* The longest output of one input byte ("\u00XX"): a writer of n bytes
+ * reserves SWS_JSON_ESC_MAX(n). */
+#define SWS_JSON_ESC_MAX(n) (6 * (n))
+
+/* s (n bytes) escaped by the rule above, without the quotes, at o; returns
+ * the position after. No bounds check, no NUL (as core/fmt.h). */
+char *sws_json_put_escaped(char *o, const char *s, size_t n);
 
 void sws_json_raw(sws_json_out_t *o, const char *s, size_t n);
 /* lit: a string literal (its size is taken: never a pointer). */

@@ -248,6 +248,11 @@ static const char *addr_host(sws_routeset_addr_t *out)
 const char *sws_routeset_address_problem(const char *text, int need_port,
                                          sws_routeset_addr_t *out)
 {
+    return sws_routeset_address_parse(text, need_port ? SWS_ADDR_NEED_PORT : 0, out);
+}
+
+const char *sws_routeset_address_parse(const char *text, unsigned flags, sws_routeset_addr_t *out)
+{
     sws_routeset_addr_t tmp;
     const char *port = NULL, *problem;
     size_t hostlen;
@@ -278,19 +283,25 @@ const char *sws_routeset_address_problem(const char *text, int need_port,
         if (colon != NULL && memchr(text, ':', (size_t)(colon - text)) != NULL)
             return "an IPv6 address needs brackets, as in [::1]:8080";
         hostlen = colon != NULL ? (size_t)(colon - text) : strlen(text);
-        if (hostlen == 0)
-            return "the host is missing (expected HOST:PORT)";
-        if (hostlen >= sizeof(out->host))
-            return "is longer than 253 characters";
-        memcpy(out->host, text, hostlen);
         port = colon != NULL ? colon + 1 : NULL;
-        problem = addr_host(out);
-        if (problem != NULL)
-            return problem;
+        if ((flags & SWS_ADDR_ANY_HOST) && port != NULL &&
+            (hostlen == 0 || (hostlen == 1 && text[0] == '*'))) {
+            strcpy(out->host, "0.0.0.0"); /* out->ip: zeros */
+            out->family = AF_INET;
+        } else {
+            if (hostlen == 0)
+                return "the host is missing (expected HOST:PORT)";
+            if (hostlen >= sizeof(out->host))
+                return "is longer than 253 characters";
+            memcpy(out->host, text, hostlen);
+            problem = addr_host(out);
+            if (problem != NULL)
+                return problem;
+        }
     }
     if (port != NULL && port_parse(port, &out->port) < 0)
         return "the port must be a number from 1 to 65535";
-    if (port == NULL && need_port)
+    if (port == NULL && (flags & SWS_ADDR_NEED_PORT))
         return "the port is missing (expected HOST:PORT)";
     snprintf(out->key, sizeof(out->key), "%s%s%s", out->family == AF_INET6 ? "[" : "", out->host,
              out->family == AF_INET6 ? "]" : "");

@@ -91,8 +91,16 @@ typedef struct sws_routeset_addr {
                                 "[::1]:80", "a.example:80" (sws_member_id) */
 } sws_routeset_addr_t;
 
-/* Parse text into *out (may be NULL); need_port: a member address. NULL
- * when fine, else why not. */
+/* The one parser of HOST[:PORT] (members, Host headers, and the listen
+ * and admin addresses through supervisor/listen.h). Parse text into *out
+ * (may be NULL). NULL when fine, else why not (a static string). The port
+ * is 1..65535 in at most five digits; a name is checked, not resolved.
+ * flags: */
+#define SWS_ADDR_NEED_PORT 1u /* a member or a socket address: HOST:PORT */
+#define SWS_ADDR_ANY_HOST 2u  /* ":PORT" and "*:PORT" are 0.0.0.0:PORT (listening) */
+const char *sws_routeset_address_parse(const char *text, unsigned flags, sws_routeset_addr_t *out);
+
+/* sws_routeset_address_parse with SWS_ADDR_NEED_PORT when need_port. */
 const char *sws_routeset_address_problem(const char *text, int need_port,
                                          sws_routeset_addr_t *out);
 

@@ -17,13 +17,24 @@ static int refuse(llhttp_t *p, unsigned status, const char *why)
     return -1;
 }
 
+/* Append len bytes to buf (*used of cap taken), or refuse with status and
+ * why when they do not fit: llhttp hands the target and the body in pieces. */
+static int append(llhttp_t *p, char *buf, size_t *used, size_t cap, const char *at, size_t len,
+                  unsigned status, const char *why)
+{
+    if (len > cap - *used)
+        return refuse(p, status, why);
+    memcpy(buf + *used, at, len);
+    *used += len;
+    return 0;
+}
+
 static int on_url(llhttp_t *p, const char *at, size_t len)
 {
     sws_admin_req_t *r = req_of(p);
-    if (len > SWS_ADMIN_MAX_TARGET - r->target_len)
-        return refuse(p, 414, "request target too long");
-    memcpy(r->target + r->target_len, at, len);
-    r->target_len += len;
+    if (append(p, r->target, &r->target_len, SWS_ADMIN_MAX_TARGET, at, len, 414,
+               "request target too long") < 0)
+        return -1;
     r->target[r->target_len] = '\0';
     return 0;
 }
@@ -39,11 +50,8 @@ static int on_headers_complete(llhttp_t *p)
 static int on_body(llhttp_t *p, const char *at, size_t len)
 {
     sws_admin_req_t *r = req_of(p);
-    if (len > SWS_ADMIN_MAX_BODY - r->body_len)
-        return refuse(p, 413, "request body too large");
-    memcpy(r->body + r->body_len, at, len);
-    r->body_len += len;
-    return 0;
+    return append(p, r->body, &r->body_len, SWS_ADMIN_MAX_BODY, at, len, 413,
+                  "request body too large");
 }
 
 static int on_message_complete(llhttp_t *p)

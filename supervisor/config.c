@@ -33,6 +33,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <yaml.h>
 
@@ -59,108 +60,152 @@
 #define CFG_MAX_FILE_SIZE (16u << 20)
 #define CFG_MAX_EVENT_LOOPS 1024
 #define CFG_DAY_MS (24ull * 3600 * 1000)
-/* ---- listen addresses ---- */
+/* ---- listen and admin addresses ---- */
 
-static int cfg_listen_one(cfg_parser_t *p, yaml_node_t *n, Sws__ServerConfig *sc, cfg_set_t *seen,
-                          char keys[][INET6_ADDRSTRLEN + 8])
+/* Checks one address (a string node) and writes into key (CFG_ADDR_KEY_MAX
+ * bytes) the text that names its socket, so that two spellings of one
+ * socket are caught as a repeat. */
+typedef int (*cfg_addr_check_fn)(cfg_parser_t *p, yaml_node_t *n, char *key);
+
+#define CFG_ADDR_KEY_MAX 128
+_Static_assert(CFG_ADDR_KEY_MAX >= INET6_ADDRSTRLEN + sizeof("[]:65535"), "an IP and port");
+_Static_assert(CFG_ADDR_KEY_MAX >= sizeof(((struct sockaddr_un *)0)->sun_path),
+               "a Unix socket path");
+
+static int cfg_address_one(cfg_parser_t *p, yaml_node_t *n, cfg_addr_check_fn check,
+                           cfg_set_t *seen, char *key, char **text)
 {
-    struct sockaddr_storage ss;
-    unsigned sslen;
-    char why[320];
     const cfg_seen_t *dup;
-    Sws__Listen *l;
     int oom;
 
-    if (cfg_want_string(p, n) < 0)
+    if (cfg_want_string(p, n) < 0 || check(p, n, key) < 0)
         return -1;
-    if (sws_listen_parse_address(cfg_text(n), &ss, &sslen, why, sizeof(why)) < 0)
-        return cfg_fail(p, n, "%s", why);
-
-    /* The same text for the same socket address, however it was written. */
-    char *key = keys[sc->n_listen];
-    sws_listen_format(&ss, key, INET6_ADDRSTRLEN + 8);
     dup = cfg_set_add(seen, key, 0, n, &oom);
     if (oom)
         return cfg_oom(p, n);
     if (dup != NULL)
         return cfg_fail(p, n, "%s is already listed (line %zu, column %zu)", key,
                         dup->node->start_mark.line + 1, dup->node->start_mark.column + 1);
+    return cfg_set_str(p, n, text, cfg_text(n));
+}
 
-    l = cfg_new(p, n, &sws__listen__descriptor);
-    if (l == NULL)
+/* ADDR or [ADDR, ...] at node (not NULL): each a string that check()
+ * accepts, each socket once. *texts gets a copy of each text, *n of them
+ * (0: an empty list), in one calloc'd array the caller owns, as the
+ * message fields that take them do; nothing on failure. */
+static int cfg_addresses(cfg_parser_t *p, yaml_node_t *node, cfg_addr_check_fn check,
+                         char ***texts, size_t *n)
+{
+    yaml_node_item_t *items = NULL;
+    cfg_set_t seen = { 0 };
+    char (*keys)[CFG_ADDR_KEY_MAX];
+    char **t;
+    int rc = 0;
+
+    *texts = NULL;
+    *n = 1;
+    if (node->type == YAML_MAPPING_NODE)
+        return cfg_fail(p, node, "expected an address or a list of addresses, got %s",
+                        cfg_kind(node));
+    if (node->type != YAML_SCALAR_NODE && cfg_list(p, node, &items, n) < 0)
         return -1;
-    sc->listen[sc->n_listen++] = l;
-    return cfg_set_str(p, n, &l->address, cfg_text(n));
+    if (*n == 0)
+        return 0;
+    /* The set keeps pointers to the keys: they live as long as it. */
+    t = calloc(*n, sizeof(*t));
+    keys = calloc(*n, sizeof(*keys));
+    if (t == NULL || keys == NULL) {
+        free(t);
+        free(keys);
+        return cfg_oom(p, node);
+    }
+    for (size_t i = 0; i < *n && rc == 0; i++) {
+        if (items == NULL) {
+            rc = cfg_address_one(p, node, check, &seen, keys[i], &t[i]);
+            continue;
+        }
+        size_t mark = cfg_push_index(p, i);
+        rc = cfg_address_one(p, cfg_node(p, items[i]), check, &seen, keys[i], &t[i]);
+        cfg_pop(p, mark);
+    }
+    cfg_set_free(&seen);
+    free(keys);
+    if (rc < 0) {
+        for (size_t i = 0; i < *n; i++)
+            free(t[i]);
+        free(t);
+        return -1;
+    }
+    *texts = t;
+    return 0;
+}
+
+/* A listen address; its key is the bound address as sws_listen_format
+ * writes it (":8080" and "*:8080" are both 0.0.0.0:8080). */
+static int cfg_listen_check(cfg_parser_t *p, yaml_node_t *n, char *key)
+{
+    struct sockaddr_storage ss;
+    unsigned sslen;
+    char why[320];
+
+    if (sws_listen_parse_address(cfg_text(n), &ss, &sslen, why, sizeof(why)) < 0)
+        return cfg_fail(p, n, "%s", why);
+    sws_listen_format(&ss, key, CFG_ADDR_KEY_MAX);
+    return 0;
 }
 
 /* listen: "ADDR" or [ "ADDR", ... ]; absent: ":8080". */
 static int cfg_listen(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc)
 {
-    yaml_node_item_t *items = NULL;
+    static char *const fallback[] = { CFG_DEFAULT_LISTEN };
+    char *const *texts = fallback;
+    char **owned = NULL;
     size_t n = 1;
-    cfg_set_t seen = { 0 };
-    char (*keys)[INET6_ADDRSTRLEN + 8] = NULL;
     int rc = 0;
 
-    if (node != NULL && node->type == YAML_MAPPING_NODE)
-        return cfg_fail(p, node, "expected an address or a list of addresses, got %s",
-                        cfg_kind(node));
-    if (node != NULL && node->type != YAML_SCALAR_NODE) {
-        if (cfg_list(p, node, &items, &n) < 0)
+    if (node != NULL) {
+        if (cfg_addresses(p, node, cfg_listen_check, &owned, &n) < 0)
             return -1;
         if (n == 0)
             return cfg_fail(p, node, "needs at least one address");
+        texts = owned;
     }
+    if (node == NULL)
+        node = cfg_node(p, 1);
     sc->listen = calloc(n, sizeof(*sc->listen));
-    keys = calloc(n, sizeof(*keys));
-    if (sc->listen == NULL || keys == NULL) {
-        free(keys);
-        return cfg_oom(p, node != NULL ? node : cfg_node(p, 1));
-    }
-
-    if (node == NULL) {
-        Sws__Listen *l = cfg_new(p, cfg_node(p, 1), &sws__listen__descriptor);
+    if (sc->listen == NULL)
+        rc = cfg_oom(p, node);
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        Sws__Listen *l = cfg_new(p, node, &sws__listen__descriptor);
         if (l == NULL) {
-            free(keys);
-            return -1;
+            rc = -1;
+            break;
         }
         sc->listen[sc->n_listen++] = l;
-        rc = cfg_set_str(p, cfg_node(p, 1), &l->address, CFG_DEFAULT_LISTEN);
-    } else if (items == NULL) {
-        rc = cfg_listen_one(p, node, sc, &seen, keys);
-    } else {
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            size_t mark = cfg_push_index(p, i);
-            rc = cfg_listen_one(p, cfg_node(p, items[i]), sc, &seen, keys);
-            cfg_pop(p, mark);
-        }
+        rc = cfg_set_str(p, node, &l->address, texts[i]);
     }
-    cfg_set_free(&seen);
-    free(keys);
+    for (size_t i = 0; owned != NULL && i < n; i++)
+        free(owned[i]);
+    free(owned);
     return rc;
 }
 
 /* ---- admin ---- */
 
-static int cfg_admin_one(cfg_parser_t *p, yaml_node_t *n, Sws__Admin *ad, cfg_set_t *seen)
+/* An admin address; its key is a Unix socket's path, or the loopback
+ * address as sws_listen_format writes it ("[0::1]:9180" is [::1]:9180). */
+static int cfg_admin_check(cfg_parser_t *p, yaml_node_t *n, char *key)
 {
     sws_admin_addr_t addr;
     char why[PATH_MAX + 128];
-    const cfg_seen_t *dup;
-    int oom;
 
-    if (cfg_want_string(p, n) < 0)
-        return -1;
     if (sws_admin_parse_address(cfg_text(n), &addr, why, sizeof(why)) < 0)
         return cfg_fail(p, n, "%s", why);
-    dup = cfg_set_add(seen, cfg_text(n), 0, n, &oom);
-    if (oom)
-        return cfg_oom(p, n);
-    if (dup != NULL)
-        return cfg_fail(p, n, "%s is already listed (line %zu, column %zu)", cfg_text(n),
-                        dup->node->start_mark.line + 1, dup->node->start_mark.column + 1);
-    ad->listen[ad->n_listen] = NULL;
-    return cfg_set_str(p, n, &ad->listen[ad->n_listen++], cfg_text(n));
+    if (addr.ss.ss_family == AF_UNIX)
+        snprintf(key, CFG_ADDR_KEY_MAX, "%s", ((const struct sockaddr_un *)&addr.ss)->sun_path);
+    else
+        sws_listen_format(&addr.ss, key, CFG_ADDR_KEY_MAX);
+    return 0;
 }
 
 /* admin: {listen: ADDR or [ADDR, ...]}; absent: the default socket; an
@@ -168,12 +213,9 @@ static int cfg_admin_one(cfg_parser_t *p, yaml_node_t *n, Sws__Admin *ad, cfg_se
 static int cfg_admin(cfg_parser_t *p, yaml_node_t *node, Sws__Admin *ad)
 {
     static const char *const keys[] = { "listen", NULL };
-    yaml_node_item_t *items = NULL;
     cfg_fields_t f;
-    cfg_set_t seen = { 0 };
-    size_t n = 1, mark;
+    size_t mark;
     yaml_node_t *ln;
-    int rc = 0;
 
     if (cfg_map(p, node, keys, &f) < 0)
         return -1;
@@ -186,31 +228,10 @@ static int cfg_admin(cfg_parser_t *p, yaml_node_t *node, Sws__Admin *ad)
         return cfg_set_str(p, cfg_node(p, 1), &ad->listen[0], SWS_ADMIN_DEFAULT_LISTEN);
     }
     mark = cfg_push(p, "listen");
-    if (ln->type == YAML_MAPPING_NODE)
-        return cfg_fail(p, ln, "expected an address or a list of addresses, got %s",
-                        cfg_kind(ln));
-    if (ln->type != YAML_SCALAR_NODE && cfg_list(p, ln, &items, &n) < 0)
+    if (cfg_addresses(p, ln, cfg_admin_check, &ad->listen, &ad->n_listen) < 0)
         return -1;
-    if (n == 0) {
-        cfg_pop(p, mark);
-        return 0;
-    }
-    ad->listen = calloc(n, sizeof(*ad->listen));
-    if (ad->listen == NULL)
-        return cfg_oom(p, ln);
-    if (items == NULL) {
-        rc = cfg_admin_one(p, ln, ad, &seen);
-    } else {
-        for (size_t i = 0; i < n && rc == 0; i++) {
-            size_t imark = cfg_push_index(p, i);
-            rc = cfg_admin_one(p, cfg_node(p, items[i]), ad, &seen);
-            cfg_pop(p, imark);
-        }
-    }
-    cfg_set_free(&seen);
-    if (rc == 0)
-        cfg_pop(p, mark);
-    return rc;
+    cfg_pop(p, mark);
+    return 0;
 }
 
 /* ---- server ---- */

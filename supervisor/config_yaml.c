@@ -400,18 +400,27 @@ int cfg_number(cfg_parser_t *p, const yaml_node_t *n, cfg_unit_t unit, uint64_t 
                     cfg_quote(n, got, sizeof(got)));
 }
 
+/* The optional field key of f, its key pushed onto the path (*mark to pop
+ * it); NULL, nothing pushed, when absent. */
+static yaml_node_t *cfg_enter(cfg_parser_t *p, const cfg_fields_t *f, const char *key,
+                              size_t *mark)
+{
+    yaml_node_t *n = cfg_field(f, key);
+    if (n != NULL)
+        *mark = cfg_push(p, key);
+    return n;
+}
+
 /* Optional numeric field key of f into *out (untouched when absent). */
 int cfg_u64(cfg_parser_t *p, const cfg_fields_t *f, const char *key, cfg_unit_t unit,
             uint64_t min, uint64_t max, uint64_t *out)
 {
-    yaml_node_t *n = cfg_field(f, key);
-    size_t mark;
-    int rc;
+    size_t mark = 0;
+    yaml_node_t *n = cfg_enter(p, f, key, &mark);
 
     if (n == NULL)
         return 0;
-    mark = cfg_push(p, key);
-    rc = cfg_number(p, n, unit, min, max, out);
+    int rc = cfg_number(p, n, unit, min, max, out);
     cfg_pop(p, mark);
     return rc;
 }
@@ -432,14 +441,13 @@ int cfg_u32(cfg_parser_t *p, const cfg_fields_t *f, const char *key, cfg_unit_t 
 int cfg_bool(cfg_parser_t *p, const cfg_fields_t *f, const char *key,
              protobuf_c_boolean *out)
 {
-    yaml_node_t *n = cfg_field(f, key);
+    size_t mark = 0;
+    yaml_node_t *n = cfg_enter(p, f, key, &mark);
     char got[64];
     int v, rc = 0;
-    size_t mark;
 
     if (n == NULL)
         return 0;
-    mark = cfg_push(p, key);
     if (n->type != YAML_SCALAR_NODE || cfg_bool_text(cfg_text(n), &v) < 0)
         rc = cfg_fail(p, n, "expected true or false, got %s", cfg_quote(n, got, sizeof(got)));
     else
@@ -451,14 +459,12 @@ int cfg_bool(cfg_parser_t *p, const cfg_fields_t *f, const char *key,
 /* Optional string field: a scalar without NUL bytes; a null value is "". */
 int cfg_string(cfg_parser_t *p, const cfg_fields_t *f, const char *key, char **out)
 {
-    yaml_node_t *n = cfg_field(f, key);
-    size_t mark;
-    int rc;
+    size_t mark = 0;
+    yaml_node_t *n = cfg_enter(p, f, key, &mark);
 
     if (n == NULL)
         return 0;
-    mark = cfg_push(p, key);
-    rc = cfg_want_string(p, n);
+    int rc = cfg_want_string(p, n);
     if (rc == 0)
         rc = cfg_set_str(p, n, out, cfg_is_null(n) ? "" : cfg_text(n));
     cfg_pop(p, mark);

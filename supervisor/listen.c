@@ -1,6 +1,7 @@
 #include "supervisor/listen.h"
 
 #include "core/err.h"
+#include "shm/routeset_check.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,24 +42,15 @@ void sws_listen_format(const struct sockaddr_storage *ss, char *buf, size_t len)
 
 /* ---- addresses ---- */
 
-/* 1..65535, in at most five digits. */
-static int parse_port(const char *s, unsigned *port)
-{
-    size_t len = strlen(s);
-
-    if (len == 0 || len > 5 || strspn(s, "0123456789") != len)
-        return -1;
-    *port = (unsigned)strtoul(s, NULL, 10);
-    return *port >= 1 && *port <= 65535 ? 0 : -1;
-}
-
 static int addr_fail(char *err, size_t errlen, const char *text, const char *why)
 {
     return sws_errf(err, errlen, "bad address \"%s\": %s", text, why);
 }
 
+/* A name (sws_routeset_address_parse checks it, never resolves it) to its first
+ * address, as a socket to bind sees it. */
 static int addr_resolve(const char *host, struct sockaddr_storage *ss, unsigned *sslen,
-                       const char *text, char *err, size_t errlen)
+                        const char *text, char *err, size_t errlen)
 {
     struct addrinfo hints, *res;
     int rc;
@@ -80,67 +72,30 @@ static int addr_resolve(const char *host, struct sockaddr_storage *ss, unsigned 
 int sws_listen_parse_address(const char *text, struct sockaddr_storage *ss, unsigned *sslen,
                              char *err, size_t errlen)
 {
-    char host[256];
-    const char *port_text, *colon;
-    unsigned port;
-    size_t hostlen;
+    sws_routeset_addr_t a;
+    const char *problem =
+        sws_routeset_address_parse(text, SWS_ADDR_NEED_PORT | SWS_ADDR_ANY_HOST, &a);
 
     memset(ss, 0, sizeof(*ss));
-    if (text[0] == '[') {
-        const char *close = strchr(text, ']');
-        if (close == NULL)
-            return addr_fail(err, errlen, text, "missing ']' after the IPv6 address");
-        if (close[1] != ':')
-            return addr_fail(err, errlen, text, "expected [IPv6]:PORT");
-        hostlen = (size_t)(close - text - 1);
-        port_text = close + 2;
-        if (hostlen >= sizeof(host))
-            return addr_fail(err, errlen, text, "address too long");
-        memcpy(host, text + 1, hostlen);
-        host[hostlen] = '\0';
-    } else {
-        colon = strrchr(text, ':');
-        if (colon == NULL)
-            return addr_fail(err, errlen, text, "expected HOST:PORT, [IPv6]:PORT or :PORT");
-        if (memchr(text, ':', (size_t)(colon - text)) != NULL)
-            return addr_fail(err, errlen, text,
-                                 "an IPv6 address needs brackets, as in [::1]:8080");
-        hostlen = (size_t)(colon - text);
-        port_text = colon + 1;
-        if (hostlen >= sizeof(host))
-            return addr_fail(err, errlen, text, "host name too long");
-        memcpy(host, text, hostlen);
-        host[hostlen] = '\0';
-    }
-
-    if (parse_port(port_text, &port) < 0)
-        return addr_fail(err, errlen, text, "the port must be a number from 1 to 65535");
-
-    if (text[0] == '[') {
-        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
-        if (inet_pton(AF_INET6, host, &sin6->sin6_addr) != 1)
-            return addr_fail(err, errlen, text, "not an IPv6 address");
-        sin6->sin6_family = AF_INET6;
-        sin6->sin6_port = htons((uint16_t)port);
-        *sslen = sizeof(*sin6);
-        return 0;
-    }
-    struct sockaddr_in *sin = (struct sockaddr_in *)ss;
-    if (host[0] == '\0' || strcmp(host, "*") == 0 ||
-        inet_pton(AF_INET, host, &sin->sin_addr) == 1) {
-        if (host[0] == '\0' || host[0] == '*')
-            sin->sin_addr.s_addr = htonl(INADDR_ANY);
-        sin->sin_family = AF_INET;
-        sin->sin_port = htons((uint16_t)port);
-        *sslen = sizeof(*sin);
-        return 0;
-    }
-    if (addr_resolve(host, ss, sslen, text, err, errlen) < 0)
+    if (problem != NULL)
+        return addr_fail(err, errlen, text, problem);
+    if (a.family == AF_UNSPEC && addr_resolve(a.host, ss, sslen, text, err, errlen) < 0)
         return -1;
-    if (ss->ss_family == AF_INET6)
-        ((struct sockaddr_in6 *)ss)->sin6_port = htons((uint16_t)port);
-    else
-        ((struct sockaddr_in *)ss)->sin_port = htons((uint16_t)port);
+    if (a.family == AF_INET6 || (a.family == AF_UNSPEC && ss->ss_family == AF_INET6)) {
+        struct sockaddr_in6 *sin6 = (struct sockaddr_in6 *)ss;
+        if (a.family == AF_INET6)
+            memcpy(&sin6->sin6_addr, a.ip, sizeof(sin6->sin6_addr));
+        sin6->sin6_family = AF_INET6;
+        sin6->sin6_port = htons(a.port);
+        *sslen = sizeof(*sin6);
+    } else {
+        struct sockaddr_in *sin = (struct sockaddr_in *)ss;
+        if (a.family == AF_INET)
+            memcpy(&sin->sin_addr, a.ip, sizeof(sin->sin_addr));
+        sin->sin_family = AF_INET;
+        sin->sin_port = htons(a.port);
+        *sslen = sizeof(*sin);
+    }
     return 0;
 }
 

@@ -83,8 +83,11 @@ const char *sws_listen_policy_name(sws_accept_policy_t policy);
 
 /* Parse a listen address: "127.0.0.1:8080", "[::1]:8080", "*:8080" or
  * ":8080" (all IPv4 addresses), "localhost:8080" (resolved once, first
- * address). 0, or -1 with a message in err ("bad address \"x\": ...").
- * Used by the config reader (to check) and by the supervisor (to bind). */
+ * address). The forms and their refusals are those of a member address
+ * (shm/routeset_check.h, sws_routeset_address_problem: one parser), plus
+ * the two for every address. 0, or -1 with a message in err ("bad address
+ * \"x\": ..."). Used by the config reader (to check) and by the
+ * supervisor (to bind). */
 int sws_listen_parse_address(const char *text, struct sockaddr_storage *ss, unsigned *sslen,
                              char *err, size_t errlen);
 

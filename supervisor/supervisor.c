@@ -404,9 +404,10 @@ static void on_restart_timer(sws_timer_t *t)
         spawn_worker(w->sup, w);
 }
 
-/* Where connections went, per worker: the figures /v1/status will serve
- * (issue 7), logged meanwhile at a worker's death and at stop. Racy reads
- * of the workers' counters: a snapshot, not an account. */
+/* Where connections went, per worker, at the two moments GET /v1/status
+ * cannot be asked afterwards: a worker's death (what it held) and the stop
+ * (the last figures before the API goes). The same counters the API
+ * serves live; racy reads of them: a snapshot, not an account. */
 static void log_placement(sws_supervisor_t *sup)
 {
     sws_shm_counters_t counters[SWS_SHM_MAX_WORKERS];

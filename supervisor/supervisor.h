@@ -92,7 +92,7 @@ enum sws_ebpf_policy sws_accept_ebpf_policy(Sws__ServerConfig__AcceptPolicy poli
 int sws_worker_stuck(uint64_t now_ms, uint64_t started_ms, uint64_t heartbeat_ms);
 
 /* The placement line the supervisor logs at a worker's death and at stop
- * (until /v1/status serves it): "placement, accept_policy least-loaded
+ * (GET /v1/status serves the same counters live): "placement, accept_policy least-loaded
  * (worker:accepted/live): 0:120/8 1:118/8 ...", from n workers' counters,
  * cut to fit outlen. Returns the length. */
 size_t sws_placement_format(const char *policy, const sws_shm_counters_t *counters, unsigned n,

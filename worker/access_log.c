@@ -11,6 +11,7 @@
 
 #include "core/escape.h"
 #include "core/fmt.h"
+#include "core/json.h"
 #include "core/log.h"
 #include "proto/scalws.pb-c.h"
 
@@ -178,8 +179,6 @@ static char *put_str(char *o, const char *s)
     return o + n;
 }
 
-static const char hex[] = "0123456789abcdef";
-
 /* nginx's escaping for combined: '"', '\\' and bytes outside 0x20-0x7e as
  * \xHH. An empty field is "-". */
 static char *put_clf(char *o, sws_str_t s)
@@ -190,67 +189,13 @@ static char *put_clf(char *o, sws_str_t s)
     return sws_put_escaped(o, s.p, n, SWS_ESC_CTL | SWS_ESC_HIGH | SWS_ESC_QUOTE);
 }
 
-/* The length of the valid UTF-8 sequence at p (2 to 4 bytes, RFC 3629: no
- * overlong form, no surrogate, nothing past U+10FFFF), or 0. */
-static size_t utf8_seq_len(const unsigned char *p, size_t n)
-{
-    unsigned char c = p[0];
-    size_t len;
-    unsigned char lo = 0x80, hi = 0xbf; /* range of the second byte */
-    if (c >= 0xc2 && c <= 0xdf)
-        len = 2;
-    else if (c >= 0xe0 && c <= 0xef)
-        len = 3;
-    else if (c >= 0xf0 && c <= 0xf4)
-        len = 4;
-    else
-        return 0;
-    if (c == 0xe0)
-        lo = 0xa0;
-    else if (c == 0xed)
-        hi = 0x9f;
-    else if (c == 0xf0)
-        lo = 0x90;
-    else if (c == 0xf4)
-        hi = 0x8f;
-    if (n < len || p[1] < lo || p[1] > hi)
-        return 0;
-    for (size_t i = 2; i < len; i++) {
-        if (p[i] < 0x80 || p[i] > 0xbf)
-            return 0;
-    }
-    return len;
-}
-
-/* A JSON string that says exactly which bytes the client sent: valid UTF-8
- * as it is, a control character as \u00HH (the same code point), '"' as
- * \"; any other byte, and '\\' itself, as the four characters \xHH (JSON
- * "\\xHH"). A backslash in the decoded value always starts such an escape,
- * so a client cannot send text that reads as an escaped byte. */
+/* A JSON string by the rule of core/json.h (valid UTF-8 as it is, the
+ * rest escaped so the bytes sent can be read back from the line). */
 static char *put_json(char *o, sws_str_t s)
 {
     size_t n = s.len < FIELD_MAX ? s.len : FIELD_MAX;
-    const unsigned char *p = (const unsigned char *)s.p;
     *o++ = '"';
-    for (size_t i = 0; i < n; i++) {
-        unsigned char ch = p[i];
-        size_t seq;
-        if (ch == '"') {
-            o = SWS_PUT_LIT(o, "\\\"");
-        } else if (ch < 0x20 || ch == 0x7f) {
-            o = SWS_PUT_LIT(o, "\\u00");
-            *o++ = hex[ch >> 4];
-            *o++ = hex[ch & 15];
-        } else if (ch < 0x7f && ch != '\\') {
-            *o++ = (char)ch;
-        } else if (ch >= 0x80 && (seq = utf8_seq_len(p + i, n - i)) > 0) {
-            o = sws_put(o, p + i, seq);
-            i += seq - 1;
-        } else {
-            *o++ = '\\';
-            o = sws_put_esc_byte(o, ch);
-        }
-    }
+    o = sws_json_put_escaped(o, s.p, n);
     *o++ = '"';
     return o;
 }

@@ -16,9 +16,9 @@
  * Lines go into a 64 KiB buffer that the worker flushes with one write(2)
  * per loop iteration (its tick) or when the buffer is full, so logging
  * costs no syscall per request. Request bytes are escaped so a client
- * cannot forge lines: \xHH in combined (as nginx); in JSON, valid UTF-8
- * passes, control characters are \u00HH, other bytes and '\\' the text
- * \xHH (put_json).
+ * cannot forge lines: \xHH in combined (as nginx); in JSON, the rule of
+ * core/json.h: valid UTF-8 passes, '"' and '\\' are \" and \\, control
+ * characters and every byte that is not valid UTF-8 are \u00HH.
  *
  * Logging never blocks the worker: the destination is written without
  * waiting (a pipe's description is non-blocking, sws_log_file_open; a
@@ -38,6 +38,7 @@
 #include <stdint.h>
 #include <time.h>
 
+#include "core/json.h"
 #include "worker/request.h"
 
 #define SWS_ACCESS_LOG_BUF (64u * 1024)
@@ -49,7 +50,8 @@
  * when this much room is left, so one always fits and lands whole. */
 #define SWS_ACCESS_LOG_FIELD_MAX 1536u
 #define SWS_ACCESS_LOG_LINE_MAX                                                \
-    (6u * 5 * SWS_ACCESS_LOG_FIELD_MAX + 6u * 3 * SWS_REQUEST_UPSTREAM_TEXT + 512)
+    (SWS_JSON_ESC_MAX(5 * SWS_ACCESS_LOG_FIELD_MAX) +                          \
+     SWS_JSON_ESC_MAX(3 * SWS_REQUEST_UPSTREAM_TEXT) + 512)
 
 #define SWS_ACCESS_LOG_DROP_REPORT_MS 10000u
 

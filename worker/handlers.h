@@ -24,9 +24,13 @@
 void sws_handlers_dispatch(sws_stream_t *st);
 
 /* The worker's head handler (worker/conn.h): a request with a body, its
- * head complete. A proxy route takes it here (the body streams to the
- * upstream); any other request is left alone (its path normalized) for
- * sws_handlers_dispatch once the body is read and dropped. */
+ * head complete. It routes the request (its path normalized); a proxy
+ * route takes it here (the body streams to the upstream); any other
+ * request is left alone for sws_handlers_dispatch once the body is read
+ * and dropped, which uses the route found here (r->route, r->routed_gen)
+ * without a second lookup, unless the worker adopted another generation
+ * meanwhile: then the request is routed again in that one, since the
+ * earlier one is only guaranteed during a handler's call. */
 void sws_handlers_dispatch_head(sws_stream_t *st);
 
 /* The respond action: the route's status, its header fields and its body. */

@@ -721,7 +721,6 @@ static void message_complete(sws_conn_t *c)
     }
     r->table = s->table;
     r->settings = s->settings;
-    r->route = NULL;
     s->handler(&h->stream);
     if (!sws_stream_answered(&h->stream)) {
         sws_log_error("no answer for %.*s %.*s", (int)r->method.len, r->method.p,

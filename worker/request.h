@@ -45,6 +45,8 @@ typedef struct sws_request {
     sws_conn_t *conn;               /* owner */
     const sws_table_t *table;       /* the generation this request was routed in */
     const sws_route_t *route;       /* NULL: no route (404) */
+    uint64_t routed_gen;            /* the generation route was looked up in; 0: not
+                                     * routed yet (worker/handlers.h: once) */
     const sws_settings_t *settings;
 
     sws_str_t method;               /* "GET" */

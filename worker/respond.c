@@ -70,16 +70,34 @@ static int normalize_path(sws_stream_t *st)
     return 0;
 }
 
+/* Route the request in r->table, once: the head handler routes a request
+ * with a body, and the dispatch at its end keeps that route while the
+ * table is still the generation it came from. After a reload in between,
+ * that generation is no longer guaranteed (worker/stream.h: only during a
+ * handler's call), so the request is routed again in the one the worker
+ * holds now. The path is normalized once either way. 0, or -1 with the
+ * request answered (a path without a normal form). */
+static int route_once(sws_stream_t *st)
+{
+    sws_request_t *r = &st->req;
+    uint64_t gen = sws_table_generation(r->table);
+    if (r->routed_gen == gen)
+        return 0;
+    if (r->routed_gen == 0 && normalize_path(st) < 0)
+        return -1;
+    r->route = sws_table_lookup(r->table, r->host.p, r->host.len, r->path.p, r->path.len);
+    r->routed_gen = gen;
+    return 0;
+}
+
 void sws_handlers_dispatch_head(sws_stream_t *st)
 {
     sws_request_t *r = &st->req;
-    if (r->table == NULL || normalize_path(st) < 0)
+    if (r->table == NULL || route_once(st) < 0)
         return;
-    const sws_route_t *rt = sws_table_lookup(r->table, r->host.p, r->host.len, r->path.p,
-                                             r->path.len);
+    const sws_route_t *rt = r->route;
     if (rt == NULL || rt->action != SWS_ACTION_PROXY || (rt->https_redirect && !r->tls))
         return;
-    r->route = rt;
     sws_proxy_handle_body(st);
 }
 
@@ -90,9 +108,8 @@ void sws_handlers_dispatch(sws_stream_t *st)
         sws_stream_error(st, 503);
         return;
     }
-    if (normalize_path(st) < 0)
+    if (route_once(st) < 0)
         return;
-    r->route = sws_table_lookup(r->table, r->host.p, r->host.len, r->path.p, r->path.len);
     if (r->route == NULL) {
         sws_stream_error(st, 404);
         return;

@@ -24,15 +24,20 @@ enum { F_LAST_MODIFIED, F_ETAG, F_RANGE, F_TYPE, F_MAX };
 /* Answer a failed open (sws_static_open_status), logging what an operator
  * must know. A root the worker may not search refuses every file below it:
  * that is a deployment error (a root owned by another user, a mode of
- * 0700), named once a minute; one unreadable file is not. */
+ * 0700), named once a minute; one unreadable file is not. The rate limit
+ * comes before the probe of the root, so a refused request costs no
+ * system call beyond its open: the root is probed at most once a minute,
+ * and an unreadable file uses that minute's probe too (a root that breaks
+ * just after is then named up to a minute later). */
 static void answer_open_error(sws_stream_t *st, const char *root, int rootfd, const char *rel,
                               int err)
 {
     const sws_request_t *r = &st->req;
     unsigned status = sws_static_open_status(err);
     unsigned quiet = 0;
-    if ((err == EACCES || err == EPERM) && faccessat(AT_FDCWD, root, X_OK, AT_EACCESS) < 0 &&
-        sws_static_root_warn_due(&sws_worker_ctx(r)->static_roots, rootfd, r->start_ms))
+    if ((err == EACCES || err == EPERM) &&
+        sws_static_root_warn_due(&sws_worker_ctx(r)->static_roots, rootfd, r->start_ms) &&
+        faccessat(AT_FDCWD, root, X_OK, AT_EACCESS) < 0)
         sws_log_error("static: root %s: %s (uid %u): every file below it is answered 403", root,
                       strerror(errno), (unsigned)geteuid());
     else if (err == ELOOP || err == EXDEV)

@@ -44,6 +44,7 @@ void sws_stream_start(sws_stream_t *st, sws_conn_t *c, const sws_stream_sink_t *
     r->conn = c;
     r->table = NULL;
     r->route = NULL;
+    r->routed_gen = 0;
     r->settings = c->set->settings;
     r->method = SWS_STR("-");
     r->method_id = 0;

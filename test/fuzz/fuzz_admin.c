@@ -10,7 +10,9 @@
  *
  * Checked: a refusal of the reader has a 4xx status and a reason; every
  * reply has a status from 200 to 599 and a body that is one JSON object
- * (starts with '{', ends with "}\n", and an error reply is {"error": ...}).
+ * (starts with '{', ends with "}\n", and an error reply is {"error": ...})
+ * in valid UTF-8 with no raw control byte before its newline (core/json.h:
+ * whatever bytes a name or a message holds, the writer escapes them).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -87,6 +89,41 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
+/* The code point's length at p if p starts a valid UTF-8 sequence, else 0;
+ * decoded then range-checked, not by the table of core/json.c, so the two
+ * cannot share a mistake. */
+static size_t utf8_ok(const unsigned char *p, size_t n)
+{
+    size_t len = p[0] >= 0xf0 ? 4 : p[0] >= 0xe0 ? 3 : p[0] >= 0xc0 ? 2 : 0;
+    static const uint32_t min[5] = { 0, 0, 0x80, 0x800, 0x10000 };
+    if (len == 0 || len > n)
+        return 0;
+    uint32_t cp = p[0] & (0x7fu >> len);
+    for (size_t i = 1; i < len; i++) {
+        if ((p[i] & 0xc0) != 0x80)
+            return 0;
+        cp = cp << 6 | (p[i] & 0x3fu);
+    }
+    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+static void check_text(const char *text, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)text;
+    for (size_t i = 0; i < n; i++) {
+        if (p[i] >= 0x80) {
+            size_t len = utf8_ok(p + i, n - i);
+            if (len == 0)
+                abort();
+            i += len - 1;
+        } else if ((p[i] < 0x20 && !(p[i] == '\n' && i + 1 == n)) || p[i] == 0x7f) {
+            abort();
+        }
+    }
+}
+
 static void check_body(const sws_admin_reply_t *reply)
 {
     const sws_json_out_t *b = &reply->body;
@@ -96,6 +133,7 @@ static void check_body(const sws_admin_reply_t *reply)
         abort();
     if (reply->status >= 400 && (b->len < 10 || memcmp(b->p, "{\"error\": ", 10) != 0))
         abort();
+    check_text(b->p, b->len);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

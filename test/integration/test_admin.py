@@ -7,6 +7,7 @@ by a reload."""
 
 import json
 import os
+import re
 import signal
 import socket
 import stat
@@ -137,6 +138,21 @@ class Admin(AdminTestCase):
         self.assertEqual(code, 200)
         self.assertEqual(headers["content-type"], "application/json")
         self.assertEqual(body, {"generation": 1, "pools": []})
+
+    def test_stop_logs_the_placement_status_served(self):
+        """The placement line at stop carries the per-worker accepted
+        connections that GET /v1/status served just before."""
+        srv = self.admin_server()
+        self.wait_all_workers_on(srv, 1)
+        for _ in range(3):
+            self.assertTrue(srv.answers())
+        poll(lambda: sum(w["requests"] for w in self.status(srv)["workers"]) == 3,
+             what=lambda: "3 requests in the figures: %r" % self.status(srv))
+        accepted = [w["connections_accepted"] for w in self.status(srv)["workers"]]
+        self.assertEqual(srv.stop(), 0)
+        want = r"placement, accept_policy shared \(worker:accepted/live\): 0:%d/\d+ 1:%d/\d+$" \
+            % tuple(accepted)
+        self.assertRegex(srv.log(), re.compile(want, re.M))
 
     def test_loopback_port(self):
         port = free_port()

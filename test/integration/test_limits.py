@@ -121,6 +121,10 @@ class Limits(ServerTestCase):
 SLOW_BODY_SIZE = 8 << 20
 SLOW_CHUNK = 4096
 SLOW_PAUSE = 0.002  # between reads: about 2 MB/s, far below the server's pace
+# Short, so that a client reading nothing is cut soon; scaled like every
+# bound, so that an ASan server (or a loaded machine's pause in the slow
+# reader) does not pass for a client that stopped reading.
+SEND_TIMEOUT_MS = int(scale(0.3) * 1000)
 
 
 class SendTimeout(ServerTestCase):
@@ -132,7 +136,8 @@ class SendTimeout(ServerTestCase):
     def setUp(self):
         super().setUp()
         self.srv = self.server(make_config(static_hosts(),
-                                           "timeouts: {send: 300ms}\nlogging: {level: info}"),
+                                           "timeouts: {send: %dms}\nlogging: {level: info}"
+                                           % SEND_TIMEOUT_MS),
                                start=False)
         os.makedirs(os.path.join(self.srv.dir, "www"))
         with open(os.path.join(self.srv.dir, "www", "big.bin"), "wb") as f:

@@ -188,7 +188,7 @@ typedef struct json_field {
     char key[32];
     int is_num;
     uint64_t num;
-    char str[JSON_MAX_STR]; /* decoded JSON (UTF-8), then \xHH undone: the bytes sent */
+    char str[JSON_MAX_STR]; /* the bytes sent: raw text as it is, \u00XX as byte XX */
     size_t len;
 } json_field_t;
 
@@ -241,8 +241,12 @@ static const char *json_string(const char *p, const char *end, char *out, size_t
                 fail_msg("JSON: bad \\u escape");
             v = v * 16 + (unsigned)h;
         }
-        if (v > 0x7f) /* only control characters are \u escaped */
+        /* Controls and invalid bytes only: a character is never escaped,
+         * so \u00XX is the byte XX, whatever XX. */
+        if (v > 0xff)
             fail_msg("JSON: unexpected \\u%04x", v);
+        if (v >= 0x20 && v < 0x7f)
+            fail_msg("JSON: printable ASCII escaped (\\u%04x)", v);
         out[n++] = (char)v;
         p += 4;
     }
@@ -314,33 +318,12 @@ static const json_field_t *json_get(const json_obj_t *o, const char *key)
     return found;
 }
 
-/* The decoded value's \xHH back to bytes: every backslash must start one. */
-static size_t undo_x_escapes(const char *s, size_t len, char *out)
-{
-    size_t n = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (s[i] != '\\') {
-            out[n++] = s[i];
-            continue;
-        }
-        if (len - i < 4 || s[i + 1] != 'x' || hexval(s[i + 2]) < 0 || hexval(s[i + 3]) < 0)
-            fail_msg("JSON value: a backslash that starts no \\xHH");
-        out[n++] = (char)(hexval(s[i + 2]) * 16 + hexval(s[i + 3]));
-        i += 3;
-    }
-    return n;
-}
-
 static void assert_json_str(const json_obj_t *o, const char *key, const char *want, size_t len)
 {
     const json_field_t *fl = json_get(o, key);
     assert_false(fl->is_num);
-    char *bytes = malloc(fl->len + 1);
-    assert_non_null(bytes);
-    size_t n = undo_x_escapes(fl->str, fl->len, bytes);
-    assert_int_equal(n, len);
-    assert_memory_equal(bytes, want, len);
-    free(bytes);
+    assert_int_equal(fl->len, len);
+    assert_memory_equal(fl->str, want, len);
 }
 
 static void assert_json_num(const json_obj_t *o, const char *key, uint64_t want)
@@ -601,8 +584,8 @@ static void assert_one_json_line(const char *line, size_t len)
     }
 }
 
-/* JSON: the line parses, and every string decodes back to the bytes the
- * client sent (valid UTF-8 as text, the rest through \xHH). */
+/* JSON: the line parses, and every string reads back as the bytes the
+ * client sent (valid UTF-8 as text, the rest through \u00XX). */
 static void test_json_escapes_hostile_bytes(void **state)
 {
     fixture_t *f = *state;
@@ -626,16 +609,16 @@ static void test_json_escapes_hostile_bytes(void **state)
 }
 
 /* Valid UTF-8 is written as it is (no mojibake for a reader that decodes
- * JSON), control characters as \u00HH; a byte that is not part of valid
- * UTF-8 (stray continuation, overlong form, surrogate, past U+10FFFF, cut
- * sequence) and the backslash itself as \xHH in the decoded value, so a
- * client sending the text "\xe9" is not mistaken for the byte 0xe9. */
+ * JSON), control characters as \u00HH, and so is a byte that is not part
+ * of valid UTF-8 (stray continuation, overlong form, surrogate, past
+ * U+10FFFF, cut sequence); the backslash is \\, so a client sending the
+ * text "\u00e9" is not mistaken for the byte 0xe9. */
 static void test_json_utf8_passes_invalid_bytes_escaped(void **state)
 {
     fixture_t *f = *state;
     sws_request_t r;
     static const char target[] = "/caf\xc3\xa9/\xe6\x97\xa5\xf0\x9f\x98\x80"
-                                 "|\x80\xff\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe9|\\xe9|\x01\x7f|\xc3";
+                                 "|\x80\xff\xc0\xaf\xed\xa0\x80\xf4\x90\x80\x80\xe9|\\u00e9|\x01\x7f|\xc3";
     req_init(&r, "GET", target, "");
     log_one(f, JSON, &r, "1.1.1.1", 0);
 
@@ -643,8 +626,8 @@ static void test_json_utf8_passes_invalid_bytes_escaped(void **state)
     char *got = slurp(f->path, &len);
     const char *want_path =
         "\"path\":\"/caf\xc3\xa9/\xe6\x97\xa5\xf0\x9f\x98\x80"
-        "|\\\\x80\\\\xff\\\\xc0\\\\xaf\\\\xed\\\\xa0\\\\x80\\\\xf4\\\\x90\\\\x80\\\\x80\\\\xe9"
-        "|\\\\x5cxe9|\\u0001\\u007f|\\\\xc3\",";
+        "|\\u0080\\u00ff\\u00c0\\u00af\\u00ed\\u00a0\\u0080\\u00f4\\u0090\\u0080\\u0080\\u00e9"
+        "|\\\\u00e9|\\u0001\\u007f|\\u00c3\",";
     if (strstr(got, want_path) == NULL)
         fail_msg("no %s in %s", want_path, got);
     assert_one_json_line(got, len);

@@ -11,18 +11,72 @@
 
 #include "core/json.h"
 
-static void test_writer_escapes_quotes_controls_and_high_bytes(void **state)
+static void test_writer_escapes_quotes_and_controls(void **state)
 {
     (void)state;
     sws_json_out_t o = { 0 };
-    sws_json_str(&o, "a\"b\\c\n\x01\x7f\xc3\xa9", 10);
+    sws_json_str(&o, "a\"b\\c\n\x01\x7f\x00z", 10);
     sws_json_lit(&o, " ");
     sws_json_u64(&o, 18446744073709551615ull);
     sws_json_raw(&o, "", 1);
     assert_false(o.oom);
-    assert_string_equal(o.p, "\"a\\\"b\\\\c\\u000a\\u0001\\u007f\\u00c3\\u00a9\" "
+    assert_string_equal(o.p, "\"a\\\"b\\\\c\\u000a\\u0001\\u007f\\u0000z\" "
                              "18446744073709551615");
     sws_json_out_free(&o);
+}
+
+static void assert_str_written(const char *in, size_t n, const char *want)
+{
+    sws_json_out_t o = { 0 };
+    sws_json_str(&o, in, n);
+    sws_json_raw(&o, "", 1);
+    assert_false(o.oom);
+    assert_string_equal(o.p, want);
+    sws_json_out_free(&o);
+}
+
+/* Valid UTF-8 (2, 3 and 4 bytes, the first and last code points of each
+ * length) is written as it is: a name "café" reads back as "café", not as
+ * "cafÃ©". */
+static void test_writer_passes_valid_utf8(void **state)
+{
+    (void)state;
+    static const char in[] = "caf\xc3\xa9 \xc2\x80\xdf\xbf \xe0\xa0\x80\xe6\x97\xa5\xef\xbf\xbf "
+                             "\xf0\x90\x80\x80\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf";
+    char want[sizeof(in) + 2];
+    snprintf(want, sizeof(want), "\"%s\"", in);
+    assert_str_written(in, sizeof(in) - 1, want);
+}
+
+/* A byte that is not part of valid UTF-8 is \u00XX, one per byte: a stray
+ * continuation, a lead byte that cannot start (0xc0, 0xc1, 0xf5-0xff), an
+ * overlong form, a surrogate, past U+10FFFF, a sequence cut by the end or
+ * by an ASCII byte. What follows the bad byte is read afresh. */
+static void test_writer_escapes_each_invalid_byte(void **state)
+{
+    (void)state;
+    assert_str_written("\x80\xbf", 2, "\"\\u0080\\u00bf\"");
+    assert_str_written("\xc0\xaf\xc1\xbf\xf5\xff", 6,
+                       "\"\\u00c0\\u00af\\u00c1\\u00bf\\u00f5\\u00ff\"");
+    assert_str_written("\xe0\x80\xaf", 3, "\"\\u00e0\\u0080\\u00af\"");
+    assert_str_written("\xed\xa0\x80", 3, "\"\\u00ed\\u00a0\\u0080\"");
+    assert_str_written("\xf4\x90\x80\x80", 4, "\"\\u00f4\\u0090\\u0080\\u0080\"");
+    assert_str_written("\xf0\x80\x80\x80", 4, "\"\\u00f0\\u0080\\u0080\\u0080\"");
+    assert_str_written("\xe6\x97", 2, "\"\\u00e6\\u0097\"");
+    assert_str_written("\xc3" "a\xc3\xa9", 4, "\"\\u00c3" "a\xc3\xa9\"");
+    /* A cut sequence then a valid one: the valid one stays whole. */
+    assert_str_written("\xf0\x9f\xf0\x9f\x98\x80", 6, "\"\\u00f0\\u009f\xf0\x9f\x98\x80\"");
+}
+
+/* The worst case is SWS_JSON_ESC_MAX: every byte escaped, and the
+ * reservation of sws_json_str holds it. */
+static void test_put_escaped_worst_case(void **state)
+{
+    (void)state;
+    char in[64], out[SWS_JSON_ESC_MAX(sizeof(in))];
+    memset(in, 0xff, sizeof(in));
+    char *end = sws_json_put_escaped(out, in, sizeof(in));
+    assert_int_equal(end - out, SWS_JSON_ESC_MAX(sizeof(in)));
 }
 
 static void test_writer_grows_past_its_first_buffer(void **state)
@@ -113,7 +167,10 @@ static void test_reader_refusals(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_writer_escapes_quotes_controls_and_high_bytes),
+        cmocka_unit_test(test_writer_escapes_quotes_and_controls),
+        cmocka_unit_test(test_writer_passes_valid_utf8),
+        cmocka_unit_test(test_writer_escapes_each_invalid_byte),
+        cmocka_unit_test(test_put_escaped_worst_case),
         cmocka_unit_test(test_writer_grows_past_its_first_buffer),
         cmocka_unit_test(test_error_body),
         cmocka_unit_test(test_reader_takes_scalars_and_decodes_strings),

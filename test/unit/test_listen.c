@@ -388,6 +388,12 @@ static void test_parse_address(void **state)
     expect_bad_addr("[::1:80", "missing ']'");
     expect_bad_addr("[::1]80", "expected [IPv6]:PORT");
     expect_bad_addr("[1.2.3.4]:80", "not an IPv6 address");
+    /* The rules of a member address (one parser): refused as written,
+     * never handed to the resolver. */
+    expect_bad_addr("[::1]", "the port is missing");
+    expect_bad_addr("300.1.1.1:80", "not an IPv4 address");
+    expect_bad_addr("*.example:80", "not a wildcard");
+    expect_bad_addr("a b:80", "may contain only letters");
 }
 
 int main(void)

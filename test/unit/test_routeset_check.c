@@ -480,6 +480,31 @@ static void test_address_forms(void **state)
     assert_memory_equal(a.ip, ((uint8_t[]){ 10, 1, 2, 3 }), 4);
 }
 
+/* ":PORT" and "*:PORT" are every IPv4 address for a listening socket
+ * (SWS_ADDR_ANY_HOST) and nothing else; a member must name one host. */
+static void test_address_any_host_only_when_asked(void **state)
+{
+    (void)state;
+    static const unsigned any = SWS_ADDR_NEED_PORT | SWS_ADDR_ANY_HOST;
+    static const char *const forms[] = { ":8080", "*:8080" };
+    for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
+        sws_routeset_addr_t a;
+        assert_null(sws_routeset_address_parse(forms[i], any, &a));
+        assert_int_equal(a.family, AF_INET);
+        assert_int_equal(a.port, 8080);
+        assert_memory_equal(a.ip, ((uint8_t[]){ 0, 0, 0, 0 }), 4);
+        assert_string_equal(a.key, "0.0.0.0:8080");
+        assert_non_null(sws_routeset_address_parse(forms[i], SWS_ADDR_NEED_PORT, NULL));
+    }
+    /* Without a port "*" is still no host, and a port is still needed. */
+    assert_string_equal(sws_routeset_address_parse("*", any, NULL),
+                        "must name one host, not a wildcard");
+    assert_string_equal(sws_routeset_address_parse(":", any, NULL),
+                        "the port must be a number from 1 to 65535");
+    assert_string_equal(sws_routeset_address_parse("*.a:80", any, NULL),
+                        "must name one host, not a wildcard");
+}
+
 static void test_hash_keys(void **state)
 {
     (void)state;
@@ -545,6 +570,7 @@ int main(void)
         cmocka_unit_test(test_fixture_is_valid),
         cmocka_unit_test(test_each_refusal),
         cmocka_unit_test(test_address_forms),
+        cmocka_unit_test(test_address_any_host_only_when_asked),
         cmocka_unit_test(test_hash_keys),
         cmocka_unit_test(test_table_build_refuses_what_the_checker_refuses),
     };

@@ -1,7 +1,8 @@
 /* worker/static_cond.c, static_open.c: the pure logic of the
  * static action and the confinement of opens below a root. The handler
  * itself (static.c) is driven end to end by the integration tests; here
- * only where it keeps its roots (the worker context, worker/ctx.h). */
+ * only where it keeps its roots (the worker context, worker/ctx.h) and how
+ * often a refused open probes its root. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@
 
 #include "core/http_date.h"
 #include "core/log.h"
+#include "support/routeset_build.h"
 #include "worker/conn.h"
 #include "worker/http1.h"
 #include "worker/ctx.h"
@@ -536,34 +538,10 @@ static void test_open_failures_logged_once_a_second(void **state)
 static void serve_as_worker(const tree_t *t, sws_worker_ctx_t *ctx, const char *request,
                             char *out, size_t outcap)
 {
-    Sws__Static st = SWS__STATIC__INIT;
-    st.root = (char *)t->root;
-    st.index = "index.html";
-    Sws__Route route = SWS__ROUTE__INIT;
-    route.match = SWS__ROUTE__MATCH__PREFIX;
-    route.path = "/";
-    route.action_case = SWS__ROUTE__ACTION_STATIC;
-    route.static_ = &st;
-    Sws__Route *routes[] = { &route };
-    char *names[] = { "*" };
-    Sws__Host host = SWS__HOST__INIT;
-    host.names = names;
-    host.n_names = 1;
-    host.routes = routes;
-    host.n_routes = 1;
-    Sws__Host *hosts[] = { &host };
-    Sws__Settings settings = SWS__SETTINGS__INIT;
-    settings.server_name = "scalws";
-    Sws__RouteSet rs = SWS__ROUTE_SET__INIT;
-    rs.settings = &settings;
-    rs.hosts = hosts;
-    rs.n_hosts = 1;
-    char err[256] = "";
-    size_t size = sws_table_size(&rs);
-    void *arena = aligned_alloc(8, (size + 7) & ~(size_t)7);
-    assert_non_null(arena);
-    if (sws_table_build(arena, size, 1, &rs, err, sizeof(err)) != 0)
-        fail_msg("table: %s", err);
+    Sws__RouteSet *rs = rs_new();
+    host_static(rs_host(rs, "*"), SWS__ROUTE__MATCH__PREFIX, "/", t->root);
+    size_t size;
+    void *arena = rs_table(rs, 1, &size);
 
     sws_loop_t loop;
     sws_conn_set_t set;
@@ -629,6 +607,53 @@ static void test_handler_keeps_roots_in_the_workers_context(void **state)
     assert_int_equal(count_open_fds(), open_before - 2);
 }
 
+/* The test's faccessat, which static.c's probe of a root links to: it
+ * counts the calls and says the root may not be searched. */
+static unsigned faccessat_calls;
+
+int faccessat(int dirfd, const char *path, int mode, int flags)
+{
+    (void)dirfd;
+    (void)path;
+    (void)mode;
+    (void)flags;
+    faccessat_calls++;
+    errno = EACCES;
+    return -1;
+}
+
+/* Requests for a file the worker may not read are refused (403) without a
+ * probe of the root each: the root is probed once per
+ * SWS_STATIC_ROOT_WARN_MS, not once per request. The worker's user is
+ * nobody (as root, the test drops its effective uid for the requests). */
+static void test_refused_open_probes_the_root_once(void **state)
+{
+    tree_t *t = *state;
+    sws_worker_ctx_t ctx = { 0 };
+    char p[256], out[3][4096];
+    static const char req[] = "GET /locked.txt HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+
+    snprintf(p, sizeof(p), "%s/locked.txt", t->root);
+    write_file(p, "L");
+    assert_int_equal(chmod(p, 0), 0);
+    assert_int_equal(chmod(t->base, 0755), 0); /* nobody must reach the root */
+    int dropped = geteuid() == 0;
+    if (dropped)
+        assert_int_equal(seteuid(65534), 0);
+    faccessat_calls = 0;
+    for (int i = 0; i < 3; i++)
+        serve_as_worker(t, &ctx, req, out[i], sizeof(out[i]));
+    unsigned calls = faccessat_calls;
+    if (dropped)
+        assert_int_equal(seteuid(0), 0);
+    sws_worker_ctx_close(&ctx);
+    unlink(p);
+    for (int i = 0; i < 3; i++)
+        if (strstr(out[i], "HTTP/1.1 403 ") == NULL)
+            fail_msg("request %d: not a 403: %.80s", i, out[i]);
+    assert_int_equal(calls, 1);
+}
+
 /* What a failed open answers: a transient failure (out of descriptors or
  * memory) is never a 404 a cache would keep. */
 static void test_open_errno_to_status(void **state)
@@ -678,6 +703,7 @@ int main(void)
         cmocka_unit_test(test_root_warning_once_per_interval),
         cmocka_unit_test(test_open_failures_logged_once_a_second),
         cmocka_unit_test(test_handler_keeps_roots_in_the_workers_context),
+        cmocka_unit_test(test_refused_open_probes_the_root_once),
     };
     int failed = cmocka_run_group_tests_name("static pure", pure, NULL, NULL);
     failed += cmocka_run_group_tests_name("static files", files, tree_setup, tree_teardown);

@@ -155,6 +155,7 @@ static const sws_stream_sink_t fake_sink = {
 typedef struct fixture {
     char dir[64];          /* the static root */
     void *table;
+    size_t table_size;
     sws_loop_t loop;
     sws_conn_set_t set;
     sws_shm_counters_t counters;
@@ -180,7 +181,7 @@ static void write_pattern_file(const char *path, uint64_t size)
 /* host "*": respond /hello (a patterned body and two fields), static
  * /files/ with a temporary directory as its root (files in its files/),
  * redirect /old. */
-static void *build_table(const char *dir)
+static void *build_table(const char *dir, size_t *table_size)
 {
     Sws__RouteSet *rs = rs_new();
     Sws__Host *h = rs_host(rs, "*");
@@ -198,15 +199,7 @@ static void *build_table(const char *dir)
 
     host_static(h, SWS__ROUTE__MATCH__PREFIX, "/files/", dir);
     host_redirect(h, SWS__ROUTE__MATCH__EXACT, "/old", 301, "https://new.test/");
-
-    char err[256] = "";
-    size_t size = sws_table_size(rs);
-    void *arena = aligned_alloc(8, (size + 7) & ~(size_t)7);
-    assert_non_null(arena);
-    if (sws_table_build(arena, size, 1, rs, err, sizeof(err)) != 0)
-        fail_msg("table: %s", err);
-    sws__route_set__free_unpacked(rs, NULL);
-    return arena;
+    return rs_table(rs, 1, table_size);
 }
 
 static int setup(void **state)
@@ -219,7 +212,7 @@ static int setup(void **state)
     char files[96];
     snprintf(files, sizeof(files), "%s/files", f->dir); /* root + the request's path */
     assert_int_equal(mkdir(files, 0755), 0);
-    f->table = build_table(f->dir);
+    f->table = build_table(f->dir, &f->table_size);
     assert_int_equal(sws_loop_init(&f->loop), 0);
     sws_conn_set_init(&f->set, &f->loop, &sws_http1_proto, sws_handlers_dispatch, &f->counters);
     sws_conn_set_configure(&f->set, f->table, NULL, SWS_STR("scalws-test"));
@@ -253,9 +246,11 @@ static int teardown(void **state)
     return 0;
 }
 
-/* A complete GET (or HEAD) for path, handed to the worker's dispatch as
- * a protocol would. */
-static void request(fixture_t *f, const char *method, const char *path)
+/* A request for path as a protocol starts it, handed to handler: the
+ * worker's dispatch (a complete request), or its head handler (the head
+ * of a request with a body). */
+static void start_request(fixture_t *f, const char *method, const char *path,
+                          sws_stream_handler_t handler)
 {
     sws_stream_t *st = &f->st;
     sws_stream_start(st, &f->conn, &fake_sink);
@@ -267,7 +262,20 @@ static void request(fixture_t *f, const char *method, const char *path)
     r->keep_alive = 1;
     r->table = f->table;
     r->settings = f->set.settings;
-    sws_handlers_dispatch(st);
+    handler(st);
+}
+
+/* A complete GET (or HEAD) for path. */
+static void request(fixture_t *f, const char *method, const char *path)
+{
+    start_request(f, method, path, sws_handlers_dispatch);
+}
+
+/* The head of a POST for path: the route is looked up then. */
+static void post_head(fixture_t *f, const char *path)
+{
+    start_request(f, "POST", path, sws_handlers_dispatch_head);
+    assert_int_equal(sink.heads, 0); /* a local action answers at the body's end */
 }
 
 /* Resume with quotas of 1 to 4096 bytes until the stream ended; returns
@@ -347,6 +355,51 @@ static void test_static_range_is_paced_too(void **state)
     assert_non_null(strstr(sink.fields, "Content-Range: bytes 0-49999/100000\n"));
     assert_int_equal(pump(f, 100000), 0);
     assert_int_equal(sink.got, 50000);
+}
+
+/* ---- routing a request with a body ---- */
+
+/* Routed once, at its head: the dispatch at the end of the body answers
+ * from the route found then. Shown by renaming the route's path in the
+ * table in between: a second lookup would miss it and answer 404. */
+static void test_request_with_a_body_is_routed_once(void **state)
+{
+    fixture_t *f = *state;
+    post_head(f, "/hello");
+    char *at = memmem(f->table, f->table_size, "/hello", 6);
+    assert_non_null(at);
+    assert_null(memmem(at + 1, f->table_size - (size_t)(at + 1 - (char *)f->table), "/hello", 6));
+    at[5] = 'p';
+    sink.quota = RESPOND_BODY + 1;
+    sws_handlers_dispatch(&f->st); /* the body is over: the protocol's dispatch */
+    assert_int_equal(sink.status, 200);
+    assert_non_null(strstr(sink.fields, "X-Route: hello\n"));
+    assert_int_equal(sink.got, RESPOND_BODY);
+    assert_true(sws_stream_ended(&f->st));
+}
+
+/* A reload between the head and the end of the body: the generation the
+ * request was routed in is no longer guaranteed, so it is routed again in
+ * the one the worker holds at the end (here /hello answers "two"). */
+static void test_reload_during_the_body_routes_in_the_new_generation(void **state)
+{
+    fixture_t *f = *state;
+    Sws__RouteSet *rs = rs_new();
+    host_respond(rs_host(rs, "*"), SWS__ROUTE__MATCH__EXACT, "/hello", "two");
+    size_t size;
+    void *gen2 = rs_table(rs, 2, &size);
+
+    post_head(f, "/hello");
+    f->st.req.table = gen2; /* as the protocol sets it: the generation held now */
+    sink.check_pattern = 0;
+    sink.quota = 100;
+    sws_handlers_dispatch(&f->st);
+    assert_int_equal(sink.status, 200);
+    assert_null(strstr(sink.fields, "X-Route"));
+    assert_string_equal(sink.text, "two");
+    assert_true(sws_stream_ended(&f->st));
+    sws_stream_release(&f->st);
+    free(gen2);
 }
 
 /* The respond body (from the table, which a reload may replace) is copied
@@ -536,6 +589,9 @@ int main(void)
             test_static_file_moves_at_the_sinks_pace_with_bounded_memory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_static_range_is_paced_too, setup, teardown),
         cmocka_unit_test_setup_teardown(test_respond_body_is_paced_in_order, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_with_a_body_is_routed_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_reload_during_the_body_routes_in_the_new_generation,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_respond_head_has_length_and_no_body, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_redirect_is_a_location_field, setup, teardown),

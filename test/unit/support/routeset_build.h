@@ -1,7 +1,7 @@
 /* RouteSets built in code, as a source other than the YAML file would
  * build them: heap messages throughout, so sws__route_set__free_unpacked()
- * frees the lot. Shared by test_table.c and test_routeset_check.c. Include
- * after <cmocka.h>. */
+ * frees the lot. Shared by test_table.c, test_routeset_check.c,
+ * test_stream.c and test_static.c. Include after <cmocka.h>. */
 #ifndef SWS_TEST_ROUTESET_BUILD_H
 #define SWS_TEST_ROUTESET_BUILD_H
 
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "proto/scalws.pb-c.h"
+#include "shm/table.h"
 
 #define PUSH(arr, n, item)                                        \
     do {                                                          \
@@ -100,6 +101,20 @@ static inline void respond_header(Sws__Route *r, const char *name, const char *v
     hd->name = strdup(name);
     hd->value = strdup(value);
     PUSH(r->respond->headers, r->respond->n_headers, hd);
+}
+
+/* rs built as table generation gen in a heap arena (the caller frees it),
+ * rs freed; *size gets the table's size. */
+static inline void *rs_table(Sws__RouteSet *rs, uint64_t gen, size_t *size)
+{
+    char err[256] = "";
+    *size = sws_table_size(rs);
+    void *arena = aligned_alloc(8, (*size + 7) & ~(size_t)7);
+    assert_non_null(arena);
+    if (sws_table_build(arena, *size, gen, rs, err, sizeof(err)) != 0)
+        fail_msg("table: %s", err);
+    sws__route_set__free_unpacked(rs, NULL);
+    return arena;
 }
 
 #endif
