@@ -20,7 +20,7 @@
  * A character at or above U+0080 is never written as an escape, so in the
  * text of the output a \u00XX above \u007f always stands for an invalid
  * byte: the bytes given can be recovered exactly from the text. Not
- * \ufffd, which would lose them (ADR 0018).
+ * \ufffd, which would lose them (ADR 0019).
  *
  * Ownership: sws_json_out_t owns its buffer (malloc); sws_json_out_free()
  * releases it. A failed allocation sets oom and drops the rest: the caller
