@@ -15,6 +15,8 @@ struct sws_tunnel {
     sws_upstream_conn_t *u;   /* ours, closed with the tunnel */
     sws_tunnel_half_t up;     /* client -> upstream */
     uint8_t down_eof;         /* the upstream sent its FIN (passed on by conn.c) */
+    uint8_t down_readable;    /* the upstream may have bytes (as sws_tunnel_half_t.readable) */
+    uint8_t down_hup;         /* ... and a FIN behind them */
     uint8_t ended;            /* the client connection closes after its output */
     char *early;              /* upstream bytes that came with the 101, for the client */
     size_t early_len;
@@ -57,6 +59,8 @@ enum sws_tunnel_pump_result sws_tunnel_pump(sws_tunnel_half_t *h, int from, int 
         if (n > 0) {
             h->out = h->buf;
             h->len = (size_t)n;
+            if ((size_t)n < SWS_TUNNEL_BUF && !h->hup)
+                h->readable = 0;
             continue;
         }
         if (n == 0) {
@@ -80,7 +84,7 @@ enum sws_tunnel_pump_result sws_tunnel_pump(sws_tunnel_half_t *h, int from, int 
 static enum sws_tunnel_pump_result pump_down(sws_tunnel_t *t, int *progress)
 {
     sws_conn_t *c = t->c;
-    for (unsigned i = 0; !t->down_eof; i++) {
+    for (unsigned i = 0; !t->down_eof && t->down_readable; i++) {
         if (sws_conn_output_blocked(c)) {
             c->want_writable = 1;
             return SWS_TUNNEL_WAIT;
@@ -94,6 +98,8 @@ static enum sws_tunnel_pump_result pump_down(sws_tunnel_t *t, int *progress)
             c->olen += (size_t)n;
             t->st->req.body_bytes += (uint64_t)n;
             *progress = 1;
+            if ((size_t)n < SWS_TUNNEL_BUF && !t->down_hup)
+                t->down_readable = 0;
             continue;
         }
         if (n == 0) {
@@ -104,8 +110,10 @@ static enum sws_tunnel_pump_result pump_down(sws_tunnel_t *t, int *progress)
         }
         if (errno == EINTR)
             continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK)
+        if (errno == EAGAIN || errno == EWOULDBLOCK) {
+            t->down_readable = 0;
             return SWS_TUNNEL_WAIT;
+        }
         return SWS_TUNNEL_ERROR;
     }
     return SWS_TUNNEL_WAIT;
@@ -136,6 +144,7 @@ static void tunnel_run(sws_tunnel_t *t)
         return;
     int progress = 0;
     t->up.readable = c->readable;
+    t->up.hup = c->rdhup;
     enum sws_tunnel_pump_result up =
         sws_tunnel_pump(&t->up, c->io.fd, t->u->io.fd, SWS_TUNNEL_READS_PER_RUN, &progress);
     c->readable = t->up.readable;
@@ -171,8 +180,12 @@ static void tunnel_run(sws_tunnel_t *t)
 
 static void upstream_event(sws_upstream_conn_t *u, uint32_t events)
 {
-    (void)events;
-    tunnel_run(u->data);
+    sws_tunnel_t *t = u->data;
+    if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        t->down_readable = 1;
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        t->down_hup = 1;
+    tunnel_run(t);
 }
 
 static void upstream_timeout(sws_upstream_conn_t *u, enum sws_upstream_timer which)
@@ -202,6 +215,7 @@ sws_tunnel_t *sws_tunnel_new(sws_stream_t *st, sws_upstream_conn_t *u, const cha
     t->early = t->up.buf + SWS_TUNNEL_BUF;
     memcpy(t->early, early, n);
     t->early_len = n;
+    t->down_readable = 1; /* the proxy may have left bytes behind the 101 in the socket */
     u->ops = &tunnel_upstream_ops;
     u->data = t;
     return t;

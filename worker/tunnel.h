@@ -61,7 +61,8 @@ typedef struct sws_tunnel_half {
     const char *out;    /* out[0, len) is still to write (into buf, or borrowed) */
     size_t len;
     uint64_t moved;     /* bytes written, ever */
-    uint8_t readable;   /* the source may have bytes (cleared on EAGAIN) */
+    uint8_t readable;   /* the source may have bytes (cleared on EAGAIN or a short read) */
+    uint8_t hup;        /* the source's peer shut down: read on to its EOF */
     uint8_t eof;        /* the source sent its FIN */
     uint8_t shut;       /* ... and it was passed on: the destination's write side is shut */
 } sws_tunnel_half_t;
@@ -75,7 +76,9 @@ enum sws_tunnel_pump_result {
 /* Move bytes from `from` to `to` (non-blocking sockets): write what is
  * held, read again only once all of it is written (backpressure), at most
  * `reads` reads; pass a FIN on (shutdown(to, SHUT_WR)) once everything
- * before it is written. *progress is set when a byte moved. A pure
+ * before it is written. A read shorter than the buffer drained the socket
+ * (edge-triggered: the next bytes bring a new edge), unless hup says a
+ * FIN is behind them. *progress is set when a byte moved. A pure
  * function of the sockets and h: any thread. */
 enum sws_tunnel_pump_result sws_tunnel_pump(sws_tunnel_half_t *h, int from, int to,
                                             unsigned reads, int *progress);

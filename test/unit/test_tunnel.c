@@ -191,6 +191,27 @@ static void test_reads_per_turn_are_bounded(void **state)
     assert_true(f->h.readable);
 }
 
+/* A read shorter than the buffer drained the socket: no recv only to hear
+ * EAGAIN (the next bytes bring a new edge); but with a FIN announced
+ * (hup) the pump reads on and sees it. */
+static void test_short_read_drains_unless_a_fin_follows(void **state)
+{
+    fixture_t *f = *state;
+    uint64_t sent = 0, got = 0;
+    int progress = 0;
+    send_pattern(f->src_peer, &sent, 100);
+    /* One read allowed: a second attempt would make it MORE. */
+    assert_int_equal(sws_tunnel_pump(&f->h, f->src, f->dst, 1, &progress), SWS_TUNNEL_WAIT);
+    assert_false(f->h.readable);
+    assert_int_equal(recv_pattern(f->dst_peer, &got), 100);
+    send_pattern(f->src_peer, &sent, 100);
+    shutdown(f->src_peer, SHUT_WR);
+    f->h.readable = f->h.hup = 1;
+    assert_int_equal(sws_tunnel_pump(&f->h, f->src, f->dst, 4, &progress), SWS_TUNNEL_WAIT);
+    assert_true(f->h.eof);
+    assert_true(f->h.shut);
+}
+
 /* A receiver that is gone: the write fails, the tunnel is to end. */
 static void test_reset_destination_is_an_error(void **state)
 {
@@ -212,6 +233,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_fin_passed_on_after_the_bytes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reads_per_turn_are_bounded, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_destination_is_an_error, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_short_read_drains_unless_a_fin_follows, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
