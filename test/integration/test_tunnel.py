@@ -139,6 +139,15 @@ class RawUpgrade(ProxyTestCase):
             self.assertTrue(c.wait_closed())
         self.assertEqual(b.requests[0].header("Upgrade"), "echo")
 
+    def test_upgrade_is_not_retried_once_sent(self):
+        # A GET would be retried on the other member after a reset; a
+        # request for a switch is not (it may have started something).
+        a, b = self.backend("a", "reset"), self.backend("b", "reset")
+        srv = self.proxy(a, b)
+        with Client(srv.port) as c:
+            self.assertEqual(echo_upgrade(c).status, 502)
+        self.assertEqual(a.count() + b.count(), 1)
+
     def test_h2c_is_not_tunnelled(self):
         b = self.backend("a", "ok")
         srv = self.proxy(b)
