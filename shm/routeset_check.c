@@ -129,6 +129,12 @@ int sws_routeset_field_value_ok(const char *s)
     return 1;
 }
 
+int sws_routeset_via_ok(const char *via)
+{
+    size_t len = strlen(via);
+    return len == 0 || (len <= SWS_VIA_PSEUDONYM_MAX && sws_is_token(via));
+}
+
 /* Raw (still percent-encoded), without query or fragment. */
 static const char *path_problem(const char *s)
 {
@@ -622,6 +628,10 @@ static int check_action(const Sws__RouteSet *rs, const Sws__Route *r, const char
         if (problem != NULL)
             return refuse(at(why, "%s.proxy.host_header", route), "\"%s\": %s",
                           r->proxy->host_header, problem);
+        if (!sws_routeset_via_ok(r->proxy->via))
+            return refuse(at(why, "%s.proxy.via", route),
+                          "\"%s\": a pseudonym is a token of at most %u bytes", r->proxy->via,
+                          SWS_VIA_PSEUDONYM_MAX);
         return 0;
     default:
         return refuse(at(why, "%s", route),

@@ -19,7 +19,8 @@
  * values without controls, no body on 204/304; redirect status 301, 302,
  * 303, 307 or 308 and a location without spaces or controls; a static root
  * that is absolute and an index that is a file name; a proxy names a pool
- * that exists and its host_header is "" or HOST[:PORT]; pool names are
+ * that exists, its host_header is "" or HOST[:PORT] and its via "" or a
+ * token of at most SWS_VIA_PSEUDONYM_MAX bytes; pool names are
  * unique and well formed, balance and hash_key agree, keepalive, retries,
  * max_conns, timeouts and health within the ranges below; member addresses
  * are HOST:PORT, once per pool, weights 0..1000, states known, member ids
@@ -64,6 +65,15 @@ const char *sws_routeset_header_name_problem(const char *name);
 /* A header value (or the Server name): no CR, LF or other control
  * characters; tab is fine. 1 when fine. */
 int sws_routeset_field_value_ok(const char *value);
+
+/* The pseudonym a proxy route's `via: true` stands for, and the longest
+ * one accepted (RFC 9110 7.6.3: a token). */
+#define SWS_VIA_PSEUDONYM_DEFAULT "scalws"
+#define SWS_VIA_PSEUDONYM_MAX 64u
+
+/* Whether via is a proxy route's valid pseudonym: "" (none) or a token of
+ * at most SWS_VIA_PSEUDONYM_MAX bytes. */
+int sws_routeset_via_ok(const char *via);
 
 /* A route path: msg gets the whole message ("\"/a/../b\" is not in normal
  * form ...: write \"/b\"") and -1 is returned; 0 when fine. */

@@ -198,7 +198,7 @@ static size_t route_str_bytes(const Sws__Route *r)
         n += str_bytes(strlen(r->redirect->location));
         break;
     case SWS__ROUTE__ACTION_PROXY:
-        n += str_bytes(strlen(r->proxy->host_header));
+        n += str_bytes(strlen(r->proxy->host_header)) + str_bytes(strlen(r->proxy->via));
         break;
     default:
         break;
@@ -401,6 +401,7 @@ static void build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__
         pool_index(rs, r->proxy->pool, &out->pool);
         out->action = SWS_ACTION_PROXY;
         out->host_header = put_bytes(w, r->proxy->host_header, strlen(r->proxy->host_header));
+        out->via = put_bytes(w, r->proxy->via, strlen(r->proxy->via));
         return;
     default:
         return;
@@ -414,6 +415,7 @@ static void build_route(table_writer_t *w, const Sws__RouteSet *rs, const Sws__H
     memset(out, 0, sizeof(*out));
     /* Fields the action does not use still read as "". */
     out->path = out->body = out->location = out->root = out->index = out->host_header = empty;
+    out->via = empty;
     build_action(w, rs, r, out);
     out->match = r->match == SWS__ROUTE__MATCH__EXACT ? SWS_MATCH_EXACT : SWS_MATCH_PREFIX;
     out->https_redirect = (r->https_redirect || host->https_redirect) ? 1 : 0;

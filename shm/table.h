@@ -71,6 +71,7 @@ typedef struct sws_route {
     sws_tstr_t index;        /* static: index file name */
     uint32_t pool;           /* proxy: index into the pools */
     sws_tstr_t host_header;  /* proxy: Host sent upstream; "" = the client's */
+    sws_tstr_t via;          /* proxy: pseudonym for Via; "" = no Via added */
 } sws_route_t;
 
 /* Header fields a respond route may carry (sws_routeset_check refuses more). */

@@ -237,9 +237,32 @@ int cfg_pools(cfg_parser_t *p, yaml_node_t *node, Sws__RouteSet *rs)
                         cfg_pool);
 }
 
+/* via: true (the default pseudonym), false (none), or a pseudonym. */
+static int cfg_proxy_via(cfg_parser_t *p, const cfg_fields_t *f, Sws__Proxy *px)
+{
+    yaml_node_t *n = cfg_field(f, "via");
+    size_t mark;
+    int on, rc;
+
+    if (n == NULL)
+        return 0;
+    mark = cfg_push(p, "via");
+    rc = cfg_want_string(p, n);
+    if (rc == 0 && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+        cfg_bool_text(cfg_text(n), &on) == 0)
+        rc = cfg_set_str(p, n, &px->via, on ? SWS_VIA_PSEUDONYM_DEFAULT : "");
+    else if (rc == 0 && (cfg_is_null(n) || !sws_routeset_via_ok(cfg_text(n))))
+        rc = cfg_fail(p, n, "true, false or a pseudonym (a token of at most %u bytes)",
+                      SWS_VIA_PSEUDONYM_MAX);
+    else if (rc == 0)
+        rc = cfg_set_str(p, n, &px->via, cfg_text(n));
+    cfg_pop(p, mark);
+    return rc;
+}
+
 int cfg_proxy(cfg_parser_t *p, yaml_node_t *node, void *msg)
 {
-    static const char *const keys[] = { "pool", "host_header", NULL };
+    static const char *const keys[] = { "pool", "host_header", "via", NULL };
     Sws__Proxy *px = msg;
     yaml_node_t *host;
     const char *why;
@@ -250,7 +273,7 @@ int cfg_proxy(cfg_parser_t *p, yaml_node_t *node, void *msg)
     if (cfg_field(&f, "pool") == NULL)
         return cfg_fail(p, node, "a proxy needs a pool (the name of one of pools:)");
     if (cfg_string(p, &f, "pool", &px->pool) < 0 ||
-        cfg_string(p, &f, "host_header", &px->host_header) < 0)
+        cfg_string(p, &f, "host_header", &px->host_header) < 0 || cfg_proxy_via(p, &f, px) < 0)
         return -1;
     host = cfg_field(&f, "host_header");
     why = px->host_header[0] == '\0' ? NULL

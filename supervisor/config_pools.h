@@ -18,7 +18,8 @@
  * SWS_DEFAULT_POOL_*). node NULL: no pools. */
 int cfg_pools(cfg_parser_t *p, yaml_node_t *node, Sws__RouteSet *rs);
 
-/* proxy: {pool: NAME, host_header: HOST[:PORT]} into msg (a Sws__Proxy).
+/* proxy: {pool: NAME, host_header: HOST[:PORT], via: BOOL|PSEUDONYM} into
+ * msg (a Sws__Proxy).
  * That the pool exists is the checker's (reported at pool:). */
 int cfg_proxy(cfg_parser_t *p, yaml_node_t *node, void *msg);
 

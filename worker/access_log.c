@@ -252,6 +252,8 @@ void sws_access_log_request(sws_access_log_t *l, const sws_request_t *r, const c
         o = sws_put_u64(o, r->status);
         o = SWS_PUT_LIT(o, ",\"bytes\":");
         o = sws_put_u64(o, r->body_bytes);
+        o = SWS_PUT_LIT(o, ",\"request_bytes\":");
+        o = sws_put_u64(o, r->request_body_bytes);
         o = SWS_PUT_LIT(o, ",\"duration_ms\":");
         o = sws_put_u64(o, duration_ms);
         o = SWS_PUT_LIT(o, ",\"host\":");

@@ -108,6 +108,8 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->readable = c->rdhup = c->peer_eof = c->close_after = 0;
     c->wrote = c->got_input = c->head_started = c->tls = c->want_writable = c->running = 0;
     c->input_paused = 0;
+    c->shut_wr = 0;
+    c->switch_to = NULL;
     c->rpos = c->rend = c->msg_start = 0;
     c->olen = c->osent = 0;
     c->file_fd = -1;
@@ -143,11 +145,24 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     return c;
 }
 
+/* A switch asked for in this turn (sws_conn_switch_proto): 1 if done. */
+static int conn_switch_pending(sws_conn_t *c)
+{
+    if (c->switch_to == NULL)
+        return 0;
+    c->proto = c->switch_to;
+    c->proto_state = c->switch_state;
+    c->switch_to = NULL;
+    c->proto->init(c);
+    return 1;
+}
+
 void sws_conn_close(sws_conn_t *c)
 {
     sws_conn_set_t *s = c->set;
     if (c->phase == SWS_CONN_CLOSED)
         return;
+    conn_switch_pending(c); /* the new protocol's close frees its state */
     sws_timer_disarm(&c->timer);
     c->timer_q = NULL;
     sws_defer_cancel(&c->wake);
@@ -157,6 +172,11 @@ void sws_conn_close(sws_conn_t *c)
     c->phase = SWS_CONN_CLOSED;
     c->want_writable = 0;
     c->proto->close(c); /* sees what of a file range was never sent */
+    if (c->proto != s->proto) { /* switched: the first protocol closes its exchange too */
+        c->proto = s->proto;
+        c->proto_state = (char *)c + CONN_STATE_OFFSET;
+        c->proto->close(c);
+    }
     c->file_fd = -1;
     c->file_left = 0;
     if (c->prev != NULL)
@@ -591,6 +611,7 @@ static void conn_tell_writable(sws_conn_t *c)
     if (c->want_writable && !sws_conn_output_blocked(c)) {
         c->want_writable = 0;
         c->proto->writable(c);
+        conn_switch_pending(c);
     }
 }
 
@@ -610,6 +631,8 @@ static int conn_pass(sws_conn_t *c)
         conn_tell_writable(c);
         if (!c->close_after)
             c->proto->on_input(c);
+        if (conn_switch_pending(c))
+            continue; /* the new protocol takes what is unparsed */
         if (sws_conn_output_blocked(c)) {
             if (conn_flush(c) < 0)
                 return -1;
@@ -637,6 +660,22 @@ static void conn_run(sws_conn_t *c)
     c->running = 1;
     conn_turn(c);
     c->running = 0;
+}
+
+void sws_conn_switch_proto(sws_conn_t *c, const sws_proto_ops_t *ops, void *state)
+{
+    c->switch_to = ops;
+    c->switch_state = state;
+    if (!c->running)
+        conn_switch_pending(c);
+    sws_conn_wake(c);
+}
+
+void sws_conn_shutdown_write(sws_conn_t *c)
+{
+    if (c->shut_wr == 0)
+        c->shut_wr = 1;
+    sws_conn_wake(c);
 }
 
 void sws_conn_wake(sws_conn_t *c)
@@ -685,6 +724,10 @@ static void conn_turn(sws_conn_t *c)
     if (!conn_output_empty(c)) {
         conn_update_timer(c);
         return;
+    }
+    if (c->shut_wr == 1) {
+        shutdown(c->io.fd, SHUT_WR);
+        c->shut_wr = 2;
     }
     if (c->close_after) {
         conn_finish(c);

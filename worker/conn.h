@@ -115,6 +115,9 @@ struct sws_conn {
     uint8_t yielded;              /* this turn asked for the next (conn_yield) */
     uint8_t input_paused;         /* the protocol takes no input now (a request body's
                                    * consumer is full): no read until it says otherwise */
+    uint8_t shut_wr;              /* sws_conn_shutdown_write: 1 asked, 2 done */
+    const sws_proto_ops_t *switch_to; /* sws_conn_switch_proto, until the protocol returns */
+    void *switch_state;
 
     /* Input: rbuf[rpos, rend) is unparsed; the current request's head lives
      * in rbuf[msg_start, ...) until the request is answered. NULL (rcap 0)
@@ -234,6 +237,24 @@ void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len);
  * streams from another watcher's callback (an upstream's bytes arrived).
  * Nothing when it is running now (its turn writes anyway) or closed. */
 void sws_conn_wake(sws_conn_t *c);
+
+/* Protocol switch (an HTTP/1 Upgrade answered 101, worker/tunnel.h): the
+ * connection's bytes belong to ops from now on, with state as its
+ * proto_state (the new protocol's memory: its close frees it). Asked from
+ * inside the connection's turn (the protocol's own call), it takes effect
+ * when that call returns, so the old protocol never finds the new state
+ * in proto_state; the new protocol's on_input then sees the bytes still
+ * unparsed, rbuf[rpos, rend). Otherwise ops->init runs now and a turn
+ * follows later in this loop iteration. The first protocol's state stays
+ * as it was, untouched, until the connection closes: then ops->close
+ * runs, the set's protocol is back, and its own close releases what it
+ * held (the exchange that asked for the switch, logged then). Memory the
+ * connection keeps for reuse is the set's protocol's only. */
+void sws_conn_switch_proto(sws_conn_t *c, const sws_proto_ops_t *ops, void *state);
+
+/* Shut down writing once the queued output is written (a tunnel passes
+ * on its peer's half-close); reading goes on. */
+void sws_conn_shutdown_write(sws_conn_t *c);
 
 /* Parsing of further requests must wait for the output to drain. */
 static inline int sws_conn_output_blocked(const sws_conn_t *c)

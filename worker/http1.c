@@ -601,12 +601,11 @@ static unsigned check_host_and_target(sws_request_t *r, const known_headers_t *k
 
 /* How the body is framed: a single chunked Transfer-Encoding on HTTP/1.1
  * only, a Content-Length within max_body_size, the one expectation we
- * meet (100-continue, sent when the client waits for it). 0, or the status
- * to answer with *why set. */
+ * meet (100-continue: noted when the client waits for it, answered by
+ * continue_if_waited). 0, or the status to answer with *why set. */
 static unsigned check_framing(sws_conn_t *c, const known_headers_t *k, const char *pos,
                               const char **why)
 {
-    static const char continue_100[] = "HTTP/1.1 100 Continue\r\n\r\n";
     sws_http1_t *h = sws_http1_of(c);
     sws_request_t *r = &h->stream.req;
     const llhttp_t *p = &h->parser;
@@ -629,13 +628,21 @@ static unsigned check_framing(sws_conn_t *c, const known_headers_t *k, const cha
             return 417;
         }
         /* No 100 when the body is already here: the client did not wait. */
-        if ((h->chunked || length > 0) && pos == c->rbuf + c->rend &&
-            sws_conn_append(c, continue_100, sizeof(continue_100) - 1) < 0) {
-            *why = "out of memory";
-            return 500;
-        }
+        h->stream.expect_continue = (h->chunked || length > 0) && pos == c->rbuf + c->rend;
     }
     return 0;
+}
+
+/* The client waits for 100 Continue and the head handler did not take
+ * that over (a proxy forwards it and relays the upstream's): ours, unless
+ * the final answer is given already (then the body is not read). */
+static void continue_if_waited(sws_conn_t *c)
+{
+    static const sws_header_t none[1];
+    sws_stream_t *st = &sws_http1_of(c)->stream;
+    if (st->expect_continue && st->phase == SWS_STREAM_REQUEST &&
+        sws_stream_interim(st, 100, none, 0) < 0)
+        http1_fail(c, 500, "out of memory");
 }
 
 /* Whether the connection may carry another request after this one. */
@@ -838,6 +845,7 @@ static void http1_process(sws_conn_t *c)
             if (head_complete(c, pos) < 0)
                 return;
             head_dispatch(c);
+            continue_if_waited(c);
             continue;
         }
         if (h->chunked && !framing_ok(c, pos, 1))

@@ -92,6 +92,26 @@ static void sink_wake(sws_conn_t *c)
     }
 }
 
+/* "HTTP/1.1 NNN Reason" (no line end), at o. */
+static char *put_status_line(char *o, unsigned status, const char *reason, size_t reason_len)
+{
+    o = SWS_PUT_LIT(o, head_version);
+    *o++ = (char)('0' + status / 100 % 10);
+    *o++ = (char)('0' + status / 10 % 10);
+    *o++ = (char)('0' + status % 10);
+    *o++ = ' ';
+    return sws_put(o, reason, reason_len);
+}
+
+/* The fields h[0..n) and the empty line end a head written up to o. */
+static void finish_head(sws_conn_t *c, char *o, const sws_header_t *h, unsigned n)
+{
+    o = put_fields(o, h, n);
+    o = SWS_PUT_LIT(o, crlf);
+    c->olen = (size_t)(o - c->obuf);
+    sink_wake(c);
+}
+
 static int sink_head(sws_stream_t *st, const sws_header_t *fields, unsigned nfields,
                      size_t body_room)
 {
@@ -127,13 +147,7 @@ static int sink_head(sws_stream_t *st, const sws_header_t *fields, unsigned nfie
     if (sws_conn_reserve(c, need) < 0)
         return -1;
     h->head_pos = out_pos(c);
-    char *o = c->obuf + c->olen;
-    o = SWS_PUT_LIT(o, head_version);
-    *o++ = (char)('0' + status / 100 % 10);
-    *o++ = (char)('0' + status / 10 % 10);
-    *o++ = (char)('0' + status % 10);
-    *o++ = ' ';
-    o = sws_put(o, reason, reason_len);
+    char *o = put_status_line(c->obuf + c->olen, status, reason, reason_len);
     o = SWS_PUT_LIT(o, head_date);
     o = sws_put(o, loop->http_date, loop->http_date_len);
     o = SWS_PUT_LIT(o, crlf);
@@ -150,10 +164,7 @@ static int sink_head(sws_stream_t *st, const sws_header_t *fields, unsigned nfie
         o = sws_put(o, framing.p, framing.len);
     }
     o = sws_put(o, connection.p, connection.len);
-    o = put_fields(o, fields, nfields);
-    o = SWS_PUT_LIT(o, crlf);
-    c->olen = (size_t)(o - c->obuf);
-    sink_wake(c);
+    finish_head(c, o, fields, nfields);
     return 0;
 }
 
@@ -270,6 +281,44 @@ static int sink_retract(sws_stream_t *st)
     return 0;
 }
 
+static const char head_upgrade[] = "Connection: upgrade\r\n";
+
+/* "HTTP/1.1 1xx Reason", the fields, and for a 101 the Connection field
+ * the switch needs; no Date or Server (RFC 9110 6.6.1: a 1xx has none). */
+static int sink_interim(sws_stream_t *st, unsigned status, const sws_header_t *h, unsigned n)
+{
+    sws_conn_t *c = st->req.conn;
+    const char *reason = sws_http_reason(status);
+    size_t reason_len = strlen(reason);
+    sws_str_t upgrade = status == 101 ? SWS_STR(head_upgrade) : SWS_STR("");
+    size_t need = SWS_LIT_LEN(head_version) + HEAD_STATUS_LEN + reason_len + SWS_LIT_LEN(crlf) +
+                  upgrade.len + fields_len(h, n) + SWS_LIT_LEN(crlf);
+    /* An HTTP/1.0 client knows no 1xx (RFC 9110 15.2); it cannot ask for
+     * a switch either. */
+    if (c->phase == SWS_CONN_CLOSED || st->req.version_minor == 0)
+        return 0;
+    if (sws_conn_reserve(c, need) < 0)
+        return -1;
+    char *o = put_status_line(c->obuf + c->olen, status, reason, reason_len);
+    o = SWS_PUT_LIT(o, crlf);
+    o = sws_put(o, upgrade.p, upgrade.len);
+    finish_head(c, o, h, n);
+    return 0;
+}
+
+/* The connection becomes the tunnel's: HTTP/1 parses nothing more on it,
+ * and its state (the stream, the request head it points into) waits
+ * untouched until the connection closes and releases it. */
+static int sink_upgrade(sws_stream_t *st, const sws_proto_ops_t *ops, void *state)
+{
+    sws_conn_t *c = st->req.conn;
+    if (c->phase != SWS_CONN_ACTIVE)
+        return -1;
+    sws_http1_of(c)->state = SWS_H1_DEAD;
+    sws_conn_switch_proto(c, ops, state);
+    return 0;
+}
+
 static void sink_abort(sws_stream_t *st)
 {
     sws_conn_t *c = st->req.conn;
@@ -284,5 +333,7 @@ const sws_stream_sink_t sws_http1_sink = {
     .file = sink_file,
     .end = sink_end,
     .retract = sink_retract,
+    .interim = sink_interim,
+    .upgrade = sink_upgrade,
     .abort = sink_abort,
 };

@@ -15,6 +15,7 @@
 #include "worker/conn.h"
 #include "worker/ctx.h"
 #include "worker/proxy_req.h"
+#include "worker/tunnel.h"
 #include "worker/upstream_balance.h"
 #include "worker/upstream_conn.h"
 #include "worker/upstream_key.h"
@@ -62,6 +63,8 @@ typedef struct proxy {
     uint8_t body_ended;           /* the client's body is complete (and framed) */
     uint8_t body_dropped;         /* body bytes went out and are gone: no retry */
     uint8_t interim;              /* the head being parsed is a 1xx */
+    uint8_t upgrade;              /* the request asks for a switch we tunnel */
+    uint8_t switching;            /* ... and the upstream answered 101 */
     uint8_t in_trailers;
     uint8_t ended;                /* the response ended (sws_stream_end) */
     uint8_t fail_kind;            /* a callback's refusal: enum fail_kind ... */
@@ -83,6 +86,7 @@ typedef struct proxy {
     char *pool;                   /* its name, NUL-terminated */
     size_t pool_len;
     sws_str_t key;                /* the hash key, copied */
+    sws_str_t via;                /* "1.1 <pseudonym>" for the response's Via; len 0: none */
     char *req;
     size_t req_len, req_sent;
     char *bbuf;                   /* request body for the upstream, framed */
@@ -150,6 +154,18 @@ static int response_drops(const proxy_t *p, sws_str_t name)
            sws_proxy_connection_names(p->fields, p->nfields, name);
 }
 
+/* Room for the fields relayed and those the proxy adds (Upgrade, Via). */
+#define RELAYED_MAX (SWS_PROXY_MAX_FIELDS + 2u)
+
+/* Our Via after the member's (a list continued, RFC 9110 5.3), when the
+ * route asks for it; the new count. */
+static unsigned add_via(const proxy_t *p, sws_header_t *out, unsigned n)
+{
+    if (p->via.len > 0)
+        out[n++] = (sws_header_t){ SWS_STR("Via"), p->via };
+    return n;
+}
+
 /* p->fields minus what response_drops() names, values without trailing
  * whitespace, into out; how many. */
 static unsigned relayed_fields(proxy_t *p, sws_header_t *out)
@@ -171,6 +187,10 @@ static int can_retry(const proxy_t *p, enum fail_kind kind)
     /* A body is kept only until it is sent: one whose bytes are gone
      * cannot be sent again. */
     if (p->head_given || p->attempts >= p->retries || p->body_dropped)
+        return 0;
+    /* A request for a switch may have started something the member keeps
+     * (a session, a subscription): sent once, it is not sent again. */
+    if (p->upgrade && p->req_sent > 0)
         return 0;
     switch (kind) {
     case F_CONNECT:
@@ -194,11 +214,20 @@ static int on_headers_complete(llhttp_t *hp)
 {
     proxy_t *p = hp->data;
     unsigned status = hp->status_code;
-    if (status < 200) {
-        /* 100 Continue and other interim answers end here: the client got
-         * its own 100 from the protocol layer. */
-        if (status == 101)
+    if (status == 101) {
+        if (!p->upgrade)
             return refuse(p, F_INVALID, "101 Switching Protocols that nobody asked for");
+        p->status = status;
+        p->switching = 1;
+        return HPE_PAUSED; /* the bytes after the head are the tunnel's (switch_protocols) */
+    }
+    if (status < 200) {
+        /* Interim answers (100 Continue to the Expect we forwarded, 103
+         * Early Hints) go to the client as they come. */
+        sws_header_t out[SWS_PROXY_MAX_FIELDS];
+        unsigned n = relayed_fields(p, out);
+        if (sws_stream_interim(p->st, status, out, n) < 0)
+            return refuse(p, F_CLIENT, "the client's stream refused an interim answer");
         p->interim = 1;
         p->nfields = 0;
         return 0;
@@ -208,12 +237,17 @@ static int on_headers_complete(llhttp_t *hp)
         snprintf(p->why_buf, sizeof(p->why_buf), "answered %u", status);
         return refuse(p, F_STATUS, p->why_buf);
     }
-    sws_header_t out[SWS_PROXY_MAX_FIELDS];
-    unsigned n = relayed_fields(p, out);
+    sws_header_t out[RELAYED_MAX];
+    unsigned n = add_via(p, out, relayed_fields(p, out));
     uint64_t length = (hp->flags & F_CONTENT_LENGTH) ? hp->content_length
                                                      : SWS_STREAM_LENGTH_UNKNOWN;
     p->head_given = 1;
     p->nfields = 0;
+    /* An answer before the whole body (417, 401, 413 to an Expect): the
+     * rest of the body will not be read, so the client's connection ends
+     * after it, and says so. */
+    if (p->has_body && !p->body_ended)
+        p->st->req.keep_alive = 0;
     if (sws_stream_head(p->st, status, out, n, length) < 0)
         return refuse(p, F_CLIENT, "the client's stream refused the head");
     return p->is_head ? 1 : 0; /* 1: llhttp expects no body */
@@ -381,10 +415,45 @@ static void completed(proxy_t *p, int reusable)
     sws_upstream_disarm(u);
     /* A 502-504 relayed (no retry was left) is the member's failure too. */
     report(p, p->status >= 502 && p->status <= 504 ? SWS_UPSTREAM_FAILED : SWS_UPSTREAM_OK);
-    if (reusable && p->req_sent == p->req_len && llhttp_should_keep_alive(&p->parser))
+    /* An answer that came before all of the body went out leaves the
+     * connection in the middle of a request. */
+    int sent_all = p->req_sent == p->req_len && (!p->has_body || (p->body_ended && p->bsent == p->blen));
+    if (reusable && sent_all && llhttp_should_keep_alive(&p->parser))
         sws_upstream_put(u);
     else
         sws_upstream_close(u);
+}
+
+/* The upstream answered 101 to our request for a switch: the client gets
+ * the 101 and both connections become a tunnel (worker/tunnel.h), which
+ * takes the upstream connection (never back to the idle pool) and the
+ * bytes after the head, rbuf[pos, end). */
+static void switch_protocols(proxy_t *p, const char *pos, const char *end)
+{
+    sws_header_t out[RELAYED_MAX];
+    unsigned n = add_via(p, out, relayed_fields(p, out));
+    for (unsigned i = 0; i < p->nfields; i++) /* hop-by-hop, but the switch's to name */
+        if (sws_str_caseeq_lit(p->fields[i].name, "upgrade"))
+            if (n < RELAYED_MAX)
+                out[n++] = p->fields[i];
+    sws_upstream_conn_t *u = p->u;
+    p->u = NULL;
+    p->phase = PH_DONE;
+    p->head_given = 1;
+    sws_upstream_disarm(u);
+    report(p, SWS_UPSTREAM_OK);
+    sws_tunnel_t *t = sws_tunnel_new(p->st, u, pos, (size_t)(end - pos));
+    if (t == NULL) {
+        sws_log_error("proxy: pool %s member %s: out of memory for a tunnel (502)", p->pool,
+                      member_text(p));
+        sws_stream_error(p->st, 502);
+        return;
+    }
+    if (sws_stream_upgrade(p->st, out, n, &sws_tunnel_proto, t) < 0) {
+        sws_log_error("proxy: pool %s member %s: the client's side cannot switch protocols",
+                      p->pool, member_text(p));
+        sws_tunnel_free(t);
+    }
 }
 
 /* Hand rbuf[off, off + n) to llhttp. 0: go on reading; -1: the attempt is
@@ -403,6 +472,10 @@ static int parse(proxy_t *p, size_t off, size_t n)
     }
     if (e == HPE_PAUSED && p->ended) {
         completed(p, llhttp_get_error_pos(&p->parser) == from + n);
+        return -1;
+    }
+    if (e == HPE_PAUSED && p->switching) {
+        switch_protocols(p, llhttp_get_error_pos(&p->parser), from + n);
         return -1;
     }
     if (p->why != NULL) { /* a callback refused (HPE_USER, or HPE_CB_* from on_headers_complete) */
@@ -428,10 +501,18 @@ static void upstream_eof(proxy_t *p)
     failed(p, F_BROKEN, p->got_byte ? "closed in the response" : "closed before answering");
 }
 
+/* Whether the response is read now: once the request is written, and
+ * while its body still streams (the member's 100 Continue, or a final
+ * answer that makes the rest of the body moot, comes before it). */
+static int reading(const proxy_t *p)
+{
+    return p->phase == PH_READ || (p->phase == PH_SEND && p->req_sent == p->req_len);
+}
+
 static void read_response(proxy_t *p)
 {
     for (;;) {
-        if (p->phase != PH_READ)
+        if (!reading(p))
             return;
         if (p->head_given && sws_stream_blocked(p->st)) {
             /* The client is slower: leave the bytes in the socket (the
@@ -549,6 +630,9 @@ static void on_upstream_event(sws_upstream_conn_t *u, uint32_t events)
     }
     if (p->phase == PH_SEND) {
         send_request(p);
+        if (p->phase == PH_SEND && p->u == u && !p->paused &&
+            (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+            read_response(p);
         return;
     }
     if (p->phase == PH_READ && !p->paused)
@@ -627,7 +711,7 @@ static void attempt(proxy_t *p)
 static void proxy_proceed(sws_stream_t *st)
 {
     proxy_t *p = st->source_data;
-    if (p->paused && p->phase == PH_READ) {
+    if (p->paused && reading(p)) {
         sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
         read_response(p);
     }
@@ -784,13 +868,25 @@ static void proxy_start(sws_stream_t *st, int streams_body)
         .host_header = { sws_table_str(t, r->route->host_header), r->route->host_header.len },
         .client_ip = { peer, strlen(peer) },
         .tls = r->tls,
+        .via = { sws_table_str(t, r->route->via), r->route->via.len },
     };
     sws_str_t key = { NULL, 0 };
     int has_key = request_key(pool, r, &key);
     if (streams_body)
         body_framing(r, &o.chunked, &o.body_len);
+    /* A switch is tunnelled when asked for without a body (what would
+     * follow the body on the connection is not ours to frame); an upgrade
+     * with a body is an ordinary request, its Upgrade dropped. */
+    int upgrade = !streams_body && sws_proxy_req_upgrade(r, &o.upgrade);
+    /* The client waits for a 100: the upstream's is the one to give it
+     * (it may answer 417 or 401 instead, and the body never comes). */
+    o.expect_continue = streams_body && st->expect_continue;
+    if (o.expect_continue)
+        st->expect_continue = 0;
     size_t req_len = sws_proxy_req_size(r, &o);
-    proxy_t *p = malloc(sizeof(*p) + req_len + SWS_PROXY_BUF + name.len + 1 + key.len);
+    static const char via_version[] = "1.1 ";
+    size_t via_len = o.via.len > 0 ? SWS_LIT_LEN(via_version) + o.via.len : 0;
+    proxy_t *p = malloc(sizeof(*p) + req_len + SWS_PROXY_BUF + name.len + 1 + key.len + via_len);
     if (p == NULL) {
         sws_log_error("client %s: out of memory for a proxied request (500)", peer);
         sws_stream_error(st, 500);
@@ -810,6 +906,11 @@ static void proxy_start(sws_stream_t *st, int streams_body)
         p->key = (sws_str_t){ p->pool + name.len + 1, key.len };
         p->has_key = 1;
     }
+    if (via_len > 0) { /* the pseudonym lives in the generation: copied */
+        char *v = p->pool + name.len + 1 + key.len;
+        sws_put(SWS_PUT_LIT(v, via_version), o.via.p, o.via.len);
+        p->via = (sws_str_t){ v, via_len };
+    }
     p->st = st;
     p->ups = &ctx->upstreams;
     p->pools = &ctx->pools;
@@ -818,6 +919,7 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     snprintf(p->cur_text, sizeof(p->cur_text), "-");
     p->idempotent = (uint8_t)method_idempotent(r->method_id);
     p->is_head = r->is_head;
+    p->upgrade = (uint8_t)upgrade;
     p->req_len = sws_proxy_req_write(p->req, r, &o);
     sws_defer_init(&p->kick, body_kick);
     sws_stream_set_source(st, &proxy_source, p);

@@ -18,8 +18,11 @@
  * connection's events and timers, and in the stream's proceed():
  *
  *   - the response is parsed by llhttp (HTTP_RESPONSE, no lenient flag);
- *     1xx answers are consumed (the client's 100 Continue is the protocol
- *     layer's); a 101 is refused (no upgrade is ever asked for);
+ *     1xx answers are relayed (sws_stream_interim: the member's 100 to an
+ *     Expect: 100-continue the client waits on, which the proxy forwards,
+ *     and 103); a 101 answers a request that asked for a switch
+ *     (sws_proxy_req_upgrade) and hands both connections to a tunnel
+ *     (worker/tunnel.h, ADR 0020), else it is refused;
  *   - the final head goes to sws_stream_head: the status, the fields minus
  *     the hop-by-hop ones, those Connection names, Content-Length and
  *     Transfer-Encoding (the length is given as a number, or unknown: the
@@ -48,9 +51,9 @@
  * error log one line naming pool, member and reason. After the head went
  * out the response is cut (sws_stream_abort) and logged.
  *
- * Not yet: an upstream's answer while the request body is still being
- * sent is read only after it (an upstream that answers early and stops
- * reading meets the send timeout).
+ * The response is read while the request body still streams, once the
+ * head is written: a 100, or a final answer that makes the rest of the
+ * body moot (then the client's connection closes after it).
  *
  * Memory: one allocation per proxied request (state, request head, read
  * buffer) and one for a request body, freed when the stream is released

@@ -83,6 +83,33 @@ int sws_proxy_req_drops(const sws_request_t *r, sws_str_t name)
     return is_replaced(name) || sws_proxy_connection_names(r->headers, r->nheaders, name);
 }
 
+int sws_proxy_req_upgrade(const sws_request_t *r, sws_str_t *proto)
+{
+    const sws_str_t *up = sws_request_header(r, "upgrade");
+    if (r->version_major != 1 || r->version_minor != 1 || up == NULL || up->len == 0 ||
+        !sws_proxy_connection_names(r->headers, r->nheaders, SWS_STR("upgrade")) ||
+        sws_str_caseeq_lit(*up, "h2c"))
+        return 0;
+    *proto = *up;
+    return 1;
+}
+
+/* Via: the client's values, in order, then ours (RFC 9110 7.6.3). */
+static void emit_via(emit_t *e, const sws_header_t *h, unsigned n, sws_str_t pseudonym)
+{
+    const char *sep = "";
+    for (unsigned i = 0; i < n; i++) {
+        if (!sws_str_caseeq_lit(h[i].name, "via") || h[i].value.len == 0)
+            continue;
+        put(e, sep, strlen(sep));
+        put_str(e, h[i].value);
+        sep = ", ";
+    }
+    put(e, sep, strlen(sep));
+    PUT_LIT(e, "1.1 ");
+    put_str(e, pseudonym);
+}
+
 static int has_framing(const sws_request_t *r)
 {
     for (unsigned i = 0; i < r->nheaders; i++) {
@@ -127,8 +154,20 @@ static void emit_request(emit_t *e, const sws_request_t *r, const sws_proxy_req_
     if (host.len > 0)
         put_field(e, SWS_STR("Host"), host);
     for (unsigned i = 0; i < r->nheaders; i++)
-        if (!sws_proxy_req_drops(r, r->headers[i].name))
+        if (!sws_proxy_req_drops(r, r->headers[i].name) &&
+            !(o->via.len > 0 && sws_str_caseeq_lit(r->headers[i].name, "via")))
             put_field(e, r->headers[i].name, r->headers[i].value);
+    if (o->upgrade.len > 0) {
+        PUT_LIT(e, "Connection: upgrade\r\n");
+        put_field(e, SWS_STR("Upgrade"), o->upgrade);
+    }
+    if (o->expect_continue)
+        PUT_LIT(e, "Expect: 100-continue\r\n");
+    if (o->via.len > 0) {
+        PUT_LIT(e, "Via: ");
+        emit_via(e, r->headers, r->nheaders, o->via);
+        PUT_LIT(e, "\r\n");
+    }
     put_forwarded_for(e, r, o);
     put_field(e, SWS_STR("X-Forwarded-Proto"), o->tls ? SWS_STR("https") : SWS_STR("http"));
     if (r->host.len > 0)

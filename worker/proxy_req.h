@@ -8,10 +8,16 @@
  *     SWS_TKF_HOP_BY_HOP: Connection, Keep-Alive, TE, Trailer, Upgrade,
  *     Proxy-Connection, Proxy-Authenticate/-Authorization,
  *     Transfer-Encoding) and every field the Connection fields name; Host
- *     and Content-Length (written here); Expect (the body has been read
- *     when the request is forwarded: nobody waits for a 100); the
+ *     and Content-Length (written here); Expect (written here when the
+ *     client waits for a 100 that the upstream is to give); Via when we
+ *     add ours (the client's values come first in it); the
  *     X-Forwarded-Proto, X-Forwarded-Host and X-Real-IP the client sent
  *     (ours replace them: a client cannot pose as another address)
+ *   Connection: upgrade and Upgrade: the client's value, when the request
+ *     is tunnelled (sws_proxy_req_upgrade): the only hop-by-hop fields
+ *     forwarded, since the upstream must see the request for a switch
+ *   Expect: 100-continue (when asked: the client waits for the upstream's 100)
+ *   Via: the client's values, ", ", "1.1 " pseudonym (when asked)
  *   X-Forwarded-For: the client's values, ", ", the client's address
  *   X-Forwarded-Proto: http | https
  *   X-Forwarded-Host: the client's Host (when it sent one)
@@ -20,7 +26,7 @@
  *   Content-Length: N (when the client's request was framed: it carried
  *     Content-Length or Transfer-Encoding)
  *   CRLF
- * No Connection field: HTTP/1.1 keeps the upstream connection alive.
+ * No other Connection field: HTTP/1.1 keeps the upstream connection alive.
  *
  * Pure functions of their arguments: any thread, no allocation.
  */
@@ -39,7 +45,16 @@ typedef struct sws_proxy_req_opts {
     int tls;               /* the client came over TLS: X-Forwarded-Proto https */
     uint64_t body_len;     /* request body bytes that follow the head ... */
     int chunked;           /* ... or a chunked body follows (its length unknown) */
+    sws_str_t upgrade;     /* len > 0: tunnelled; the client's Upgrade value */
+    int expect_continue;   /* forward Expect: 100-continue */
+    sws_str_t via;         /* len > 0: add "1.1 <via>" to Via */
 } sws_proxy_req_opts_t;
+
+/* Whether r asks for a protocol switch the proxy tunnels: HTTP/1.1, an
+ * Upgrade field, "upgrade" among the Connection tokens, and not h2c
+ * (HTTP/2 over cleartext is ours to speak, not to tunnel: its Upgrade is
+ * dropped like any hop-by-hop field). The Upgrade value into proto. */
+int sws_proxy_req_upgrade(const sws_request_t *r, sws_str_t *proto);
 
 /* Bytes sws_proxy_req_write() writes for r and o (exact). */
 size_t sws_proxy_req_size(const sws_request_t *r, const sws_proxy_req_opts_t *o);

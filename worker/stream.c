@@ -32,6 +32,7 @@ void sws_stream_start(sws_stream_t *st, sws_conn_t *c, const sws_stream_sink_t *
     st->source_data = NULL;
     st->body = NULL;
     st->body_full = 0;
+    st->expect_continue = 0;
     st->phase = SWS_STREAM_REQUEST;
     st->no_body = 0;
     st->end_asked = 0;
@@ -179,6 +180,40 @@ static int stream_flush(sws_stream_t *st)
         return st->aborted ? -1 : 0;
     stream_file_failed(st, errno);
     return -1;
+}
+
+int sws_stream_interim(sws_stream_t *st, unsigned status, const sws_header_t *h, unsigned n)
+{
+    if (status < 100 || status > 199 || status == 101 || st->phase != SWS_STREAM_REQUEST) {
+        stream_misuse(st, "an interim answer out of place");
+        return -1;
+    }
+    if (st->sink->interim(st, status, h, n) < 0)
+        return -1;
+    if (status == 100)
+        st->expect_continue = 0; /* the client has its 100: nobody sends another */
+    return 0;
+}
+
+int sws_stream_upgrade(sws_stream_t *st, const sws_header_t *h, unsigned n,
+                       const sws_proto_ops_t *ops, void *state)
+{
+    if (st->phase != SWS_STREAM_REQUEST) {
+        stream_misuse(st, "a 101 after the head");
+        return -1;
+    }
+    if (st->sink->interim(st, 101, h, n) < 0)
+        return -1;
+    st->req.status = 101;
+    st->req.keep_alive = 0;
+    /* Never ended: the protocol keeps the exchange open (and does not
+     * finish it) until the connection closes. */
+    st->phase = SWS_STREAM_RESPONSE;
+    if (st->sink->upgrade(st, ops, state) < 0) {
+        stream_abort(st);
+        return -1;
+    }
+    return 0;
 }
 
 void sws_stream_resume(sws_stream_t *st)

@@ -54,6 +54,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "worker/proto.h"
 #include "worker/request.h"
 
 typedef struct sws_stream sws_stream_t;
@@ -89,6 +90,17 @@ typedef struct sws_stream_sink {
      * another answer replaces it (a file that cannot be read after its
      * head was written). 0, or -1 when the head already left. */
     int (*retract)(sws_stream_t *st);
+    /* An interim (1xx) head now, before the final one: status, the fields
+     * h[0..n) (and, for 101, what the protocol needs to switch: HTTP/1
+     * adds Connection: upgrade). 0, or -1 when out of memory. */
+    int (*interim)(sws_stream_t *st, unsigned status, const sws_header_t *h, unsigned n);
+    /* After a 101 went out through interim: the exchange becomes a
+     * two-way byte tunnel, run by ops/state (worker/proto.h); HTTP/1
+     * hands its connection over (sws_conn_switch_proto). The stream stays
+     * open until the connection closes, and is released (logged) then.
+     * 0, or -1 when the protocol cannot hand over (HTTP/2 will tunnel in
+     * a stream instead: RFC 8441). */
+    int (*upgrade)(sws_stream_t *st, const sws_proto_ops_t *ops, void *state);
     /* The response cannot be completed (out of memory, an unreadable
      * body): end the exchange abnormally, so that the client sees it was
      * cut (HTTP/1: close the connection after what is queued). The stream
@@ -134,6 +146,12 @@ struct sws_stream {
     void *source_data;                 /* the producer's, for its callbacks */
     const sws_stream_body_ops_t *body; /* NULL: the request body is dropped */
     uint8_t body_full;                 /* body->data said so: no reading until resumed */
+    /* The client waits for 100 Continue before it sends its body. The
+     * protocol sets it when the head is complete; the head handler that
+     * takes the body may forward the expectation and relay the upstream's
+     * own 100 (sws_stream_interim clears it); when it is still set after
+     * the head handler, the protocol answers 100 itself. */
+    uint8_t expect_continue;
 
     uint8_t phase;                     /* enum sws_stream_phase */
     uint8_t no_body;                   /* HEAD, 204, 304: body bytes are dropped */
@@ -201,6 +219,21 @@ void sws_stream_free(sws_stream_t *st, int trim);
  * aborted). */
 int sws_stream_head(sws_stream_t *st, unsigned status, const sws_header_t *h, unsigned n,
                     uint64_t length);
+
+/* An interim answer (100 Continue, 103 Early Hints) before the head:
+ * fields h[0..n) (copied). Any number of them; not 101 (that is
+ * sws_stream_upgrade). 0, or -1 (nothing sent). */
+int sws_stream_interim(sws_stream_t *st, unsigned status, const sws_header_t *h, unsigned n);
+
+/* Answer 101 with fields h[0..n) (the upstream's Upgrade among them) and
+ * hand the exchange to a tunnel: ops/state become the protocol of the
+ * client's side (worker/tunnel.h), state is theirs to free in ops->close.
+ * The stream's access log line is written when the tunnel ends, with
+ * status 101 and the bytes the tunnel moved (req.body_bytes to the
+ * client, req.request_body_bytes from it). 0, or -1 when the protocol
+ * cannot switch (nothing handed over: answer an error instead). */
+int sws_stream_upgrade(sws_stream_t *st, const sws_header_t *h, unsigned n,
+                       const sws_proto_ops_t *ops, void *state);
 
 /* Body bytes, in order, after the head (copied). Dropped for HEAD, 204 and
  * 304; bytes beyond the announced length are refused. 0, or -1 (the

@@ -5,7 +5,9 @@
  * that nothing touches the network.
  *
  * Input: byte 0 bit 0 set: the client asks HEAD, else GET, or (bit 1) a
- * POST with a 3-byte body that streams through; byte 1: where
+ * POST with a 3-byte body that streams through, or (bit 2) a GET asking
+ * for an upgrade (a 101 makes it a tunnel, ADR 0020), or (bit 3) a POST
+ * that waits for 100 Continue (forwarded as Expect); byte 1: where
  * the response is cut into two writes (the loop turns between them); the
  * rest is the response. The upstream then shuts down its side.
  *
@@ -53,6 +55,7 @@ static void build_table(void)
     Sws__Pool *pools[] = { &pool };
     Sws__Proxy px = SWS__PROXY__INIT;
     px.pool = "p";
+    px.via = "fz"; /* a Via added to what is relayed */
     Sws__Route route = SWS__ROUTE__INIT;
     route.match = SWS__ROUTE__MATCH__PREFIX;
     route.path = "/";
@@ -135,9 +138,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (size < 2)
         return 0;
-    const char *req = (data[0] & 1)   ? "HEAD / HTTP/1.1\r\nHost: f\r\n\r\n"
-                      : (data[0] & 2) ? "POST / HTTP/1.1\r\nHost: f\r\nContent-Length: 3\r\n\r\nabc"
-                                      : "GET / HTTP/1.1\r\nHost: f\r\n\r\n";
+    const char *req =
+        (data[0] & 1)   ? "HEAD / HTTP/1.1\r\nHost: f\r\n\r\n"
+        : (data[0] & 2) ? "POST / HTTP/1.1\r\nHost: f\r\nContent-Length: 3\r\n\r\nabc"
+        : (data[0] & 4) ? "GET / HTTP/1.1\r\nHost: f\r\nUpgrade: x\r\nConnection: upgrade\r\n\r\nhi"
+        : (data[0] & 8) ? "POST / HTTP/1.1\r\nHost: f\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\n"
+                        : "GET / HTTP/1.1\r\nHost: f\r\n\r\n";
     const uint8_t *resp = data + 2;
     size_t len = size - 2, cut = data[1] < len ? data[1] : len;
 

@@ -14,6 +14,20 @@ requests are answered, and `times` how many of them before it goes back to
     stall                read the request, answer nothing until stopped
     slow                 answer "ok" one byte at a time, `delay` apart
     chunked              200 with a chunked body and a trailer X-Sum
+    websocket            a WebSocket echo server (RFC 6455): 101 with
+                         Sec-WebSocket-Accept, then every message back as
+                         it came; a close frame is answered and ends it
+    echo                 the generic case, "Upgrade: echo": 101, then every
+                         byte back; after the peer's FIN, "<eof>" and a FIN
+                         of its own (a half-close passed on both ways); a
+                         line "close" makes it close at once
+    early_hints          103 Early Hints with a Link field, then "ok"
+    expect_reject        417 to a request that expects 100-continue,
+                         without reading its body
+
+A request with "Expect: 100-continue" gets "100 Continue" (with the field
+X-Continue: NAME, to show whose it is) before its body is read, except in
+mode expect_reject. `continues` counts them.
 
 What it received: `requests` (a list of Request: method, target, headers as
 a list of (name, value), body bytes and their SHA-256), `count(method)`,
@@ -80,7 +94,9 @@ class _Reader:
         data, self.buf = self.buf[:n], self.buf[n:]
         return data
 
-    def request(self):
+    def request(self, on_head=None):
+        """The next request; on_head(req), when given, runs between its
+        head and its body and returns False to leave the body unread."""
         line = self.line()
         while line == b"":
             line = self.line()
@@ -93,6 +109,8 @@ class _Reader:
             name, _, value = h.decode("latin-1").partition(":")
             headers.append((name, value.strip()))
         req = Request(method, target, version, headers, b"")
+        if on_head is not None and not on_head(req):
+            return req
         te = (req.header("Transfer-Encoding") or "").lower()
         if te == "chunked":
             body = b""
@@ -120,6 +138,7 @@ class Backend:
         self.delay = delay
         self.requests = []
         self.connections = 0
+        self.continues = 0
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         addr = "::1" if family == socket.AF_INET6 else "127.0.0.1"
@@ -193,10 +212,27 @@ class Backend:
         reader = _Reader(sock)
         try:
             while not self.stopping.is_set():
-                req = reader.request()
+                box = {}
+
+                def on_head(req):
+                    box["mode"] = mode = self._take_mode()
+                    if (req.header("Expect") or "").lower() != "100-continue":
+                        return True
+                    if mode == "expect_reject":
+                        return False
+                    sock.sendall(b"HTTP/1.1 100 Continue\r\nX-Continue: %s\r\n\r\n"
+                                 % self.name.encode())
+                    with self.lock:
+                        self.continues += 1
+                    return True
+
+                req = reader.request(on_head)
                 with self.lock:
                     self.requests.append(req)
-                if not self._answer(sock, req, self._take_mode()):
+                if box["mode"] in ("websocket", "echo"):
+                    self._tunnel(sock, reader, req, box["mode"])
+                    return
+                if not self._answer(sock, req, box["mode"]):
                     return
                 if (req.header("Connection") or "").lower() == "close":
                     return
@@ -238,11 +274,101 @@ class Backend:
                     return False
                 sock.sendall(data[i:i + 1])
             return True
+        if mode == "early_hints":
+            sock.sendall(b"HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n")
+            return self._answer(sock, req, "ok")
+        if mode == "expect_reject":
+            sock.sendall(b"HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\n"
+                         b"Connection: close\r\n\r\n")
+            return False
         if mode == "chunked":
             sock.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n"
                          + b"%x\r\n%s\r\n0\r\nX-Sum: %d\r\n\r\n" % (len(body), body, len(body)))
             return True
         raise ValueError("unknown mode %r" % mode)
+
+
+    # ---- tunnels (after a 101) ----
+
+    def _tunnel(self, sock, reader, req, mode):
+        """Answer an upgrade request with 101 and serve the protocol; a
+        request that asks for none gets the ordinary answer."""
+        want = (req.header("Upgrade") or "").lower()
+        if want != mode:
+            self._answer(sock, req, "ok")
+            return
+        head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: %s\r\nConnection: Upgrade\r\n" % mode
+        if mode == "websocket":
+            key = req.header("Sec-WebSocket-Key") or ""
+            head += "Sec-WebSocket-Accept: %s\r\n" % websocket_accept(key)
+        sock.sendall((head + "\r\n").encode())
+        if mode == "websocket":
+            self._websocket_echo(sock, reader)
+        else:
+            self._raw_echo(sock, reader)
+
+    def _raw_echo(self, sock, reader):
+        data, reader.buf = reader.buf, b""
+        while not self.stopping.is_set():
+            if data:
+                sock.sendall(data)
+                if b"close\n" in data:
+                    return
+            data = sock.recv(65536)
+            if not data:
+                sock.sendall(b"<eof>")
+                sock.shutdown(socket.SHUT_WR)
+                return
+
+    def _websocket_echo(self, sock, reader):
+        while not self.stopping.is_set():
+            opcode, payload = ws_read_frame(reader)
+            if opcode == 8:  # close: answer it, then end
+                sock.sendall(ws_frame(8, payload[:2]))
+                return
+            sock.sendall(ws_frame(opcode, payload))
+
+
+WS_GUID = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def websocket_accept(key):
+    """Sec-WebSocket-Accept for a Sec-WebSocket-Key (RFC 6455 4.2.2)."""
+    import base64
+    return base64.b64encode(hashlib.sha1((key + WS_GUID).encode()).digest()).decode()
+
+
+def ws_frame(opcode, payload, mask=None):
+    """One final frame; masked (as a client sends) when mask is 4 bytes."""
+    head = bytes([0x80 | opcode])
+    bit = 0x80 if mask else 0
+    n = len(payload)
+    if n < 126:
+        head += bytes([bit | n])
+    elif n < 65536:
+        head += bytes([bit | 126]) + struct.pack("!H", n)
+    else:
+        head += bytes([bit | 127]) + struct.pack("!Q", n)
+    if mask:
+        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+        head += mask
+    return head + payload
+
+
+def ws_read_frame(reader):
+    """(opcode, payload) of the next frame from a _Reader-like object with
+    exactly(n), unmasked."""
+    b0, b1 = reader.exactly(2)
+    n = b1 & 0x7F
+    if n == 126:
+        n = struct.unpack("!H", reader.exactly(2))[0]
+    elif n == 127:
+        n = struct.unpack("!Q", reader.exactly(8))[0]
+    mask = reader.exactly(4) if b1 & 0x80 else None
+    payload = reader.exactly(n)
+    if mask:
+        payload = bytes(b ^ mask[i % 4] for i, b in enumerate(payload))
+    return b0 & 0x0F, payload
 
 
 def main():

@@ -420,20 +420,22 @@ static void test_json_line(void **state)
     req_header(&r, "user-agent", "it/1");
     r.status = 201;
     r.body_bytes = 42;
+    r.request_body_bytes = 5;
     log_one(f, JSON, &r, "192.0.2.7", 7);
     const char *want = "{\"ts\":\"2026-11-30T02:33:30Z\",\"remote\":\"192.0.2.7\",\"method\":\"POST\","
                        "\"path\":\"/api?q=1\",\"proto\":\"HTTP/1.1\",\"status\":201,\"bytes\":42,"
-                       "\"duration_ms\":7,\"host\":\"example.com\",\"ua\":\"it/1\"}\n";
+                       "\"request_bytes\":5,\"duration_ms\":7,\"host\":\"example.com\",\"ua\":\"it/1\"}\n";
     assert_file(f->path, want);
 
     /* What the log wrote is JSON a strict reader takes, field by field. */
     json_obj_t *o = malloc(sizeof(*o));
     assert_non_null(o);
     json_parse_file(f->path, o);
-    assert_int_equal(o->n, 10);
+    assert_int_equal(o->n, 11);
     assert_json_str(o, "method", "POST", 4);
     assert_json_num(o, "status", 201);
     assert_json_num(o, "bytes", 42);
+    assert_json_num(o, "request_bytes", 5);
     assert_json_num(o, "duration_ms", 7);
     free(o);
 }
@@ -456,7 +458,7 @@ static void test_proxied_request_has_upstream_fields(void **state)
     json_obj_t *o = malloc(sizeof(*o));
     assert_non_null(o);
     json_parse_file(f->path, o);
-    assert_int_equal(o->n, 13);
+    assert_int_equal(o->n, 14);
     assert_json_str(o, "upstream_addr", "127.0.0.1:8081, [::1]:8082", 26);
     assert_json_str(o, "upstream_status", "502, 200", 8);
     assert_json_str(o, "upstream_ms", "1, 12", 5);
@@ -476,7 +478,7 @@ static void test_json_empty_fields_and_big_numbers(void **state)
     r.body_bytes = UINT64_MAX;
     log_one(f, JSON, &r, "", UINT64_MAX);
     json_parse_file(f->path, o);
-    assert_int_equal(o->n, 10);
+    assert_int_equal(o->n, 11);
     assert_json_str(o, "ts", "2026-11-30T02:33:30Z", 20);
     assert_json_str(o, "remote", "", 0);
     assert_json_str(o, "method", "GET", 3);
@@ -600,7 +602,7 @@ static void test_json_escapes_hostile_bytes(void **state)
     assert_one_json_line(got, len);
     free(got);
     json_parse_file(f->path, o);
-    assert_int_equal(o->n, 10);
+    assert_int_equal(o->n, 11);
     assert_json_str(o, "path", EVIL_TARGET, sizeof(EVIL_TARGET) - 1);
     assert_json_str(o, "host", EVIL_HOST, sizeof(EVIL_HOST) - 1);
     assert_json_str(o, "ua", EVIL_UA, sizeof(EVIL_UA) - 1);

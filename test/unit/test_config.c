@@ -766,6 +766,7 @@ static void test_pools_defaults(void **state)
     assert_int_equal(cfg->routes->hosts[0]->routes[0]->action_case, SWS__ROUTE__ACTION_PROXY);
     assert_string_equal(px->pool, "api");
     assert_string_equal(px->host_header, "");
+    assert_string_equal(px->via, ""); /* no Via unless asked */
     assert_true(protobuf_c_message_check(&cfg->base));
     sws_config_free(cfg);
 }
@@ -790,7 +791,9 @@ static void test_pools_full(void **state)
         "      - {address: backend.internal:80, state: down}\n"
         "  - {name: lc, balance: least_conn}\n"
         "hosts:\n  - name: a.test\n    routes:\n"
-        "      - {path: /, proxy: {pool: api, host_header: \"[::1]:8080\"}}\n");
+        "      - {path: /, proxy: {pool: api, host_header: \"[::1]:8080\", via: true}}\n"
+        "      - {path: /b, proxy: {pool: api, via: edge-1}}\n"
+        "      - {path: /c, proxy: {pool: api, via: false}}\n");
     Sws__Pool *pool = cfg->routes->pools[0];
 
     assert_int_equal(pool->balance, SWS__POOL__BALANCE__HASH);
@@ -812,6 +815,9 @@ static void test_pools_full(void **state)
     assert_int_equal(pool->members[1]->state, SWS__MEMBER__STATE__DOWN);
     assert_int_equal(cfg->routes->pools[1]->balance, SWS__POOL__BALANCE__LEAST_CONN);
     assert_string_equal(cfg->routes->hosts[0]->routes[0]->proxy->host_header, "[::1]:8080");
+    assert_string_equal(cfg->routes->hosts[0]->routes[0]->proxy->via, "scalws");
+    assert_string_equal(cfg->routes->hosts[0]->routes[1]->proxy->via, "edge-1");
+    assert_string_equal(cfg->routes->hosts[0]->routes[2]->proxy->via, "");
     sws_config_free(cfg);
 }
 
@@ -891,8 +897,12 @@ static void test_pool_errors(void **state)
     } proxies[] = {
         { "      - {path: /, proxy: {}}\n", "t.yaml:5:26: hosts[0].routes[0].proxy: ",
           "a proxy needs a pool" },
-        { "      - {path: /, proxy: {pool: a, via: b}}\n",
-          "t.yaml:5:36: hosts[0].routes[0].proxy.via: ", "unknown key" },
+        { "      - {path: /, proxy: {pool: a, vias: b}}\n",
+          "t.yaml:5:36: hosts[0].routes[0].proxy.vias: ", "unknown key" },
+        { "      - {path: /, proxy: {pool: a, via: \"a b\"}}\n",
+          "t.yaml:5:41: hosts[0].routes[0].proxy.via: ", "true, false or a pseudonym" },
+        { "      - {path: /, proxy: {pool: a, via: }}\n",
+          "t.yaml:5:41: hosts[0].routes[0].proxy.via: ", "true, false or a pseudonym" },
         { "      - {path: /, proxy: {pool: b}}\n", "t.yaml:5:33: hosts[0].routes[0].proxy.pool: ",
           "no pool is named \"b\"" },
         { "      - {path: /, proxy: {pool: a, host_header: \"a b\"}}\n",

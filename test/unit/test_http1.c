@@ -1385,6 +1385,176 @@ static void test_grown_output_buffer_stays_with_its_connection(void **state)
     assert_null(f->conn->rbuf); /* the read buffer still goes back */
 }
 
+
+/* ---- interim answers and the protocol switch (ADR 0020) ---- */
+
+static void early_hints_handler(sws_stream_t *st)
+{
+    static const sws_header_t link = { SWS_STR("Link"), SWS_STR("</s.css>; rel=preload") };
+    assert_int_equal(sws_stream_interim(st, 103, &link, 1), 0);
+    sws_stream_respond(st, 200, NULL, 0, "ok", 2);
+}
+
+/* A producer's 1xx goes out before its final answer, without Date, Server
+ * or framing; an HTTP/1.0 client gets none (it knows no 1xx). */
+static void test_interim_answer_goes_before_the_final_one(void **state)
+{
+    fixture_t *f = *state;
+    f->set.handler = early_hints_handler;
+    send_str(f, "GET /h" H11 "\r\n");
+    const char *hint = "HTTP/1.1 103 Early Hints\r\nLink: </s.css>; rel=preload\r\n\r\n";
+    assert_memory_equal(f->out, hint, strlen(hint));
+    assert_int_equal(strncmp(f->out + strlen(hint), "HTTP/1.1 200 OK\r\n", 17), 0);
+    f->out_len = 0;
+    f->out[0] = '\0';
+    send_str(f, "GET /h HTTP/1.0\r\n\r\n");
+    assert_int_equal(strncmp(f->out, "HTTP/1.1 200 OK\r\n", 17), 0);
+    assert_int_equal(count(f->out, " 103 "), 0);
+}
+
+static uint64_t continued_body;
+
+static int count_body(sws_stream_t *st, const char *p, size_t n)
+{
+    (void)st, (void)p;
+    continued_body += n;
+    return 0;
+}
+
+static void end_body(sws_stream_t *st)
+{
+    sws_stream_respond(st, 200, NULL, 0, "got", 3);
+}
+
+static const sws_stream_body_ops_t counting_body = { count_body, end_body };
+static sws_stream_t *waiting_stream;
+
+/* Takes the body and the expectation over, as the proxy does: the 100
+ * is the producer's to give (the upstream's, relayed). */
+static void takes_expectation(sws_stream_t *st)
+{
+    static const sws_stream_source_t waits = { NULL, NULL };
+    waiting_stream = st;
+    assert_true(st->expect_continue);
+    st->expect_continue = 0;
+    sws_stream_set_source(st, &waits, NULL);
+    sws_stream_set_body(st, &counting_body);
+}
+
+static void test_expect_100_taken_over_by_the_head_handler(void **state)
+{
+    fixture_t *f = *state;
+    continued_body = 0;
+    f->set.head_handler = takes_expectation;
+    send_str(f, "POST /e" H11 "Content-Length: 3\r\nExpect: 100-continue\r\n\r\n");
+    assert_int_equal(f->out_len, 0); /* no 100 of ours */
+    static const sws_header_t whose = { SWS_STR("X-From"), SWS_STR("upstream") };
+    assert_int_equal(sws_stream_interim(waiting_stream, 100, &whose, 1), 0);
+    pump(f);
+    assert_string_equal(f->out, "HTTP/1.1 100 Continue\r\nX-From: upstream\r\n\r\n");
+    send_str(f, "abc");
+    assert_int_equal(continued_body, 3);
+    assert_int_equal(status_at(f, 0), 200);
+    assert_int_equal(count(f->out, " 100 "), 1);
+}
+
+/* The protocol a switched connection speaks in the test: it records what
+ * it is given and echoes it upper-cased. */
+static struct switched {
+    int inits, closes, inputs;
+    int http1_released_before_close; /* the order of the closes */
+    char got[64];
+} sw;
+
+static void sw_nothing(sws_conn_t *c)
+{
+    (void)c;
+}
+
+static void sw_init(sws_conn_t *c)
+{
+    sw.inits++;
+    assert_ptr_equal(c->proto_state, &sw);
+}
+
+static void sw_input(sws_conn_t *c)
+{
+    sw.inputs++;
+    size_t n = c->rend - c->rpos;
+    if (n > sizeof(sw.got) - 1 - strlen(sw.got))
+        n = sizeof(sw.got) - 1 - strlen(sw.got);
+    strncat(sw.got, c->rbuf + c->rpos, n);
+    for (size_t i = 0; i < n; i++)
+        c->rbuf[c->rpos + i] = (char)(c->rbuf[c->rpos + i] & ~0x20);
+    assert_int_equal(sws_conn_append(c, c->rbuf + c->rpos, n), 0);
+    c->rend = c->rpos; /* the head before rpos stays */
+}
+
+static void sw_fail(sws_conn_t *c, unsigned status, const char *why)
+{
+    (void)status, (void)why;
+    sws_conn_close(c);
+}
+
+static enum sws_proto_wait sw_waiting(const sws_conn_t *c)
+{
+    (void)c;
+    return SWS_PROTO_WAIT_RESPONSE;
+}
+
+static void sw_moved(sws_conn_t *c, uintptr_t a, size_t b, const char *d, size_t e)
+{
+    (void)c, (void)a, (void)b, (void)d, (void)e;
+}
+
+static sws_shm_counters_t *sw_counters;
+
+static void sw_close(sws_conn_t *c)
+{
+    (void)c;
+    sw.closes++;
+    sw.http1_released_before_close = sw_counters->requests > 0;
+}
+
+static const sws_proto_ops_t switched_proto = {
+    0, sw_nothing, sw_init, sw_input, sw_input, sw_fail, sw_waiting, sw_moved, sw_close,
+    sw_nothing,
+};
+
+static void switching_handler(sws_stream_t *st)
+{
+    static const sws_header_t up = { SWS_STR("Upgrade"), SWS_STR("shout") };
+    assert_int_equal(sws_stream_upgrade(st, &up, 1, &switched_proto, &sw), 0);
+}
+
+/* A 101 hands the connection to another protocol (sws_conn_switch_proto):
+ * the 101 goes first with Connection: upgrade, the bytes after it are the
+ * new protocol's, and the exchange is logged once the connection closes,
+ * after the new protocol's close. */
+static void test_upgrade_switches_the_connection(void **state)
+{
+    fixture_t *f = *state;
+    memset(&sw, 0, sizeof(sw));
+    sw_counters = &f->counters;
+    f->set.handler = switching_handler;
+    send_str(f, "GET /s" H11 "Upgrade: shout\r\nConnection: upgrade\r\n\r\nhello");
+    const char *head = "HTTP/1.1 101 Switching Protocols\r\nConnection: upgrade\r\n"
+                       "Upgrade: shout\r\n\r\n";
+    assert_memory_equal(f->out, head, strlen(head));
+    assert_int_equal(sw.inits, 1);
+    assert_ptr_equal(f->conn->proto, &switched_proto);
+    send_str(f, " there");
+    assert_string_equal(sw.got, "hello there");
+    assert_string_equal(f->out + strlen(head), "HELLO\0THERE");
+    assert_int_equal(f->counters.requests, 0); /* not over yet */
+    sws_conn_close(f->conn);
+    assert_int_equal(sw.closes, 1);
+    assert_false(sw.http1_released_before_close);
+    assert_int_equal(f->counters.requests, 1);
+    assert_ptr_equal(f->conn->proto, &sws_http1_proto); /* for the connection's reuse */
+    assert_int_equal(f->set.inflight, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1403,6 +1573,11 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_chunked_without_and_with_trailers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expect_100_continue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_expect_100_taken_over_by_the_head_handler, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_interim_answer_goes_before_the_final_one, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_upgrade_switches_the_connection, setup, teardown),
         cmocka_unit_test_setup_teardown(test_expect_too_large_is_413_without_100, setup, teardown),
         cmocka_unit_test_setup_teardown(test_other_expectation_is_417, setup, teardown),
         cmocka_unit_test_setup_teardown(test_limit_request_line_414, setup, teardown),

@@ -80,12 +80,75 @@ static void test_forwarded_for_named_by_connection(void **state)
     assert_non_null(strstr(out, "\r\nX-Forwarded-For: ::1\r\n"));
 }
 
+
+/* An upgrade keeps its Upgrade and gets "Connection: upgrade", and only
+ * those: what else the client's Connection names is still dropped; the
+ * size stays exact with the expectation and Via added. */
+static void test_upgrade_expect_and_via_fields(void **state)
+{
+    (void)state;
+    sws_request_t r = { 0 };
+    r.method = SWS_STR("GET");
+    r.path = SWS_STR("/ws");
+    r.version_major = r.version_minor = 1;
+    r.headers[0] = (sws_header_t){ SWS_STR("Connection"), SWS_STR("keep-alive, Upgrade, X-Hop") };
+    r.headers[1] = (sws_header_t){ SWS_STR("Upgrade"), SWS_STR("websocket") };
+    r.headers[2] = (sws_header_t){ SWS_STR("X-Hop"), SWS_STR("1") };
+    r.headers[3] = (sws_header_t){ SWS_STR("Via"), SWS_STR("1.0 fred") };
+    r.headers[4] = (sws_header_t){ SWS_STR("Expect"), SWS_STR("100-continue") };
+    r.headers[5] = (sws_header_t){ SWS_STR("via"), SWS_STR("1.1 p.example") };
+    r.nheaders = 6;
+    sws_proxy_req_opts_t o = { .client_ip = SWS_STR("::1") };
+    assert_true(sws_proxy_req_upgrade(&r, &o.upgrade));
+    assert_int_equal(o.upgrade.len, 9);
+    o.expect_continue = 1;
+    o.via = SWS_STR("scalws");
+    char out[1024];
+    size_t n = sws_proxy_req_size(&r, &o);
+    memset(out, 0, sizeof(out));
+    assert_int_equal(sws_proxy_req_write(out, &r, &o), n);
+    assert_int_equal(strlen(out), n);
+    assert_string_equal(out, "GET /ws HTTP/1.1\r\nConnection: upgrade\r\nUpgrade: websocket\r\n"
+                             "Expect: 100-continue\r\nVia: 1.0 fred, 1.1 p.example, 1.1 scalws\r\n"
+                             "X-Forwarded-For: ::1\r\nX-Forwarded-Proto: http\r\n"
+                             "X-Real-IP: ::1\r\n\r\n");
+    /* Without the options: no Upgrade, no Expect, the client's Via as it came. */
+    sws_proxy_req_opts_t plain = { .client_ip = SWS_STR("::1") };
+    out[sws_proxy_req_write(out, &r, &plain)] = '\0';
+    assert_null(strstr(out, "pgrade"));
+    assert_null(strstr(out, "Expect"));
+    assert_non_null(strstr(out, "\r\nVia: 1.0 fred\r\nvia: 1.1 p.example\r\n"));
+}
+
+/* Which requests are tunnelled: HTTP/1.1, Upgrade, "upgrade" among the
+ * Connection tokens, not h2c. */
+static void test_which_upgrades_are_tunnelled(void **state)
+{
+    (void)state;
+    sws_request_t r = { 0 };
+    sws_str_t proto;
+    r.version_major = r.version_minor = 1;
+    r.headers[0] = (sws_header_t){ SWS_STR("Upgrade"), SWS_STR("echo") };
+    r.nheaders = 1;
+    assert_false(sws_proxy_req_upgrade(&r, &proto)); /* no Connection: upgrade */
+    r.headers[1] = (sws_header_t){ SWS_STR("Connection"), SWS_STR("UPGRADE") };
+    r.nheaders = 2;
+    assert_true(sws_proxy_req_upgrade(&r, &proto));
+    r.version_minor = 0;
+    assert_false(sws_proxy_req_upgrade(&r, &proto));
+    r.version_minor = 1;
+    r.headers[0].value = SWS_STR("H2C");
+    assert_false(sws_proxy_req_upgrade(&r, &proto));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_request_size_is_exact),
         cmocka_unit_test(test_forwarded_for_appends_and_host_passes),
         cmocka_unit_test(test_forwarded_for_named_by_connection),
+        cmocka_unit_test(test_upgrade_expect_and_via_fields),
+        cmocka_unit_test(test_which_upgrades_are_tunnelled),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

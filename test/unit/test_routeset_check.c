@@ -47,6 +47,7 @@ static Sws__RouteSet *fixture(void)
     r->proxy = NEW(Sws__Proxy, SWS__PROXY__INIT);
     r->proxy->pool = strdup("p");
     r->proxy->host_header = strdup("api.internal:8080");
+    r->proxy->via = strdup("scalws");
     pool = NEW(Sws__Pool, SWS__POOL__INIT);
     pool->name = strdup("p");
     pool->balance = SWS__POOL__BALANCE__HASH;
@@ -276,6 +277,10 @@ static void host_header_crlf(Sws__RouteSet *rs)
 {
     set(&route(rs, 3)->proxy->host_header, "a\r\nX-Evil: 1");
 }
+static void via_crlf(Sws__RouteSet *rs)
+{
+    set(&route(rs, 3)->proxy->via, "x\r\nX-Evil: 1");
+}
 static void name_star_inside(Sws__RouteSet *rs)
 {
     set(&rs->hosts[0]->names[0], "a.*.test");
@@ -405,6 +410,8 @@ static const struct refusal_case {
       "\"a b\": may contain only letters, digits, '-', '_' and '.'" },
     { "host_header with CRLF", host_header_crlf, "hosts[0].routes[3].proxy.host_header",
       "\"a\r\nX-Evil: 1\": may contain only letters, digits, '-', '_' and '.'" },
+    { "via not a token", via_crlf, "hosts[0].routes[3].proxy.via",
+      "\"x\r\nX-Evil: 1\": a pseudonym is a token of at most 64 bytes" },
     { "'*' inside", name_star_inside, "hosts[0].names[0]",
       "\"a.*.test\": a wildcard must be \"*.\" followed by a name" },
     { "port in name", name_port, "hosts[1].names[0]",

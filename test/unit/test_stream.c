@@ -52,6 +52,8 @@ static struct sink {
     char trailers[128];
     int fail_reads;       /* file(): refuse with EIO this many times */
     int retracts, aborts;
+    char interims[64];    /* "NNN," for each interim head, in order */
+    const void *switched; /* the state an upgrade handed over */
     int fd_seen;          /* the fd a file range came from */
 } sink;
 
@@ -135,6 +137,21 @@ static int fake_retract(sws_stream_t *st)
     return sink.got == 0 ? 0 : -1;
 }
 
+static int fake_interim(sws_stream_t *st, unsigned status, const sws_header_t *h, unsigned n)
+{
+    (void)st, (void)h, (void)n;
+    size_t at = strlen(sink.interims);
+    snprintf(sink.interims + at, sizeof(sink.interims) - at, "%u,", status);
+    return 0;
+}
+
+static int fake_upgrade(sws_stream_t *st, const sws_proto_ops_t *ops, void *state)
+{
+    (void)st, (void)ops;
+    sink.switched = state;
+    return 0;
+}
+
 static void fake_abort(sws_stream_t *st)
 {
     (void)st;
@@ -147,6 +164,8 @@ static const sws_stream_sink_t fake_sink = {
     .file = fake_file,
     .end = fake_end,
     .retract = fake_retract,
+    .interim = fake_interim,
+    .upgrade = fake_upgrade,
     .abort = fake_abort,
 };
 
@@ -421,6 +440,39 @@ static void test_respond_body_is_paced_in_order(void **state)
     assert_int_equal(sink.ends, 1);
 }
 
+/* Interim answers go to the sink before the head, any number of them; a
+ * 100 answers the client's wait (expect_continue); none after the head,
+ * and 101 only as an upgrade, which hands the state over and logs the
+ * exchange as 101 when it is released. */
+static void test_interim_answers_and_the_upgrade(void **state)
+{
+    fixture_t *f = *state;
+    sws_stream_t *st = &f->st;
+    static int tunnel_state;
+    sws_stream_start(st, &f->conn, &fake_sink);
+    st->expect_continue = 1;
+    assert_int_equal(sws_stream_interim(st, 103, NULL, 0), 0);
+    assert_true(st->expect_continue);
+    assert_int_equal(sws_stream_interim(st, 100, NULL, 0), 0);
+    assert_false(st->expect_continue);
+    assert_int_equal(sws_stream_interim(st, 101, NULL, 0), -1); /* that is an upgrade */
+    assert_int_equal(sws_stream_interim(st, 200, NULL, 0), -1);
+    sws_stream_respond(st, 204, NULL, 0, NULL, 0);
+    assert_int_equal(sws_stream_interim(st, 103, NULL, 0), -1); /* after the head */
+    assert_string_equal(sink.interims, "103,100,");
+    sws_stream_release(st);
+
+    sws_stream_start(st, &f->conn, &fake_sink);
+    assert_int_equal(sws_stream_upgrade(st, NULL, 0, &sws_http1_proto, &tunnel_state), 0);
+    assert_string_equal(sink.interims, "103,100,101,");
+    assert_ptr_equal(sink.switched, &tunnel_state);
+    assert_int_equal(st->req.status, 101);
+    assert_false(sws_stream_ended(st)); /* open until the connection closes */
+    unsigned before = f->counters.requests;
+    sws_stream_release(st);
+    assert_int_equal(f->counters.requests, before + 1);
+}
+
 /* HEAD: the head GET would get, no body byte. */
 static void test_respond_head_has_length_and_no_body(void **state)
 {
@@ -592,6 +644,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_request_with_a_body_is_routed_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reload_during_the_body_routes_in_the_new_generation,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_interim_answers_and_the_upgrade, setup, teardown),
         cmocka_unit_test_setup_teardown(test_respond_head_has_length_and_no_body, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_redirect_is_a_location_field, setup, teardown),

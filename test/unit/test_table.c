@@ -246,6 +246,7 @@ static Sws__RouteSet *actions_fixture(void)
     r->proxy = NEW(Sws__Proxy, SWS__PROXY__INIT);
     r->proxy->pool = strdup("backend");
     r->proxy->host_header = strdup("api.internal");
+    r->proxy->via = strdup("edge");
     return rs;
 }
 
@@ -308,8 +309,10 @@ static void check_actions(const sws_table_t *t)
     assert_int_equal(m[1].state, SWS__MEMBER__STATE__DRAINING);
     assert_int_equal(sws_table_pool(t, 0)->nmembers, 0);
     assert_tstr(t, r->host_header, "api.internal");
+    assert_tstr(t, r->via, "edge");
     r = sws_table_lookup(t, "other.test", 10, "/old/x", 6);
     assert_tstr(t, r->host_header, ""); /* not a proxy route */
+    assert_tstr(t, r->via, "");
 }
 
 /* A pool with every setting given, one with none: the table holds each
