@@ -1,4 +1,4 @@
-"""Upgrade tunnels through the proxy (issue 7, ADR 0018): a WebSocket echo
+"""Upgrade tunnels through the proxy (issue 7, ADR 0020): a WebSocket echo
 backend and a raw "Upgrade: echo" backend (backend.py) behind scalwsd;
 handshake, messages both ways (one larger than every buffer on the way),
 the client's close, the upstream's close, a half-close, a non-101 answer,
