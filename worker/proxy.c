@@ -57,6 +57,7 @@ typedef struct proxy {
     uint8_t got_byte;             /* a response byte came in this attempt */
     uint8_t paused;               /* stopped reading: the stream is blocked */
     uint8_t send_waited;          /* the request did not go out in one go */
+    uint8_t read_full;            /* the last read filled rbuf: the socket may hold more */
     uint8_t has_body;             /* the client's body streams through us */
     uint8_t body_chunked;         /* ... re-framed in chunks (its length is unknown) */
     uint8_t body_ended;           /* the client's body is complete (and framed) */
@@ -381,7 +382,10 @@ static void completed(proxy_t *p, int reusable)
     sws_upstream_disarm(u);
     /* A 502-504 relayed (no retry was left) is the member's failure too. */
     report(p, p->status >= 502 && p->status <= 504 ? SWS_UPSTREAM_FAILED : SWS_UPSTREAM_OK);
-    if (reusable && p->req_sent == p->req_len && llhttp_should_keep_alive(&p->parser))
+    /* A pooled connection is trusted to have nothing unread (its events
+     * tell of what comes later): after a short read it has not. */
+    if (reusable && p->req_sent == p->req_len && llhttp_should_keep_alive(&p->parser) &&
+        (!p->read_full || sws_upstream_drained(u)))
         sws_upstream_put(u);
     else
         sws_upstream_close(u);
@@ -446,9 +450,11 @@ static void read_response(proxy_t *p)
             failed(p, F_INVALID, "response head or trailers too large");
             return;
         }
-        ssize_t n = recv(p->u->io.fd, p->rbuf + p->rlen, SWS_PROXY_BUF - p->rlen, 0);
+        size_t want = SWS_PROXY_BUF - p->rlen;
+        ssize_t n = recv(p->u->io.fd, p->rbuf + p->rlen, want, 0);
         if (n > 0) {
             p->got_byte = 1;
+            p->read_full = (size_t)n == want;
             sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
             if (parse(p, p->rlen, (size_t)n) < 0)
                 return;
