@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -91,8 +92,10 @@ typedef struct proxy {
     sws_defer_t kick;             /* send body bytes that came in the client's turn */
     char *rbuf;                   /* SWS_PROXY_BUF bytes */
     size_t rlen;                  /* rbuf[0, rlen) was handed to llhttp and is still referenced */
-    sws_header_t fields[SWS_PROXY_MAX_FIELDS];
     unsigned nfields;
+    /* Last: 4 KiB that proxy_start does not clear (fields[0, nfields) are
+     * written before they are read). */
+    sws_header_t fields[SWS_PROXY_MAX_FIELDS];
 } proxy_t;
 
 static void attempt(proxy_t *p);
@@ -142,13 +145,13 @@ static int on_header_value(llhttp_t *hp, const char *at, size_t len)
 
 /* Fields of the response the protocol layer writes itself, or that
  * describe the upstream connection only. */
-static int response_drops(const proxy_t *p, sws_str_t name)
+static int response_drops(const sws_proxy_conn_tokens_t *ct, sws_str_t name)
 {
     const sws_http_token_t *t = sws_http_token_find(name.p, name.len);
     if (t != NULL && (t->flags & (SWS_TKF_HOP_BY_HOP | SWS_TKF_FRAMING)))
         return 1;
     return sws_str_caseeq_lit(name, "date") || sws_str_caseeq_lit(name, "server") ||
-           sws_proxy_connection_names(p->fields, p->nfields, name);
+           sws_proxy_conn_tokens_name(ct, name);
 }
 
 /* p->fields minus what response_drops() names, values without trailing
@@ -156,12 +159,14 @@ static int response_drops(const proxy_t *p, sws_str_t name)
 static unsigned relayed_fields(proxy_t *p, sws_header_t *out)
 {
     unsigned n = 0;
+    sws_proxy_conn_tokens_t ct;
+    sws_proxy_conn_tokens_init(&ct, p->fields, p->nfields);
     for (unsigned i = 0; i < p->nfields; i++) {
         sws_header_t *hd = &p->fields[i];
         while (hd->value.len > 0 &&
                (hd->value.p[hd->value.len - 1] == ' ' || hd->value.p[hd->value.len - 1] == '\t'))
             hd->value.len--;
-        if (!response_drops(p, hd->name))
+        if (!response_drops(&ct, hd->name))
             out[n++] = *hd;
     }
     return n;
@@ -277,15 +282,17 @@ static sws_upstream_pool_t *pool_now(proxy_t *p)
     return sws_upstream_pools_find(p->pools, p->pool, p->pool_len, p->pool_hint);
 }
 
-/* item, after ", " when list has one already; an item that does not fit
- * is left out (the list stays whole entries). */
-static void list_add(char *list, const char *item)
+/* item[0, n), after ", " when list has one already; an item that does
+ * not fit is left out (the list stays whole entries). Once per attempt on
+ * every proxied request: no printf. */
+static void list_add(char *list, const char *item, size_t n)
 {
     size_t len = strlen(list);
     size_t sep = len > 0 ? 2 : 0;
-    if (len + sep + strlen(item) >= SWS_REQUEST_UPSTREAM_TEXT)
+    if (len + sep + n >= SWS_REQUEST_UPSTREAM_TEXT)
         return;
-    snprintf(list + len, SWS_REQUEST_UPSTREAM_TEXT - len, "%s%s", sep ? ", " : "", item);
+    char *o = sws_put(list + len, ", ", sep);
+    *sws_put(o, item, n) = '\0';
 }
 
 /* The attempt's entry for the access log (request.h). */
@@ -295,15 +302,14 @@ static void log_attempt(proxy_t *p)
     if (p->logged)
         return;
     p->logged = 1;
-    char num[SWS_FMT_U64_MAX + 1];
-    list_add(u->addr, p->cur_text);
+    char num[SWS_FMT_U64_MAX];
+    list_add(u->addr, p->cur_text, strlen(p->cur_text));
     if (p->status != 0)
-        *sws_put_u64(num, p->status) = '\0';
+        list_add(u->status, num, (size_t)(sws_put_u64(num, p->status) - num));
     else
-        memcpy(num, "-", 2);
-    list_add(u->status, num);
-    *sws_put_u64(num, sws_loop_now_ms(p->ups->loop) - p->attempt_ms) = '\0';
-    list_add(u->ms, num);
+        list_add(u->status, "-", 1);
+    uint64_t ms = sws_loop_now_ms(p->ups->loop) - p->attempt_ms;
+    list_add(u->ms, num, (size_t)(sws_put_u64(num, ms) - num));
 }
 
 /* Tell the balancer how the attempt on the member picked went: once per
@@ -724,17 +730,6 @@ static const sws_stream_body_ops_t proxy_body = {
     .end = body_end,
 };
 
-/* How the client frames its body, from the fields the protocol checked
- * (one chunked Transfer-Encoding, or one valid Content-Length). */
-static void body_framing(const sws_request_t *r, int *chunked, uint64_t *length)
-{
-    const sws_str_t *cl = sws_request_header(r, "content-length");
-    *chunked = sws_request_header(r, "transfer-encoding") != NULL;
-    *length = 0;
-    for (size_t i = 0; cl != NULL && !*chunked && i < cl->len; i++)
-        *length = *length * 10 + (uint64_t)(cl->p[i] - '0');
-}
-
 static int method_idempotent(uint8_t m)
 {
     return m == HTTP_GET || m == HTTP_HEAD || m == HTTP_OPTIONS || m == HTTP_PUT ||
@@ -793,18 +788,34 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     };
     sws_str_t key = { NULL, 0 };
     int has_key = request_key(pool, r, &key);
-    if (streams_body)
-        body_framing(r, &o.chunked, &o.body_len);
-    size_t req_len = sws_proxy_req_size(r, &o);
-    proxy_t *p = malloc(sizeof(*p) + req_len + SWS_PROXY_BUF + name.len + 1 + key.len);
+    if (streams_body) {
+        o.chunked = r->body_chunked;
+        o.body_len = r->body_length;
+    }
+    /* The head is written once, into room that holds it (the size hint);
+     * only a hint too small (never seen) costs a second walk. */
+    size_t room = sws_proxy_req_size_hint(r, &o), req_len = 0;
+    proxy_t *p = NULL;
+    for (int tries = 0; tries < 2; tries++) {
+        p = malloc(sizeof(*p) + room + SWS_PROXY_BUF + name.len + 1 + key.len);
+        if (p == NULL)
+            break;
+        req_len = sws_proxy_req_write_in((char *)(p + 1), room, r, &o);
+        if (req_len <= room)
+            break;
+        free(p);
+        p = NULL;
+        room = req_len;
+    }
     if (p == NULL) {
         sws_log_error("client %s: out of memory for a proxied request (500)", peer);
         sws_stream_error(st, 500);
         return;
     }
-    memset(p, 0, sizeof(*p));
+    memset(p, 0, offsetof(proxy_t, fields));
     p->req = (char *)(p + 1);
-    p->rbuf = p->req + req_len;
+    p->req_len = req_len;
+    p->rbuf = p->req + room;
     p->pool = p->rbuf + SWS_PROXY_BUF;
     memcpy(p->pool, name.p, name.len);
     p->pool[name.len] = '\0';
@@ -821,10 +832,9 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     p->pools = &ctx->pools;
     p->retries = pool->retries;
     p->conf = pool->conf;
-    snprintf(p->cur_text, sizeof(p->cur_text), "-");
+    memcpy(p->cur_text, "-", sizeof("-"));
     p->idempotent = (uint8_t)method_idempotent(r->method_id);
     p->is_head = r->is_head;
-    p->req_len = sws_proxy_req_write(p->req, r, &o);
     sws_defer_init(&p->kick, body_kick);
     sws_stream_set_source(st, &proxy_source, p);
     if (streams_body) {

@@ -320,8 +320,13 @@ void sws_upstream_close_idle(sws_upstream_set_t *s, uint64_t member_id)
 
 void sws_upstream_arm(sws_upstream_conn_t *u, enum sws_upstream_timer which)
 {
+    /* Armed several times per request: the queue found last time serves
+     * while the duration is the same (a queue's never changes). */
+    sws_timer_queue_t *q = u->q[which];
+    if (q == NULL || q->duration_ms != u->conf.timeout_ms[which])
+        q = u->q[which] = queue_for(u->set, u->conf.timeout_ms[which]);
     u->timer_which = (uint8_t)which;
-    sws_timer_arm(u->set->loop, queue_for(u->set, u->conf.timeout_ms[which]), &u->timer);
+    sws_timer_arm(u->set->loop, q, &u->timer);
 }
 
 void sws_upstream_disarm(sws_upstream_conn_t *u)

@@ -100,6 +100,7 @@ struct sws_upstream_conn {
     sws_upstream_set_t *set;
     uint64_t member_id;
     sws_upstream_conf_t conf;      /* the holder's pool's: sws_upstream_configure */
+    sws_timer_queue_t *q[SWS_UPSTREAM_T_COUNT]; /* by timer: the queue last armed in; NULL: none */
     const sws_upstream_ops_t *ops; /* the holder's; NULL while idle */
     void *data;                    /* the holder's */
     sws_upstream_conn_t *prev, *next; /* idle list of its member; `next`: the closed list */
