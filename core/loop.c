@@ -201,12 +201,24 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
         return errno == EINTR ? 0 : -1;
     if (loop->wake != NULL)
         loop->wake(loop, loop->wake_data);
-    for (int i = 0; i < n; i++) {
-        sws_io_t *io = loop->events[i].data.ptr;
-        io->cb(io, loop->events[i].events);
+    loop->nevents = n;
+    for (loop->next_event = 0; loop->next_event < n;) {
+        struct epoll_event *ev = &loop->events[loop->next_event++];
+        sws_io_t *io = ev->data.ptr;
+        io->cb(io, ev->events);
     }
     expire_timers(loop);
     run_deferred(loop);
+    return 0;
+}
+
+int sws_loop_io_pending(const sws_loop_t *loop, const sws_io_t *io)
+{
+    if (loop->nevents == SWS_LOOP_MAX_EVENTS)
+        return 1;
+    for (int i = loop->next_event; i < loop->nevents; i++)
+        if (loop->events[i].data.ptr == io)
+            return 1;
     return 0;
 }
 

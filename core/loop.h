@@ -77,6 +77,8 @@ struct sws_loop {
     int epfd;
     int stop;                     /* set by anyone: sws_loop_run returns */
     int busy;                     /* the last epoll_wait returned events */
+    int nevents;                  /* events[next_event, nevents) are not dispatched yet */
+    int next_event;
     uint64_t now_ms;              /* monotonic, updated each iteration */
     time_t wall_sec;              /* CLOCK_REALTIME seconds at now_ms */
     char http_date[SWS_HTTP_DATE_BUF]; /* "Mon, 30 Nov 2026 02:33:30 GMT", for wall_sec */
@@ -118,6 +120,14 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms);
 
 /* Iterate until loop->stop is set. 0, or -1 on an epoll error. */
 int sws_loop_run(sws_loop_t *loop);
+
+/* Whether io may have an event the loop has not dispatched yet: one later
+ * in the batch being dispatched, or one still in the kernel because the
+ * last epoll_wait filled its array. 0 means every readiness change of io
+ * that happened before the last epoll_wait has reached its callback: a
+ * caller can trust what its callbacks saw without a system call (the
+ * upstream pool's reuse check, worker/upstream_conn.h). */
+int sws_loop_io_pending(const sws_loop_t *loop, const sws_io_t *io);
 
 /* Refresh now_ms, wall_sec and http_date from the clocks. */
 void sws_loop_update_time(sws_loop_t *loop);

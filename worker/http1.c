@@ -618,6 +618,8 @@ static unsigned check_framing(sws_conn_t *c, const known_headers_t *k, const cha
     }
     h->chunked = (p->flags & F_CHUNKED) != 0;
     uint64_t length = (p->flags & F_CONTENT_LENGTH) ? p->content_length : 0;
+    r->body_chunked = h->chunked;
+    r->body_length = h->chunked ? 0 : length;
     if (length > c->set->settings->max_body_size) {
         *why = "request body too large";
         return 413;

@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <netinet/in.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +59,7 @@ typedef struct proxy {
     uint8_t got_byte;             /* a response byte came in this attempt */
     uint8_t paused;               /* stopped reading: the stream is blocked */
     uint8_t send_waited;          /* the request did not go out in one go */
+    uint8_t read_full;            /* the last read filled rbuf: the socket may hold more */
     uint8_t has_body;             /* the client's body streams through us */
     uint8_t body_chunked;         /* ... re-framed in chunks (its length is unknown) */
     uint8_t body_ended;           /* the client's body is complete (and framed) */
@@ -94,8 +96,10 @@ typedef struct proxy {
     sws_defer_t kick;             /* send body bytes that came in the client's turn */
     char *rbuf;                   /* SWS_PROXY_BUF bytes */
     size_t rlen;                  /* rbuf[0, rlen) was handed to llhttp and is still referenced */
-    sws_header_t fields[SWS_PROXY_MAX_FIELDS];
     unsigned nfields;
+    /* Last: 4 KiB that proxy_start does not clear (fields[0, nfields) are
+     * written before they are read). */
+    sws_header_t fields[SWS_PROXY_MAX_FIELDS];
 } proxy_t;
 
 static void attempt(proxy_t *p);
@@ -145,13 +149,13 @@ static int on_header_value(llhttp_t *hp, const char *at, size_t len)
 
 /* Fields of the response the protocol layer writes itself, or that
  * describe the upstream connection only. */
-static int response_drops(const proxy_t *p, sws_str_t name)
+static int response_drops(const sws_proxy_conn_tokens_t *ct, sws_str_t name)
 {
     const sws_http_token_t *t = sws_http_token_find(name.p, name.len);
     if (t != NULL && (t->flags & (SWS_TKF_HOP_BY_HOP | SWS_TKF_FRAMING)))
         return 1;
     return sws_str_caseeq_lit(name, "date") || sws_str_caseeq_lit(name, "server") ||
-           sws_proxy_connection_names(p->fields, p->nfields, name);
+           sws_proxy_conn_tokens_name(ct, name);
 }
 
 /* Room for the fields relayed and those the proxy adds (Upgrade, Via). */
@@ -171,12 +175,14 @@ static unsigned add_via(const proxy_t *p, sws_header_t *out, unsigned n)
 static unsigned relayed_fields(proxy_t *p, sws_header_t *out)
 {
     unsigned n = 0;
+    sws_proxy_conn_tokens_t ct;
+    sws_proxy_conn_tokens_init(&ct, p->fields, p->nfields);
     for (unsigned i = 0; i < p->nfields; i++) {
         sws_header_t *hd = &p->fields[i];
         while (hd->value.len > 0 &&
                (hd->value.p[hd->value.len - 1] == ' ' || hd->value.p[hd->value.len - 1] == '\t'))
             hd->value.len--;
-        if (!response_drops(p, hd->name))
+        if (!response_drops(&ct, hd->name))
             out[n++] = *hd;
     }
     return n;
@@ -310,15 +316,17 @@ static sws_upstream_pool_t *pool_now(proxy_t *p)
     return sws_upstream_pools_find(p->pools, p->pool, p->pool_len, p->pool_hint);
 }
 
-/* item, after ", " when list has one already; an item that does not fit
- * is left out (the list stays whole entries). */
-static void list_add(char *list, const char *item)
+/* item[0, n), after ", " when list has one already; an item that does
+ * not fit is left out (the list stays whole entries). Once per attempt on
+ * every proxied request: no printf. */
+static void list_add(char *list, const char *item, size_t n)
 {
     size_t len = strlen(list);
     size_t sep = len > 0 ? 2 : 0;
-    if (len + sep + strlen(item) >= SWS_REQUEST_UPSTREAM_TEXT)
+    if (len + sep + n >= SWS_REQUEST_UPSTREAM_TEXT)
         return;
-    snprintf(list + len, SWS_REQUEST_UPSTREAM_TEXT - len, "%s%s", sep ? ", " : "", item);
+    char *o = sws_put(list + len, ", ", sep);
+    *sws_put(o, item, n) = '\0';
 }
 
 /* The attempt's entry for the access log (request.h). */
@@ -328,15 +336,14 @@ static void log_attempt(proxy_t *p)
     if (p->logged)
         return;
     p->logged = 1;
-    char num[SWS_FMT_U64_MAX + 1];
-    list_add(u->addr, p->cur_text);
+    char num[SWS_FMT_U64_MAX];
+    list_add(u->addr, p->cur_text, strlen(p->cur_text));
     if (p->status != 0)
-        *sws_put_u64(num, p->status) = '\0';
+        list_add(u->status, num, (size_t)(sws_put_u64(num, p->status) - num));
     else
-        memcpy(num, "-", 2);
-    list_add(u->status, num);
-    *sws_put_u64(num, sws_loop_now_ms(p->ups->loop) - p->attempt_ms) = '\0';
-    list_add(u->ms, num);
+        list_add(u->status, "-", 1);
+    uint64_t ms = sws_loop_now_ms(p->ups->loop) - p->attempt_ms;
+    list_add(u->ms, num, (size_t)(sws_put_u64(num, ms) - num));
 }
 
 /* Tell the balancer how the attempt on the member picked went: once per
@@ -416,9 +423,12 @@ static void completed(proxy_t *p, int reusable)
     /* A 502-504 relayed (no retry was left) is the member's failure too. */
     report(p, p->status >= 502 && p->status <= 504 ? SWS_UPSTREAM_FAILED : SWS_UPSTREAM_OK);
     /* An answer that came before all of the body went out leaves the
-     * connection in the middle of a request. */
+     * connection in the middle of a request; a pooled connection is trusted
+     * to have nothing unread (its events tell of what comes later): after a
+     * short read it has not. */
     int sent_all = p->req_sent == p->req_len && (!p->has_body || (p->body_ended && p->bsent == p->blen));
-    if (reusable && sent_all && llhttp_should_keep_alive(&p->parser))
+    if (reusable && sent_all && llhttp_should_keep_alive(&p->parser) &&
+        (!p->read_full || sws_upstream_drained(u)))
         sws_upstream_put(u);
     else
         sws_upstream_close(u);
@@ -527,9 +537,11 @@ static void read_response(proxy_t *p)
             failed(p, F_INVALID, "response head or trailers too large");
             return;
         }
-        ssize_t n = recv(p->u->io.fd, p->rbuf + p->rlen, SWS_PROXY_BUF - p->rlen, 0);
+        size_t want = SWS_PROXY_BUF - p->rlen;
+        ssize_t n = recv(p->u->io.fd, p->rbuf + p->rlen, want, 0);
         if (n > 0) {
             p->got_byte = 1;
+            p->read_full = (size_t)n == want;
             sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
             if (parse(p, p->rlen, (size_t)n) < 0)
                 return;
@@ -802,17 +814,6 @@ static const sws_stream_body_ops_t proxy_body = {
     .end = body_end,
 };
 
-/* How the client frames its body, from the fields the protocol checked
- * (one chunked Transfer-Encoding, or one valid Content-Length). */
-static void body_framing(const sws_request_t *r, int *chunked, uint64_t *length)
-{
-    const sws_str_t *cl = sws_request_header(r, "content-length");
-    *chunked = sws_request_header(r, "transfer-encoding") != NULL;
-    *length = 0;
-    for (size_t i = 0; cl != NULL && !*chunked && i < cl->len; i++)
-        *length = *length * 10 + (uint64_t)(cl->p[i] - '0');
-}
-
 static int method_idempotent(uint8_t m)
 {
     return m == HTTP_GET || m == HTTP_HEAD || m == HTTP_OPTIONS || m == HTTP_PUT ||
@@ -872,8 +873,10 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     };
     sws_str_t key = { NULL, 0 };
     int has_key = request_key(pool, r, &key);
-    if (streams_body)
-        body_framing(r, &o.chunked, &o.body_len);
+    if (streams_body) {
+        o.chunked = r->body_chunked;
+        o.body_len = r->body_length;
+    }
     /* A switch is tunnelled when asked for without a body (what would
      * follow the body on the connection is not ours to frame); an upgrade
      * with a body is an ordinary request, its Upgrade dropped. */
@@ -883,18 +886,32 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     o.expect_continue = streams_body && st->expect_continue;
     if (o.expect_continue)
         st->expect_continue = 0;
-    size_t req_len = sws_proxy_req_size(r, &o);
     static const char via_version[] = "1.1 ";
     size_t via_len = o.via.len > 0 ? SWS_LIT_LEN(via_version) + o.via.len : 0;
-    proxy_t *p = malloc(sizeof(*p) + req_len + SWS_PROXY_BUF + name.len + 1 + key.len + via_len);
+    /* The head is written once, into room that holds it (the size hint);
+     * only a hint too small (never seen) costs a second walk. */
+    size_t room = sws_proxy_req_size_hint(r, &o), req_len = 0;
+    proxy_t *p = NULL;
+    for (int tries = 0; tries < 2; tries++) {
+        p = malloc(sizeof(*p) + room + SWS_PROXY_BUF + name.len + 1 + key.len + via_len);
+        if (p == NULL)
+            break;
+        req_len = sws_proxy_req_write_in((char *)(p + 1), room, r, &o);
+        if (req_len <= room)
+            break;
+        free(p);
+        p = NULL;
+        room = req_len;
+    }
     if (p == NULL) {
         sws_log_error("client %s: out of memory for a proxied request (500)", peer);
         sws_stream_error(st, 500);
         return;
     }
-    memset(p, 0, sizeof(*p));
+    memset(p, 0, offsetof(proxy_t, fields));
     p->req = (char *)(p + 1);
-    p->rbuf = p->req + req_len;
+    p->req_len = req_len;
+    p->rbuf = p->req + room;
     p->pool = p->rbuf + SWS_PROXY_BUF;
     memcpy(p->pool, name.p, name.len);
     p->pool[name.len] = '\0';
@@ -916,11 +933,10 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     p->pools = &ctx->pools;
     p->retries = pool->retries;
     p->conf = pool->conf;
-    snprintf(p->cur_text, sizeof(p->cur_text), "-");
+    memcpy(p->cur_text, "-", sizeof("-"));
     p->idempotent = (uint8_t)method_idempotent(r->method_id);
     p->is_head = r->is_head;
     p->upgrade = (uint8_t)upgrade;
-    p->req_len = sws_proxy_req_write(p->req, r, &o);
     sws_defer_init(&p->kick, body_kick);
     sws_stream_set_source(st, &proxy_source, p);
     if (streams_body) {

@@ -1,19 +1,23 @@
 /* The request a proxy sends upstream (proxy_req.h). */
 #include "worker/proxy_req.h"
 
+#include <stdint.h>
+
 #include "core/fmt.h"
 #include "core/http_token.h"
 
-/* A writer that counts when out is NULL: one walk serves the size and the
- * write, so the size is exact (STYLE: one computation for both paths). */
+/* A writer that counts what does not fit in out (all of it when out is
+ * NULL): one walk serves the size and the write, so the size is exact
+ * (STYLE: one computation for both paths). */
 typedef struct emit {
     char *o;
     size_t n;
+    size_t cap; /* o has room for cap bytes; what goes beyond is counted only */
 } emit_t;
 
 static void put(emit_t *e, const char *p, size_t n)
 {
-    if (e->o != NULL)
+    if (e->o != NULL && e->n <= e->cap && n <= e->cap - e->n)
         memcpy(e->o + e->n, p, n);
     e->n += n;
 }
@@ -44,7 +48,10 @@ static int is_ows(char ch)
     return ch == ' ' || ch == '\t';
 }
 
-int sws_proxy_connection_names(const sws_header_t *h, unsigned n, sws_str_t name)
+/* Call each(tok, arg) for each token of the Connection values of h[0..n)
+ * until it returns nonzero; that value, or 0. */
+static int connection_tokens(const sws_header_t *h, unsigned n,
+                             int (*each)(sws_str_t tok, void *arg), void *arg)
 {
     for (unsigned i = 0; i < n; i++) {
         if (!sws_str_caseeq_lit(h[i].name, "connection"))
@@ -56,12 +63,53 @@ int sws_proxy_connection_names(const sws_header_t *h, unsigned n, sws_str_t name
             const char *t = p;
             while (p < end && *p != ',' && !is_ows(*p))
                 p++;
-            if (p > t && sws_str_caseeq(name, (sws_str_t){ t, (size_t)(p - t) }))
-                return 1;
+            int r = p > t ? each((sws_str_t){ t, (size_t)(p - t) }, arg) : 0;
+            if (r != 0)
+                return r;
             while (p < end && *p != ',')
                 p++;
         }
     }
+    return 0;
+}
+
+static int token_is(sws_str_t tok, void *name)
+{
+    return sws_str_caseeq(tok, *(const sws_str_t *)name);
+}
+
+int sws_proxy_connection_names(const sws_header_t *h, unsigned n, sws_str_t name)
+{
+    return connection_tokens(h, n, token_is, &name);
+}
+
+static int token_keep(sws_str_t tok, void *arg)
+{
+    sws_proxy_conn_tokens_t *t = arg;
+    if (t->n == SWS_PROXY_CONN_TOKENS)
+        return 1; /* full: the caller asks the fields */
+    t->tok[t->n++] = tok;
+    return 0;
+}
+
+void sws_proxy_conn_tokens_init(sws_proxy_conn_tokens_t *t, const sws_header_t *h, unsigned n)
+{
+    t->n = 0;
+    t->h = NULL;
+    t->nh = 0;
+    if (connection_tokens(h, n, token_keep, t) != 0) {
+        t->h = h;
+        t->nh = n;
+    }
+}
+
+int sws_proxy_conn_tokens_name(const sws_proxy_conn_tokens_t *t, sws_str_t name)
+{
+    if (t->h != NULL)
+        return sws_proxy_connection_names(t->h, t->nh, name);
+    for (unsigned i = 0; i < t->n; i++)
+        if (sws_str_caseeq(t->tok[i], name))
+            return 1;
     return 0;
 }
 
@@ -74,13 +122,13 @@ static int is_replaced(sws_str_t name)
            sws_str_caseeq_lit(name, "x-forwarded-host") || sws_str_caseeq_lit(name, "x-real-ip");
 }
 
-int sws_proxy_req_drops(const sws_request_t *r, sws_str_t name)
+/* Whether the field named name, of token t (NULL: none), is dropped. */
+static int drops(const sws_proxy_conn_tokens_t *ct, const sws_http_token_t *t, sws_str_t name)
 {
-    const sws_http_token_t *t = sws_http_token_find(name.p, name.len);
     if (t != NULL && ((t->flags & SWS_TKF_HOP_BY_HOP) || t->id == SWS_TK_HOST ||
                       t->id == SWS_TK_CONTENT_LENGTH || t->id == SWS_TK_EXPECT))
         return 1;
-    return is_replaced(name) || sws_proxy_connection_names(r->headers, r->nheaders, name);
+    return is_replaced(name) || sws_proxy_conn_tokens_name(ct, name);
 }
 
 int sws_proxy_req_upgrade(const sws_request_t *r, sws_str_t *proto)
@@ -110,25 +158,21 @@ static void emit_via(emit_t *e, const sws_header_t *h, unsigned n, sws_str_t pse
     put_str(e, pseudonym);
 }
 
-static int has_framing(const sws_request_t *r)
+int sws_proxy_req_drops(const sws_request_t *r, sws_str_t name)
 {
-    for (unsigned i = 0; i < r->nheaders; i++) {
-        const sws_http_token_t *t = sws_http_token_find(r->headers[i].name.p,
-                                                        r->headers[i].name.len);
-        if (t != NULL && (t->id == SWS_TK_CONTENT_LENGTH || t->id == SWS_TK_TRANSFER_ENCODING))
-            return 1;
-    }
-    return 0;
+    sws_proxy_conn_tokens_t ct;
+    sws_proxy_conn_tokens_init(&ct, r->headers, r->nheaders);
+    return drops(&ct, sws_http_token_find(name.p, name.len), name);
 }
 
 /* X-Forwarded-For: what the client's fields said, in order, then the
  * client's own address (as nginx's $proxy_add_x_forwarded_for). A field
  * named by Connection is hop-by-hop and does not count. */
-static void put_forwarded_for(emit_t *e, const sws_request_t *r, const sws_proxy_req_opts_t *o)
+static void put_forwarded_for(emit_t *e, const sws_request_t *r, const sws_proxy_req_opts_t *o,
+                              const sws_proxy_conn_tokens_t *ct)
 {
     PUT_LIT(e, "X-Forwarded-For: ");
-    int conn_named = sws_proxy_connection_names(r->headers, r->nheaders,
-                                                SWS_STR("x-forwarded-for"));
+    int conn_named = sws_proxy_conn_tokens_name(ct, SWS_STR("x-forwarded-for"));
     for (unsigned i = 0; i < r->nheaders && !conn_named; i++) {
         if (!sws_str_caseeq_lit(r->headers[i].name, "x-forwarded-for") ||
             r->headers[i].value.len == 0)
@@ -153,10 +197,17 @@ static void emit_request(emit_t *e, const sws_request_t *r, const sws_proxy_req_
     sws_str_t host = o->host_header.len > 0 ? o->host_header : r->host;
     if (host.len > 0)
         put_field(e, SWS_STR("Host"), host);
-    for (unsigned i = 0; i < r->nheaders; i++)
-        if (!sws_proxy_req_drops(r, r->headers[i].name) &&
-            !(o->via.len > 0 && sws_str_caseeq_lit(r->headers[i].name, "via")))
-            put_field(e, r->headers[i].name, r->headers[i].value);
+    sws_proxy_conn_tokens_t ct;
+    sws_proxy_conn_tokens_init(&ct, r->headers, r->nheaders);
+    int framed = 0;
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        const sws_header_t *hd = &r->headers[i];
+        const sws_http_token_t *t = sws_http_token_find(hd->name.p, hd->name.len);
+        if (t != NULL && (t->id == SWS_TK_CONTENT_LENGTH || t->id == SWS_TK_TRANSFER_ENCODING))
+            framed = 1;
+        if (!drops(&ct, t, hd->name) && !(o->via.len > 0 && sws_str_caseeq_lit(hd->name, "via")))
+            put_field(e, hd->name, hd->value);
+    }
     if (o->upgrade.len > 0) {
         PUT_LIT(e, "Connection: upgrade\r\n");
         put_field(e, SWS_STR("Upgrade"), o->upgrade);
@@ -168,14 +219,14 @@ static void emit_request(emit_t *e, const sws_request_t *r, const sws_proxy_req_
         emit_via(e, r->headers, r->nheaders, o->via);
         PUT_LIT(e, "\r\n");
     }
-    put_forwarded_for(e, r, o);
+    put_forwarded_for(e, r, o, &ct);
     put_field(e, SWS_STR("X-Forwarded-Proto"), o->tls ? SWS_STR("https") : SWS_STR("http"));
     if (r->host.len > 0)
         put_field(e, SWS_STR("X-Forwarded-Host"), r->host);
     put_field(e, SWS_STR("X-Real-IP"), o->client_ip);
     if (o->chunked) {
         PUT_LIT(e, "Transfer-Encoding: chunked\r\n");
-    } else if (o->body_len > 0 || has_framing(r)) {
+    } else if (o->body_len > 0 || framed) {
         PUT_LIT(e, "Content-Length: ");
         put_u64(e, o->body_len);
         PUT_LIT(e, "\r\n");
@@ -185,14 +236,32 @@ static void emit_request(emit_t *e, const sws_request_t *r, const sws_proxy_req_
 
 size_t sws_proxy_req_size(const sws_request_t *r, const sws_proxy_req_opts_t *o)
 {
-    emit_t e = { NULL, 0 };
-    emit_request(&e, r, o);
-    return e.n;
+    return sws_proxy_req_write_in(NULL, 0, r, o);
 }
 
 size_t sws_proxy_req_write(char *out, const sws_request_t *r, const sws_proxy_req_opts_t *o)
 {
-    emit_t e = { out, 0 };
+    return sws_proxy_req_write_in(out, SIZE_MAX, r, o);
+}
+
+size_t sws_proxy_req_write_in(char *out, size_t cap, const sws_request_t *r,
+                              const sws_proxy_req_opts_t *o)
+{
+    emit_t e = { out, 0, cap };
     emit_request(&e, r, o);
     return e.n;
+}
+
+size_t sws_proxy_req_size_hint(const sws_request_t *r, const sws_proxy_req_opts_t *o)
+{
+    /* Our own lines: the request line's and the fields' fixed text, a
+     * Content-Length of 20 digits. */
+    size_t n = 192 + r->method.len + r->path.len + r->query.len + o->host_header.len +
+               2 * r->host.len + 2 * o->client_ip.len;
+    /* Connection: upgrade, Upgrade, Expect and our Via (the client's Via
+     * values are counted with the fields). */
+    n += 64 + o->upgrade.len + o->via.len;
+    for (unsigned i = 0; i < r->nheaders; i++)
+        n += r->headers[i].name.len + r->headers[i].value.len + SWS_LIT_LEN(": \r\n");
+    return n;
 }

@@ -62,6 +62,17 @@ size_t sws_proxy_req_size(const sws_request_t *r, const sws_proxy_req_opts_t *o)
 /* Write the head into out (sws_proxy_req_size bytes); returns its length. */
 size_t sws_proxy_req_write(char *out, const sws_request_t *r, const sws_proxy_req_opts_t *o);
 
+/* The same in one walk where the size is not known yet: writes the head
+ * into out[0, cap) when it fits and returns its length either way; a
+ * length above cap means out holds nothing usable (write again with that
+ * much room). */
+size_t sws_proxy_req_write_in(char *out, size_t cap, const sws_request_t *r,
+                              const sws_proxy_req_opts_t *o);
+
+/* Room that holds the head for r and o (the client's fields plus ours, a
+ * little more): the cap to try sws_proxy_req_write_in with. */
+size_t sws_proxy_req_size_hint(const sws_request_t *r, const sws_proxy_req_opts_t *o);
+
 /* Whether a field named name is dropped when forwarding r (see the top):
  * also used by the tests. */
 int sws_proxy_req_drops(const sws_request_t *r, sws_str_t name);
@@ -70,5 +81,19 @@ int sws_proxy_req_drops(const sws_request_t *r, sws_str_t name);
  * (comma-separated tokens, ASCII case-insensitive): such a field is
  * hop-by-hop (RFC 9110 7.6.1), in a request or a response. */
 int sws_proxy_connection_names(const sws_header_t *h, unsigned n, sws_str_t name);
+
+/* The same question for every field of one message: the Connection
+ * values' tokens, gathered once (asking sws_proxy_connection_names per
+ * field walks every field again: quadratic). Borrows h until done. */
+#define SWS_PROXY_CONN_TOKENS 16
+typedef struct sws_proxy_conn_tokens {
+    sws_str_t tok[SWS_PROXY_CONN_TOKENS];
+    unsigned n;
+    const sws_header_t *h; /* more tokens than tok holds: h[0..nh) is asked */
+    unsigned nh;
+} sws_proxy_conn_tokens_t;
+
+void sws_proxy_conn_tokens_init(sws_proxy_conn_tokens_t *t, const sws_header_t *h, unsigned n);
+int sws_proxy_conn_tokens_name(const sws_proxy_conn_tokens_t *t, sws_str_t name);
 
 #endif

@@ -66,6 +66,11 @@ typedef struct sws_request {
     sws_header_t headers[SWS_REQUEST_MAX_HEADERS];
     unsigned nheaders;
 
+    /* The body's framing, as the protocol checked it (HTTP/1: a single
+     * chunked Transfer-Encoding, or one valid Content-Length). */
+    uint8_t body_chunked;           /* chunked: its length is unknown */
+    uint64_t body_length;           /* Content-Length; 0 when chunked or none */
+
     uint64_t start_ms;              /* loop time when the first byte arrived */
 
     /* Filled by the stream, read by the access log. */

@@ -191,8 +191,16 @@ void sws_upstream_set_close(sws_upstream_set_t *s)
 }
 
 /* Whether an idle connection is still usable: no FIN and no stray byte
- * arrived (both make it unusable for a new request). */
+ * arrived (both make it unusable for a new request). Its events say so
+ * (any event closes an idle connection, a FIN seen while it was held keeps
+ * it out of the pool): only when the loop may still hold one for it is
+ * the socket asked, with a MSG_PEEK read (docs/adr/0021). */
 static int idle_usable(sws_upstream_conn_t *u)
+{
+    return !sws_loop_io_pending(u->set->loop, &u->io) || sws_upstream_drained(u);
+}
+
+int sws_upstream_drained(sws_upstream_conn_t *u)
 {
     char b;
     ssize_t n = recv(u->io.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -312,8 +320,13 @@ void sws_upstream_close_idle(sws_upstream_set_t *s, uint64_t member_id)
 
 void sws_upstream_arm(sws_upstream_conn_t *u, enum sws_upstream_timer which)
 {
+    /* Armed several times per request: the queue found last time serves
+     * while the duration is the same (a queue's never changes). */
+    sws_timer_queue_t *q = u->q[which];
+    if (q == NULL || q->duration_ms != u->conf.timeout_ms[which])
+        q = u->q[which] = queue_for(u->set, u->conf.timeout_ms[which]);
     u->timer_which = (uint8_t)which;
-    sws_timer_arm(u->set->loop, queue_for(u->set, u->conf.timeout_ms[which]), &u->timer);
+    sws_timer_arm(u->set->loop, q, &u->timer);
 }
 
 void sws_upstream_disarm(sws_upstream_conn_t *u)
@@ -324,7 +337,9 @@ void sws_upstream_disarm(sws_upstream_conn_t *u)
 void sws_upstream_put(sws_upstream_conn_t *u)
 {
     sws_upstream_set_t *s = u->set;
-    if (u->conf.keepalive == 0) {
+    /* A FIN reported while it was held is not reported again (edge-
+     * triggered): the connection would look usable. */
+    if (u->conf.keepalive == 0 || u->peer_closed) {
         conn_free(u);
         return;
     }
@@ -361,6 +376,8 @@ static void conn_on_io(sws_io_t *io, uint32_t events)
     sws_upstream_conn_t *u = sws_container_of(io, sws_upstream_conn_t, io);
     if (u->closed)
         return;
+    if (events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+        u->peer_closed = 1;
     if (u->ops != NULL) {
         u->ops->on_event(u, events);
         return;

@@ -18,10 +18,12 @@
  * connections survive table generations; at most `keepalive` per member
  * (the oldest is closed when one more comes back). An idle connection is
  * watched: any event on it (the upstream closed it, or sent bytes nobody
- * asked for) or its idle timer closes it. Before one is handed out again
- * a MSG_PEEK read checks that no FIN or byte arrived since the last loop
- * iteration, so a request is not written to a connection the upstream has
- * already closed.
+ * asked for) or its idle timer closes it, and one whose FIN was reported
+ * while it was held never joins the pool. So a connection handed out again
+ * costs no system call: only when the loop may still hold an event for it
+ * (later in the batch being dispatched, or a full batch) does a MSG_PEEK
+ * read check that no FIN or byte arrived, so that a request is not written
+ * to a connection the upstream has already closed (docs/adr/0021).
  *
  * Timers: one per connection: connect, send (between two writes that made
  * progress), read (between two reads that brought bytes), idle. A timer
@@ -94,9 +96,11 @@ struct sws_upstream_conn {
     uint8_t timer_which;           /* enum sws_upstream_timer of the armed timer */
     uint8_t connecting;            /* connect() in progress */
     uint8_t closed;                /* fd closed; freed with the set's closed list */
+    uint8_t peer_closed;           /* an event said FIN, HUP or error: never reused */
     sws_upstream_set_t *set;
     uint64_t member_id;
     sws_upstream_conf_t conf;      /* the holder's pool's: sws_upstream_configure */
+    sws_timer_queue_t *q[SWS_UPSTREAM_T_COUNT]; /* by timer: the queue last armed in; NULL: none */
     const sws_upstream_ops_t *ops; /* the holder's; NULL while idle */
     void *data;                    /* the holder's */
     sws_upstream_conn_t *prev, *next; /* idle list of its member; `next`: the closed list */
@@ -161,10 +165,17 @@ void sws_upstream_arm(sws_upstream_conn_t *u, enum sws_upstream_timer which);
 void sws_upstream_disarm(sws_upstream_conn_t *u);
 
 /* Give back a connection after a complete exchange that left it usable
- * (keep-alive, nothing unread): it joins its member's idle pool, or is
+ * (keep-alive, nothing unread: the holder read until a read returned less
+ * than it asked for, so that any byte coming later brings an event): it
+ * joins its member's idle pool, or is
  * closed when the pool is full (the oldest idle one goes first while
  * more than conf.keepalive are idle). */
 void sws_upstream_put(sws_upstream_conn_t *u);
+
+/* Whether nothing (no byte, no FIN) waits in the socket now: one MSG_PEEK
+ * read, for a holder whose last read filled its buffer before it gives
+ * the connection back. */
+int sws_upstream_drained(sws_upstream_conn_t *u);
 
 /* Take a connected, non-blocking fd as an idle connection to member_id
  * (tests and the fuzz target: one end of a socketpair stands for an

@@ -56,6 +56,54 @@ static void test_io_watcher_fires_on_readable(void **state)
     sws_loop_close(&loop);
 }
 
+/* Two watchers made readable before one wait: the first one's callback
+ * sees the second's event still to come, and its own as dispatched. */
+static pipe_watch_t *pending_other;
+static int pending_seen[2];
+static sws_loop_t *pending_loop;
+
+static void on_pipe_pending(sws_io_t *io, uint32_t events)
+{
+    on_pipe(io, events);
+    if (pending_other != NULL) {
+        pending_seen[0] = sws_loop_io_pending(pending_loop, &pending_other->io);
+        pending_seen[1] = sws_loop_io_pending(pending_loop, io);
+        pending_other = NULL;
+    }
+}
+
+static void test_io_pending_names_events_later_in_the_batch(void **state)
+{
+    (void)state;
+    sws_loop_t loop;
+    int a[2], b[2];
+    assert_int_equal(sws_loop_init(&loop), 0);
+    assert_int_equal(pipe2(a, O_NONBLOCK), 0);
+    assert_int_equal(pipe2(b, O_NONBLOCK), 0);
+    pipe_watch_t wa = { .io = { .fd = a[0], .cb = on_pipe_pending } };
+    pipe_watch_t wb = { .io = { .fd = b[0], .cb = on_pipe } };
+    assert_int_equal(sws_loop_add(&loop, &wa.io, EPOLLIN | EPOLLET), 0);
+    assert_int_equal(sws_loop_add(&loop, &wb.io, EPOLLIN | EPOLLET), 0);
+    /* The ready list keeps the order in which the two became readable. */
+    assert_int_equal(write(a[1], "x", 1), 1);
+    assert_int_equal(write(b[1], "y", 1), 1);
+    pending_loop = &loop;
+    pending_other = &wb;
+    assert_int_equal(sws_loop_run_once(&loop, 1000), 0);
+    assert_int_equal(wa.fired, 1);
+    assert_int_equal(wb.fired, 1);
+    assert_int_equal(pending_seen[0], 1); /* b's event came after a's */
+    assert_int_equal(pending_seen[1], 0); /* a's own is being dispatched */
+    /* After the batch, nothing is pending. */
+    assert_int_equal(sws_loop_io_pending(&loop, &wa.io), 0);
+    assert_int_equal(sws_loop_io_pending(&loop, &wb.io), 0);
+    close(a[0]);
+    close(a[1]);
+    close(b[0]);
+    close(b[1]);
+    sws_loop_close(&loop);
+}
+
 /* The order of one iteration's callbacks, as letters: t(ick), w(ake),
  * e(vent). */
 static char seq[16];
@@ -273,6 +321,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_io_watcher_fires_on_readable),
+        cmocka_unit_test(test_io_pending_names_events_later_in_the_batch),
         cmocka_unit_test(test_wake_runs_after_waiting_before_events),
         cmocka_unit_test(test_timer_queue_fires_in_arm_order_and_rearm_moves),
         cmocka_unit_test(test_timer_not_due_does_not_fire),

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
@@ -51,6 +52,63 @@ typedef struct fixture {
     size_t out_len;
     int eof;
 } fixture_t;
+
+/* ---- a counting shim: the MSG_PEEK reads the proxy makes, and the
+ * reads and writes on the sockets a test watches ---- */
+
+static unsigned peeks;
+static int watched[2] = { -1, -1 }; /* the server's ends: client, upstream */
+static unsigned io_calls[2];
+
+static void count_io(int fd)
+{
+    for (int i = 0; i < 2; i++)
+        if (fd >= 0 && fd == watched[i])
+            io_calls[i]++;
+}
+
+typedef ssize_t (*recv_fn)(int, void *, size_t, int);
+typedef ssize_t (*send_fn)(int, const void *, size_t, int);
+typedef ssize_t (*read_fn)(int, void *, size_t);
+typedef ssize_t (*write_fn)(int, const void *, size_t);
+
+ssize_t recv(int fd, void *buf, size_t len, int flags)
+{
+    static recv_fn real;
+    if (real == NULL)
+        real = (recv_fn)dlsym(RTLD_NEXT, "recv");
+    if (flags & MSG_PEEK)
+        peeks++;
+    count_io(fd);
+    return real(fd, buf, len, flags);
+}
+
+ssize_t send(int fd, const void *buf, size_t len, int flags)
+{
+    static send_fn real;
+    if (real == NULL)
+        real = (send_fn)dlsym(RTLD_NEXT, "send");
+    count_io(fd);
+    return real(fd, buf, len, flags);
+}
+
+ssize_t read(int fd, void *buf, size_t len)
+{
+    static read_fn real;
+    if (real == NULL)
+        real = (read_fn)dlsym(RTLD_NEXT, "read");
+    count_io(fd);
+    return real(fd, buf, len);
+}
+
+ssize_t write(int fd, const void *buf, size_t len)
+{
+    static write_fn real;
+    if (real == NULL)
+        real = (write_fn)dlsym(RTLD_NEXT, "write");
+    count_io(fd);
+    return real(fd, buf, len);
+}
 
 /* ---- setup ---- */
 
@@ -378,6 +436,92 @@ static void test_idle_connection_closed_by_upstream_is_dropped(void **state)
     client_send(f, GET("/two"));
     fd = up_serve(f, 0, OK5);
     assert_int_equal(count(f->out, "200 OK"), 2);
+    close(fd);
+}
+
+/* The loop delivered every event of the idle connection (none came): it
+ * is taken again without a system call. */
+static void test_reused_upstream_connection_costs_no_peek(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, GET("/one"));
+    int fd = up_serve(f, 0, OK5);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    rr_reset(f);
+    peeks = 0;
+    client_send(f, GET("/two"));
+    up_read_head(f, fd, req, sizeof(req));
+    assert_true(strncmp(req, "GET /two ", 9) == 0);
+    assert_int_equal(peeks, 0);
+    up_write(f, fd, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    close(fd);
+}
+
+/* A keep-alive request on a pooled connection costs four reads and
+ * writes: the client's request read once (a short read means drained: no
+ * read until the next edge), written upstream once, the answer read once
+ * (it ended: no read until EAGAIN) and written to the client once. */
+static void test_keepalive_request_costs_one_read_and_write_each_way(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, GET("/one"));
+    int fd = up_serve(f, 0, OK5);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    rr_reset(f);
+    watched[0] = f->conn->io.fd;
+    watched[1] = f->ctx.upstreams.buckets->head->io.fd;
+    io_calls[0] = io_calls[1] = 0;
+    client_send(f, GET("/two"));
+    up_read_head(f, fd, req, sizeof(req));
+    up_write(f, fd, OK5);
+    watched[0] = watched[1] = -1;
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    assert_int_equal(io_calls[0], 2); /* the request in, the answer out */
+    assert_int_equal(io_calls[1], 2); /* the request out, the answer in */
+    close(fd);
+}
+
+/* The upstream's FIN came with its answer, in one event: nothing reports
+ * it again, so the connection never joins the pool. */
+static void test_fin_with_the_answer_keeps_connection_out_of_pool(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    client_send(f, GET("/one"));
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_head(f, fd, req, sizeof(req));
+    assert_int_equal(write(fd, OK5, strlen(OK5)), (ssize_t)strlen(OK5));
+    assert_int_equal(shutdown(fd, SHUT_WR), 0);
+    pump(f);
+    assert_int_equal(count(f->out, "200 OK"), 1);
+    assert_int_equal(f->ctx.upstreams.nidle, 0);
+    assert_true(up_closed(fd));
+    close(fd);
+}
+
+/* The idle connection's FIN is in the same batch as the request that
+ * would take it, after it: the socket is asked (one MSG_PEEK), and the
+ * request goes on a new connection to the same member. */
+static void test_idle_connection_closed_in_the_same_batch_is_not_reused(void **state)
+{
+    fixture_t *f = *state;
+    client_send(f, GET("/one"));
+    int fd = up_serve(f, 0, OK5);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    rr_reset(f);
+    peeks = 0;
+    const char *two = GET("/two");
+    assert_int_equal(write(f->client, two, strlen(two)), (ssize_t)strlen(two));
+    close(fd);
+    pump(f);
+    assert_int_equal(peeks, 1);
+    fd = up_serve(f, 0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    assert_int_equal(up_accept(f, 1), -1);
     close(fd);
 }
 
@@ -1110,6 +1254,14 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_keepalive_upstream_connection_is_reused, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_reused_upstream_connection_costs_no_peek, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_keepalive_request_costs_one_read_and_write_each_way,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_fin_with_the_answer_keeps_connection_out_of_pool,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_idle_connection_closed_in_the_same_batch_is_not_reused,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_connection_closed_by_upstream_is_dropped, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_chunked_response_with_trailers, setup, teardown),

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #include "worker/proxy_req.h"
@@ -36,6 +37,15 @@ static void test_request_size_is_exact(void **state)
     assert_string_equal(out, "PUT /p?a=b HTTP/1.1\r\nHost: backend.internal\r\nX-C: 3\r\n"
                              "X-Forwarded-For: ::1\r\nX-Forwarded-Proto: https\r\n"
                              "X-Forwarded-Host: h\r\nX-Real-IP: ::1\r\nContent-Length: 7\r\n\r\n");
+    /* One walk: into the hinted room it fits; into less room nothing is
+     * written past it and the length says how much is needed. */
+    char one[1024];
+    assert_true(sws_proxy_req_size_hint(&r, &o) >= n);
+    assert_int_equal(sws_proxy_req_write_in(one, sws_proxy_req_size_hint(&r, &o), &r, &o), n);
+    assert_memory_equal(one, out, n);
+    memset(one, 'z', sizeof(one));
+    assert_int_equal(sws_proxy_req_write_in(one, 10, &r, &o), n);
+    assert_int_equal(one[10], 'z');
 }
 
 /* X-Forwarded-For carries every value the client's fields held, in
@@ -141,6 +151,36 @@ static void test_which_upgrades_are_tunnelled(void **state)
     assert_false(sws_proxy_req_upgrade(&r, &proto));
 }
 
+/* The tokens of several Connection fields, gathered once, name what the
+ * fields name; with more tokens than the array holds, every one still
+ * counts (the fields are asked). */
+static void test_connection_tokens_gathered_once(void **state)
+{
+    (void)state;
+    sws_header_t h[3] = {
+        { SWS_STR("Connection"), SWS_STR("keep-alive, X-One") },
+        { SWS_STR("X-One"), SWS_STR("1") },
+        { SWS_STR("connection"), SWS_STR(" x-two ,") },
+    };
+    sws_proxy_conn_tokens_t ct;
+    sws_proxy_conn_tokens_init(&ct, h, 3);
+    assert_true(sws_proxy_conn_tokens_name(&ct, SWS_STR("x-one")));
+    assert_true(sws_proxy_conn_tokens_name(&ct, SWS_STR("X-TWO")));
+    assert_true(sws_proxy_conn_tokens_name(&ct, SWS_STR("Keep-Alive")));
+    assert_false(sws_proxy_conn_tokens_name(&ct, SWS_STR("x-on")));
+    assert_false(sws_proxy_conn_tokens_name(&ct, SWS_STR("connection")));
+
+    /* Tokens t0 ... t19: more than SWS_PROXY_CONN_TOKENS. */
+    char many[256] = "";
+    for (int i = 0; i < SWS_PROXY_CONN_TOKENS + 4; i++)
+        snprintf(many + strlen(many), sizeof(many) - strlen(many), "%st%d", i ? "," : "", i);
+    sws_header_t m[1] = { { SWS_STR("Connection"), { many, strlen(many) } } };
+    sws_proxy_conn_tokens_init(&ct, m, 1);
+    assert_true(sws_proxy_conn_tokens_name(&ct, SWS_STR("t0")));
+    assert_true(sws_proxy_conn_tokens_name(&ct, SWS_STR("t19")));
+    assert_false(sws_proxy_conn_tokens_name(&ct, SWS_STR("t20")));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -149,6 +189,7 @@ int main(void)
         cmocka_unit_test(test_forwarded_for_named_by_connection),
         cmocka_unit_test(test_upgrade_expect_and_via_fields),
         cmocka_unit_test(test_which_upgrades_are_tunnelled),
+        cmocka_unit_test(test_connection_tokens_gathered_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
