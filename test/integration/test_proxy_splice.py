@@ -221,6 +221,8 @@ class ProxySplice(ServerTestCase):
         c.send(b"GET /%d/%s HTTP/1.1\r\nHost: x\r\n\r\n" % (50 * MIB, framing.encode()))
         self.assertEqual(c.read_head().status, 200)
         self.held_back()
+        self.assertEqual(pipes_held(self.worker) > 0, framing == "length",
+                         "the body did not take the path the test is about")
         c.close()
         # A pooled connection would stay open: the backend would never see it end.
         poll(lambda: self.backend.peer_closed > 0, timeout=scale(10),
