@@ -23,8 +23,8 @@
  *   - above the write high-water mark (or while a file body is pending)
  *     parsing of further pipelined requests stops until the output drains;
  *   - one event reads at most SWS_CONN_READS_PER_RUN times and writes at
- *     most about SWS_CONN_SEND_PER_RUN bytes (queued output and file
- *     ranges alike: a relay refilling the output as fast as the client
+ *     most about SWS_CONN_SEND_PER_RUN bytes (queued output, file and pipe
+ *     ranges, and a producer's sws_conn_write_through alike: a relay refilling the output as fast as the client
  *     takes it is held like a sendfile); input still waiting, or room for
  *     more, is then reported again in the next loop iteration.
  *

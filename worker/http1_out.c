@@ -180,10 +180,17 @@ static size_t sink_room_bytes(const sws_stream_t *st)
     if (!sink_room(c))
         return 0;
     size_t room = SWS_CONN_OUT_HWM - (c->olen - c->osent);
-    /* A chunk's framing goes into the output too; never 0 while sink_room
-     * holds, or nothing would call the producer again. */
+    /* Chunk framing goes into the output too. Bytes read from a chunked
+     * upstream carry their own framing, about as long as ours, except for
+     * the first piece (the rest of a chunk begun in an earlier read) and
+     * the reservation of the last (CHUNK_FRAMING_MAX): two framings' worth
+     * keeps a read's output within the mark. Never 0 while sink_room
+     * holds, or nothing would call the producer again: so the last few
+     * bytes below the mark are read one at a time, and one of them may
+     * pass the mark by its framing (the buffer then doubles, and shrinks
+     * once drained: a cost the chunked copy path still has). */
     if (sws_http1_of(c)->out_chunked)
-        room = room > CHUNK_FRAMING_MAX ? room - CHUNK_FRAMING_MAX : 1;
+        room = room > 2 * CHUNK_FRAMING_MAX ? room - 2 * CHUNK_FRAMING_MAX : 1;
     return room;
 }
 

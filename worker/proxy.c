@@ -26,9 +26,9 @@
 #define BODY_HWM (64u * 1024)
 
 /* A response body announced at least this long goes by splice(2) from the
- * upstream to the client (ADR 0018): below it, the pipe's system calls
- * cost more than the copy they save (HAProxy's splice-auto and nginx's
- * sendfile thresholds draw the same line). */
+ * upstream to the client (ADR 0018): below a few reads, the pipe's own
+ * calls (splice in, splice out, FIONREAD) cost about what the copy saves
+ * (docs/benchmarks/2026-12-01-proxy-splice.md). */
 #define SPLICE_MIN (64u * 1024)
 
 enum phase {
@@ -240,7 +240,8 @@ static int on_headers_complete(llhttp_t *hp)
 static int on_body(llhttp_t *hp, const char *at, size_t len)
 {
     proxy_t *p = hp->data;
-    p->body_left -= p->splicing ? len : 0; /* what came with the head */
+    if (p->splicing)
+        p->body_left -= len; /* what came with the head is copied */
     if (sws_stream_write(p->st, at, len) < 0)
         return refuse(p, F_CLIENT, "the client's stream refused the body");
     return 0;
