@@ -33,14 +33,15 @@ int sws_pipe_get(sws_pipe_cache_t *pc, sws_pipe_t *out, char *err, size_t errlen
     return 0;
 }
 
-void sws_pipe_put(sws_pipe_cache_t *pc, sws_pipe_t *pp)
+void sws_pipe_put(sws_pipe_cache_t *pc, sws_pipe_t *pp, int drained)
 {
     if (pp->rd < 0)
         return;
     /* Bytes left in it (a client gone mid-body) would go to the next
      * response: such a pipe is not kept. */
-    int left = 1;
-    if (pc->n < SWS_PIPE_CACHE_MAX && ioctl(pp->rd, FIONREAD, &left) == 0 && left == 0) {
+    int left = drained ? 0 : 1;
+    if (pc->n < SWS_PIPE_CACHE_MAX &&
+        (drained || (ioctl(pp->rd, FIONREAD, &left) == 0 && left == 0))) {
         pc->idle[pc->n++] = *pp;
     } else {
         close(pp->rd);

@@ -35,8 +35,10 @@ typedef struct sws_pipe_cache {
 int sws_pipe_get(sws_pipe_cache_t *pc, sws_pipe_t *out, char *err, size_t errlen);
 
 /* Give back a pipe taken with sws_pipe_get: kept when it is empty and the
- * cache has room, else closed. *pp is marked closed (rd = wr = -1). */
-void sws_pipe_put(sws_pipe_cache_t *pc, sws_pipe_t *pp);
+ * cache has room, else closed. drained: the caller knows it is empty (every
+ * byte put into it reached its socket), so FIONREAD need not ask. *pp is
+ * marked closed (rd = wr = -1). */
+void sws_pipe_put(sws_pipe_cache_t *pc, sws_pipe_t *pp, int drained);
 
 /* Close every cached pipe (the worker stops). */
 void sws_pipe_cache_close(sws_pipe_cache_t *pc);

@@ -27,7 +27,7 @@
 
 /* A response body announced at least this long goes by splice(2) from the
  * upstream to the client (ADR 0018): below a few reads, the pipe's own
- * calls (splice in, splice out, FIONREAD) cost about what the copy saves
+ * calls (splice in, splice out per pipe's worth) cost about what the copy saves
  * (docs/benchmarks/2026-12-01-proxy-splice.md). */
 #define SPLICE_MIN (64u * 1024)
 
@@ -762,8 +762,12 @@ static void proxy_dispose(sws_stream_t *st)
     if (p->u != NULL)
         sws_upstream_close(p->u); /* the client left mid-exchange */
     report(p, SWS_UPSTREAM_NEUTRAL);
+    /* Every body byte counted as sent reached the client's socket (the
+     * protocol takes back what a closing connection left queued), so
+     * the pipe holds none of them. */
     if (p->pipes != NULL)
-        sws_pipe_put(p->pipes, &p->pipe);
+        sws_pipe_put(p->pipes, &p->pipe,
+                     st->length != SWS_STREAM_LENGTH_UNKNOWN && st->req.body_bytes == st->length);
     sws_defer_cancel(&p->kick);
     free(p->bbuf);
     free(p);
