@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stddef.h>
 #include <linux/sockios.h>
 #include <netinet/in.h>
@@ -9,6 +10,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/sendfile.h>
+#include <sys/uio.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -115,6 +117,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->file_fd = -1;
     c->file_off = 0;
     c->file_left = 0;
+    c->file_pipe = 0;
     c->bytes_out = c->acked_checked = 0;
     c->requests = 0;
     if (peer_len > sizeof(c->peer))
@@ -179,6 +182,7 @@ void sws_conn_close(sws_conn_t *c)
     }
     c->file_fd = -1;
     c->file_left = 0;
+    c->file_pipe = 0;
     if (c->prev != NULL)
         c->prev->next = c->next;
     else
@@ -373,6 +377,36 @@ int sws_conn_append(sws_conn_t *c, const void *p, size_t n)
     return 0;
 }
 
+size_t sws_conn_write_through(sws_conn_t *c, const void *p, size_t n)
+{
+    if (c->phase != SWS_CONN_ACTIVE || c->file_left > 0 || c->sent_turn >= SWS_CONN_SEND_PER_RUN)
+        return 0;
+    size_t queued = c->olen - c->osent;
+    size_t room = SWS_CONN_SEND_PER_RUN - c->sent_turn;
+    struct iovec iov[2] = {
+        { queued > 0 ? c->obuf + c->osent : NULL, queued },
+        { (void *)p, n < room ? n : room },
+    };
+    ssize_t w;
+    do
+        w = writev(c->io.fd, queued > 0 ? iov : iov + 1, queued > 0 ? 2 : 1);
+    while (w < 0 && errno == EINTR);
+    /* A broken socket is left for the connection's own write to find:
+     * closing here would release the stream under its producer. */
+    if (w <= 0)
+        return 0;
+    size_t done = (size_t)w;
+    c->bytes_out += done;
+    c->sent_turn += done;
+    c->wrote = 1;
+    if (done < queued) {
+        c->osent += done;
+        return 0;
+    }
+    c->osent = c->olen = 0;
+    return done - queued;
+}
+
 void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len)
 {
     if (len == 0 || c->file_left > 0)
@@ -380,6 +414,17 @@ void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len)
     c->file_fd = fd;
     c->file_off = off;
     c->file_left = len;
+    c->file_pipe = 0;
+}
+
+void sws_conn_queue_pipe(sws_conn_t *c, int fd, uint64_t len)
+{
+    if (len == 0 || c->file_left > 0)
+        return;
+    c->file_fd = fd;
+    c->file_off = 0;
+    c->file_left = len;
+    c->file_pipe = 1;
 }
 
 /* The read buffer is full: drop what earlier requests used, or grow up to
@@ -518,7 +563,9 @@ static int conn_flush(sws_conn_t *c)
         size_t want = SWS_CONN_SEND_PER_RUN - c->sent_turn;
         if (want > c->file_left)
             want = (size_t)c->file_left;
-        ssize_t n = sendfile(c->io.fd, c->file_fd, &c->file_off, want);
+        ssize_t n = c->file_pipe ? splice(c->file_fd, NULL, c->io.fd, NULL, want,
+                                          SPLICE_F_MOVE | SPLICE_F_NONBLOCK)
+                                 : sendfile(c->io.fd, c->file_fd, &c->file_off, want);
         if (n > 0) {
             c->file_left -= (uint64_t)n;
             c->bytes_out += (uint64_t)n;
@@ -526,11 +573,12 @@ static int conn_flush(sws_conn_t *c)
             c->wrote = 1;
             continue;
         }
-        int r = conn_write_failed(c, n, "sendfile");
+        int r = conn_write_failed(c, n, c->file_pipe ? "splice" : "sendfile");
         if (r <= 0)
             return r;
     }
     c->file_fd = -1;
+    c->file_pipe = 0;
     return 0;
 }
 

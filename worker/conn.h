@@ -23,8 +23,8 @@
  *   - above the write high-water mark (or while a file body is pending)
  *     parsing of further pipelined requests stops until the output drains;
  *   - one event reads at most SWS_CONN_READS_PER_RUN times and writes at
- *     most about SWS_CONN_SEND_PER_RUN bytes (queued output and file
- *     ranges alike: a relay refilling the output as fast as the client
+ *     most about SWS_CONN_SEND_PER_RUN bytes (queued output, file and pipe
+ *     ranges, and a producer's sws_conn_write_through alike: a relay refilling the output as fast as the client
  *     takes it is held like a sendfile); input still waiting, or room for
  *     more, is then reported again in the next loop iteration.
  *
@@ -133,6 +133,7 @@ struct sws_conn {
     int file_fd;
     off_t file_off;
     uint64_t file_left;
+    uint8_t file_pipe;            /* file_fd is a pipe's read end: splice(2), no offset */
     size_t sent_turn;             /* bytes written in this turn, against SWS_CONN_SEND_PER_RUN */
     uint64_t bytes_out;           /* written to the socket, ever */
     uint64_t acked_checked;       /* of those, acknowledged at the last send timer check */
@@ -226,11 +227,29 @@ int sws_conn_reserve(sws_conn_t *c, size_t n);
 /* Append bytes to the output (reserving room). 0 or -1. */
 int sws_conn_append(sws_conn_t *c, const void *p, size_t n);
 
+/* Write what is queued and then up to n bytes of p with one writev(2),
+ * now, whatever the connection's turn: for a producer whose large piece
+ * would otherwise be copied into the output only to be written from there
+ * (the proxy's body, read into its own buffer). Counts against the turn's
+ * byte budget like any write. Returns how many bytes of p went to the
+ * socket (0 when the socket is full, a file range is queued, the budget is
+ * spent, or the write failed: a failure is left for the connection's own
+ * next write, which closes it, so the caller's stream is never released
+ * under it). The caller queues the rest (sws_conn_append) and wakes the
+ * connection. */
+size_t sws_conn_write_through(sws_conn_t *c, const void *p, size_t n);
+
 /* Queue len bytes of fd from off after the queued output. The fd stays the
  * caller's and must stay open until they are sent (file_left is 0) or the
  * connection closes. Nothing may be appended to the output meanwhile: it
  * would overtake the file. */
 void sws_conn_queue_file(sws_conn_t *c, int fd, off_t off, uint64_t len);
+
+/* Queue len bytes that wait in a pipe (fd: its read end) after the queued
+ * output, as sws_conn_queue_file does a file range: written with
+ * splice(2). The pipe stays the caller's and must hold those bytes until
+ * they are sent (file_left is 0) or the connection closes. */
+void sws_conn_queue_pipe(sws_conn_t *c, int fd, uint64_t len);
 
 /* Give the connection a turn later in this loop iteration (write what was
  * queued, call writable if asked): for a producer that wrote to one of its

@@ -20,6 +20,7 @@
 #define SWS_WORKER_CTX_H
 
 #include "worker/conn.h"
+#include "worker/pipe_cache.h"
 #include "worker/request.h"
 #include "worker/static_open.h"
 #include "worker/upstream_conn.h"
@@ -32,6 +33,7 @@ typedef struct sws_worker_ctx {
     sws_upstream_pools_t pools;      /* the pools of the generation held, with the
                                       * balancers' state: sws_upstream_pools_adopt
                                       * at each generation */
+    sws_pipe_cache_t pipes;          /* the proxy's empty pipes for splice */
 } sws_worker_ctx_t;
 
 /* The context of the worker serving r. Never NULL in a worker; a test's
@@ -48,6 +50,7 @@ static inline void sws_worker_ctx_close(sws_worker_ctx_t *ctx)
     sws_static_roots_close(&ctx->static_roots);
     sws_upstream_set_close(&ctx->upstreams);
     sws_upstream_pools_free(&ctx->pools);
+    sws_pipe_cache_close(&ctx->pipes);
 }
 
 #endif

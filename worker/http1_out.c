@@ -4,6 +4,7 @@
 #include "worker/http1.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -14,6 +15,12 @@
  * leaves in one write with the responses around it; larger ones go with
  * sendfile(2) from the page cache. */
 #define INLINE_FILE (16u * 1024)
+
+/* Body pieces from this size on are written at once from the producer's
+ * memory (sws_conn_write_through) rather than copied into the output:
+ * below it the copy is cheaper than a system call of its own, and small
+ * responses keep leaving in one write with their neighbours. */
+#define WRITE_THROUGH_MIN (8u * 1024)
 
 /* The fixed pieces of a response head, each written by sink_head and
  * sized by its reservation (SWS_LIT_LEN), so the room reserved is what the
@@ -176,6 +183,28 @@ static int sink_room(const sws_conn_t *c)
     return c->file_left == 0 && c->olen - c->osent < SWS_CONN_OUT_HWM;
 }
 
+static size_t sink_room_bytes(const sws_stream_t *st)
+{
+    sws_conn_t *c = st->req.conn;
+    if (c->phase == SWS_CONN_CLOSED)
+        return SIZE_MAX;
+    if (!sink_room(c))
+        return 0;
+    size_t room = SWS_CONN_OUT_HWM - (c->olen - c->osent);
+    /* Chunk framing goes into the output too. Bytes read from a chunked
+     * upstream carry their own framing, about as long as ours, except for
+     * the first piece (the rest of a chunk begun in an earlier read) and
+     * the reservation of the last (CHUNK_FRAMING_MAX): two framings' worth
+     * keeps a read's output within the mark. Never 0 while sink_room
+     * holds, or nothing would call the producer again: so the last few
+     * bytes below the mark are read one at a time, and one of them may
+     * pass the mark by its framing (the buffer then doubles, and shrinks
+     * once drained: a cost the chunked copy path still has). */
+    if (sws_http1_of(c)->out_chunked)
+        room = room > 2 * CHUNK_FRAMING_MAX ? room - 2 * CHUNK_FRAMING_MAX : 1;
+    return room;
+}
+
 /* Room for n body bytes at the end of the output, after a chunk-size line
  * when the body goes in chunks; where the bytes go. NULL: out of memory. */
 static char *body_room(sws_conn_t *c, size_t n)
@@ -208,8 +237,14 @@ static size_t sink_data(sws_stream_t *st, const char *p, size_t n)
     if (!sink_room(c))
         return 0;
     sink_wake(c);
-    if (!sws_http1_of(c)->out_chunked) /* the common case: room was reserved with the head */
-        return sws_conn_append(c, p, n) == 0 ? n : 0;
+    if (!sws_http1_of(c)->out_chunked) {
+        /* A large piece goes from where the producer holds it, with what
+         * is queued before it; only what the socket leaves is copied. */
+        size_t sent = n >= WRITE_THROUGH_MIN ? sws_conn_write_through(c, p, n) : 0;
+        if (sent == n)
+            return n;
+        return sws_conn_append(c, p + sent, n - sent) == 0 ? n : sent;
+    }
     char *o = body_room(c, n);
     if (o == NULL)
         return 0; /* kept by the stream: the output may drain and shrink */
@@ -251,6 +286,19 @@ static int64_t sink_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
     }
     body_done(c, o, (size_t)n);
     return n;
+}
+
+static int64_t sink_pipe(sws_stream_t *st, int fd, uint64_t len)
+{
+    sws_conn_t *c = st->req.conn;
+    if (c->phase == SWS_CONN_CLOSED)
+        return (int64_t)len;
+    if (!sink_room(c))
+        return 0;
+    /* Never chunked: sws_stream_can_pipe asks for an announced length. */
+    sink_wake(c);
+    sws_conn_queue_pipe(c, fd, len);
+    return (int64_t)len;
 }
 
 static int sink_end(sws_stream_t *st, const sws_header_t *t, unsigned n)
@@ -330,7 +378,9 @@ static void sink_abort(sws_stream_t *st)
 const sws_stream_sink_t sws_http1_sink = {
     .head = sink_head,
     .data = sink_data,
+    .room = sink_room_bytes,
     .file = sink_file,
+    .pipe = sink_pipe,
     .end = sink_end,
     .retract = sink_retract,
     .interim = sink_interim,

@@ -2,6 +2,7 @@
 #include "worker/proxy.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -25,6 +26,12 @@
 /* Request body bytes held for the upstream above which the client is not
  * read (the HTTP/1 output's high-water mark, the other way round). */
 #define BODY_HWM (64u * 1024)
+
+/* A response body announced at least this long goes by splice(2) from the
+ * upstream to the client (ADR 0022): below a few reads, the pipe's own
+ * calls (splice in, splice out per pipe's worth) cost about what the copy saves
+ * (docs/benchmarks/2026-12-01-proxy-splice.md). */
+#define SPLICE_MIN (64u * 1024)
 
 enum phase {
     PH_CONNECT = 0, /* connect() in progress */
@@ -69,6 +76,8 @@ typedef struct proxy {
     uint8_t switching;            /* ... and the upstream answered 101 */
     uint8_t in_trailers;
     uint8_t ended;                /* the response ended (sws_stream_end) */
+    uint8_t splicing;             /* the body goes upstream -> pipe -> client */
+    uint8_t pipe_wait;            /* a pipe range is with the stream: wait for proceed */
     uint8_t fail_kind;            /* a callback's refusal: enum fail_kind ... */
     const char *why;              /* ... and why */
     char why_buf[48];
@@ -94,6 +103,10 @@ typedef struct proxy {
     char *bbuf;                   /* request body for the upstream, framed */
     size_t blen, bsent, bcap;     /* bbuf[bsent, blen) is still to send */
     sws_defer_t kick;             /* send body bytes that came in the client's turn */
+    sws_pipe_cache_t *pipes;      /* the worker's */
+    sws_pipe_t pipe;              /* rd -1: none taken */
+    size_t in_pipe;               /* bytes put into it since it was last empty */
+    uint64_t body_left;           /* splicing: body bytes still in the upstream's socket */
     char *rbuf;                   /* SWS_PROXY_BUF bytes */
     size_t rlen;                  /* rbuf[0, rlen) was handed to llhttp and is still referenced */
     unsigned nfields;
@@ -105,6 +118,7 @@ typedef struct proxy {
 static void attempt(proxy_t *p);
 static void log_attempt(proxy_t *p);
 static void read_response(proxy_t *p);
+static void splice_begin(proxy_t *p, uint64_t length);
 
 /* ---- response parsing (llhttp callbacks) ---- */
 
@@ -256,12 +270,18 @@ static int on_headers_complete(llhttp_t *hp)
         p->st->req.keep_alive = 0;
     if (sws_stream_head(p->st, status, out, n, length) < 0)
         return refuse(p, F_CLIENT, "the client's stream refused the head");
-    return p->is_head ? 1 : 0; /* 1: llhttp expects no body */
+    if (p->is_head)
+        return 1; /* llhttp expects no body */
+    if (length != SWS_STREAM_LENGTH_UNKNOWN && length >= SPLICE_MIN)
+        splice_begin(p, length);
+    return 0;
 }
 
 static int on_body(llhttp_t *hp, const char *at, size_t len)
 {
     proxy_t *p = hp->data;
+    if (p->splicing)
+        p->body_left -= len; /* what came with the head is copied */
     if (sws_stream_write(p->st, at, len) < 0)
         return refuse(p, F_CLIENT, "the client's stream refused the body");
     return 0;
@@ -519,25 +539,123 @@ static int reading(const proxy_t *p)
     return p->phase == PH_READ || (p->phase == PH_SEND && p->req_sent == p->req_len);
 }
 
+/* The body of length bytes goes by splice when the client's side can take
+ * a pipe and one is at hand; otherwise it is copied (read_response). */
+static void splice_begin(proxy_t *p, uint64_t length)
+{
+    char err[128];
+    if (!sws_stream_can_pipe(p->st) || p->pipes == NULL)
+        return;
+    if (sws_pipe_get(p->pipes, &p->pipe, err, sizeof(err)) < 0) {
+        sws_log_warn("proxy: %s: relaying the body by copying", err);
+        return;
+    }
+    p->splicing = 1;
+    p->in_pipe = 0;
+    p->body_left = length;
+}
+
+/* The pipe's bytes go to the stream; the pipe is touched again after the
+ * stream's proceed(). 0, or -1 when the attempt is over. */
+static int splice_hand(proxy_t *p)
+{
+    if (sws_stream_send_pipe(p->st, p->pipe.rd, p->in_pipe) < 0) {
+        failed(p, F_CLIENT, "the client's stream refused the body");
+        return -1;
+    }
+    p->pipe_wait = 1;
+    if (p->body_left > 0)
+        return 0;
+    /* All of the body left the upstream's socket: the exchange with the
+     * member is over (its end follows the pipe's bytes in the stream). */
+    p->ended = 1;
+    log_attempt(p);
+    if (sws_stream_end(p->st, NULL, 0) < 0) {
+        failed(p, F_CLIENT, "the client's stream refused the end");
+        return -1;
+    }
+    completed(p, 1);
+    return -1;
+}
+
+/* Move the body upstream socket -> pipe -> the stream, a pipe's worth at a
+ * time, the stream pacing it like read_response's copies. splice(2)
+ * answers EAGAIN both for an empty socket and for a full pipe (whose
+ * capacity is in pieces, not bytes): with bytes in the pipe it is taken as
+ * full and the pipe goes out first; with an empty pipe the socket is
+ * empty, and its next edge brings us back (HAProxy's rule too). */
+static void splice_relay(proxy_t *p)
+{
+    while (reading(p)) {
+        if (p->pipe_wait) {
+            p->paused = 1;
+            sws_upstream_disarm(p->u); /* the client's send timer runs */
+            return;
+        }
+        p->paused = 0;
+        if (p->body_left == 0 || p->in_pipe >= p->pipe.size) {
+            if (splice_hand(p) < 0)
+                return;
+            continue;
+        }
+        size_t want = p->pipe.size - p->in_pipe;
+        if (want > p->body_left)
+            want = (size_t)p->body_left;
+        ssize_t n = splice(p->u->io.fd, NULL, p->pipe.wr, NULL, want,
+                           SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+        if (n > 0) {
+            p->in_pipe += (size_t)n;
+            p->body_left -= (uint64_t)n;
+            sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
+            continue;
+        }
+        if (n == 0) {
+            upstream_eof(p);
+            return;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            failed(p, F_BROKEN, strerror(errno));
+            return;
+        }
+        if (p->in_pipe == 0)
+            return; /* the socket is empty: its next edge */
+        if (splice_hand(p) < 0)
+            return;
+    }
+}
+
 static void read_response(proxy_t *p)
 {
     for (;;) {
         if (!reading(p))
             return;
-        if (p->head_given && sws_stream_blocked(p->st)) {
-            /* The client is slower: leave the bytes in the socket (the
-             * upstream's window fills and it stops sending) until the
-             * stream asks for more. */
-            p->paused = 1;
-            sws_upstream_disarm(p->u);
-            return;
-        }
-        p->paused = 0;
-        if (p->rlen == SWS_PROXY_BUF) {
-            failed(p, F_INVALID, "response head or trailers too large");
+        if (p->splicing && p->head_given) {
+            splice_relay(p);
             return;
         }
         size_t want = SWS_PROXY_BUF - p->rlen;
+        if (p->head_given) {
+            /* Read no more than the client's side takes whole, so that no
+             * body byte is copied twice (into the stream, then out). */
+            size_t room = sws_stream_room(p->st);
+            if (room == 0) {
+                /* The client is slower: leave the bytes in the socket (the
+                 * upstream's window fills and it stops sending) until the
+                 * stream asks for more. */
+                p->paused = 1;
+                sws_upstream_disarm(p->u);
+                return;
+            }
+            if (want > room)
+                want = room;
+        }
+        p->paused = 0;
+        if (want == 0) {
+            failed(p, F_INVALID, "response head or trailers too large");
+            return;
+        }
         ssize_t n = recv(p->u->io.fd, p->rbuf + p->rlen, want, 0);
         if (n > 0) {
             p->got_byte = 1;
@@ -723,6 +841,10 @@ static void attempt(proxy_t *p)
 static void proxy_proceed(sws_stream_t *st)
 {
     proxy_t *p = st->source_data;
+    if (p->pipe_wait) { /* the sink emptied the pipe */
+        p->pipe_wait = 0;
+        p->in_pipe = 0;
+    }
     if (p->paused && reading(p)) {
         sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
         read_response(p);
@@ -735,6 +857,12 @@ static void proxy_dispose(sws_stream_t *st)
     if (p->u != NULL)
         sws_upstream_close(p->u); /* the client left mid-exchange */
     report(p, SWS_UPSTREAM_NEUTRAL);
+    /* Every body byte counted as sent reached the client's socket (the
+     * protocol takes back what a closing connection left queued), so
+     * the pipe holds none of them. */
+    if (p->pipes != NULL)
+        sws_pipe_put(p->pipes, &p->pipe,
+                     st->length != SWS_STREAM_LENGTH_UNKNOWN && st->req.body_bytes == st->length);
     sws_defer_cancel(&p->kick);
     free(p->bbuf);
     free(p);
@@ -931,6 +1059,8 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     p->st = st;
     p->ups = &ctx->upstreams;
     p->pools = &ctx->pools;
+    p->pipes = &ctx->pipes;
+    p->pipe.rd = p->pipe.wr = -1;
     p->retries = pool->retries;
     p->conf = pool->conf;
     memcpy(p->cur_text, "-", sizeof("-"));

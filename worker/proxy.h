@@ -28,11 +28,16 @@
  *     Transfer-Encoding (the length is given as a number, or unknown: the
  *     client's protocol frames it), Date and Server (the sink writes its
  *     own); the body to sws_stream_write, the trailers to sws_stream_end;
- *   - backpressure: the upstream is read while sws_stream_blocked() is
- *     false; when it is true, reading stops (and the read timer with it:
- *     the client's send timer runs instead) until proceed(). So one read
- *     buffer (SWS_PROXY_BUF) plus the sink's high-water mark bound what a
- *     response holds in memory, whatever the speeds;
+ *   - backpressure: the upstream is read no more than sws_stream_room()
+ *     says the client's side takes whole; at 0, reading stops (and the
+ *     read timer with it: the client's send timer runs instead) until
+ *     proceed(). So one read buffer (SWS_PROXY_BUF) plus the sink's
+ *     high-water mark bound what a response holds in memory, whatever the
+ *     speeds, and no body byte is copied into the stream;
+ *   - a body announced at 64 KiB or more, where sws_stream_can_pipe()
+ *     allows, goes upstream socket -> pipe -> client by splice(2), a
+ *     pipe's worth at a time (the pipe from the worker's cache,
+ *     worker/pipe_cache.h; ADR 0022);
  *   - after a complete response on a keep-alive upstream connection with
  *     nothing more to read, the connection goes back to the idle pool;
  *     otherwise it is closed.

@@ -4,6 +4,7 @@
 #include "worker/stream.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@ void sws_stream_init(sws_stream_t *st)
 {
     memset(st, 0, sizeof(*st));
     st->file_fd = -1;
+    st->pipe_fd = -1;
 }
 
 void sws_stream_start(sws_stream_t *st, sws_conn_t *c, const sws_stream_sink_t *sink)
@@ -40,6 +42,7 @@ void sws_stream_start(sws_stream_t *st, sws_conn_t *c, const sws_stream_sink_t *
     st->length = SWS_STREAM_LENGTH_UNKNOWN;
     st->given = 0;
     st->pend_off = st->pend_len = 0;
+    st->pipe_given = 0;
 
     /* Field by field: the header array is large and filled as parsed. */
     r->conn = c;
@@ -86,6 +89,7 @@ static void stream_abort(sws_stream_t *st)
     st->req.keep_alive = 0;
     st->pend_off = st->pend_len = 0;
     st->file_left = 0;
+    st->pipe_left = 0;
     st->phase = SWS_STREAM_ENDED;
     st->sink->abort(st);
 }
@@ -137,6 +141,14 @@ static int stream_push(sws_stream_t *st)
         r->body_bytes += (uint64_t)n;
         st->file_off += n;
         st->file_left -= (uint64_t)n;
+    }
+    if (st->pipe_left > 0) {
+        int64_t n = st->sink->pipe(st, st->pipe_fd, st->pipe_left);
+        if (n <= 0)
+            return 0;
+        r->body_bytes += (uint64_t)n;
+        st->pipe_left = 0;
+        st->pipe_given = 1;
     }
     if (st->end_asked && st->phase == SWS_STREAM_RESPONSE) {
         int rc = st->sink->end(st, st->trailers, st->ntrailers);
@@ -222,9 +234,12 @@ void sws_stream_resume(sws_stream_t *st)
 {
     if (st->phase != SWS_STREAM_RESPONSE || st->aborted)
         return;
+    st->pipe_given = 0;
     if (stream_flush(st) < 0)
         return;
-    if (!sws_stream_blocked(st) && !st->end_asked && st->source != NULL)
+    /* A pipe range the sink took just now is still in the pipe: the sink
+     * resumes again once it emptied it. */
+    if (!sws_stream_blocked(st) && !st->pipe_given && !st->end_asked && st->source != NULL)
         st->source->proceed(st);
 }
 
@@ -252,6 +267,8 @@ void sws_stream_release(sws_stream_t *st)
         close(st->file_fd);
     st->file_fd = -1;
     st->file_left = 0;
+    st->pipe_fd = -1;
+    st->pipe_left = 0;
     st->pend_off = st->pend_len = 0;
     if (st->pend_cap > STREAM_PEND_KEEP) { /* rare: a large body to a slow sink */
         free(st->pend);
@@ -279,6 +296,13 @@ void sws_stream_free(sws_stream_t *st, int trim)
         st->pend = NULL;
         st->pend_cap = 0;
     }
+}
+
+size_t sws_stream_room(const sws_stream_t *st)
+{
+    if (sws_stream_blocked(st))
+        return 0;
+    return st->sink->room != NULL ? st->sink->room(st) : SIZE_MAX;
 }
 
 void sws_stream_abort(sws_stream_t *st)
@@ -416,6 +440,33 @@ int sws_stream_send_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
     st->file_fd = fd;
     st->file_off = off;
     st->file_left = len;
+    return stream_flush(st);
+}
+
+int sws_stream_can_pipe(const sws_stream_t *st)
+{
+    return st->sink->pipe != NULL && st->phase == SWS_STREAM_RESPONSE && !st->no_body &&
+           st->length != SWS_STREAM_LENGTH_UNKNOWN && !st->req.tls;
+}
+
+int sws_stream_send_pipe(sws_stream_t *st, int fd, uint64_t len)
+{
+    if (!sws_stream_can_pipe(st)) {
+        stream_misuse(st, "a pipe where the sink cannot take one");
+        stream_abort(st);
+        return -1;
+    }
+    if (!body_allowed(st, &len))
+        return -1;
+    if (len == 0)
+        return 0;
+    if (st->file_left > 0 || st->pipe_left > 0) {
+        stream_misuse(st, "a pipe range while another range is pending");
+        stream_abort(st);
+        return -1;
+    }
+    st->pipe_fd = fd;
+    st->pipe_left = len;
     return stream_flush(st);
 }
 

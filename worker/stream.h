@@ -78,10 +78,20 @@ typedef struct sws_stream_sink {
      * than n: the sink is full and calls sws_stream_resume() once it has
      * room again. */
     size_t (*data)(sws_stream_t *st, const char *p, size_t n);
+    /* How many body bytes data() would take now without the stream
+     * keeping any (0: none until sws_stream_resume()). Optional: a
+     * producer that sizes its reads by it (the proxy) never has its bytes
+     * copied twice. */
+    size_t (*room)(const sws_stream_t *st);
     /* Take up to len body bytes of fd from off (the fd stays the stream's
      * and valid until the release); how many, as for data, or -1 when
      * they could not be read (errno set; nothing of them taken). */
     int64_t (*file)(sws_stream_t *st, int fd, off_t off, uint64_t len);
+    /* Take all len body bytes waiting in a pipe (fd: its read end, the
+     * producer's), or none (0: resume comes). The sink moves them out of
+     * the pipe before it calls sws_stream_resume() again. Optional: a sink
+     * without it cannot carry a body by splice (sws_stream_can_pipe). */
+    int64_t (*pipe)(sws_stream_t *st, int fd, uint64_t len);
     /* The body is complete; trailers t[0..n) (n may be 0; a sink that
      * cannot carry them drops them). 1: taken; 0: no room now (resume
      * comes); -1: out of memory. */
@@ -167,6 +177,9 @@ struct sws_stream {
     int file_fd;                       /* -1: none; the stream's until release */
     off_t file_off;
     uint64_t file_left;
+    int pipe_fd;                       /* the producer's pipe, not the stream's */
+    uint64_t pipe_left;                /* of its bytes, not taken by the sink yet */
+    uint8_t pipe_given;                /* a pipe range went to the sink in this push */
     sws_header_t *trailers;
     unsigned ntrailers;
     void *trailer_mem;
@@ -251,8 +264,27 @@ int sws_stream_end(sws_stream_t *st, const sws_header_t *t, unsigned n);
  * and waits for its proceed(). */
 static inline int sws_stream_blocked(const sws_stream_t *st)
 {
-    return st->pend_len > 0 || st->file_left > 0;
+    return st->pend_len > 0 || st->file_left > 0 || st->pipe_left > 0;
 }
+
+/* How many body bytes a write would hand to the sink whole now (0 while
+ * blocked; SIZE_MAX when the sink does not say): a source reads at most
+ * that much, so that nothing it writes is kept by the stream. */
+size_t sws_stream_room(const sws_stream_t *st);
+
+/* Whether the body may go by sws_stream_send_pipe: the sink can take a
+ * pipe, the body's length was announced (so no framing goes between its
+ * bytes), the response has a body and the connection is not TLS (whose
+ * records are made in user space). */
+int sws_stream_can_pipe(const sws_stream_t *st);
+
+/* len body bytes waiting in a pipe (fd: its read end), after what was
+ * written before, only where sws_stream_can_pipe() says so. The pipe stays
+ * the producer's; from this call on the producer puts nothing more into
+ * it until its source's proceed() (by then the sink emptied it), and
+ * keeps it open until the stream is released. 0, or -1 (the stream is
+ * aborted). */
+int sws_stream_send_pipe(sws_stream_t *st, int fd, uint64_t len);
 
 /* The producer cannot complete the response whose head it gave (its
  * upstream broke mid-body): the sink cuts it (HTTP/1: the connection

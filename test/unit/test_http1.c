@@ -1296,6 +1296,100 @@ static void test_producer_writing_outside_the_turn_wakes_the_connection(void **s
     assert_int_equal(f->counters.requests, 2);
 }
 
+/* A large piece written outside the connection's turn goes to the socket
+ * with the head, from the producer's memory: nothing is left queued in
+ * the output (it would have been copied there), and the room the sink
+ * reports is the whole high-water mark again. */
+static void test_large_piece_is_written_through_not_queued(void **state)
+{
+    fixture_t *f = *state;
+    static char body[20000];
+    for (size_t i = 0; i < sizeof(body); i++)
+        body[i] = (char)('a' + i % 23);
+    f->set.handler = later_handler;
+    send_str(f, "GET /later" H11 "\r\n");
+    assert_non_null(later_stream);
+    assert_int_equal(sws_stream_head(later_stream, 200, NULL, 0, sizeof(body)), 0);
+    assert_int_equal(sws_stream_room(later_stream), SWS_CONN_OUT_HWM - f->conn->olen);
+    assert_int_equal(sws_stream_write(later_stream, body, sizeof(body)), 0);
+    assert_int_equal(f->conn->olen - f->conn->osent, 0);
+    assert_int_equal(sws_stream_room(later_stream), SWS_CONN_OUT_HWM);
+    assert_int_equal(sws_stream_end(later_stream, NULL, 0), 0);
+    pump(f);
+    const char *b = strstr(f->out, "\r\n\r\n");
+    assert_non_null(b);
+    assert_int_equal(strlen(b + 4), sizeof(body));
+    assert_memory_equal(b + 4, body, sizeof(body));
+}
+
+/* A body through a pipe (the proxy's splice path), outside the turn: each
+ * range goes out after what was queued before it, the producer hears
+ * proceed only once the pipe is empty, and the bytes arrive in order. */
+#define PIPED_PIECE 40000u
+#define PIPED_PIECES 4u
+
+static struct piped {
+    int fds[2];
+    unsigned given, proceeds, full_at_proceed;
+    sws_stream_t *st;
+} piped;
+
+static void piped_give(sws_stream_t *st)
+{
+    static char buf[PIPED_PIECE];
+    for (size_t i = 0; i < PIPED_PIECE; i++)
+        buf[i] = (char)('a' + ((size_t)piped.given * PIPED_PIECE + i) % 23);
+    assert_int_equal(write(piped.fds[1], buf, PIPED_PIECE), (ssize_t)PIPED_PIECE);
+    assert_int_equal(sws_stream_send_pipe(st, piped.fds[0], PIPED_PIECE), 0);
+    if (++piped.given == PIPED_PIECES)
+        assert_int_equal(sws_stream_end(st, NULL, 0), 0);
+}
+
+static void piped_proceed(sws_stream_t *st)
+{
+    int left = -1;
+    assert_int_equal(ioctl(piped.fds[0], FIONREAD, &left), 0);
+    piped.proceeds++;
+    piped.full_at_proceed += left != 0;
+    piped_give(st);
+}
+
+static void piped_handler(sws_stream_t *st)
+{
+    static const sws_stream_source_t src = { piped_proceed, NULL };
+    piped.st = st;
+    sws_stream_set_source(st, &src, NULL);
+}
+
+static void test_pipe_body_goes_out_in_order_one_range_at_a_time(void **state)
+{
+    fixture_t *f = *state;
+    memset(&piped, 0, sizeof(piped));
+    assert_int_equal(pipe2(piped.fds, O_NONBLOCK | O_CLOEXEC), 0);
+    f->set.handler = piped_handler;
+    send_str(f, "GET /piped" H11 "\r\n");
+    sws_stream_t *st = piped.st;
+    assert_non_null(st);
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, (uint64_t)PIPED_PIECE * PIPED_PIECES), 0);
+    assert_true(sws_stream_can_pipe(st));
+    piped_give(st); /* "later": outside the turn */
+    for (int i = 0; i < 50 && f->conn->requests == 0; i++)
+        pump(f);
+    assert_int_equal(piped.given, PIPED_PIECES);
+    assert_int_equal(piped.proceeds, PIPED_PIECES - 1);
+    assert_int_equal(piped.full_at_proceed, 0);
+    const char *b = strstr(f->out, "\r\n\r\n");
+    assert_non_null(b);
+    b += 4;
+    assert_int_equal(f->out_len - (size_t)(b - f->out), PIPED_PIECE * PIPED_PIECES);
+    for (size_t i = 0; i < PIPED_PIECE * PIPED_PIECES; i++)
+        if (b[i] != (char)('a' + i % 23))
+            fail_msg("body byte %zu is %c", i, b[i]);
+    assert_int_equal(f->counters.requests, 1);
+    close(piped.fds[0]);
+    close(piped.fds[1]);
+}
+
 /* An idle keep-alive connection holds neither buffer: they go back to the
  * set's cache when the exchange is over, and the next read takes one. */
 static void test_idle_connection_holds_no_buffers(void **state)
@@ -1618,6 +1712,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idle_connection_holds_no_buffers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grown_output_buffer_stays_with_its_connection, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_large_piece_is_written_through_not_queued, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_pipe_body_goes_out_in_order_one_range_at_a_time,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_producer_writing_outside_the_turn_wakes_the_connection,
                                         setup, teardown),
         cmocka_unit_test(test_refused_version_recorded_as_carried),

@@ -590,6 +590,156 @@ static void test_source_is_resumed_when_the_sink_drained(void **state)
     assert_int_equal(producer.disposed, 1);
 }
 
+/* ---- pipe ranges and room (the proxy's splice path) ---- */
+
+static int64_t fake_pipe(sws_stream_t *st, int fd, uint64_t len)
+{
+    (void)st;
+    unsigned char buf[SINK_PIECE];
+    if (len > sink.quota)
+        return 0; /* all or nothing */
+    assert_true(len <= sizeof(buf));
+    assert_int_equal(read(fd, buf, (size_t)len), (ssize_t)len);
+    take(buf, (size_t)len);
+    sink.quota -= (size_t)len;
+    return (int64_t)len;
+}
+
+static size_t fake_room(const sws_stream_t *st)
+{
+    (void)st;
+    return sink.quota;
+}
+
+static const sws_stream_sink_t pipe_sink = {
+    .head = fake_head,
+    .data = fake_data,
+    .file = fake_file,
+    .pipe = fake_pipe,
+    .room = fake_room,
+    .end = fake_end,
+    .retract = fake_retract,
+    .abort = fake_abort,
+};
+
+static unsigned pipe_proceeds;
+
+static void pipe_proceed(sws_stream_t *st)
+{
+    (void)st;
+    pipe_proceeds++;
+}
+
+static const sws_stream_source_t pipe_source = { .proceed = pipe_proceed };
+
+/* Fill a pipe with the body bytes [from, from + n). */
+static void pipe_fill(int wr, uint64_t from, size_t n)
+{
+    unsigned char buf[SINK_PIECE];
+    assert_true(n <= sizeof(buf));
+    for (size_t i = 0; i < n; i++)
+        buf[i] = pattern(from + i);
+    assert_int_equal(write(wr, buf, n), (ssize_t)n);
+}
+
+/* A pipe range the sink cannot take yet is held (the stream is blocked,
+ * nothing copied), goes out whole on resume, and the source hears
+ * proceed only at the resume after that: until then the bytes may still
+ * be in the pipe (the sink empties it in its own time). The end follows
+ * the range. */
+static void test_pipe_range_is_held_and_proceed_waits_for_the_sink(void **state)
+{
+    fixture_t *f = *state;
+    sws_stream_t *st = &f->st;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pipe_proceeds = 0;
+    sws_stream_start(st, &f->conn, &pipe_sink);
+    st->req.method = SWS_STR("GET");
+    sink.quota = 1000;
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, 3000), 0);
+    assert_true(sws_stream_can_pipe(st));
+    sws_stream_set_source(st, &pipe_source, NULL);
+    assert_int_equal(sws_stream_write(st, (const char[]){ (char)pattern(0) }, 1), 0);
+    assert_int_equal(sws_stream_room(st), 999);
+    pipe_fill(fds[1], 1, 2999);
+    assert_int_equal(sws_stream_send_pipe(st, fds[0], 2999), 0);
+    assert_true(sws_stream_blocked(st));
+    assert_int_equal(sws_stream_room(st), 0);
+    assert_int_equal(st->pend_len, 0); /* a range, never a copy */
+    sink.quota = 4000;
+    sws_stream_resume(st);
+    assert_int_equal(sink.got, 3000);
+    assert_int_equal(pipe_proceeds, 0); /* the sink took it just now */
+    sws_stream_resume(st);
+    assert_int_equal(pipe_proceeds, 1);
+    assert_int_equal(st->req.body_bytes, 3000);
+    /* A range held by the stream: the end waits behind it. */
+    sws_stream_release(st);
+    sws_stream_start(st, &f->conn, &pipe_sink);
+    st->req.method = SWS_STR("GET");
+    sink.quota = 0;
+    sink.got = 0;
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, 50), 0);
+    pipe_fill(fds[1], 0, 50);
+    assert_int_equal(sws_stream_send_pipe(st, fds[0], 50), 0);
+    assert_int_equal(sws_stream_end(st, NULL, 0), 0);
+    assert_int_equal(sink.ends, 0);
+    sink.quota = 51; /* the fake sink's end takes room too */
+    sws_stream_resume(st);
+    assert_int_equal(sink.got, 50);
+    assert_true(sws_stream_ended(st));
+    close(fds[0]);
+    close(fds[1]);
+}
+
+static void test_pipe_taken_at_once_still_waits_for_the_next_resume(void **state)
+{
+    fixture_t *f = *state;
+    sws_stream_t *st = &f->st;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pipe_proceeds = 0;
+    sws_stream_start(st, &f->conn, &pipe_sink);
+    st->req.method = SWS_STR("GET");
+    sink.quota = 100;
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, 200), 0);
+    sws_stream_set_source(st, &pipe_source, NULL);
+    pipe_fill(fds[1], 0, 100);
+    assert_int_equal(sws_stream_send_pipe(st, fds[0], 100), 0);
+    assert_false(sws_stream_blocked(st));
+    sws_stream_resume(st); /* the sink emptied it */
+    assert_int_equal(pipe_proceeds, 1);
+    close(fds[0]);
+    close(fds[1]);
+}
+
+/* No pipe where the sink has no pipe operation, the length is unknown or
+ * the response has no body; a producer that tries anyway cuts it. */
+static void test_pipe_refused_where_it_cannot_go(void **state)
+{
+    fixture_t *f = *state;
+    sws_stream_t *st = &f->st;
+    sws_stream_start(st, &f->conn, &pipe_sink);
+    st->req.method = SWS_STR("GET");
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, SWS_STREAM_LENGTH_UNKNOWN), 0);
+    assert_false(sws_stream_can_pipe(st));
+    sws_stream_release(st);
+    sws_stream_start(st, &f->conn, &pipe_sink);
+    st->req.method = SWS_STR("HEAD");
+    st->req.is_head = 1;
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, 100000), 0);
+    assert_false(sws_stream_can_pipe(st));
+    sws_stream_release(st);
+    sws_stream_start(st, &f->conn, &fake_sink);
+    st->req.method = SWS_STR("GET");
+    assert_int_equal(sws_stream_head(st, 200, NULL, 0, 100000), 0);
+    assert_false(sws_stream_can_pipe(st));
+    assert_int_equal(sws_stream_room(st), SIZE_MAX); /* a sink that does not say */
+    assert_int_equal(sws_stream_send_pipe(st, 0, 10), -1);
+    assert_int_equal(sink.aborts, 1);
+}
+
 /* ---- what the stream refuses ---- */
 
 static void test_interim_status_becomes_500_and_a_second_head_is_refused(void **state)
@@ -656,6 +806,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_body_longer_than_its_length_is_cut, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_release_counts_once, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipe_range_is_held_and_proceed_waits_for_the_sink,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipe_taken_at_once_still_waits_for_the_next_resume,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pipe_refused_where_it_cannot_go, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
