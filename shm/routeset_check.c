@@ -531,6 +531,9 @@ static int check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
                               rs->pools[p]->name, q);
     if (nmembers == 0)
         return 0;
+    if (nmembers > SWS_ROUTESET_MEMBERS_MAX)
+        return refuse(at(why, "pools"), "%zu members in all, at most %u", nmembers,
+                      SWS_ROUTESET_MEMBERS_MAX);
     uses = malloc(nmembers * sizeof(*uses));
     if (uses == NULL)
         return refuse(at(why, "pools"), "out of memory");

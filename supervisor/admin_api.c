@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/err.h"
 #include "core/log.h"
@@ -88,14 +89,100 @@ static const char *state_name(Sws__Member__State s)
     }
 }
 
-/* A member as the workers know it: its id is the one the table gives it
- * (derived from pool and address when the source left it 0, ADR 0013). */
-static void put_member(sws_json_out_t *o, const char *pool, const Sws__Member *m)
+/* The id the table gives a member (derived from pool and address when the
+ * source left it 0, ADR 0013). */
+static uint64_t member_id(const char *pool, const Sws__Member *m)
 {
     sws_routeset_addr_t a;
-    uint64_t id = m->id;
-    if (id == 0 && sws_routeset_address_problem(m->address, 1, &a) == NULL)
-        id = sws_member_id(pool, a.key);
+    if (m->id == 0 && sws_routeset_address_problem(m->address, 1, &a) == NULL)
+        return sws_member_id(pool, a.key);
+    return m->id;
+}
+
+static uint64_t mono_coarse_ms(void)
+{
+    /* The workers' loop clock (core/loop.c), which down_until_ms is in. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The live figures of one worker (or, index < 0, their sum), without the
+ * braces. */
+static void put_live(sws_json_out_t *o, int index, const sws_shm_member_stats_t *s,
+                     unsigned ndown, uint64_t now_ms)
+{
+    if (index >= 0) {
+        sws_json_lit(o, "\"index\": ");
+        sws_json_u64(o, (uint64_t)index);
+        sws_json_lit(o, ", ");
+    }
+    sws_json_lit(o, "\"health\": ");
+    sws_json_cstr(o, ndown > 0 ? "down" : "up");
+    if (index < 0) {
+        sws_json_lit(o, ", \"down_workers\": ");
+        sws_json_u64(o, ndown);
+    } else if (ndown > 0) {
+        sws_json_lit(o, ", \"down_for_ms\": ");
+        sws_json_u64(o, s->down_until_ms > now_ms ? s->down_until_ms - now_ms : 0);
+    }
+    sws_json_lit(o, ", \"connections\": ");
+    sws_json_u64(o, (uint64_t)s->active + s->idle);
+    sws_json_lit(o, ", \"idle\": ");
+    sws_json_u64(o, s->idle);
+    sws_json_lit(o, ", \"in_flight\": ");
+    sws_json_u64(o, s->active);
+    sws_json_lit(o, ", \"requests\": ");
+    sws_json_u64(o, s->requests);
+    sws_json_lit(o, ", \"failures\": ");
+    sws_json_u64(o, s->failures);
+}
+
+/* The workers' figures for member id (docs/admin-api.md): summed, then
+ * per worker that published a record for it. hint: its index among the
+ * table's members. */
+static void put_member_live(sws_json_out_t *o, const sws_admin_api_t *api, uint64_t id,
+                            uint32_t hint)
+{
+    sws_shm_member_stats_t w[SWS_SHM_MAX_WORKERS], sum = { 0 };
+    int found[SWS_SHM_MAX_WORKERS] = { 0 };
+    unsigned ndown = 0, nw = api->shm != NULL ? api->nworkers : 0;
+    uint64_t now = mono_coarse_ms();
+    if (nw > SWS_SHM_MAX_WORKERS)
+        nw = SWS_SHM_MAX_WORKERS;
+    for (unsigned i = 0; i < nw; i++) {
+        /* -1 (the worker kept rewriting): left out, like a worker that
+         * does not hold the member yet. */
+        found[i] = sws_shm_member_stats_read(api->shm, i, id, hint, &w[i]) == 1;
+        if (!found[i])
+            continue;
+        sum.active += w[i].active;
+        sum.idle += w[i].idle;
+        sum.requests += w[i].requests;
+        sum.failures += w[i].failures;
+        ndown += w[i].down_until_ms != 0;
+    }
+    sws_json_lit(o, ", ");
+    put_live(o, -1, &sum, ndown, now);
+    sws_json_lit(o, ", \"workers\": [");
+    int first = 1;
+    for (unsigned i = 0; i < nw; i++) {
+        if (!found[i])
+            continue;
+        if (!first)
+            sws_json_lit(o, ", ");
+        sws_json_lit(o, "{");
+        first = 0;
+        put_live(o, (int)i, &w[i], w[i].down_until_ms != 0, now);
+        sws_json_lit(o, "}");
+    }
+    sws_json_lit(o, "]");
+}
+
+/* A member as the workers know it, without the closing brace. */
+static void put_member_fields(sws_json_out_t *o, const char *pool, const Sws__Member *m)
+{
+    uint64_t id = member_id(pool, m);
     sws_json_lit(o, "{\"id\": ");
     sws_json_u64(o, id);
     sws_json_lit(o, ", \"address\": ");
@@ -104,6 +191,11 @@ static void put_member(sws_json_out_t *o, const char *pool, const Sws__Member *m
     sws_json_u64(o, m->weight);
     sws_json_lit(o, ", \"state\": ");
     sws_json_cstr(o, state_name(m->state));
+}
+
+static void put_member(sws_json_out_t *o, const char *pool, const Sws__Member *m)
+{
+    put_member_fields(o, pool, m);
     sws_json_lit(o, "}");
 }
 
@@ -146,6 +238,7 @@ static void get_pools(sws_admin_api_t *api, sws_admin_reply_t *reply)
 {
     sws_json_out_t *o = &reply->body;
     const Sws__RouteSet *rs = api->routes;
+    uint32_t k = 0; /* the member's index in the table: the workers' hint */
     sws_json_lit(o, "{\"generation\": ");
     sws_json_u64(o, api->generation);
     sws_json_lit(o, ", \"pools\": [");
@@ -156,10 +249,12 @@ static void get_pools(sws_admin_api_t *api, sws_admin_reply_t *reply)
         sws_json_lit(o, "{\"name\": ");
         sws_json_cstr(o, pool->name);
         sws_json_lit(o, ", \"members\": [");
-        for (size_t m = 0; m < pool->n_members; m++) {
+        for (size_t m = 0; m < pool->n_members; m++, k++) {
             if (m > 0)
                 sws_json_lit(o, ", ");
-            put_member(o, pool->name, pool->members[m]);
+            put_member_fields(o, pool->name, pool->members[m]);
+            put_member_live(o, api, member_id(pool->name, pool->members[m]), k);
+            sws_json_lit(o, "}");
         }
         sws_json_lit(o, "]}");
     }

@@ -134,14 +134,56 @@ static void test_status_names_published_and_held_generations(void **state)
     assert_int_equal(f->reply.status, 200);
 }
 
+#define NO_LIVE ", \"health\": \"up\", \"down_workers\": 0, \"connections\": 0, \"idle\": 0, " \
+                "\"in_flight\": 0, \"requests\": 0, \"failures\": 0, \"workers\": []"
+
 static void test_pools_lists_members_with_ids_and_states(void **state)
 {
     fixture_t *f = *state;
     assert_string_equal(call(f, "GET", "/v1/pools", NULL),
                         "{\"generation\": 1, \"pools\": [{\"name\": \"api\", \"members\": ["
-                        "{\"id\": 1, \"address\": \"127.0.0.1:9001\", \"weight\": 1, \"state\": \"up\"}, "
-                        "{\"id\": 5, \"address\": \"[::1]:9002\", \"weight\": 3, \"state\": \"up\"}]}, "
+                        "{\"id\": 1, \"address\": \"127.0.0.1:9001\", \"weight\": 1, \"state\": \"up\""
+                        NO_LIVE "}, "
+                        "{\"id\": 5, \"address\": \"[::1]:9002\", \"weight\": 3, \"state\": \"up\""
+                        NO_LIVE "}]}, "
                         "{\"name\": \"empty\", \"members\": []}]}\n");
+}
+
+/* What two workers published for member 5 (in another order than the
+ * table's: the hint misses) is summed and listed per worker; member 1,
+ * which no worker published, shows zeros. */
+static void test_pools_sums_and_lists_what_workers_published(void **state)
+{
+    fixture_t *f = *state;
+    sws_shm_member_stats_t w0[] = {
+        { .id = 5, .requests = 10, .failures = 1, .active = 2, .idle = 3 },
+    };
+    sws_shm_member_stats_t w1[] = {
+        { .id = 99, .requests = 1 },
+        { .id = 5, .requests = 30, .failures = 4, .active = 1, .idle = 0,
+          .down_until_ms = UINT64_MAX / 2 },
+    };
+    sws_shm_member_stats_write(&f->shm, 0, w0, 1);
+    sws_shm_member_stats_write(&f->shm, 1, w1, 2);
+    const char *body = call(f, "GET", "/v1/pools", NULL);
+    assert_int_equal(f->reply.status, 200);
+    assert_non_null(strstr(body, "\"state\": \"up\"" NO_LIVE "}, "));
+    const char *m5 = strstr(body, "\"id\": 5,");
+    assert_non_null(m5);
+    assert_non_null(strstr(m5, "\"state\": \"up\", \"health\": \"down\", \"down_workers\": 1, "
+                               "\"connections\": 6, \"idle\": 3, \"in_flight\": 3, "
+                               "\"requests\": 40, \"failures\": 5, \"workers\": ["
+                               "{\"index\": 0, \"health\": \"up\", \"connections\": 5, "
+                               "\"idle\": 3, \"in_flight\": 2, \"requests\": 10, \"failures\": 1}, "
+                               "{\"index\": 1, \"health\": \"down\", \"down_for_ms\": "));
+    assert_non_null(strstr(m5, ", \"connections\": 1, \"idle\": 0, \"in_flight\": 1, "
+                               "\"requests\": 30, \"failures\": 4}]}"));
+
+    /* A reaped worker's figures are gone with it. */
+    sws_shm_reader_clear(&f->shm, 1);
+    body = call(f, "GET", "/v1/pools", NULL);
+    assert_non_null(strstr(body, "\"in_flight\": 2, \"requests\": 10, \"failures\": 1, "
+                                 "\"workers\": [{\"index\": 0, "));
 }
 
 static void test_put_adds_a_member_with_a_new_id_and_publishes(void **state)
@@ -354,6 +396,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_status_names_published_and_held_generations),
         T(test_pools_lists_members_with_ids_and_states),
+        T(test_pools_sums_and_lists_what_workers_published),
         T(test_put_adds_a_member_with_a_new_id_and_publishes),
         T(test_put_without_body_adds_weight_1_up),
         T(test_put_updates_only_the_fields_given),

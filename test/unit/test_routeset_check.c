@@ -311,6 +311,23 @@ static void server_name(Sws__RouteSet *rs)
     set(&rs->settings->server_name, "x\r\nX-Evil: 1");
 }
 
+/* One member more than a worker has records for (shm.h), spread over a
+ * second pool: the limit is on all pools together. */
+static void too_many_members(Sws__RouteSet *rs)
+{
+    Sws__Pool *pool = NEW(Sws__Pool, SWS__POOL__INIT);
+    pool->name = strdup("many");
+    PUSH(rs->pools, rs->n_pools, pool);
+    size_t have = 0;
+    for (size_t p = 0; p < rs->n_pools; p++)
+        have += rs->pools[p]->n_members;
+    for (size_t i = have; i <= SWS_ROUTESET_MEMBERS_MAX; i++) {
+        char addr[32];
+        snprintf(addr, sizeof(addr), "10.%zu.%zu.1:80", i / 256 % 256, i % 256);
+        member(pool, addr);
+    }
+}
+
 static const struct refusal_case {
     const char *name;
     void (*breaks)(Sws__RouteSet *rs);
@@ -421,6 +438,7 @@ static const struct refusal_case {
       "expected debug, info, notice, warn or error, got \"loud\"" },
     { "server name", server_name, "settings.server_name",
       "must not contain control characters (CR, LF, ...)" },
+    { "too many members", too_many_members, "pools", "8193 members in all, at most 8192" },
 };
 
 static void test_fixture_is_valid(void **state)
