@@ -1,6 +1,7 @@
 #include "supervisor/admin_api.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +12,7 @@
 #include "core/log.h"
 #include "core/str.h"
 #include "shm/routeset_check.h"
+#include "supervisor/resolve.h"
 
 #define MAX_SEGMENTS 6
 
@@ -89,11 +91,15 @@ static const char *state_name(Sws__Member__State s)
     }
 }
 
-/* The id the table gives a member (derived from pool and address when the
- * source left it 0, ADR 0013). */
-static uint64_t member_id(const char *pool, const Sws__Member *m)
+/* The id the table gives member m, or with resolved addresses its address
+ * r (derived from pool and address when the source left it 0, ADR 0013;
+ * from pool, name and address for a name, ADR 0019). */
+static uint64_t member_id(const char *pool, const Sws__Member *m, size_t r)
 {
-    sws_routeset_addr_t a;
+    sws_routeset_addr_t a, n;
+    if (m->n_resolved > 0 && sws_routeset_address_problem(m->address, 1, &n) == NULL &&
+        sws_routeset_address_problem(m->resolved[r], 1, &a) == NULL)
+        return sws_member_resolved_id(pool, n.key, a.key);
     if (m->id == 0 && sws_routeset_address_problem(m->address, 1, &a) == NULL)
         return sws_member_id(pool, a.key);
     return m->id;
@@ -179,23 +185,53 @@ static void put_member_live(sws_json_out_t *o, const sws_admin_api_t *api, uint6
     sws_json_lit(o, "]");
 }
 
-/* A member as the workers know it, without the closing brace. */
-static void put_member_fields(sws_json_out_t *o, const char *pool, const Sws__Member *m)
+static void put_weight_state(sws_json_out_t *o, const Sws__Member *m)
 {
-    uint64_t id = member_id(pool, m);
-    sws_json_lit(o, "{\"id\": ");
-    sws_json_u64(o, id);
-    sws_json_lit(o, ", \"address\": ");
-    sws_json_cstr(o, m->address);
     sws_json_lit(o, ", \"weight\": ");
     sws_json_u64(o, m->weight);
     sws_json_lit(o, ", \"state\": ");
     sws_json_cstr(o, state_name(m->state));
 }
 
+/* A member of the table as the workers know it: m, or its resolved
+ * address r with the name beside it; without the closing brace. */
+static void put_member_fields(sws_json_out_t *o, const char *pool, const Sws__Member *m,
+                              size_t r)
+{
+    sws_json_lit(o, "{\"id\": ");
+    sws_json_u64(o, member_id(pool, m, r));
+    sws_json_lit(o, ", \"address\": ");
+    sws_json_cstr(o, m->n_resolved > 0 ? m->resolved[r] : m->address);
+    if (m->n_resolved > 0) {
+        sws_json_lit(o, ", \"name\": ");
+        sws_json_cstr(o, m->address);
+    }
+    put_weight_state(o, m);
+}
+
+/* A member as a change gave it: a name with the addresses it resolved to,
+ * each with its id. */
 static void put_member(sws_json_out_t *o, const char *pool, const Sws__Member *m)
 {
-    put_member_fields(o, pool, m);
+    if (m->n_resolved == 0) {
+        put_member_fields(o, pool, m, 0);
+        sws_json_lit(o, "}");
+        return;
+    }
+    sws_json_lit(o, "{\"address\": ");
+    sws_json_cstr(o, m->address);
+    sws_json_lit(o, ", \"resolved\": [");
+    for (size_t r = 0; r < m->n_resolved; r++) {
+        if (r > 0)
+            sws_json_lit(o, ", ");
+        sws_json_lit(o, "{\"id\": ");
+        sws_json_u64(o, member_id(pool, m, r));
+        sws_json_lit(o, ", \"address\": ");
+        sws_json_cstr(o, m->resolved[r]);
+        sws_json_lit(o, "}");
+    }
+    sws_json_lit(o, "]");
+    put_weight_state(o, m);
     sws_json_lit(o, "}");
 }
 
@@ -249,12 +285,15 @@ static void get_pools(sws_admin_api_t *api, sws_admin_reply_t *reply)
         sws_json_lit(o, "{\"name\": ");
         sws_json_cstr(o, pool->name);
         sws_json_lit(o, ", \"members\": [");
-        for (size_t m = 0; m < pool->n_members; m++, k++) {
-            if (m > 0)
-                sws_json_lit(o, ", ");
-            put_member_fields(o, pool->name, pool->members[m]);
-            put_member_live(o, api, member_id(pool->name, pool->members[m]), k);
-            sws_json_lit(o, "}");
+        for (size_t m = 0; m < pool->n_members; m++) {
+            /* A name resolved to several addresses is several members. */
+            for (size_t r = 0; r < sws_routeset_member_width(pool->members[m]); r++, k++) {
+                if (m > 0 || r > 0)
+                    sws_json_lit(o, ", ");
+                put_member_fields(o, pool->name, pool->members[m], r);
+                put_member_live(o, api, member_id(pool->name, pool->members[m], r), k);
+                sws_json_lit(o, "}");
+            }
         }
         sws_json_lit(o, "]}");
     }
@@ -377,6 +416,17 @@ static void publish_change(sws_admin_api_t *api, Sws__RouteSet *next, const char
     sws__route_set__free_unpacked(next, NULL);
 }
 
+/* Does m resolve to exactly the addresses of r (in r's order)? */
+static int same_addresses(const Sws__Member *m, const sws_resolved_t *r)
+{
+    if (m->n_resolved != r->n)
+        return 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(m->resolved[i], r->addr[i]) != 0)
+            return 0;
+    return 1;
+}
+
 static void put_member_req(sws_admin_api_t *api, const char *pool_name, const char *addr,
                            const char *body, size_t len, sws_admin_reply_t *reply)
 {
@@ -393,6 +443,11 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
         return reply_error(reply, 400, "%s", err);
     if (find_pool(api->routes, pool_name) == NULL)
         return reply_error(reply, 404, "no pool \"%s\"", pool_name);
+    /* A name is resolved now, as the file's are at a reload (ADR 0019): a
+     * PUT of a known name takes its current addresses. */
+    sws_resolved_t res = { 0 };
+    if (a.family == AF_UNSPEC && sws_resolve_member(&a, &res, err, sizeof(err)) < 0)
+        return reply_error(reply, 422, "member \"%s\": %s; nothing changed", addr, err);
 
     Sws__RouteSet *next = routeset_copy(api->routes);
     if (next == NULL)
@@ -401,7 +456,13 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     size_t at = find_member(pool, a.key);
     if (at < pool->n_members) {
         Sws__Member *m = pool->members[at];
-        if ((!has_weight || m->weight == weight) && (!has_state || m->state == state)) {
+        int moved = a.family == AF_UNSPEC && !same_addresses(m, &res);
+        if (moved && sws_resolve_fill(m, &res) < 0) {
+            sws__route_set__free_unpacked(next, NULL);
+            return reply_error(reply, 500, "out of memory");
+        }
+        if (!moved && (!has_weight || m->weight == weight) &&
+            (!has_state || m->state == state)) {
             /* Nothing to publish: say what is there. */
             sws_json_lit(&reply->body, "{\"generation\": ");
             sws_json_u64(&reply->body, api->generation);
@@ -438,6 +499,10 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     m->weight = weight;
     m->state = state;
     pool->members[pool->n_members++] = m;
+    if (res.n > 0 && sws_resolve_fill(m, &res) < 0) {
+        sws__route_set__free_unpacked(next, NULL);
+        return reply_error(reply, 500, "out of memory");
+    }
     publish_change(api, next, pool_name, m, "added", 201, reply);
 }
 

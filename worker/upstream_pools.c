@@ -89,7 +89,12 @@ static int pool_build(sws_upstream_pool_t *p, const sws_table_t *t, const sws_po
     for (uint32_t i = 0; i < n; i++) {
         sws_upstream_peer_t *peer = &p->bal.peers[i];
         sws_upstream_member_t *um = &p->members[i];
-        snprintf(um->text, sizeof(um->text), "%s", sws_table_str(t, m[i].address));
+        /* A resolved name says which of its addresses: "localhost:80 (127.0.0.1)". */
+        if (m[i].resolved)
+            snprintf(um->text, sizeof(um->text), "%s (%s)", sws_table_str(t, m[i].address),
+                     sws_table_str(t, m[i].host));
+        else
+            snprintf(um->text, sizeof(um->text), "%s", sws_table_str(t, m[i].address));
         peer->id = m[i].id;
         peer->weight = m[i].weight;
         peer->state = (uint8_t)m[i].state;

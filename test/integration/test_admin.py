@@ -322,3 +322,29 @@ class AdminLiveFigures(AdminTestCase):
             self.assertEqual(m["state"], "up")  # the configured state is unchanged
             self.assertGreater(m["workers"][0]["down_for_ms"], 0)
             self.assertEqual(m["in_flight"], 0)
+
+
+class AdminNames(AdminTestCase):
+    def test_put_by_name_resolves_and_serves(self):
+        be = Backend("b")
+        self.addCleanup(be.stop)
+        srv = self.admin_server(loops=1, hosts=PROXY_HOSTS, tail=live_pool([]))
+        code, _, body = admin_request(srv.admin, "PUT",
+                                      "/v1/pools/app/members/localhost:%d" % be.port)
+        self.assertEqual(code, 201, body)
+        self.assertIn("127.0.0.1:%d" % be.port, [r["address"] for r in body["added"]["resolved"]])
+        self.wait_all_workers_on(srv, 2, loops=1)
+        members = admin_request(srv.admin, "GET", "/v1/pools")[2]["pools"][0]["members"]
+        v4 = next(m for m in members if m["address"] == "127.0.0.1:%d" % be.port)
+        self.assertEqual(v4["name"], "localhost:%d" % be.port)
+        with self.client(srv) as c:
+            self.assertEqual(c.get("/app/x").status, 200)
+        code, _, body = admin_request(srv.admin, "PUT",
+                                      "/v1/pools/app/members/nonexistent.invalid:80")
+        self.assertEqual(code, 422, body)
+        self.assertIn("does not resolve", body["error"])
+        code, _, body = admin_request(srv.admin, "DELETE",
+                                      "/v1/pools/app/members/localhost:%d" % be.port)
+        self.assertEqual(code, 200, body)
+        self.assertEqual(admin_request(srv.admin, "GET", "/v1/pools")[2]["pools"][0]["members"],
+                         [])

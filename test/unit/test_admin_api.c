@@ -213,12 +213,50 @@ static void test_put_adds_a_member_with_a_new_id_and_publishes(void **state)
 static void test_put_without_body_adds_weight_1_up(void **state)
 {
     fixture_t *f = *state;
-    call(f, "PUT", "/v1/pools/empty/members/backend.internal:8080", NULL);
+    call(f, "PUT", "/v1/pools/empty/members/127.0.0.1:8080", NULL);
     assert_int_equal(f->reply.status, 201);
     const Sws__Member *m = pool_of(f, "empty")->members[0];
-    assert_string_equal(m->address, "backend.internal:8080");
+    assert_string_equal(m->address, "127.0.0.1:8080");
     assert_int_equal(m->weight, 1);
     assert_int_equal(m->state, SWS__MEMBER__STATE__UP);
+}
+
+/* A name is resolved by the PUT (from /etc/hosts: localhost), each address
+ * a member of the table with the name beside it; a PUT of the same name
+ * that resolves to the same addresses changes nothing; a name that does
+ * not resolve changes nothing either (ADR 0019). */
+static void test_put_resolves_a_name_into_members(void **state)
+{
+    fixture_t *f = *state;
+    const char *body = call(f, "PUT", "/v1/pools/empty/members/LocalHost:8080", NULL);
+    assert_int_equal(f->reply.status, 201);
+    assert_non_null(strstr(body, "\"added\": {\"address\": \"LocalHost:8080\", \"resolved\": "
+                                 "[{\"id\": "));
+    const Sws__Member *m = pool_of(f, "empty")->members[0];
+    assert_true(m->n_resolved >= 1);
+    assert_string_equal(m->resolved[0], "127.0.0.1:8080"); /* IPv4 first */
+
+    body = call(f, "GET", "/v1/pools", NULL);
+    const char *e = strstr(body, "{\"name\": \"empty\", \"members\": [{\"id\": ");
+    assert_non_null(e);
+    assert_non_null(strstr(e, ", \"address\": \"127.0.0.1:8080\", \"name\": \"LocalHost:8080\", "
+                              "\"weight\": 1, \"state\": \"up\", \"health\": "));
+    /* Its id is the table's: the workers' figures are found under it. */
+    sws_shm_reader_acquire(&f->shm, 0, 1);
+    uint64_t id = strtoull(e + strlen("{\"name\": \"empty\", \"members\": [{\"id\": "), NULL, 10);
+    sws_shm_member_stats_t w0 = { .id = id, .requests = 77 };
+    sws_shm_member_stats_write(&f->shm, 0, &w0, 1);
+    assert_non_null(strstr(call(f, "GET", "/v1/pools", NULL), "\"requests\": 77"));
+
+    call(f, "PUT", "/v1/pools/empty/members/localhost:8080", NULL);
+    assert_int_equal(f->reply.status, 200); /* the same member, the same addresses */
+    assert_int_equal(f->publishes, 1);
+
+    body = call(f, "PUT", "/v1/pools/empty/members/nonexistent.invalid:80", NULL);
+    assert_int_equal(f->reply.status, 422);
+    assert_non_null(strstr(body, "does not resolve"));
+    assert_int_equal(f->publishes, 1);
+    assert_int_equal(pool_of(f, "empty")->n_members, 1);
 }
 
 static void test_put_updates_only_the_fields_given(void **state)
@@ -364,8 +402,10 @@ static void test_member_addresses_are_the_checkers(void **state)
         call(f, "PUT", target, "{\"weight\": 1}");
         assert_int_equal(f->reply.status, 400);
     }
-    call(f, "PUT", "/v1/pools/api/members/svc_1.internal:80", "{\"weight\": 1}");
-    assert_int_equal(f->reply.status, 201); /* a name the file takes too */
+    call(f, "PUT", "/v1/pools/api/members/svc_1.invalid:80", "{\"weight\": 1}");
+    assert_int_equal(f->reply.status, 422); /* a name the file takes too, if it resolves */
+    call(f, "PUT", "/v1/pools/api/members/10.0.0.7:80", "{\"weight\": 1}");
+    assert_int_equal(f->reply.status, 201);
     call(f, "PUT", "/v1/pools/api/members/[0::1]:9002", "{\"weight\": 3}");
     assert_int_equal(f->reply.status, 200); /* unchanged: the member [::1]:9002 */
     assert_int_equal(f->publishes, 1);
@@ -399,6 +439,7 @@ int main(void)
         T(test_pools_sums_and_lists_what_workers_published),
         T(test_put_adds_a_member_with_a_new_id_and_publishes),
         T(test_put_without_body_adds_weight_1_up),
+        T(test_put_resolves_a_name_into_members),
         T(test_put_updates_only_the_fields_given),
         T(test_put_that_changes_nothing_publishes_nothing),
         T(test_delete_removes_the_member),
