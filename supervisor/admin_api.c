@@ -446,7 +446,8 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     /* A name is resolved now, as the file's are at a reload (ADR 0019): a
      * PUT of a known name takes its current addresses. */
     sws_resolved_t res = { 0 };
-    if (a.family == AF_UNSPEC && sws_resolve_member(&a, &res, err, sizeof(err)) < 0)
+    sws_admin_resolve_fn resolve = api->resolve != NULL ? api->resolve : sws_resolve_member;
+    if (a.family == AF_UNSPEC && resolve(&a, &res, err, sizeof(err)) < 0)
         return reply_error(reply, 422, "member \"%s\": %s; nothing changed", addr, err);
 
     Sws__RouteSet *next = routeset_copy(api->routes);

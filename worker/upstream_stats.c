@@ -22,6 +22,8 @@ static int ix_cmp(const void *a, const void *b)
 static sws_shm_member_stats_t *rec_of(sws_upstream_stats_t *st, uint64_t id)
 {
     sws_upstream_stats_ix_t key = { .id = id };
+    if (st->n == 0)
+        return NULL;
     const sws_upstream_stats_ix_t *k = bsearch(&key, st->ix, st->n, sizeof(*st->ix), ix_cmp);
     return k != NULL ? &st->recs[k->rec] : NULL;
 }
@@ -75,7 +77,8 @@ void sws_upstream_stats_adopted(sws_upstream_stats_t *st)
             st->ix[k] = (sws_upstream_stats_ix_t){ b->peers[i].id, k };
     }
     st->n = n;
-    qsort(st->ix, n, sizeof(*st->ix), ix_cmp);
+    if (n > 0) /* with none, ix may still be NULL, which qsort must not get */
+        qsort(st->ix, n, sizeof(*st->ix), ix_cmp);
     sws_upstream_stats_publish(st);
 }
 

@@ -147,6 +147,23 @@ static void test_tick_publishes_at_most_every_interval_and_the_timer_catches_up(
     assert_false(sws_timer_is_armed(&F.st.timer));
 }
 
+/* A table without pools (a worker's start before any proxy route): an
+ * empty block, nothing to sort or search, and the tick does nothing. */
+static void test_a_view_without_members_publishes_none(void **state)
+{
+    (void)state;
+    sws_upstream_pools_t none = { 0 };
+    sws_upstream_stats_t st;
+    sws_shm_member_stats_t out;
+    sws_upstream_stats_init(&st, &F.loop, &F.shm, 0, &none, &F.set);
+    idle_conn(11);
+    sws_upstream_stats_adopted(&st);
+    assert_int_equal(sws_shm_member_stats_read(&F.shm, 0, 11, 0, &out), 0);
+    sws_upstream_stats_tick(&st);
+    assert_false(sws_timer_is_armed(&st.timer));
+    sws_upstream_stats_close(&st);
+}
+
 static void test_no_shm_publishes_nothing(void **state)
 {
     (void)state;
@@ -163,6 +180,7 @@ int main(void)
         T(test_adopt_publishes_every_member_of_every_pool),
         T(test_figures_are_the_balancers_and_the_idle_pools),
         T(test_tick_publishes_at_most_every_interval_and_the_timer_catches_up),
+        T(test_a_view_without_members_publishes_none),
         T(test_no_shm_publishes_nothing),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
