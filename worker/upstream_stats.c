@@ -28,12 +28,13 @@ static sws_shm_member_stats_t *rec_of(sws_upstream_stats_t *st, uint64_t id)
     return k != NULL ? &st->recs[k->rec] : NULL;
 }
 
+/* Timers run after the iteration's events: this publication has them all,
+ * and the tick that follows has nothing new to arm the timer for. */
 static void on_timer(sws_timer_t *t)
 {
     sws_upstream_stats_t *st = sws_container_of(t, sws_upstream_stats_t, timer);
     sws_upstream_stats_publish(st);
-    if (st->live)
-        sws_timer_arm(st->loop, &st->q, &st->timer);
+    st->timer_published = 1;
 }
 
 void sws_upstream_stats_init(sws_upstream_stats_t *st, sws_loop_t *loop, sws_shm_t *shm,
@@ -95,7 +96,6 @@ static uint64_t down_until(const sws_upstream_health_t *h, const sws_upstream_he
 void sws_upstream_stats_publish(sws_upstream_stats_t *st)
 {
     uint32_t k = 0;
-    int live = 0;
     for (uint32_t p = 0; p < st->pools->npools; p++) {
         const sws_upstream_balancer_t *b = &st->pools->pools[p].bal;
         for (uint32_t i = 0; i < b->npeers && k < st->n; i++, k++) {
@@ -107,17 +107,13 @@ void sws_upstream_stats_publish(sws_upstream_stats_t *st)
                 .down_until_ms = down_until(&peer->health, &b->health),
                 .active = peer->active,
             };
-            live |= peer->active != 0;
         }
     }
     for (const sws_upstream_bucket_t *bk = st->set->buckets; bk != NULL; bk = bk->next) {
         sws_shm_member_stats_t *r = bk->n != 0 ? rec_of(st, bk->member_id) : NULL;
-        if (r != NULL) {
+        if (r != NULL)
             r->idle = bk->n;
-            live = 1;
-        }
     }
-    st->live = live;
     st->published_ms = sws_loop_now_ms(st->loop);
     if (st->shm != NULL)
         sws_shm_member_stats_write(st->shm, st->slot, st->recs, st->n);
@@ -125,15 +121,16 @@ void sws_upstream_stats_publish(sws_upstream_stats_t *st)
 
 void sws_upstream_stats_tick(sws_upstream_stats_t *st)
 {
-    if (st->n == 0)
-        return; /* no member: nothing can change */
+    int by_timer = st->timer_published;
+    st->timer_published = 0;
+    if (st->n == 0 || by_timer)
+        return; /* nothing can have changed since */
     if (sws_loop_now_ms(st->loop) - st->published_ms >= SWS_UPSTREAM_STATS_MS) {
         sws_upstream_stats_publish(st);
-        if (!st->live)
-            return;
+        return;
     }
-    /* Something may have changed since the last publication: make sure it
-     * is published even if the worker now sleeps. */
+    /* This iteration may have changed a figure: publish it even if the
+     * worker now sleeps. */
     if (!sws_timer_is_armed(&st->timer))
         sws_timer_arm(st->loop, &st->q, &st->timer);
 }

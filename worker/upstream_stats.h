@@ -11,12 +11,13 @@
  * passive health as this worker sees it (down until when).
  *
  * When: after each generation adopted (the members changed), and from the
- * loop's tick at most once per SWS_UPSTREAM_STATS_MS. A worker that goes
- * to sleep with its last figures not yet published keeps a timer armed
- * that wakes it once to publish them; a worker with nothing in flight and
- * nothing idle sleeps without it. So the figures lag at most about
- * SWS_UPSTREAM_STATS_MS behind, and an idle worker is never woken for them.
- * The cost is O(members) per publication, never per request.
+ * loop's tick at most once per SWS_UPSTREAM_STATS_MS. A tick too soon
+ * after the last publication arms a timer instead, which publishes once
+ * what the iteration changed even if the worker then sleeps; the timer's
+ * own iteration arms nothing more. So the figures lag at most about
+ * SWS_UPSTREAM_STATS_MS behind, and an idle worker is woken at most once
+ * after its last event. The cost is O(members) per publication, never per
+ * request.
  *
  * Ownership: the worker (worker.c) embeds one for its life; pools and set
  * are borrowed from its context and must outlive it. Single-threaded.
@@ -45,7 +46,7 @@ typedef struct sws_upstream_stats {
     sws_upstream_stats_ix_t *ix;      /* owned, built at each adopt */
     uint32_t n, cap;
     uint64_t published_ms;            /* loop time of the last publication */
-    int live;                         /* it showed a request in flight or an idle connection */
+    int timer_published;              /* the timer ran in this loop iteration */
     sws_timer_queue_t q;
     sws_timer_t timer;
 } sws_upstream_stats_t;
