@@ -474,6 +474,36 @@ static int member_use_cmp(const void *x, const void *y)
     return u->m < v->m ? -1 : (u->m > v->m);
 }
 
+/* A name's resolved addresses (Member.resolved): IP literals with the
+ * name's port, each once. Quadratic in at most SWS_ROUTESET_RESOLVED_MAX. */
+static int check_resolved(const Sws__Member *mb, const sws_routeset_addr_t *name,
+                          const char *at_member, sws_routeset_refusal_t *why)
+{
+    sws_routeset_addr_t r, q;
+
+    if (name->family != AF_UNSPEC)
+        return refuse(at(why, "%s.resolved", at_member),
+                      "\"%s\" is not a name: only a name has resolved addresses", mb->address);
+    if (mb->n_resolved > SWS_ROUTESET_RESOLVED_MAX)
+        return refuse(at(why, "%s.resolved", at_member), "%zu addresses, at most %u",
+                      mb->n_resolved, SWS_ROUTESET_RESOLVED_MAX);
+    for (size_t i = 0; i < mb->n_resolved; i++) {
+        const char *problem = sws_routeset_address_problem(mb->resolved[i], 1, &r);
+        if (problem == NULL && r.family == AF_UNSPEC)
+            problem = "expected an IP address, got a name";
+        if (problem == NULL && r.port != name->port)
+            problem = "the port differs from the name's";
+        for (size_t j = 0; problem == NULL && j < i; j++)
+            if (sws_routeset_address_problem(mb->resolved[j], 1, &q) == NULL &&
+                strcmp(q.key, r.key) == 0)
+                problem = "listed twice";
+        if (problem != NULL)
+            return refuse(at(why, "%s.resolved[%zu]", at_member, i), "\"%s\": %s",
+                          mb->resolved[i], problem);
+    }
+    return 0;
+}
+
 static int check_member(const Sws__Pool *pool, const Sws__Member *mb, const char *at_member,
                         member_use_t *use, sws_routeset_refusal_t *why)
 {
@@ -490,6 +520,8 @@ static int check_member(const Sws__Pool *pool, const Sws__Member *mb, const char
         mb->state != SWS__MEMBER__STATE__DOWN)
         return refuse(at(why, "%s.state", at_member), "expected up, draining or down, got %d",
                       (int)mb->state);
+    if (mb->n_resolved > 0 && check_resolved(mb, &addr, at_member, why) < 0)
+        return -1;
     use->derived = mb->id == 0;
     use->id = use->derived ? sws_member_id(pool->name, addr.key) : mb->id;
     return 0;
@@ -528,7 +560,7 @@ static int check_ids_once(const Sws__RouteSet *rs, member_use_t *uses, size_t n,
 
 static int check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
 {
-    size_t nmembers = 0, k = 0;
+    size_t nmembers = 0, ntable = 0, k = 0;
     member_use_t *uses;
     int rc = 0;
 
@@ -538,6 +570,8 @@ static int check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
         if (check_pool_fields(rs->pools[p], at_pool, why) < 0)
             return -1;
         nmembers += rs->pools[p]->n_members;
+        for (size_t m = 0; m < rs->pools[p]->n_members; m++)
+            ntable += sws_routeset_member_width(rs->pools[p]->members[m]);
     }
     /* Quadratic, and fine: pools are few (one per upstream service). */
     for (size_t p = 0; p < rs->n_pools; p++)
@@ -548,6 +582,9 @@ static int check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
                               rs->pools[p]->name, q);
     if (nmembers == 0)
         return 0;
+    if (ntable > SWS_ROUTESET_MEMBERS_MAX)
+        return refuse(at(why, "pools"), "%zu members in all, at most %u", ntable,
+                      SWS_ROUTESET_MEMBERS_MAX);
     uses = malloc(nmembers * sizeof(*uses));
     if (uses == NULL)
         return refuse(at(why, "pools"), "out of memory");

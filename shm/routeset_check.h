@@ -23,7 +23,9 @@
  * token of at most SWS_VIA_PSEUDONYM_MAX bytes; pool names are
  * unique and well formed, balance and hash_key agree, keepalive, retries,
  * max_conns, timeouts and health within the ranges below; member addresses
- * are HOST:PORT, once per pool, weights 0..1000, states known, member ids
+ * are HOST:PORT, once per pool, at most SWS_ROUTESET_MEMBERS_MAX in all
+ * (a name counts once per address it resolved to), a name's resolved
+ * addresses IP literals with its port, each once, weights 0..1000, states known, member ids
  * (given or derived, sws_member_id) unique across the RouteSet; the
  * settings' log level and Server name. Not checked: the per-request limits of Settings (sources fill them
  * with the defaults of shm/table.h; the YAML reader checks its ranges).
@@ -130,6 +132,18 @@ const char *sws_routeset_hash_key_problem(const char *key, unsigned *kind, const
 #define SWS_ROUTESET_MAX_CONNS_MAX 1000000u
 #define SWS_ROUTESET_MAX_FAILS_MAX 10000u
 #define SWS_ROUTESET_POOL_TIMEOUT_MAX_MS (24u * 3600 * 1000) /* a day */
+/* Members of all pools together: each worker publishes a record per
+ * member in a block of shared memory sized for this many (shm/shm.h). */
+#define SWS_ROUTESET_MEMBERS_MAX 8192u
+/* Addresses a member's name may be resolved to (Member.resolved). */
+#define SWS_ROUTESET_RESOLVED_MAX 32u
+
+/* The members of the table a RouteSet member becomes: one per resolved
+ * address, else itself. */
+static inline size_t sws_routeset_member_width(const Sws__Member *m)
+{
+    return m->n_resolved > 0 ? m->n_resolved : 1;
+}
 
 /* The lowest and highest respond status (no 1xx: an interim answer is never
  * a final response, and the HTTP layer sends 100 Continue itself). */

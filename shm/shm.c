@@ -9,11 +9,13 @@
  *
  *   shm_header_t                magic, version, geometry, the current word
  *   shm_slot_t[max_workers]     one cache line per worker
+ *   max_workers x member block  shm_member_block_t + SWS_SHM_MEMBER_STATS_MAX records
  *   narenas x (shm_arena_t + arena_size table bytes)
  */
 #include "shm/shm.h"
 
 #include "core/err.h"
+#include "shm/routeset_check.h"
 
 #include <errno.h>
 #include <stdatomic.h>
@@ -72,12 +74,37 @@ typedef struct shm_arena {
     _Alignas(SHM_LINE) uint64_t gen; /* generation built here; 0 = none */
 } shm_arena_t;
 
+/* One worker's live figures per upstream member (shm.h). A sequence lock
+ * with one writer: seq is odd while the worker rewrites the records, so a
+ * reader that sees the same even seq before and after its copy has one
+ * publication, not a mix of two. */
+typedef struct shm_member_block {
+    _Alignas(SHM_LINE) _Atomic uint64_t seq;
+    _Atomic uint32_t n; /* records in use */
+} shm_member_block_t;
+
+_Static_assert(SWS_SHM_MEMBER_STATS_MAX >= SWS_ROUTESET_MEMBERS_MAX,
+               "every member of a table has a record");
+
+typedef struct shm_member_rec {
+    _Atomic uint64_t id, requests, failures, down_until_ms;
+    _Atomic uint32_t active, idle;
+} shm_member_rec_t;
+
 _Static_assert(sizeof(shm_slot_t) == SHM_LINE, "a slot is one cache line");
+_Static_assert(sizeof(shm_member_block_t) == SHM_LINE, "a block header is one cache line");
 _Static_assert(sizeof(shm_arena_t) == SHM_LINE, "arena header is one cache line");
 _Static_assert(SHM_MAX_ARENAS <= (1u << WORD_ARENA_BITS), "arena index fits the word");
 
+/* One worker's member block. */
+#define MEMBER_STRIDE \
+    line_up(sizeof(shm_member_block_t) + SWS_SHM_MEMBER_STATS_MAX * sizeof(shm_member_rec_t))
+
+/* The blocks lie between the slots and the arenas: their place follows
+ * from slots_off and max_workers, so the header needs no field for them
+ * (and attach's check of arenas_off covers them). */
 typedef struct region_layout {
-    size_t arena_size, arena_stride, slots_off, arenas_off, total;
+    size_t arena_size, arena_stride, slots_off, members_off, arenas_off, total;
 } region_layout_t;
 
 static size_t line_up(size_t n)
@@ -91,7 +118,8 @@ static void region_layout(size_t arena_size, unsigned narenas, unsigned max_work
     lay->arena_size = line_up(arena_size);
     lay->arena_stride = sizeof(shm_arena_t) + lay->arena_size;
     lay->slots_off = line_up(sizeof(shm_header_t));
-    lay->arenas_off = lay->slots_off + (size_t)max_workers * sizeof(shm_slot_t);
+    lay->members_off = lay->slots_off + (size_t)max_workers * sizeof(shm_slot_t);
+    lay->arenas_off = lay->members_off + (size_t)max_workers * MEMBER_STRIDE;
     lay->total = lay->arenas_off + (size_t)narenas * lay->arena_stride;
 }
 
@@ -103,6 +131,18 @@ static shm_header_t *header(const sws_shm_t *shm)
 static shm_slot_t *slot_at(const sws_shm_t *shm, unsigned i)
 {
     return (shm_slot_t *)((char *)shm->base + header(shm)->slots_off) + i;
+}
+
+static shm_member_block_t *member_block(const sws_shm_t *shm, unsigned i)
+{
+    const shm_header_t *h = header(shm);
+    size_t members_off = h->slots_off + (size_t)h->max_workers * sizeof(shm_slot_t);
+    return (shm_member_block_t *)((char *)shm->base + members_off + i * MEMBER_STRIDE);
+}
+
+static shm_member_rec_t *member_recs(shm_member_block_t *b)
+{
+    return (shm_member_rec_t *)(b + 1);
 }
 
 static shm_arena_t *arena_at(const sws_shm_t *shm, unsigned i)
@@ -332,6 +372,8 @@ void sws_shm_reader_clear(sws_shm_t *shm, unsigned slot)
     shm_slot_t *s = slot_at(shm, slot);
     atomic_store_explicit(&s->gen, 0, memory_order_seq_cst);
     atomic_store_explicit(&s->pid, 0, memory_order_relaxed);
+    /* A dead worker's connections are gone with it. */
+    sws_shm_member_stats_write(shm, slot, NULL, 0);
 }
 
 uint64_t sws_shm_reader_generation(const sws_shm_t *shm, unsigned slot)
@@ -346,4 +388,76 @@ sws_shm_counters_t *sws_shm_counters(sws_shm_t *shm, unsigned slot)
     if (slot >= header(shm)->max_workers)
         return NULL;
     return &slot_at(shm, slot)->counters;
+}
+
+void sws_shm_member_stats_write(sws_shm_t *shm, unsigned slot, const sws_shm_member_stats_t *in,
+                                uint32_t n)
+{
+    if (slot >= header(shm)->max_workers)
+        return;
+    shm_member_block_t *b = member_block(shm, slot);
+    shm_member_rec_t *r = member_recs(b);
+    if (n > SWS_SHM_MEMBER_STATS_MAX)
+        n = SWS_SHM_MEMBER_STATS_MAX;
+    /* Relaxed: this process is the block's only writer. */
+    uint64_t seq = atomic_load_explicit(&b->seq, memory_order_relaxed);
+    atomic_store_explicit(&b->seq, seq + 1, memory_order_relaxed);
+    /* The odd seq is visible before any record changes. */
+    atomic_thread_fence(memory_order_release);
+    for (uint32_t i = 0; i < n; i++) {
+        atomic_store_explicit(&r[i].id, in[i].id, memory_order_relaxed);
+        atomic_store_explicit(&r[i].requests, in[i].requests, memory_order_relaxed);
+        atomic_store_explicit(&r[i].failures, in[i].failures, memory_order_relaxed);
+        atomic_store_explicit(&r[i].down_until_ms, in[i].down_until_ms, memory_order_relaxed);
+        atomic_store_explicit(&r[i].active, in[i].active, memory_order_relaxed);
+        atomic_store_explicit(&r[i].idle, in[i].idle, memory_order_relaxed);
+    }
+    atomic_store_explicit(&b->n, n, memory_order_relaxed);
+    atomic_store_explicit(&b->seq, seq + 2, memory_order_release);
+}
+
+static void rec_load(const shm_member_rec_t *r, sws_shm_member_stats_t *out)
+{
+    out->id = atomic_load_explicit(&r->id, memory_order_relaxed);
+    out->requests = atomic_load_explicit(&r->requests, memory_order_relaxed);
+    out->failures = atomic_load_explicit(&r->failures, memory_order_relaxed);
+    out->down_until_ms = atomic_load_explicit(&r->down_until_ms, memory_order_relaxed);
+    out->active = atomic_load_explicit(&r->active, memory_order_relaxed);
+    out->idle = atomic_load_explicit(&r->idle, memory_order_relaxed);
+}
+
+/* Tries before a reader gives up on a block its worker keeps rewriting:
+ * a rewrite takes microseconds, and the worker rewrites at most every
+ * few milliseconds, so a second try nearly always succeeds. */
+#define MEMBER_READ_TRIES 8
+
+int sws_shm_member_stats_read(const sws_shm_t *shm, unsigned slot, uint64_t id, uint32_t hint,
+                              sws_shm_member_stats_t *out)
+{
+    if (slot >= header(shm)->max_workers || id == 0)
+        return 0;
+    shm_member_block_t *b = member_block(shm, slot);
+    const shm_member_rec_t *r = member_recs(b);
+    for (int t = 0; t < MEMBER_READ_TRIES; t++) {
+        uint64_t seq = atomic_load_explicit(&b->seq, memory_order_acquire);
+        if (seq & 1)
+            continue;
+        uint32_t n = atomic_load_explicit(&b->n, memory_order_relaxed);
+        if (n > SWS_SHM_MEMBER_STATS_MAX)
+            n = SWS_SHM_MEMBER_STATS_MAX;
+        int found = 0;
+        for (uint32_t k = 0; k < n && !found; k++) {
+            /* The hint first: the worker writes the table's member order. */
+            uint32_t i = (hint + k) % n;
+            if (atomic_load_explicit(&r[i].id, memory_order_relaxed) == id) {
+                rec_load(&r[i], out);
+                found = 1;
+            }
+        }
+        /* The copy is done before seq is read again. */
+        atomic_thread_fence(memory_order_acquire);
+        if (atomic_load_explicit(&b->seq, memory_order_relaxed) == seq)
+            return found;
+    }
+    return -1;
 }

@@ -11,6 +11,8 @@
  *            published with one release store)
  *   slots    one per worker index: pid, the generation that worker holds
  *            (0 = none), counters
+ *   members  one block per worker index: that worker's live figures per
+ *            upstream member (sws_shm_member_stats_t), for GET /v1/pools
  *   arenas   narenas fixed-size areas, each holding one table generation
  *
  * Publication (writer = the supervisor, single-threaded): build the table in
@@ -46,6 +48,23 @@ typedef struct sws_shm_counters {
     uint64_t connections_active;
     uint64_t requests;
 } sws_shm_counters_t;
+
+/* One upstream member as one worker sees it (worker/upstream_stats.h
+ * publishes them, the admin API sums them). Figures for an operator, not
+ * inputs to a decision. */
+typedef struct sws_shm_member_stats {
+    uint64_t id;            /* the member's stable id (shm/table.h); 0: none */
+    uint64_t requests;      /* requests to it that ended, since the worker started */
+    uint64_t failures;      /* failures reported to its passive health */
+    uint64_t down_until_ms; /* passive health: 0 up; else down, and a trial may go
+                             * at this CLOCK_MONOTONIC_COARSE time in ms */
+    uint32_t active;        /* requests in flight, each holding a connection */
+    uint32_t idle;          /* idle keep-alive connections */
+} sws_shm_member_stats_t;
+
+/* Records per worker block: the RouteSet's member limit
+ * (SWS_ROUTESET_MEMBERS_MAX), so every member of a table has its place. */
+#define SWS_SHM_MEMBER_STATS_MAX 8192u
 
 /* A process's handle on the region (process-local memory, not shared). */
 typedef struct sws_shm {
@@ -90,7 +109,7 @@ uint64_t sws_shm_current_generation(const sws_shm_t *shm);
 const sws_table_t *sws_shm_reader_acquire(sws_shm_t *shm, unsigned slot, pid_t self);
 
 /* Worker exiting, or supervisor after reaping the worker of `slot`: the
- * slot holds nothing. */
+ * slot holds nothing, and its member block is empty. */
 void sws_shm_reader_clear(sws_shm_t *shm, unsigned slot);
 
 /* The generation held by `slot` (0 = none): for logs and tests. */
@@ -98,5 +117,22 @@ uint64_t sws_shm_reader_generation(const sws_shm_t *shm, unsigned slot);
 
 /* This worker's counters. */
 sws_shm_counters_t *sws_shm_counters(sws_shm_t *shm, unsigned slot);
+
+/* Worker `slot` only (and the supervisor once it reaped that worker):
+ * replace its member block with the n records in (n at most
+ * SWS_SHM_MEMBER_STATS_MAX; more are dropped). Record i should be member i
+ * of the table the worker holds, so that a reader's hint hits. Relaxed
+ * atomic stores framed by a sequence word: a reader never mixes two
+ * publications. O(n). */
+void sws_shm_member_stats_write(sws_shm_t *shm, unsigned slot, const sws_shm_member_stats_t *in,
+                                uint32_t n);
+
+/* Any process: worker `slot`'s latest record for member id into *out
+ * (record `hint` is looked at first, then all). 1 when found, 0 when the
+ * worker published none for it (or the slot is out of range), -1 when
+ * the worker kept rewriting its block while this read (a few tries, never
+ * a wait): nothing trustworthy in *out. */
+int sws_shm_member_stats_read(const sws_shm_t *shm, unsigned slot, uint64_t id, uint32_t hint,
+                              sws_shm_member_stats_t *out);
 
 #endif

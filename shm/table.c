@@ -32,6 +32,7 @@
 #include "core/str.h"
 #include "shm/routeset_check.h"
 
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -223,6 +224,14 @@ uint64_t sws_member_id(const char *pool, const char *key)
     return h != 0 ? h : 1; /* 0 means "derive" in a RouteSet */
 }
 
+uint64_t sws_member_resolved_id(const char *pool, const char *name_key, const char *addr_key)
+{
+    /* A key holds no '=' (sws_routeset_addr_t.key), so the pair is unambiguous. */
+    char key[2 * sizeof(((sws_routeset_addr_t *)0)->key) + 2];
+    snprintf(key, sizeof(key), "%s=%s", name_key, addr_key);
+    return sws_member_id(pool, key);
+}
+
 /* The header or cookie name of a hash_key ("" for client_ip or none). */
 static const char *pool_hash_name(const Sws__Pool *pool, unsigned *kind)
 {
@@ -240,12 +249,22 @@ static size_t pool_hash_name_len(const Sws__Pool *pool)
     return strlen(pool_hash_name(pool, &kind));
 }
 
+/* The strings of the table members mb becomes (each has its own copy of
+ * the address: a member's strings are its own). */
 static size_t member_str_bytes(const Sws__Member *mb)
 {
     sws_routeset_addr_t addr;
+    size_t n = 0;
 
-    sws_routeset_address_problem(mb->address, 1, &addr);
-    return str_bytes(strlen(mb->address)) + str_bytes(strlen(addr.host));
+    if (mb->n_resolved == 0) {
+        sws_routeset_address_problem(mb->address, 1, &addr);
+        return str_bytes(strlen(mb->address)) + str_bytes(strlen(addr.host));
+    }
+    for (size_t r = 0; r < mb->n_resolved; r++) {
+        sws_routeset_address_problem(mb->resolved[r], 1, &addr);
+        n += str_bytes(strlen(mb->address)) + str_bytes(strlen(addr.host));
+    }
+    return n;
 }
 
 static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
@@ -279,9 +298,10 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
     for (size_t p = 0; p < rs->n_pools; p++) {
         const Sws__Pool *pool = rs->pools[p];
         strings += str_bytes(strlen(pool->name)) + str_bytes(pool_hash_name_len(pool));
-        lay->nmembers += pool->n_members;
-        for (size_t m = 0; m < pool->n_members; m++)
+        for (size_t m = 0; m < pool->n_members; m++) {
+            lay->nmembers += sws_routeset_member_width(pool->members[m]);
             strings += member_str_bytes(pool->members[m]);
+        }
     }
     if (rs->settings != NULL) {
         strings += str_bytes(strlen(rs->settings->server_name));
@@ -482,14 +502,23 @@ static void build_names(table_writer_t *w, struct sws_table *t, const Sws__Host 
     }
 }
 
+/* The table member of mb, or with resolved addresses (r < n_resolved)
+ * the one of its address r. */
 static void build_member(table_writer_t *w, const Sws__Pool *pool, const Sws__Member *mb,
-                         sws_member_t *out)
+                         size_t r, sws_member_t *out)
 {
-    sws_routeset_addr_t addr;
+    sws_routeset_addr_t addr, name;
 
     memset(out, 0, sizeof(*out));
-    sws_routeset_address_problem(mb->address, 1, &addr);
-    out->id = mb->id != 0 ? mb->id : sws_member_id(pool->name, addr.key);
+    if (mb->n_resolved > 0) {
+        sws_routeset_address_problem(mb->address, 1, &name);
+        sws_routeset_address_problem(mb->resolved[r], 1, &addr);
+        out->id = sws_member_resolved_id(pool->name, name.key, addr.key);
+        out->resolved = 1;
+    } else {
+        sws_routeset_address_problem(mb->address, 1, &addr);
+        out->id = mb->id != 0 ? mb->id : sws_member_id(pool->name, addr.key);
+    }
     out->address = put_bytes(w, mb->address, strlen(mb->address));
     out->weight = mb->weight != 0 ? mb->weight : SWS_DEFAULT_POOL_WEIGHT;
     out->state = (uint32_t)mb->state;
@@ -546,9 +575,10 @@ static void build_pools(table_writer_t *w, struct sws_table *t, const Sws__Route
         const Sws__Pool *pool = rs->pools[p];
         build_pool(w, pool, &pools[p]);
         pools[p].first_member = m;
-        pools[p].nmembers = (uint32_t)pool->n_members;
-        for (size_t i = 0; i < pool->n_members; i++, m++)
-            build_member(w, pool, pool->members[i], &members[m]);
+        for (size_t i = 0; i < pool->n_members; i++)
+            for (size_t r = 0; r < sws_routeset_member_width(pool->members[i]); r++, m++)
+                build_member(w, pool, pool->members[i], r, &members[m]);
+        pools[p].nmembers = m - pools[p].first_member;
     }
 }
 

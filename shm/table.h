@@ -123,7 +123,8 @@ typedef struct sws_member {
                                 or a DNS name, lowercased */
     uint16_t port;
     uint8_t family;          /* AF_INET, AF_INET6, or AF_UNSPEC: host is a name */
-    uint8_t reserved;
+    uint8_t resolved;        /* 1: address is a name the supervisor resolved, and
+                                host/ip are one of its addresses (ADR 0024) */
     uint8_t ip[16];          /* network order; AF_INET uses the first 4 bytes */
 } sws_member_t;
 
@@ -166,6 +167,12 @@ typedef struct sws_pool {
  * same id in every generation and from every source (ADR 0013). Any
  * process may call it. */
 uint64_t sws_member_id(const char *pool, const char *key);
+
+/* The id of one address a member's name resolved to (Member.resolved):
+ * sws_member_id() of the pool and "NAMEKEY=ADDRKEY" ("localhost:80=
+ * 127.0.0.1:80"), so it is stable while the name keeps that address, and
+ * never the id of the address written as such. Any process may call it. */
+uint64_t sws_member_resolved_id(const char *pool, const char *name_key, const char *addr_key);
 
 /* The defaults of a pool (docs/configuration.md, "pools"): sources fill
  * them; the table takes the timeouts and health ones when the RouteSet's
@@ -224,7 +231,8 @@ size_t sws_table_size(const Sws__RouteSet *rs);
  * first: every source of a RouteSet passes the same check. Normalised: host names
  * lowercased without a trailing dot, static roots without trailing '/',
  * access_log path "-" stored as "", a member's weight 0 as 1 and its id 0
- * as sws_member_id(), a pool's absent Timeouts or Health as the
+ * as sws_member_id(), a member with resolved addresses as one member per
+ * address (sws_member_resolved_id(), in their order), a pool's absent Timeouts or Health as the
  * SWS_DEFAULT_POOL_* values. On failure the arena holds garbage. */
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
                     char *err, size_t errlen);

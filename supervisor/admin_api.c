@@ -1,15 +1,18 @@
 #include "supervisor/admin_api.h"
 
 #include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/err.h"
 #include "core/log.h"
 #include "core/str.h"
 #include "shm/routeset_check.h"
+#include "supervisor/resolve.h"
 
 #define MAX_SEGMENTS 6
 
@@ -88,22 +91,147 @@ static const char *state_name(Sws__Member__State s)
     }
 }
 
-/* A member as the workers know it: its id is the one the table gives it
- * (derived from pool and address when the source left it 0, ADR 0013). */
-static void put_member(sws_json_out_t *o, const char *pool, const Sws__Member *m)
+/* The id the table gives member m, or with resolved addresses its address
+ * r (derived from pool and address when the source left it 0, ADR 0013;
+ * from pool, name and address for a name, ADR 0024). */
+static uint64_t member_id(const char *pool, const Sws__Member *m, size_t r)
 {
-    sws_routeset_addr_t a;
-    uint64_t id = m->id;
-    if (id == 0 && sws_routeset_address_problem(m->address, 1, &a) == NULL)
-        id = sws_member_id(pool, a.key);
-    sws_json_lit(o, "{\"id\": ");
-    sws_json_u64(o, id);
-    sws_json_lit(o, ", \"address\": ");
-    sws_json_cstr(o, m->address);
+    sws_routeset_addr_t a, n;
+    if (m->n_resolved > 0 && sws_routeset_address_problem(m->address, 1, &n) == NULL &&
+        sws_routeset_address_problem(m->resolved[r], 1, &a) == NULL)
+        return sws_member_resolved_id(pool, n.key, a.key);
+    if (m->id == 0 && sws_routeset_address_problem(m->address, 1, &a) == NULL)
+        return sws_member_id(pool, a.key);
+    return m->id;
+}
+
+static uint64_t mono_coarse_ms(void)
+{
+    /* The workers' loop clock (core/loop.c), which down_until_ms is in. */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* The live figures of one worker (or, index < 0, their sum), without the
+ * braces. */
+static void put_live(sws_json_out_t *o, int index, const sws_shm_member_stats_t *s,
+                     unsigned ndown, uint64_t now_ms)
+{
+    if (index >= 0) {
+        sws_json_lit(o, "\"index\": ");
+        sws_json_u64(o, (uint64_t)index);
+        sws_json_lit(o, ", ");
+    }
+    sws_json_lit(o, "\"health\": ");
+    sws_json_cstr(o, ndown > 0 ? "down" : "up");
+    if (index < 0) {
+        sws_json_lit(o, ", \"down_workers\": ");
+        sws_json_u64(o, ndown);
+    } else if (ndown > 0) {
+        sws_json_lit(o, ", \"down_for_ms\": ");
+        sws_json_u64(o, s->down_until_ms > now_ms ? s->down_until_ms - now_ms : 0);
+    }
+    sws_json_lit(o, ", \"connections\": ");
+    sws_json_u64(o, (uint64_t)s->active + s->idle);
+    sws_json_lit(o, ", \"idle\": ");
+    sws_json_u64(o, s->idle);
+    sws_json_lit(o, ", \"in_flight\": ");
+    sws_json_u64(o, s->active);
+    sws_json_lit(o, ", \"requests\": ");
+    sws_json_u64(o, s->requests);
+    sws_json_lit(o, ", \"failures\": ");
+    sws_json_u64(o, s->failures);
+}
+
+/* The workers' figures for member id (docs/admin-api.md): summed, then
+ * per worker that published a record for it. hint: its index among the
+ * table's members. */
+static void put_member_live(sws_json_out_t *o, const sws_admin_api_t *api, uint64_t id,
+                            uint32_t hint)
+{
+    sws_shm_member_stats_t w[SWS_SHM_MAX_WORKERS], sum = { 0 };
+    int found[SWS_SHM_MAX_WORKERS] = { 0 };
+    unsigned ndown = 0, nw = api->shm != NULL ? api->nworkers : 0;
+    uint64_t now = mono_coarse_ms();
+    if (nw > SWS_SHM_MAX_WORKERS)
+        nw = SWS_SHM_MAX_WORKERS;
+    for (unsigned i = 0; i < nw; i++) {
+        /* -1 (the worker kept rewriting): left out, like a worker that
+         * does not hold the member yet. */
+        found[i] = sws_shm_member_stats_read(api->shm, i, id, hint, &w[i]) == 1;
+        if (!found[i])
+            continue;
+        sum.active += w[i].active;
+        sum.idle += w[i].idle;
+        sum.requests += w[i].requests;
+        sum.failures += w[i].failures;
+        ndown += w[i].down_until_ms != 0;
+    }
+    sws_json_lit(o, ", ");
+    put_live(o, -1, &sum, ndown, now);
+    sws_json_lit(o, ", \"workers\": [");
+    int first = 1;
+    for (unsigned i = 0; i < nw; i++) {
+        if (!found[i])
+            continue;
+        if (!first)
+            sws_json_lit(o, ", ");
+        sws_json_lit(o, "{");
+        first = 0;
+        put_live(o, (int)i, &w[i], w[i].down_until_ms != 0, now);
+        sws_json_lit(o, "}");
+    }
+    sws_json_lit(o, "]");
+}
+
+static void put_weight_state(sws_json_out_t *o, const Sws__Member *m)
+{
     sws_json_lit(o, ", \"weight\": ");
     sws_json_u64(o, m->weight);
     sws_json_lit(o, ", \"state\": ");
     sws_json_cstr(o, state_name(m->state));
+}
+
+/* A member of the table as the workers know it: m, or its resolved
+ * address r with the name beside it; without the closing brace. */
+static void put_member_fields(sws_json_out_t *o, const char *pool, const Sws__Member *m,
+                              size_t r)
+{
+    sws_json_lit(o, "{\"id\": ");
+    sws_json_u64(o, member_id(pool, m, r));
+    sws_json_lit(o, ", \"address\": ");
+    sws_json_cstr(o, m->n_resolved > 0 ? m->resolved[r] : m->address);
+    if (m->n_resolved > 0) {
+        sws_json_lit(o, ", \"name\": ");
+        sws_json_cstr(o, m->address);
+    }
+    put_weight_state(o, m);
+}
+
+/* A member as a change gave it: a name with the addresses it resolved to,
+ * each with its id. */
+static void put_member(sws_json_out_t *o, const char *pool, const Sws__Member *m)
+{
+    if (m->n_resolved == 0) {
+        put_member_fields(o, pool, m, 0);
+        sws_json_lit(o, "}");
+        return;
+    }
+    sws_json_lit(o, "{\"address\": ");
+    sws_json_cstr(o, m->address);
+    sws_json_lit(o, ", \"resolved\": [");
+    for (size_t r = 0; r < m->n_resolved; r++) {
+        if (r > 0)
+            sws_json_lit(o, ", ");
+        sws_json_lit(o, "{\"id\": ");
+        sws_json_u64(o, member_id(pool, m, r));
+        sws_json_lit(o, ", \"address\": ");
+        sws_json_cstr(o, m->resolved[r]);
+        sws_json_lit(o, "}");
+    }
+    sws_json_lit(o, "]");
+    put_weight_state(o, m);
     sws_json_lit(o, "}");
 }
 
@@ -146,6 +274,7 @@ static void get_pools(sws_admin_api_t *api, sws_admin_reply_t *reply)
 {
     sws_json_out_t *o = &reply->body;
     const Sws__RouteSet *rs = api->routes;
+    uint32_t k = 0; /* the member's index in the table: the workers' hint */
     sws_json_lit(o, "{\"generation\": ");
     sws_json_u64(o, api->generation);
     sws_json_lit(o, ", \"pools\": [");
@@ -157,9 +286,14 @@ static void get_pools(sws_admin_api_t *api, sws_admin_reply_t *reply)
         sws_json_cstr(o, pool->name);
         sws_json_lit(o, ", \"members\": [");
         for (size_t m = 0; m < pool->n_members; m++) {
-            if (m > 0)
-                sws_json_lit(o, ", ");
-            put_member(o, pool->name, pool->members[m]);
+            /* A name resolved to several addresses is several members. */
+            for (size_t r = 0; r < sws_routeset_member_width(pool->members[m]); r++, k++) {
+                if (m > 0 || r > 0)
+                    sws_json_lit(o, ", ");
+                put_member_fields(o, pool->name, pool->members[m], r);
+                put_member_live(o, api, member_id(pool->name, pool->members[m], r), k);
+                sws_json_lit(o, "}");
+            }
         }
         sws_json_lit(o, "]}");
     }
@@ -282,6 +416,17 @@ static void publish_change(sws_admin_api_t *api, Sws__RouteSet *next, const char
     sws__route_set__free_unpacked(next, NULL);
 }
 
+/* Does m resolve to exactly the addresses of r (in r's order)? */
+static int same_addresses(const Sws__Member *m, const sws_resolved_t *r)
+{
+    if (m->n_resolved != r->n)
+        return 0;
+    for (size_t i = 0; i < r->n; i++)
+        if (strcmp(m->resolved[i], r->addr[i]) != 0)
+            return 0;
+    return 1;
+}
+
 static void put_member_req(sws_admin_api_t *api, const char *pool_name, const char *addr,
                            const char *body, size_t len, sws_admin_reply_t *reply)
 {
@@ -298,6 +443,12 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
         return reply_error(reply, 400, "%s", err);
     if (find_pool(api->routes, pool_name) == NULL)
         return reply_error(reply, 404, "no pool \"%s\"", pool_name);
+    /* A name is resolved now, as the file's are at a reload (ADR 0024): a
+     * PUT of a known name takes its current addresses. */
+    sws_resolved_t res = { 0 };
+    sws_admin_resolve_fn resolve = api->resolve != NULL ? api->resolve : sws_resolve_member;
+    if (a.family == AF_UNSPEC && resolve(&a, &res, err, sizeof(err)) < 0)
+        return reply_error(reply, 422, "member \"%s\": %s; nothing changed", addr, err);
 
     Sws__RouteSet *next = routeset_copy(api->routes);
     if (next == NULL)
@@ -306,7 +457,13 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     size_t at = find_member(pool, a.key);
     if (at < pool->n_members) {
         Sws__Member *m = pool->members[at];
-        if ((!has_weight || m->weight == weight) && (!has_state || m->state == state)) {
+        int moved = a.family == AF_UNSPEC && !same_addresses(m, &res);
+        if (moved && sws_resolve_fill(m, &res) < 0) {
+            sws__route_set__free_unpacked(next, NULL);
+            return reply_error(reply, 500, "out of memory");
+        }
+        if (!moved && (!has_weight || m->weight == weight) &&
+            (!has_state || m->state == state)) {
             /* Nothing to publish: say what is there. */
             sws_json_lit(&reply->body, "{\"generation\": ");
             sws_json_u64(&reply->body, api->generation);
@@ -343,6 +500,10 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     m->weight = weight;
     m->state = state;
     pool->members[pool->n_members++] = m;
+    if (res.n > 0 && sws_resolve_fill(m, &res) < 0) {
+        sws__route_set__free_unpacked(next, NULL);
+        return reply_error(reply, 500, "out of memory");
+    }
     publish_change(api, next, pool_name, m, "added", 201, reply);
 }
 

@@ -26,6 +26,7 @@
 #include "core/json.h"
 #include "proto/scalws.pb-c.h"
 #include "shm/shm.h"
+#include "supervisor/resolve.h"
 
 /* Publish rs as the next generation: 0 and *gen, SWS_SHM_BUSY (no free
  * arena yet: nothing changed), SWS_ADMIN_UNAVAILABLE with err (the server
@@ -33,6 +34,11 @@
  * success the callee has called sws_admin_api_published(). */
 #define SWS_ADMIN_UNAVAILABLE (-3)
 typedef int (*sws_admin_publish_fn)(void *ctx, const Sws__RouteSet *rs, uint64_t *gen,
+                                    char *err, size_t errlen);
+
+/* Resolve a member's name (supervisor/resolve.h's sws_resolve_member has
+ * this shape). */
+typedef int (*sws_admin_resolve_fn)(const sws_routeset_addr_t *name, sws_resolved_t *out,
                                     char *err, size_t errlen);
 
 typedef struct sws_admin_api {
@@ -44,6 +50,8 @@ typedef struct sws_admin_api {
     unsigned nworkers;
     sws_admin_publish_fn publish;
     void *publish_ctx;
+    sws_admin_resolve_fn resolve; /* NULL: sws_resolve_member (getaddrinfo); the fuzz
+                                   * target's asks no DNS server */
 } sws_admin_api_t;
 
 typedef struct sws_admin_reply {

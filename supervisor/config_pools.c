@@ -6,10 +6,12 @@
 #include "supervisor/config_pools.h"
 
 #include <stdio.h>
+#include <sys/socket.h>
 #include <string.h>
 
 #include "shm/routeset_check.h"
 #include "shm/table.h"
+#include "supervisor/resolve.h"
 
 #define CFG_BALANCE_HASH_NEEDS_KEY \
     "balance hash needs a hash_key: client_ip, header:NAME or cookie:NAME"
@@ -90,16 +92,32 @@ static int cfg_pool_health(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, 
     return 0;
 }
 
+/* A name is resolved when the file is read as a start reads it (start,
+ * reload, -t: check_system), into Member.resolved (ADR 0024); parsed from
+ * text (tests, the fuzz target) it stays a name and nothing is looked up. */
 static int cfg_member_address(cfg_parser_t *p, yaml_node_t *n, Sws__Member *m)
 {
+    sws_routeset_addr_t a;
+    sws_resolved_t r;
+    char err[320];
     const char *why;
 
     if (cfg_want_string(p, n) < 0)
         return -1;
-    why = sws_routeset_address_problem(cfg_text(n), 1, NULL);
+    why = sws_routeset_address_problem(cfg_text(n), 1, &a);
     if (why != NULL)
         return cfg_fail(p, n, "\"%s\": %s", cfg_text(n), why);
-    return cfg_set_str(p, n, &m->address, cfg_text(n));
+    if (cfg_set_str(p, n, &m->address, cfg_text(n)) < 0)
+        return -1;
+    if (a.family != AF_UNSPEC || !p->check_system)
+        return 0;
+    if (sws_resolve_member(&a, &r, err, sizeof(err)) < 0)
+        return cfg_fail(p, n, "%s", err);
+    if (cfg_charge(p, n, sws_resolve_bytes(&r)) < 0)
+        return -1;
+    if (sws_resolve_fill(m, &r) < 0)
+        return cfg_oom(p, n);
+    return 0;
 }
 
 /* "HOST:PORT", or {address: HOST:PORT, weight: N, state: up}. The same

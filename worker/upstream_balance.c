@@ -218,6 +218,7 @@ void sws_upstream_balance_done(sws_upstream_balancer_t *b, uint64_t id, int hint
     sws_upstream_peer_t *p = &b->peers[i];
     if (p->active > 0)
         p->active--;
+    p->requests++;
     if (outcome == SWS_UPSTREAM_OK)
         sws_upstream_health_success(&p->health);
     else if (outcome == SWS_UPSTREAM_FAILED)
@@ -235,6 +236,7 @@ void sws_upstream_balance_carry(sws_upstream_peer_t *next, uint32_t nnext,
         const sws_upstream_peer_t *from = j < 0 ? &fresh : &prev[j];
         p->active = from->active;
         p->current = from->current;
+        p->requests = from->requests;
         p->health = from->health;
     }
 }

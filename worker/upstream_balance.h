@@ -73,6 +73,7 @@ typedef struct sws_upstream_peer {
     uint32_t active;               /* requests in flight, each on its own upstream
                                     * connection; idle keep-alive ones not counted */
     int64_t current;               /* smooth round robin's current weight */
+    uint64_t requests;             /* ended (done), for the admin API */
     sws_upstream_health_t health;
 } sws_upstream_peer_t;
 
@@ -118,7 +119,7 @@ typedef enum sws_upstream_outcome {
 } sws_upstream_outcome_t;
 
 /* The request picked on member id (at index hint then) has ended: no
- * longer in flight, outcome reported to its passive health. By id, so that
+ * longer in flight, counted in requests, outcome reported to its passive health. By id, so that
  * it is right after a new generation (hint is checked first); a member
  * removed since is forgotten, and nothing happens. */
 void sws_upstream_balance_done(sws_upstream_balancer_t *b, uint64_t id, int hint,

@@ -60,57 +60,6 @@ void sws_upstream_set_init(sws_upstream_set_t *s, sws_loop_t *loop)
         queue_for(s, sws_upstream_conf_default.timeout_ms[i]);
 }
 
-int sws_upstream_parse_addr(sws_str_t text, sws_upstream_addr_t *out, char *err, size_t errlen)
-{
-    char host[INET6_ADDRSTRLEN + 2];
-    const char *colon = memrchr(text.p, ':', text.len);
-    if (colon == NULL || colon == text.p)
-        return sws_errf(err, errlen, "address \"%.*s\" has no HOST:PORT form", (int)text.len,
-                        text.p);
-    size_t hlen = (size_t)(colon - text.p);
-    const char *hp = text.p;
-    int v6 = hlen >= 2 && hp[0] == '[' && hp[hlen - 1] == ']';
-    if (v6) {
-        hp++;
-        hlen -= 2;
-    }
-    unsigned long port = 0;
-    size_t plen = text.len - hlen - (v6 ? 2 : 0) - 1;
-    const char *pp = colon + 1;
-    for (size_t i = 0; i < plen; i++) {
-        if (pp[i] < '0' || pp[i] > '9' || port > 65535)
-            return sws_errf(err, errlen, "address \"%.*s\": bad port", (int)text.len, text.p);
-        port = port * 10 + (unsigned long)(pp[i] - '0');
-    }
-    if (plen == 0 || port == 0 || port > 65535)
-        return sws_errf(err, errlen, "address \"%.*s\": bad port", (int)text.len, text.p);
-    if (hlen == 0 || hlen >= sizeof(host))
-        return sws_errf(err, errlen, "address \"%.*s\": bad host", (int)text.len, text.p);
-    memcpy(host, hp, hlen);
-    host[hlen] = '\0';
-    memset(out, 0, sizeof(*out));
-    if (v6) {
-        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&out->sa;
-        if (inet_pton(AF_INET6, host, &a->sin6_addr) != 1)
-            return sws_errf(err, errlen, "address \"%.*s\": bad IPv6 literal", (int)text.len,
-                            text.p);
-        a->sin6_family = AF_INET6;
-        a->sin6_port = htons((uint16_t)port);
-        out->len = sizeof(*a);
-        return 0;
-    }
-    struct sockaddr_in *a = (struct sockaddr_in *)&out->sa;
-    if (inet_pton(AF_INET, host, &a->sin_addr) != 1)
-        return sws_errf(err, errlen,
-                        "address \"%.*s\": not an IP literal (names are resolved when the "
-                        "configuration is read)",
-                        (int)text.len, text.p);
-    a->sin_family = AF_INET;
-    a->sin_port = htons((uint16_t)port);
-    out->len = sizeof(*a);
-    return 0;
-}
-
 static sws_upstream_bucket_t *bucket_find(sws_upstream_set_t *s, uint64_t id)
 {
     for (sws_upstream_bucket_t *b = s->buckets; b != NULL; b = b->next)

@@ -9,10 +9,11 @@
  * to the idle pool) or sws_upstream_close(). Everything runs in the
  * worker's one thread.
  *
- * Addresses are IPv4 or IPv6 literals with a port ("127.0.0.1:8080",
- * "[::1]:8080"). A host name is refused here: names are resolved (or
- * refused) when the configuration is read, so a worker never blocks on
- * DNS and every worker connects to the same addresses.
+ * Addresses are socket addresses, made from what the table parsed once
+ * (shm/table.h: sws_member_t's family, ip, port; worker/upstream_pools.c).
+ * Names are resolved by the supervisor when it reads the configuration,
+ * so a worker never blocks on DNS and every worker connects to the same
+ * addresses.
  *
  * Idle pool: keyed by the member's stable id (shm/table.h), so idle
  * connections survive table generations; at most `keepalive` per member
@@ -57,7 +58,7 @@
 typedef struct sws_upstream_conn sws_upstream_conn_t;
 typedef struct sws_upstream_set sws_upstream_set_t;
 
-/* A parsed member address. */
+/* A member's socket address (upstream_pools.c makes it from the table's). */
 typedef struct sws_upstream_addr {
     struct sockaddr_storage sa;
     socklen_t len;
@@ -133,10 +134,6 @@ void sws_upstream_set_init(sws_upstream_set_t *s, sws_loop_t *loop);
  * worker stops, after its client connections, so after every holder
  * closed what it held). */
 void sws_upstream_set_close(sws_upstream_set_t *s);
-
-/* Parse "A.B.C.D:PORT" or "[V6]:PORT". 0, or -1 with err set (a host
- * name is refused: see the top). */
-int sws_upstream_parse_addr(sws_str_t text, sws_upstream_addr_t *out, char *err, size_t errlen);
 
 /* An idle connection to member_id that is still open, or a new one whose
  * non-blocking connect to addr has begun (u->connecting: wait for

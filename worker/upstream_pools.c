@@ -1,6 +1,8 @@
 /* One worker's view of the upstream pools (upstream_pools.h). */
 #include "worker/upstream_pools.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,31 @@ static void view_free(sws_upstream_pool_t *pools, uint32_t n)
 static char *dup_tstr(const sws_table_t *t, sws_tstr_t s)
 {
     return strndup(sws_table_str(t, s), s.len);
+}
+
+/* The socket address of a member, from what the table parsed: -1 for a
+ * name (the config reader and the admin API resolve theirs; another
+ * source may not have). */
+static int member_addr(const sws_member_t *m, sws_upstream_addr_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (m->family == AF_INET6) {
+        struct sockaddr_in6 *a = (struct sockaddr_in6 *)&out->sa;
+        a->sin6_family = AF_INET6;
+        a->sin6_port = htons(m->port);
+        memcpy(&a->sin6_addr, m->ip, sizeof(a->sin6_addr));
+        out->len = sizeof(*a);
+        return 0;
+    }
+    if (m->family == AF_INET) {
+        struct sockaddr_in *a = (struct sockaddr_in *)&out->sa;
+        a->sin_family = AF_INET;
+        a->sin_port = htons(m->port);
+        memcpy(&a->sin_addr, m->ip, sizeof(a->sin_addr));
+        out->len = sizeof(*a);
+        return 0;
+    }
+    return -1;
 }
 
 /* The table's pool tp, built into p (zeroed): -1 when out of memory. */
@@ -60,16 +87,20 @@ static int pool_build(sws_upstream_pool_t *p, const sws_table_t *t, const sws_po
     p->conf.timeout_ms[SWS_UPSTREAM_T_IDLE] = tp->idle_timeout_ms;
     const sws_member_t *m = sws_table_members(t, tp);
     for (uint32_t i = 0; i < n; i++) {
-        char err[160];
-        sws_str_t a = { sws_table_str(t, m[i].address), m[i].address.len };
         sws_upstream_peer_t *peer = &p->bal.peers[i];
         sws_upstream_member_t *um = &p->members[i];
-        snprintf(um->text, sizeof(um->text), "%.*s", (int)a.len, a.p);
+        /* A resolved name says which of its addresses: "localhost:80 (127.0.0.1)". */
+        if (m[i].resolved)
+            snprintf(um->text, sizeof(um->text), "%s (%s)", sws_table_str(t, m[i].address),
+                     sws_table_str(t, m[i].host));
+        else
+            snprintf(um->text, sizeof(um->text), "%s", sws_table_str(t, m[i].address));
         peer->id = m[i].id;
         peer->weight = m[i].weight;
         peer->state = (uint8_t)m[i].state;
-        if (sws_upstream_parse_addr(a, &um->addr, err, sizeof(err)) < 0) {
-            sws_log_error("pool %s member %s: %s: it takes no request", p->name, um->text, err);
+        if (member_addr(&m[i], &um->addr) < 0) {
+            sws_log_error("pool %s member %s: a name nobody resolved (a RouteSet source must "
+                          "give addresses): it takes no request", p->name, um->text);
             peer->state = SWS_UPSTREAM_DOWN;
         }
     }

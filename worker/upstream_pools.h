@@ -58,7 +58,8 @@ typedef struct sws_upstream_pools {
 /* Replace the view with one of table t, carrying state from the current
  * one (see the top), and close the idle connections in s of the members
  * gone. 0, or -1 with err set (out of memory): the view stays as it was.
- * A member whose address does not parse is logged and counted down. */
+ * Addresses come as the table parsed them (no second parser); a member
+ * that is a name nobody resolved is logged and counted down. */
 int sws_upstream_pools_adopt(sws_upstream_pools_t *v, const sws_table_t *t,
                              sws_upstream_set_t *s, char *err, size_t errlen);
 

@@ -23,6 +23,7 @@
 #include "worker/handlers.h"
 #include "worker/http1.h"
 #include "worker/load.h"
+#include "worker/upstream_stats.h"
 
 #define ACCEPT_BATCH 64          /* accepts per listener event */
 #define ACCEPT_PAUSE_MS 100      /* out of fds: retry accepting after this */
@@ -43,6 +44,7 @@ typedef struct sws_worker {
     sws_worker_ctx_t ctx;         /* what handlers keep between requests */
     sws_shm_counters_t *counters;
     sws_load_t load;              /* published for the eBPF accept policies */
+    sws_upstream_stats_t upstream_stats; /* published for GET /v1/pools */
     uint64_t generation;          /* of the table in use; 0: none */
     pid_t pid;                    /* cached: the reader slot is stamped every tick */
     sws_io_t signals;
@@ -159,6 +161,8 @@ static void adopt_generation(sws_worker_t *w)
     if (sws_upstream_pools_adopt(&w->ctx.pools, t, &w->ctx.upstreams, err, sizeof(err)) < 0)
         sws_log_error("generation %llu: %s: proxied requests keep the previous pools",
                       (unsigned long long)gen, err);
+    else
+        sws_upstream_stats_adopted(&w->upstream_stats);
     /* A reload's logging.level reaches running workers with the table. */
     if (sws_settings_log_level(st) >= 0)
         sws_log_set_level((sws_log_level_t)sws_settings_log_level(st));
@@ -215,6 +219,7 @@ static void on_tick(sws_loop_t *loop, void *data)
         drain(w);
     w->counters->connections_active = w->conns.nlive;
     sws_load_tick(&w->load, sws_loop_now_ms(loop), w->conns.nlive, w->conns.inflight);
+    sws_upstream_stats_tick(&w->upstream_stats);
     if (w->conns.draining && w->conns.nlive == 0 && !w->loop.stop)
         stop_now(w);
 }
@@ -381,6 +386,8 @@ static int worker_setup(sws_worker_t *w)
     w->conns.ctx = &w->ctx;
     w->conns.head_handler = sws_handlers_dispatch_head;
     sws_upstream_set_init(&w->ctx.upstreams, &w->loop);
+    sws_upstream_stats_init(&w->upstream_stats, &w->loop, cfg->shm, cfg->index, &w->ctx.pools,
+                            &w->ctx.upstreams);
     sws_timer_queue_init(&w->loop, &w->accept_q, ACCEPT_PAUSE_MS);
     sws_timer_init(&w->accept_timer, accept_resume);
     sws_timer_queue_init(&w->loop, &w->shutdown_q, 0); /* set by drain() */
@@ -433,6 +440,7 @@ int sws_worker_main(const sws_worker_config_t *cfg)
         status = 1;
     }
     sws_conn_set_destroy(&w.conns);
+    sws_upstream_stats_close(&w.upstream_stats);
     sws_worker_ctx_close(&w.ctx);
     sws_access_log_close(&w.access_log);
     sws_shm_reader_clear(cfg->shm, cfg->index);

@@ -16,6 +16,7 @@
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,6 +35,22 @@ static size_t members(const Sws__RouteSet *rs)
     for (size_t p = 0; p < rs->n_pools; p++)
         n += rs->pools[p]->n_members;
     return n;
+}
+
+/* Names without DNS: one that ends in 'x' does not resolve, any other is
+ * two addresses derived from its length (so a PUT of a known name may
+ * "move" it when the input differs). */
+static int resolve(const sws_routeset_addr_t *name, sws_resolved_t *out, char *err,
+                   size_t errlen)
+{
+    size_t len = strlen(name->host);
+    out->n = 0;
+    if (len > 0 && name->host[len - 1] == 'x')
+        return snprintf(err, errlen, "\"%s\" does not resolve", name->host), -1;
+    out->n = 2;
+    snprintf(out->addr[0], sizeof(out->addr[0]), "10.0.%zu.1:%u", len % 256, name->port);
+    snprintf(out->addr[1], sizeof(out->addr[1]), "[fd00::%zx]:%u", len, name->port);
+    return 0;
 }
 
 static int publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char *err, size_t errlen)
@@ -85,6 +102,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     (void)argv;
     sws_log_init("fuzz", 2, SWS_LOG_CRIT);
     api.publish = publish;
+    api.resolve = resolve;
     reset();
     return 0;
 }

@@ -131,7 +131,7 @@ class _Reader:
 
 class Backend:
     def __init__(self, name="backend", mode="ok", times=None, delay=0.05,
-                 family=socket.AF_INET):
+                 family=socket.AF_INET, port=0):
         self.name = name
         self.mode = mode
         self.times = times
@@ -144,7 +144,7 @@ class Backend:
         addr = "::1" if family == socket.AF_INET6 else "127.0.0.1"
         self.listener = socket.socket(family, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.listener.bind((addr, 0))
+        self.listener.bind((addr, port))  # port 0: a free one
         self.listener.listen(64)
         self.listener.settimeout(0.2)
         self.port = self.listener.getsockname()[1]

@@ -14,6 +14,7 @@ import stat
 import subprocess
 import time
 
+from backend import Backend
 from harness import (HELLO_HOSTS, TIMEOUT, ServerTestCase, binary, free_port, make_config,
                      poll)
 
@@ -256,3 +257,110 @@ class AdminPools(AdminTestCase):
                      r"change\(s\) made through the admin API")
         members = admin_request(srv.admin, "GET", "/v1/pools")[2]["pools"][0]["members"]
         self.assertEqual([m["address"] for m in members], ["127.0.0.1:9001"])
+
+
+PROXY_HOSTS = """
+- name: "*"
+  routes:
+    - {path: /app/, proxy: {pool: app}}
+"""
+
+
+def live_pool(members, health="{max_fails: 2, cooldown: 60s}"):
+    """Pool "app" (the route /app/ of PROXY_HOSTS) with members, a long
+    cooldown (a member marked down stays down for the test) and no retry
+    (each request reaches its member once)."""
+    return ("pools:\n  - name: app\n    retries: 0\n    health: %s\n    members:\n%s"
+            % (health, "".join('      - "%s"\n' % m for m in members)))
+
+
+class AdminLiveFigures(AdminTestCase):
+    """GET /v1/pools shows what the workers see of each member: requests in
+    flight, idle keep-alive connections, requests ended, failures and
+    passive health, summed and per worker."""
+
+    def member(self, srv, address):
+        pools = admin_request(srv.admin, "GET", "/v1/pools")[2]["pools"]
+        return next(m for m in pools[0]["members"] if m["address"] == address)
+
+    def wait_member(self, srv, address, want, what):
+        """Poll until every key of want has its value in the member."""
+        poll(lambda: all(self.member(srv, address)[k] == v for k, v in want.items()),
+             what=lambda: "%s: %r" % (what, self.member(srv, address)))
+        return self.member(srv, address)
+
+    def test_requests_to_a_stalled_member_show_in_flight(self):
+        be = Backend("b", mode="stall")
+        self.addCleanup(be.stop)
+        srv = self.admin_server(loops=1, hosts=PROXY_HOSTS, tail=live_pool([be.address]))
+        clients = [self.client(srv) for _ in range(2)]
+        for c in clients:
+            c.send(b"GET /app/x HTTP/1.1\r\nHost: x\r\n\r\n")
+        m = self.wait_member(srv, be.address, {"in_flight": 2, "connections": 2},
+                             "two requests in flight on the stalled member")
+        self.assertEqual((m["idle"], m["requests"], m["failures"], m["health"]),
+                         (0, 0, 0, "up"))
+        self.assertEqual([(w["index"], w["in_flight"]) for w in m["workers"]], [(0, 2)])
+        # The backend closes both connections: the requests end (502).
+        be.stop()
+        for c in clients:
+            self.assertEqual(c.read_response().status, 502)
+        self.wait_member(srv, be.address, {"in_flight": 0, "connections": 0, "requests": 2},
+                         "the requests ended")
+
+    def test_kept_alive_connections_show_idle(self):
+        be = Backend("b")
+        self.addCleanup(be.stop)
+        srv = self.admin_server(loops=1, hosts=PROXY_HOSTS, tail=live_pool([be.address]))
+        with self.client(srv) as c:
+            for _ in range(3):
+                self.assertEqual(c.get("/app/x").status, 200)
+        m = self.wait_member(srv, be.address, {"requests": 3, "idle": 1},
+                             "three requests ended, their connection kept idle")
+        self.assertEqual((m["in_flight"], m["connections"], m["failures"], m["health"]),
+                         (0, 1, 0, "up"))
+
+    def test_failing_members_show_failures_and_down(self):
+        bad = Backend("bad", mode="status:503")
+        self.addCleanup(bad.stop)
+        refusing = "127.0.0.1:%d" % free_port()
+        srv = self.admin_server(loops=1, hosts=PROXY_HOSTS,
+                                tail=live_pool([bad.address, refusing]))
+        # Round robin over two members with max_fails 2: four requests give
+        # each two failures (a member down gets no more; then 503).
+        with self.client(srv) as c:
+            statuses = sorted(c.get("/app/x").status for _ in range(4))
+        self.assertEqual(statuses, [502, 502, 503, 503], "the 503s passed on, then 502s")
+        for address in (bad.address, refusing):
+            m = self.wait_member(srv, address, {"failures": 2, "health": "down"},
+                                 "%s marked down" % address)
+            self.assertEqual(m["down_workers"], 1)
+            self.assertEqual(m["state"], "up")  # the configured state is unchanged
+            self.assertGreater(m["workers"][0]["down_for_ms"], 0)
+            self.assertEqual(m["in_flight"], 0)
+
+
+class AdminNames(AdminTestCase):
+    def test_put_by_name_resolves_and_serves(self):
+        be = Backend("b")
+        self.addCleanup(be.stop)
+        srv = self.admin_server(loops=1, hosts=PROXY_HOSTS, tail=live_pool([]))
+        code, _, body = admin_request(srv.admin, "PUT",
+                                      "/v1/pools/app/members/localhost:%d" % be.port)
+        self.assertEqual(code, 201, body)
+        self.assertIn("127.0.0.1:%d" % be.port, [r["address"] for r in body["added"]["resolved"]])
+        self.wait_all_workers_on(srv, 2, loops=1)
+        members = admin_request(srv.admin, "GET", "/v1/pools")[2]["pools"][0]["members"]
+        v4 = next(m for m in members if m["address"] == "127.0.0.1:%d" % be.port)
+        self.assertEqual(v4["name"], "localhost:%d" % be.port)
+        with self.client(srv) as c:
+            self.assertEqual(c.get("/app/x").status, 200)
+        code, _, body = admin_request(srv.admin, "PUT",
+                                      "/v1/pools/app/members/nonexistent.invalid:80")
+        self.assertEqual(code, 422, body)
+        self.assertIn("does not resolve", body["error"])
+        code, _, body = admin_request(srv.admin, "DELETE",
+                                      "/v1/pools/app/members/localhost:%d" % be.port)
+        self.assertEqual(code, 200, body)
+        self.assertEqual(admin_request(srv.admin, "GET", "/v1/pools")[2]["pools"][0]["members"],
+                         [])

@@ -6,7 +6,9 @@ serving."""
 import os
 import re
 import signal
+import socket
 
+from backend import Backend
 from harness import Client, ServerTestCase
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -60,3 +62,55 @@ class ProxyConfig(ServerTestCase):
         srv.wait_answer("/", b"gen 3")
         with Client(srv.port) as c:
             self.assertEqual(c.get("/app/").status, 502)
+
+
+def localhost_families():
+    """The families "localhost" resolves to here (/etc/hosts): AF_INET,
+    and AF_INET6 where ::1 is listed too."""
+    return sorted({ai[0] for ai in socket.getaddrinfo("localhost", 80, type=socket.SOCK_STREAM)})
+
+
+class NameMembers(ServerTestCase):
+    """A member given by name is resolved by the supervisor when it reads
+    the file (ADR 0024): each address a member, a name that does not
+    resolve an error at its line at start and at reload."""
+
+    def test_localhost_is_resolved_into_a_member_per_address(self):
+        v4 = Backend("v4")
+        self.addCleanup(v4.stop)
+        backends = [v4]
+        if socket.AF_INET6 in localhost_families():
+            # The same port on ::1: both addresses of the name are members.
+            v6 = Backend("v6", family=socket.AF_INET6, port=v4.port)
+            self.addCleanup(v6.stop)
+            backends.append(v6)
+        srv = self.server(pools_config(["localhost:%d" % v4.port], "gen 1"))
+        with Client(srv.port) as c:
+            for _ in range(2 * len(backends)):
+                r = c.get("/app/x")
+                self.assertEqual(r.status, 200, r)
+        for b in backends:
+            self.assertGreater(b.count(), 0, "%s got nothing" % b.name)
+        # The worker names the member by its name and the address it used.
+        v4.stop()
+        with Client(srv.port) as c:
+            c.get("/app/x")
+        srv.wait_log(r"pool app member localhost:%d \(127\.0\.0\.1\)" % v4.port)
+
+    def test_a_name_that_does_not_resolve_stops_the_start_at_its_line(self):
+        text = pools_config(["127.0.0.1:9", "nonexistent.invalid:80"], "gen 1")
+        line = text.splitlines().index("      - nonexistent.invalid:80") + 1
+        srv = self.server(text, start=False)
+        srv.start(wait=False)
+        self.assertEqual(srv.wait_exit(), 1, srv.log_tail())
+        self.assertRegex(srv.log(), r"scalws\.yaml:%d:9: pools\[0\]\.members\[1\]: "
+                         r'"nonexistent\.invalid" does not resolve' % line)
+
+    def test_a_reload_with_a_name_that_does_not_resolve_keeps_the_generation(self):
+        srv = self.server(pools_config(["localhost:9"], "gen 1"))
+        srv.write_config(pools_config(["localhost:9", "nonexistent.invalid:80"], "gen 2"))
+        srv.signal(signal.SIGHUP)
+        srv.wait_log(r'pools\[0\]\.members\[1\]: "nonexistent\.invalid" does not resolve')
+        with Client(srv.port) as c:
+            self.assertEqual(c.get("/").body, b"gen 1")
+        self.assertTrue(srv.running(), "supervisor exited on a bad reload")

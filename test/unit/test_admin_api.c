@@ -134,14 +134,56 @@ static void test_status_names_published_and_held_generations(void **state)
     assert_int_equal(f->reply.status, 200);
 }
 
+#define NO_LIVE ", \"health\": \"up\", \"down_workers\": 0, \"connections\": 0, \"idle\": 0, " \
+                "\"in_flight\": 0, \"requests\": 0, \"failures\": 0, \"workers\": []"
+
 static void test_pools_lists_members_with_ids_and_states(void **state)
 {
     fixture_t *f = *state;
     assert_string_equal(call(f, "GET", "/v1/pools", NULL),
                         "{\"generation\": 1, \"pools\": [{\"name\": \"api\", \"members\": ["
-                        "{\"id\": 1, \"address\": \"127.0.0.1:9001\", \"weight\": 1, \"state\": \"up\"}, "
-                        "{\"id\": 5, \"address\": \"[::1]:9002\", \"weight\": 3, \"state\": \"up\"}]}, "
+                        "{\"id\": 1, \"address\": \"127.0.0.1:9001\", \"weight\": 1, \"state\": \"up\""
+                        NO_LIVE "}, "
+                        "{\"id\": 5, \"address\": \"[::1]:9002\", \"weight\": 3, \"state\": \"up\""
+                        NO_LIVE "}]}, "
                         "{\"name\": \"empty\", \"members\": []}]}\n");
+}
+
+/* What two workers published for member 5 (in another order than the
+ * table's: the hint misses) is summed and listed per worker; member 1,
+ * which no worker published, shows zeros. */
+static void test_pools_sums_and_lists_what_workers_published(void **state)
+{
+    fixture_t *f = *state;
+    sws_shm_member_stats_t w0[] = {
+        { .id = 5, .requests = 10, .failures = 1, .active = 2, .idle = 3 },
+    };
+    sws_shm_member_stats_t w1[] = {
+        { .id = 99, .requests = 1 },
+        { .id = 5, .requests = 30, .failures = 4, .active = 1, .idle = 0,
+          .down_until_ms = UINT64_MAX / 2 },
+    };
+    sws_shm_member_stats_write(&f->shm, 0, w0, 1);
+    sws_shm_member_stats_write(&f->shm, 1, w1, 2);
+    const char *body = call(f, "GET", "/v1/pools", NULL);
+    assert_int_equal(f->reply.status, 200);
+    assert_non_null(strstr(body, "\"state\": \"up\"" NO_LIVE "}, "));
+    const char *m5 = strstr(body, "\"id\": 5,");
+    assert_non_null(m5);
+    assert_non_null(strstr(m5, "\"state\": \"up\", \"health\": \"down\", \"down_workers\": 1, "
+                               "\"connections\": 6, \"idle\": 3, \"in_flight\": 3, "
+                               "\"requests\": 40, \"failures\": 5, \"workers\": ["
+                               "{\"index\": 0, \"health\": \"up\", \"connections\": 5, "
+                               "\"idle\": 3, \"in_flight\": 2, \"requests\": 10, \"failures\": 1}, "
+                               "{\"index\": 1, \"health\": \"down\", \"down_for_ms\": "));
+    assert_non_null(strstr(m5, ", \"connections\": 1, \"idle\": 0, \"in_flight\": 1, "
+                               "\"requests\": 30, \"failures\": 4}]}"));
+
+    /* A reaped worker's figures are gone with it. */
+    sws_shm_reader_clear(&f->shm, 1);
+    body = call(f, "GET", "/v1/pools", NULL);
+    assert_non_null(strstr(body, "\"in_flight\": 2, \"requests\": 10, \"failures\": 1, "
+                                 "\"workers\": [{\"index\": 0, "));
 }
 
 static void test_put_adds_a_member_with_a_new_id_and_publishes(void **state)
@@ -171,12 +213,50 @@ static void test_put_adds_a_member_with_a_new_id_and_publishes(void **state)
 static void test_put_without_body_adds_weight_1_up(void **state)
 {
     fixture_t *f = *state;
-    call(f, "PUT", "/v1/pools/empty/members/backend.internal:8080", NULL);
+    call(f, "PUT", "/v1/pools/empty/members/127.0.0.1:8080", NULL);
     assert_int_equal(f->reply.status, 201);
     const Sws__Member *m = pool_of(f, "empty")->members[0];
-    assert_string_equal(m->address, "backend.internal:8080");
+    assert_string_equal(m->address, "127.0.0.1:8080");
     assert_int_equal(m->weight, 1);
     assert_int_equal(m->state, SWS__MEMBER__STATE__UP);
+}
+
+/* A name is resolved by the PUT (from /etc/hosts: localhost), each address
+ * a member of the table with the name beside it; a PUT of the same name
+ * that resolves to the same addresses changes nothing; a name that does
+ * not resolve changes nothing either (ADR 0024). */
+static void test_put_resolves_a_name_into_members(void **state)
+{
+    fixture_t *f = *state;
+    const char *body = call(f, "PUT", "/v1/pools/empty/members/LocalHost:8080", NULL);
+    assert_int_equal(f->reply.status, 201);
+    assert_non_null(strstr(body, "\"added\": {\"address\": \"LocalHost:8080\", \"resolved\": "
+                                 "[{\"id\": "));
+    const Sws__Member *m = pool_of(f, "empty")->members[0];
+    assert_true(m->n_resolved >= 1);
+    assert_string_equal(m->resolved[0], "127.0.0.1:8080"); /* IPv4 first */
+
+    body = call(f, "GET", "/v1/pools", NULL);
+    const char *e = strstr(body, "{\"name\": \"empty\", \"members\": [{\"id\": ");
+    assert_non_null(e);
+    assert_non_null(strstr(e, ", \"address\": \"127.0.0.1:8080\", \"name\": \"LocalHost:8080\", "
+                              "\"weight\": 1, \"state\": \"up\", \"health\": "));
+    /* Its id is the table's: the workers' figures are found under it. */
+    sws_shm_reader_acquire(&f->shm, 0, 1);
+    uint64_t id = strtoull(e + strlen("{\"name\": \"empty\", \"members\": [{\"id\": "), NULL, 10);
+    sws_shm_member_stats_t w0 = { .id = id, .requests = 77 };
+    sws_shm_member_stats_write(&f->shm, 0, &w0, 1);
+    assert_non_null(strstr(call(f, "GET", "/v1/pools", NULL), "\"requests\": 77"));
+
+    call(f, "PUT", "/v1/pools/empty/members/localhost:8080", NULL);
+    assert_int_equal(f->reply.status, 200); /* the same member, the same addresses */
+    assert_int_equal(f->publishes, 1);
+
+    body = call(f, "PUT", "/v1/pools/empty/members/nonexistent.invalid:80", NULL);
+    assert_int_equal(f->reply.status, 422);
+    assert_non_null(strstr(body, "does not resolve"));
+    assert_int_equal(f->publishes, 1);
+    assert_int_equal(pool_of(f, "empty")->n_members, 1);
 }
 
 static void test_put_updates_only_the_fields_given(void **state)
@@ -322,8 +402,10 @@ static void test_member_addresses_are_the_checkers(void **state)
         call(f, "PUT", target, "{\"weight\": 1}");
         assert_int_equal(f->reply.status, 400);
     }
-    call(f, "PUT", "/v1/pools/api/members/svc_1.internal:80", "{\"weight\": 1}");
-    assert_int_equal(f->reply.status, 201); /* a name the file takes too */
+    call(f, "PUT", "/v1/pools/api/members/svc_1.invalid:80", "{\"weight\": 1}");
+    assert_int_equal(f->reply.status, 422); /* a name the file takes too, if it resolves */
+    call(f, "PUT", "/v1/pools/api/members/10.0.0.7:80", "{\"weight\": 1}");
+    assert_int_equal(f->reply.status, 201);
     call(f, "PUT", "/v1/pools/api/members/[0::1]:9002", "{\"weight\": 3}");
     assert_int_equal(f->reply.status, 200); /* unchanged: the member [::1]:9002 */
     assert_int_equal(f->publishes, 1);
@@ -354,8 +436,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_status_names_published_and_held_generations),
         T(test_pools_lists_members_with_ids_and_states),
+        T(test_pools_sums_and_lists_what_workers_published),
         T(test_put_adds_a_member_with_a_new_id_and_publishes),
         T(test_put_without_body_adds_weight_1_up),
+        T(test_put_resolves_a_name_into_members),
         T(test_put_updates_only_the_fields_given),
         T(test_put_that_changes_nothing_publishes_nothing),
         T(test_delete_removes_the_member),

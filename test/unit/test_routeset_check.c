@@ -316,6 +316,45 @@ static void server_name(Sws__RouteSet *rs)
     set(&rs->settings->server_name, "x\r\nX-Evil: 1");
 }
 
+/* pools[0].members[2] is the name "api.internal:80". */
+static void resolve_to(Sws__RouteSet *rs, size_t m, const char *a, const char *b)
+{
+    Sws__Member *mb = rs->pools[0]->members[m];
+    PUSH(mb->resolved, mb->n_resolved, strdup(a));
+    if (b != NULL)
+        PUSH(mb->resolved, mb->n_resolved, strdup(b));
+}
+static void resolved_for_an_ip(Sws__RouteSet *rs) { resolve_to(rs, 0, "127.0.0.1:9001", NULL); }
+static void resolved_to_a_name(Sws__RouteSet *rs) { resolve_to(rs, 2, "10.0.0.1:80", "b.internal:80"); }
+static void resolved_other_port(Sws__RouteSet *rs) { resolve_to(rs, 2, "10.0.0.1:81", NULL); }
+static void resolved_twice(Sws__RouteSet *rs) { resolve_to(rs, 2, "[::1]:80", "[0::1]:80"); }
+
+static void resolved_too_many(Sws__RouteSet *rs)
+{
+    for (unsigned i = 0; i <= SWS_ROUTESET_RESOLVED_MAX; i++) {
+        char a[32];
+        snprintf(a, sizeof(a), "10.0.0.%u:80", i + 1);
+        resolve_to(rs, 2, a, NULL);
+    }
+}
+
+/* One member more than a worker has records for (shm.h), spread over a
+ * second pool: the limit is on all pools together. */
+static void too_many_members(Sws__RouteSet *rs)
+{
+    Sws__Pool *pool = NEW(Sws__Pool, SWS__POOL__INIT);
+    pool->name = strdup("many");
+    PUSH(rs->pools, rs->n_pools, pool);
+    size_t have = 0;
+    for (size_t p = 0; p < rs->n_pools; p++)
+        have += rs->pools[p]->n_members;
+    for (size_t i = have; i <= SWS_ROUTESET_MEMBERS_MAX; i++) {
+        char addr[32];
+        snprintf(addr, sizeof(addr), "10.%zu.%zu.1:80", i / 256 % 256, i % 256);
+        member(pool, addr);
+    }
+}
+
 static const struct refusal_case {
     const char *name;
     void (*breaks)(Sws__RouteSet *rs);
@@ -428,6 +467,17 @@ static const struct refusal_case {
       "expected debug, info, notice, warn or error, got \"loud\"" },
     { "server name", server_name, "settings.server_name",
       "must not contain control characters (CR, LF, ...)" },
+    { "too many members", too_many_members, "pools", "8193 members in all, at most 8192" },
+    { "resolved for an IP", resolved_for_an_ip, "pools[0].members[0].resolved",
+      "\"127.0.0.1:9001\" is not a name: only a name has resolved addresses" },
+    { "resolved to a name", resolved_to_a_name, "pools[0].members[2].resolved[1]",
+      "\"b.internal:80\": expected an IP address, got a name" },
+    { "resolved on another port", resolved_other_port, "pools[0].members[2].resolved[0]",
+      "\"10.0.0.1:81\": the port differs from the name's" },
+    { "resolved twice", resolved_twice, "pools[0].members[2].resolved[1]",
+      "\"[0::1]:80\": listed twice" },
+    { "resolved to too many", resolved_too_many, "pools[0].members[2].resolved",
+      "33 addresses, at most 32" },
 };
 
 static void test_fixture_is_valid(void **state)

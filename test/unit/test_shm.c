@@ -145,6 +145,91 @@ static void test_counters_per_slot(void **state)
     sws_shm_close(&shm);
 }
 
+static void test_member_stats_written_and_found_by_id(void **state)
+{
+    (void)state;
+    sws_shm_t shm;
+    sws_shm_member_stats_t out;
+    create(&shm, 2, 2);
+    sws_shm_member_stats_t in[] = {
+        { .id = 7, .requests = 1, .failures = 2, .down_until_ms = 3, .active = 4, .idle = 5 },
+        { .id = 9, .requests = 10 },
+    };
+    assert_int_equal(sws_shm_member_stats_read(&shm, 0, 7, 0, &out), 0); /* nothing yet */
+    sws_shm_member_stats_write(&shm, 0, in, 2);
+    assert_int_equal(sws_shm_member_stats_read(&shm, 0, 7, 0, &out), 1);
+    assert_memory_equal(&out, &in[0], sizeof(out));
+    /* A hint that misses (the worker holds another generation) still finds it. */
+    assert_int_equal(sws_shm_member_stats_read(&shm, 0, 9, 0, &out), 1);
+    assert_int_equal(out.requests, 10);
+    assert_int_equal(sws_shm_member_stats_read(&shm, 0, 9, 12345, &out), 1);
+    assert_int_equal(sws_shm_member_stats_read(&shm, 0, 8, 0, &out), 0);
+    assert_int_equal(sws_shm_member_stats_read(&shm, 1, 7, 0, &out), 0); /* per worker */
+    assert_int_equal(sws_shm_member_stats_read(&shm, 2, 7, 0, &out), 0); /* no such slot */
+    /* A shorter publication hides the records after it. */
+    sws_shm_member_stats_write(&shm, 0, &in[1], 1);
+    assert_int_equal(sws_shm_member_stats_read(&shm, 0, 7, 0, &out), 0);
+    /* The supervisor clears a reaped worker's slot: its figures go too. */
+    sws_shm_member_stats_write(&shm, 0, in, 2);
+    sws_shm_reader_clear(&shm, 0);
+    assert_int_equal(sws_shm_member_stats_read(&shm, 0, 9, 1, &out), 0);
+    sws_shm_close(&shm);
+}
+
+/* Records with every figure equal to one counter value: a reader that
+ * mixed two publications would see two values in one record. */
+static void stats_of(uint64_t v, sws_shm_member_stats_t *r, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        r[i] = (sws_shm_member_stats_t){ .id = i + 1, .requests = v, .failures = v,
+                                          .down_until_ms = v, .active = (uint32_t)v,
+                                          .idle = (uint32_t)v };
+}
+
+static void test_member_stats_reader_never_mixes_publications(void **state)
+{
+    (void)state;
+    enum { N = 64 };
+    const uint64_t reads = 3000000;
+    sws_shm_t shm;
+    sws_shm_member_stats_t r[N];
+    create(&shm, 2, 1);
+    stats_of(1, r, N);
+    sws_shm_member_stats_write(&shm, 0, r, N);
+
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        child_dies_with_parent();
+        for (uint64_t v = 2;; v++) {
+            stats_of(v, r, N);
+            sws_shm_member_stats_write(&shm, 0, r, N);
+        }
+    }
+    uint64_t found = 0, last = 0, deadline = now_ms() + FORK_TEST_LIMIT_MS;
+    for (uint64_t i = 0; i < reads && now_ms() < deadline; i++) {
+        sws_shm_member_stats_t out;
+        int rc = sws_shm_member_stats_read(&shm, 0, 1 + i % N, (uint32_t)i, &out);
+        if (rc != 1)
+            continue; /* -1: the writer kept it busy; never a mix */
+        found++;
+        if (out.failures != out.requests || out.down_until_ms != out.requests ||
+            out.active != (uint32_t)out.requests || out.idle != (uint32_t)out.requests) {
+            kill(pid, SIGKILL);
+            waitpid(pid, NULL, 0);
+            fail_msg("a record mixed publications: requests %llu, failures %llu, idle %u",
+                     (unsigned long long)out.requests, (unsigned long long)out.failures,
+                     out.idle);
+        }
+        last = out.requests;
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    assert_true(found > 0);
+    assert_true(last > 1); /* the reads raced the writer */
+    sws_shm_close(&shm);
+}
+
 static void test_held_arena_never_reused(void **state)
 {
     (void)state;
@@ -497,6 +582,8 @@ int main(void)
         cmocka_unit_test(test_table_too_large),
         cmocka_unit_test(test_invalid_routeset_keeps_current),
         cmocka_unit_test(test_forked_reader),
+        cmocka_unit_test(test_member_stats_written_and_found_by_id),
+        cmocka_unit_test(test_member_stats_reader_never_mixes_publications),
         cmocka_unit_test(test_concurrent_reader_sees_whole_tables),
         cmocka_unit_test(test_attach_same_fd),
         cmocka_unit_test(test_publish_refuses_generation_overflow),

@@ -467,6 +467,47 @@ static void test_member_ids_stable(void **state)
     sws__route_set__free_unpacked(rs, NULL);
 }
 
+/* A name with resolved addresses (ADR 0024) is one member per address,
+ * in their order, each with the name as its address, its own host and ip,
+ * the name's weight and state, and an id from pool, name and address; the
+ * size computed ahead is exact (build checks it). */
+static void test_resolved_name_is_a_member_per_address(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = pools_fixture();
+    Sws__Member *name = rs->pools[0]->members[2]; /* "Backend.Internal.:80", weight 2 */
+    name->state = SWS__MEMBER__STATE__DRAINING;
+    PUSH(name->resolved, name->n_resolved, strdup("10.9.0.1:80"));
+    PUSH(name->resolved, name->n_resolved, strdup("[fd00::9]:80"));
+    built_t b = build(rs);
+    const sws_pool_t *p = sws_table_pool(b.t, 0);
+    const sws_member_t *m = sws_table_members(b.t, p);
+
+    assert_int_equal(p->nmembers, 4);
+    assert_int_equal(sws_table_pool(b.t, 1)->first_member, 4);
+    assert_int_equal(m[1].resolved, 0);
+    for (int i = 2; i < 4; i++) {
+        assert_tstr(b.t, m[i].address, "Backend.Internal.:80");
+        assert_int_equal(m[i].resolved, 1);
+        assert_int_equal(m[i].weight, 2);
+        assert_int_equal(m[i].state, SWS__MEMBER__STATE__DRAINING);
+        assert_int_equal(m[i].port, 80);
+    }
+    assert_int_equal(m[2].family, AF_INET);
+    assert_tstr(b.t, m[2].host, "10.9.0.1");
+    assert_int_equal(m[3].family, AF_INET6);
+    assert_tstr(b.t, m[3].host, "fd00::9");
+    assert_int_equal(m[3].ip[15], 9);
+    assert_int_equal(m[2].id,
+                     sws_member_resolved_id("given", "backend.internal:80", "10.9.0.1:80"));
+    assert_int_equal(m[3].id,
+                     sws_member_resolved_id("given", "backend.internal:80", "[fd00::9]:80"));
+    assert_int_not_equal(m[2].id, sws_member_id("given", "10.9.0.1:80"));
+    assert_int_not_equal(m[2].id, m[3].id);
+    free(b.arena);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
 static void test_actions_and_strings(void **state)
 {
     (void)state;
@@ -629,6 +670,7 @@ int main(void)
         cmocka_unit_test(test_pool_settings),
         cmocka_unit_test(test_member_addresses_parsed),
         cmocka_unit_test(test_member_ids_stable),
+        cmocka_unit_test(test_resolved_name_is_a_member_per_address),
         cmocka_unit_test(test_position_independent),
         cmocka_unit_test(test_settings_round_trip),
         cmocka_unit_test(test_arena_too_small),

@@ -105,9 +105,14 @@ static void test_round_robin_state_survives_a_generation(void **state)
     next[3].current = 77; /* whatever the caller left there is overwritten */
     next[3].active = 9;
     next[3].health.failures = 9;
+    next[3].requests = 9;
     f.peers[2].health.failures = 4;
+    uint64_t a_done = f.peers[0].requests;
+    assert_int_equal(a_done, 2); /* "aab" ended; the fourth pick is in flight */
     sws_upstream_balance_carry(next, 4, f.peers, 3);
     assert_int_equal(next[1].active, 1);
+    assert_int_equal(next[1].requests, a_done);
+    assert_int_equal(next[3].requests, 0);
     assert_int_equal(next[0].health.failures, 4);
     assert_int_equal(next[3].active, 0);
     assert_int_equal(next[3].current, 0);
@@ -133,6 +138,7 @@ static void test_round_robin_state_survives_a_generation(void **state)
     nb.npeers = 4;
     sws_upstream_balance_done(&nb, 100, inflight, SWS_UPSTREAM_OK, 0);
     assert_int_equal(next[1].active, 0);
+    assert_int_equal(next[1].requests, a_done + 1); /* counted once it ended */
     /* A member removed since is forgotten, and nothing else changes. */
     sws_upstream_balance_done(&nb, 555, 0, SWS_UPSTREAM_FAILED, 0);
     for (int i = 0; i < 4; i++) {

@@ -16,24 +16,6 @@
 
 #include "worker/upstream_conn.h"
 
-static void test_parse_addr(void **state)
-{
-    (void)state;
-    sws_upstream_addr_t a;
-    char err[160];
-    assert_int_equal(sws_upstream_parse_addr(SWS_STR("127.0.0.1:8080"), &a, err, sizeof(err)), 0);
-    assert_int_equal(a.sa.ss_family, AF_INET);
-    assert_int_equal(ntohs(((struct sockaddr_in *)&a.sa)->sin_port), 8080);
-    assert_int_equal(sws_upstream_parse_addr(SWS_STR("[::1]:80"), &a, err, sizeof(err)), 0);
-    assert_int_equal(a.sa.ss_family, AF_INET6);
-    assert_int_equal(sws_upstream_parse_addr(SWS_STR("backend:80"), &a, err, sizeof(err)), -1);
-    assert_non_null(strstr(err, "not an IP literal"));
-    assert_int_equal(sws_upstream_parse_addr(SWS_STR("127.0.0.1:0"), &a, err, sizeof(err)), -1);
-    assert_int_equal(sws_upstream_parse_addr(SWS_STR("127.0.0.1:65536"), &a, err, sizeof(err)), -1);
-    assert_int_equal(sws_upstream_parse_addr(SWS_STR("127.0.0.1"), &a, err, sizeof(err)), -1);
-    assert_int_equal(sws_upstream_parse_addr(SWS_STR("::1:80"), &a, err, sizeof(err)), -1);
-}
-
 /* A connection's timer goes to the queue of its pool's duration, made on
  * demand and shared; past SWS_UPSTREAM_MAX_QUEUES durations, to the
  * nearest longer one kept (late, never early), else the longest. */
@@ -84,7 +66,6 @@ static void test_timer_queue_per_duration(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_addr),
         cmocka_unit_test(test_timer_queue_per_duration),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
