@@ -51,6 +51,8 @@ METRICS = [
     ("cpu_us_per_req", "server CPU per request (us)", 3, True),
     ("cpu_tick_us_per_req", "server CPU per request, from clock ticks (us)", 3, True),
     ("syscalls_per_req", "system calls per request (workers, wrk -c16)", 2, True),
+    ("polls_per_req", "epoll_wait per request (workers, wrk -c16)", 3, True),
+    ("switches_per_req", "context switches per request (workers, wrk -c16)", 4, True),
     ("backend_cpu_us_per_req", "backend CPU per request (us)", 3, False),
     ("worker_rss_mib", "peak RSS, worker (MiB)", 1, True),
     ("total_rss_mib", "peak RSS, all processes (MiB)", 1, True),
@@ -68,6 +70,13 @@ def optional(row, key):
     """A column that older results lack, or that a scenario leaves empty."""
     value = row.get(key) or ""
     return int(value) if value else None
+
+
+def per_syscall_request(row, key):
+    """A count of the system call run (wrk -c16 under perf stat) per
+    request of that run; None when the run did not count it."""
+    count, requests = optional(row, key), optional(row, "syscall_requests")
+    return count / requests if count is not None and requests else None
 
 
 def figures(row):
@@ -103,6 +112,8 @@ def figures(row):
         "cpu_us_per_req": cpu_s * 1e6 / requests,
         "cpu_tick_us_per_req": tick_s * 1e6 / requests if cpu_ns is not None else None,
         "syscalls_per_req": syscalls / syscall_requests if syscalls is not None and syscall_requests else None,
+        "polls_per_req": per_syscall_request(row, "syscall_polls"),
+        "switches_per_req": per_syscall_request(row, "syscall_switches"),
         "backend_cpu_us_per_req": backend_s * 1e6 / requests if backend_s is not None else None,
         "worker_rss_mib": int(row["worker_hwm_kib"]) / 1024,
         "total_rss_mib": int(row["total_hwm_kib"]) / 1024,
@@ -210,7 +221,8 @@ def setup_line(meta, runs, servers):
     if int(meta.get("syscall_s", "0") or 0) > 0:
         syscalls = (f"; system calls: perf stat -e raw_syscalls:sys_enter on the workers during "
                     f"{meta['syscall_s']} s of wrk -t1 -c{meta.get('syscall_connections')} after each "
-                    f"measured run, over the requests of those seconds")
+                    f"measured run, over the requests of those seconds (with epoll_wait calls and "
+                    f"context switches, the loop's rhythm, where the run counted them)")
     cpu = ""
     if any(r["cpu_tick_us_per_req"] is not None for r in runs):
         cpu = ("; CPU time: the scheduler's nanoseconds (/proc/PID/task/*/schedstat) of every server "
@@ -237,6 +249,8 @@ RUN_COLUMNS = [
     ("cpu_us_per_req", "CPU us/req", "{:.3f}"),
     ("cpu_tick_us_per_req", "ticks us/req", "{:.3f}"),
     ("syscalls_per_req", "syscalls/req", "{:.2f}"),
+    ("polls_per_req", "polls/req", "{:.3f}"),
+    ("switches_per_req", "switches/req", "{:.4f}"),
     ("backend_cpu_us_per_req", "backend us/req", "{:.3f}"),
     ("worker_rss_mib", "RSS worker MiB", "{:.1f}"),
     ("total_rss_mib", "RSS all MiB", "{:.1f}"),

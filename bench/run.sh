@@ -688,16 +688,28 @@ worker_pids() {
 # count_syscalls NAME OUTPUT PERF_OUTPUT: wrk -t1 -c16 for SYSCALL_SECS
 # under perf stat, which counts the system calls the workers enter while
 # wrk runs (perf ends with wrk: -p counts the processes, not wrk). Sets
-# SYSCALLS to the count; the requests are wrk's, in OUTPUT.
+# SYSCALLS to the count; the requests are wrk's, in OUTPUT. Also sets POLLS
+# (epoll_wait and epoll_pwait calls) and SWITCHES (context switches: mostly
+# sleeps in the poll), the loop's rhythm: a proxy that wakes for few events
+# pays the kernel's sleep and wake-up on each (docs/benchmarks/
+# 2026-12-01-proxy-fastpath.md).
 count_syscalls() {
     local s=$1 out=$2 perf_out=$3 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" pids n
     pids=$(worker_pids | paste -sd,)
-    run_load "$s" "$SYSCALL_SECS" "$out" "$PERF" stat -e raw_syscalls:sys_enter -x, -o "$perf_out" -p "$pids" -- \
+    run_load "$s" "$SYSCALL_SECS" "$out" "$PERF" stat -e raw_syscalls:sys_enter \
+        -e syscalls:sys_enter_epoll_wait -e syscalls:sys_enter_epoll_pwait -e context-switches \
+        -x, -o "$perf_out" -p "$pids" -- \
         "$WRK" -t1 -c"$SYSCALL_CONNECTIONS" -d"${SYSCALL_SECS}s" -s "$BENCH/summary.lua" "$url"
     check_wrk "$s" "$out" "$SYSCALL_CONNECTIONS"
     n=$(awk -F, '$3 ~ /^raw_syscalls:sys_enter/ {print $1}' "$perf_out")
     is_uint "$n" || die "$s: perf counted no system calls ('$n'); output in $perf_out"
     SYSCALLS=$n
+    n=$(awk -F, '$3 ~ /^syscalls:sys_enter_epoll_p?wait$/ {s += $1} END {print s + 0}' "$perf_out")
+    is_uint "$n" || die "$s: perf counted no epoll_wait ('$n'); output in $perf_out"
+    POLLS=$n
+    n=$(awk -F, '$3 ~ /^context-switches/ {print $1}' "$perf_out")
+    is_uint "$n" || die "$s: perf counted no context switches ('$n'); output in $perf_out"
+    SWITCHES=$n
 }
 
 # Reads one field of the BENCH line of a wrk output.
@@ -740,12 +752,12 @@ round_order() {
 }
 
 CSV=$OUT/runs.csv
-echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests,cpu_ns,backend_cpu_ns" >"$CSV"
+echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests,cpu_ns,backend_cpu_ns,syscall_polls,syscall_switches" >"$CSV"
 
 # measure SERVER RUN SLOT: one fresh server, warm-up, measured run, a CSV row.
 measure() {
     local s=$1 run=$2 slot=$3 warm=$OUT/warmup-$1-$2.txt out=$OUT/wrk-$1-$2.txt
-    local t0 t1 w0 w1 b0 b1 k0= k1= n0 n1 kn0= kn1= p hwm worker_hwm=0 total_hwm=0 sc= scn=
+    local t0 t1 w0 w1 b0 b1 k0= k1= n0 n1 kn0= kn1= p hwm worker_hwm=0 total_hwm=0 sc= scn= scp= scs=
     start_server "$s"
     wait_ready "$s"
     check_pinned "$s"
@@ -775,6 +787,8 @@ measure() {
     if ((SYSCALL_SECS > 0)); then
         count_syscalls "$s" "$OUT/syscalls-wrk-$1-$2.txt" "$OUT/syscalls-perf-$1-$2.txt"
         sc=$SYSCALLS
+        scp=$POLLS
+        scs=$SWITCHES
         scn=$(wrk_field "$OUT/syscalls-wrk-$1-$2.txt" requests)
         check_same_pids "$s"
     fi
@@ -785,7 +799,7 @@ measure() {
         # The worker: the largest child (master is [0]), or the one process.
         if [[ $p != "$SERVER_PID" || ${#SERVER_PIDS[@]} == 1 ]] && ((hwm > worker_hwm)); then worker_hwm=$hwm; fi
     done
-    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn,${n0:+$((n1 - n0))},${kn0:+$((kn1 - kn0))}" >>"$CSV"
+    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn,${n0:+$((n1 - n0))},${kn0:+$((kn1 - kn0))},$scp,$scs" >>"$CSV"
     stop_server
     awk -F, -v r="$run" 'END {
         s = $6 / 1e6

@@ -102,33 +102,45 @@ void sws_timer_arm(sws_loop_t *loop, sws_timer_queue_t *q, sws_timer_t *t)
 {
     sws_timer_disarm(t);
     t->deadline_ms = loop->now_ms + q->duration_ms;
+    if (t->deadline_ms < loop->next_expiry_ms)
+        loop->next_expiry_ms = t->deadline_ms;
     t->prev = q->head.prev;
     t->next = &q->head;
     q->head.prev->next = t;
     q->head.prev = t;
 }
 
-/* Milliseconds until the earliest queue head fires; -1 when none armed. */
-static int next_timeout(const sws_loop_t *loop)
+/* The earliest deadline among the queue heads (each queue is in deadline
+ * order), UINT64_MAX when no timer is armed; remembered in next_expiry_ms. */
+static uint64_t earliest_deadline(sws_loop_t *loop)
 {
-    int64_t best = -1;
+    uint64_t best = UINT64_MAX;
     for (const sws_timer_queue_t *q = loop->queues; q != NULL; q = q->next_queue) {
         const sws_timer_t *t = q->head.next;
-        if (t == &q->head)
-            continue;
-        int64_t d = (int64_t)t->deadline_ms - (int64_t)loop->now_ms;
-        if (d < 0)
-            d = 0;
-        if (best < 0 || d < best)
-            best = d;
+        if (t != &q->head && t->deadline_ms < best)
+            best = t->deadline_ms;
     }
-    if (best > 60000)
-        best = 60000;
-    return (int)best;
+    loop->next_expiry_ms = best;
+    return best;
+}
+
+/* Milliseconds until the earliest queue head fires; -1 when none armed. */
+static int next_timeout(sws_loop_t *loop)
+{
+    uint64_t at = earliest_deadline(loop);
+    if (at == UINT64_MAX)
+        return -1;
+    if (at <= loop->now_ms)
+        return 0;
+    return at - loop->now_ms > 60000 ? 60000 : (int)(at - loop->now_ms);
 }
 
 static void expire_timers(sws_loop_t *loop)
 {
+    /* Under load most iterations fall within one coarse clock tick and
+     * before any deadline: no walk over every queue then. */
+    if (loop->now_ms < loop->next_expiry_ms)
+        return;
     for (sws_timer_queue_t *q = loop->queues; q != NULL; q = q->next_queue) {
         /* Fire the heads that are due; a callback may arm or disarm any
          * timer, including the next one, so re-read the head each time. */
@@ -140,6 +152,7 @@ static void expire_timers(sws_loop_t *loop)
             t->cb(t);
         }
     }
+    earliest_deadline(loop);
 }
 
 void sws_loop_defer(sws_loop_t *loop, sws_defer_t *d)
@@ -185,15 +198,17 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
      * before blocking in epoll_wait until some unrelated timer fires. */
     if (loop->stop)
         return 0;
-    int wait = next_timeout(loop);
-    if (max_wait_ms >= 0 && (wait < 0 || max_wait_ms < wait))
-        wait = max_wait_ms;
     /* After an iteration that had work, look once more without sleeping:
      * under load the next events are usually already there, and going to
      * sleep and being woken costs both sides far more than this extra
-     * epoll_wait (docs/adr/0005-poll-once-before-sleeping.md). */
-    if (loop->busy || loop->deferred.next != &loop->deferred)
-        wait = 0;
+     * epoll_wait (docs/adr/0005-poll-once-before-sleeping.md). Only a
+     * sleep needs the timers' next deadline. */
+    int wait = 0;
+    if (!loop->busy && loop->deferred.next == &loop->deferred) {
+        wait = next_timeout(loop);
+        if (max_wait_ms >= 0 && (wait < 0 || max_wait_ms < wait))
+            wait = max_wait_ms;
+    }
     int n = epoll_wait(loop->epfd, loop->events, SWS_LOOP_MAX_EVENTS, wait);
     loop->busy = n > 0;
     sws_loop_update_time(loop);

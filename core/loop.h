@@ -84,6 +84,9 @@ struct sws_loop {
     char http_date[SWS_HTTP_DATE_BUF]; /* "Mon, 30 Nov 2026 02:33:30 GMT", for wall_sec */
     size_t http_date_len;
     sws_timer_queue_t *queues;
+    uint64_t next_expiry_ms;      /* no timer is due before this: an arm lowers
+                                   * it, a disarm leaves it early (one walk
+                                   * too many, never a timer late) */
     sws_tick_cb tick;             /* called once per iteration, before waiting */
     void *tick_data;
     sws_tick_cb wake;             /* called once per iteration, after waiting */

@@ -32,6 +32,7 @@ OLD_HEADER = ("scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,la
               "worker_hwm_kib,total_hwm_kib")
 NEW_HEADER = OLD_HEADER + ",latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests"
 NS_HEADER = NEW_HEADER + ",cpu_ns,backend_cpu_ns"
+RHYTHM_HEADER = NS_HEADER + ",syscall_polls,syscall_switches"
 
 
 def row(scenario, run, slot, server, cpu_ticks, extra=None):
@@ -131,6 +132,33 @@ class Bench(unittest.TestCase):
             self.assertAlmostEqual(float(cell.split()[0]), 0.0, places=2)
         self.assertIn("ScalWS/HAProxy per round: requests/s 1.000 (median 1.000); CPU per request 0.625 "
                       "(median 0.625)", md)
+
+    def test_proxy_report_gives_polls_and_context_switches_per_request(self):
+        # Over the 10000 requests of the system call run: ScalWS 7200
+        # epoll_wait and 350 switches, HAProxy 1500 and 50.
+        self.results(
+            {"scenario": "proxy", "runs": "1", "servers": "scalws haproxy", "baseline": "haproxy",
+             "ratios": "scalws/haproxy", "syscall_s": "3", "syscall_connections": "16"},
+            RHYTHM_HEADER,
+            [row("proxy", 1, 1, "scalws", 10, (1200, 80, 47200, 10000, 1000000000, 79000000, 7200, 350)),
+             row("proxy", 1, 2, "haproxy", 16, (1400, 80, 58200, 10000, 1600000000, 79000000, 1500, 50))])
+        md = self.report()
+        polls = self.table_row(md, "epoll_wait per request (workers, wrk -c16)")
+        self.assertEqual([c.split()[0] for c in polls[:2]], ["0.720", "0.150"])
+        self.assertEqual(polls[2], "4.800")
+        switches = self.table_row(md, "context switches per request (workers, wrk -c16)")
+        self.assertEqual([c.split()[0] for c in switches[:2]], ["0.0350", "0.0050"])
+        self.assertIn("polls/req", md)
+        # Results from before these columns report without them.
+        self.results(
+            {"scenario": "proxy", "runs": "1", "servers": "scalws haproxy", "baseline": "haproxy",
+             "ratios": "scalws/haproxy", "syscall_s": "3"},
+            NS_HEADER,
+            [row("proxy", 1, 1, "scalws", 10, (1200, 80, 47200, 10000, 1000000000, 79000000)),
+             row("proxy", 1, 2, "haproxy", 16, (1400, 80, 58200, 10000, 1600000000, 79000000))])
+        md = self.report()
+        self.assertNotIn("epoll_wait per request", md)
+        self.assertNotIn("polls/req", md)
 
     def test_proxy_report_gives_the_median_round_and_issue_7s_targets(self):
         # Five rounds, ScalWS's CPU per request over nginx's 0.68, 0.96,

@@ -219,6 +219,45 @@ static void test_timer_not_due_does_not_fire(void **state)
     sws_loop_close(&loop);
 }
 
+static void on_always(sws_io_t *io, uint32_t events)
+{
+    (void)events;
+    sws_container_of(io, pipe_watch_t, io)->fired++;
+}
+
+/* A busy loop (events every iteration) does not walk the timer queues
+ * before the deadline it remembers: a timer armed then in a shorter queue
+ * still fires in the next iteration (its arm lowers what was remembered). */
+static void test_timer_armed_before_the_remembered_deadline_fires(void **state)
+{
+    (void)state;
+    sws_loop_t loop;
+    sws_timer_queue_t slow, now;
+    counted_timer_t late = { 0 }, due = { 0 };
+    int p[2];
+    assert_int_equal(sws_loop_init(&loop), 0);
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    /* Level-triggered and always writable: every epoll_wait has an event. */
+    pipe_watch_t w = { .io = { .fd = p[1], .cb = on_always } };
+    assert_int_equal(sws_loop_add(&loop, &w.io, EPOLLOUT), 0);
+    sws_timer_queue_init(&loop, &slow, 3600 * 1000);
+    sws_timer_queue_init(&loop, &now, 0);
+    sws_timer_init(&late.timer, on_timer);
+    sws_timer_init(&due.timer, on_timer);
+    sws_timer_arm(&loop, &slow, &late.timer);
+    assert_int_equal(sws_loop_run_once(&loop, 0), 0); /* remembers an hour from now */
+    assert_int_equal(w.fired, 1);
+    sws_timer_arm(&loop, &now, &due.timer);
+    assert_int_equal(sws_loop_run_once(&loop, 0), 0); /* busy: no walk before it waits */
+    assert_int_equal(w.fired, 2);
+    assert_int_equal(due.fired, 1);
+    assert_int_equal(late.fired, 0);
+    assert_true(sws_timer_is_armed(&late.timer));
+    close(p[0]);
+    close(p[1]);
+    sws_loop_close(&loop);
+}
+
 /* Deferred work runs once in the iteration that queued it, after the
  * events, also what a deferred callback queues; a cancelled item never
  * runs; queueing from outside an iteration keeps the next one awake. */
@@ -325,6 +364,7 @@ int main(void)
         cmocka_unit_test(test_wake_runs_after_waiting_before_events),
         cmocka_unit_test(test_timer_queue_fires_in_arm_order_and_rearm_moves),
         cmocka_unit_test(test_timer_not_due_does_not_fire),
+        cmocka_unit_test(test_timer_armed_before_the_remembered_deadline_fires),
         cmocka_unit_test(test_deferred_work_runs_once_per_queueing),
         cmocka_unit_test(test_http_date_format),
         cmocka_unit_test(test_loop_date_is_current),
