@@ -739,6 +739,19 @@ static void conn_on_wake(sws_defer_t *d)
         conn_run(c);
 }
 
+/* The client closed its side (EPOLLRDHUP arrives even while its input is
+ * paused, so a request waiting on a member hears of it) before its
+ * response was produced: the protocol may cancel the exchange, and then
+ * the connection closes now (ADR 0025). 1 when it closed. */
+static int conn_client_gone(sws_conn_t *c)
+{
+    if (!(c->peer_eof || c->rdhup) || c->proto->client_gone == NULL ||
+        c->proto->waiting_for(c) != SWS_PROTO_WAIT_RESPONSE || !c->proto->client_gone(c))
+        return 0;
+    sws_conn_close(c);
+    return 1;
+}
+
 static void conn_turn(sws_conn_t *c)
 {
     if (c->phase == SWS_CONN_LINGER) {
@@ -751,7 +764,7 @@ static void conn_turn(sws_conn_t *c)
     c->sent_turn = 0;
     c->yielded = 0;
     do {
-        if (conn_pass(c) < 0)
+        if (conn_pass(c) < 0 || conn_client_gone(c))
             return;
         if (sws_conn_output_blocked(c)) {
             conn_update_timer(c);
