@@ -7,6 +7,8 @@ proxy_ignore_client_abort off. The upstream connection closes (never
 pooled), the member's in-flight count drops, nothing is retried, passive
 health is not charged, and the access log says 499 with the attempt's
 upstream fields.
+
+An open tunnel (after a 101) is a long request: it counts until it ends.
 """
 
 import json
@@ -133,3 +135,29 @@ class ClientAbort(InFlightTestCase):
         m = self.wait_member(srv, slow.address, {"in_flight": 0, "requests": 2}, "both ended")
         self.assertEqual(m["failures"], 0)
 
+
+class Tunnels(InFlightTestCase):
+    def test_an_open_tunnel_counts_in_flight_until_it_ends(self):
+        a, b = self.backend("echo"), self.backend("echo")
+        srv = self.start([a.address, b.address], balance="least_conn")
+        tunnel = Client(srv.port)
+        tunnel.send(request("GET", "/app/raw", headers=[("Upgrade", "echo"),
+                                                         ("Connection", "upgrade")]))
+        self.assertEqual(tunnel.read_response(allow_1xx=True).status, 101)
+        busy = poll(lambda: [x for x in (a, b) if self.member(srv, x.address)["in_flight"] == 1],
+                    what="the tunnel in flight on its member")[0]
+        free = b if busy is a else a
+        # least_conn sends every request to the other member while the
+        # tunnel is open (with the tunnel not counted, ties would alternate).
+        for i in range(4):
+            with Client(srv.port) as c:
+                r = c.get("/app/n%d" % i)
+                self.assertEqual(r.body, ("%s GET /app/n%d" % (free.name, i)).encode())
+        m = self.member(srv, busy.address)
+        self.assertEqual((m["in_flight"], m["requests"]), (1, 0), m)
+        tunnel.send(b"close\n")
+        self.assertTrue(tunnel.read_until_close())
+        tunnel.close()
+        m = self.wait_member(srv, busy.address, {"in_flight": 0, "requests": 1},
+                             "the tunnel ended")
+        self.assertEqual(m["failures"], 0)
