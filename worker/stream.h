@@ -130,7 +130,8 @@ typedef struct sws_stream_source {
      * sws_stream_blocked() is false) or end. */
     void (*proceed)(sws_stream_t *st);
     /* The stream is released (finished, or cut short): drop what the
-     * producer holds for it. Optional. */
+     * producer holds for it. Called before the access log line is
+     * written, so it may still fill st->req's upstream fields. Optional. */
     void (*dispose)(sws_stream_t *st);
 } sws_stream_source_t;
 
