@@ -246,10 +246,11 @@ static void conn_buffers_release(sws_conn_t *c)
         c->rcap = c->rpos = c->rend = c->msg_start = 0;
     }
     /* An output buffer grown for mid-size responses (up to the high-water
-     * mark: conn_flush shrinks larger ones) stays with a live connection,
-     * or each such response would cost a malloc, a realloc and a free. */
+     * mark and its slack: conn_flush shrinks larger ones) stays with a live
+     * connection, or each such response would cost a malloc, a realloc and
+     * a free. */
     if (c->obuf != NULL && c->phase != SWS_CONN_CLOSED && c->ocap != SWS_CONN_OUT_BUF &&
-        c->ocap <= SWS_CONN_OUT_HWM)
+        c->ocap <= SWS_CONN_OUT_MAX)
         return;
     if (c->obuf != NULL && (c->phase == SWS_CONN_CLOSED || c->olen == c->osent)) {
         buf_give(s->obufs, &s->nobufs, c->obuf, c->ocap == SWS_CONN_OUT_BUF);
@@ -360,6 +361,8 @@ int sws_conn_reserve(sws_conn_t *c, size_t n)
     size_t cap = c->ocap;
     while (cap - c->olen < n)
         cap *= 2;
+    if (cap > SWS_CONN_OUT_MAX && c->olen + n <= SWS_CONN_OUT_MAX)
+        cap = SWS_CONN_OUT_MAX; /* a few framing bytes over the mark */
     char *p = realloc(c->obuf, cap);
     if (p == NULL)
         return -1;
@@ -548,7 +551,7 @@ static int conn_flush(sws_conn_t *c)
             return r;
     }
     c->osent = c->olen = 0;
-    if (c->ocap > SWS_CONN_OUT_HWM) {
+    if (c->ocap > SWS_CONN_OUT_MAX) {
         char *p = realloc(c->obuf, SWS_CONN_OUT_BUF);
         if (p != NULL) {
             c->obuf = p;
@@ -739,6 +742,19 @@ static void conn_on_wake(sws_defer_t *d)
         conn_run(c);
 }
 
+/* The client closed its side (EPOLLRDHUP arrives even while its input is
+ * paused, so a request waiting on a member hears of it) before its
+ * response was produced: the protocol may cancel the exchange, and then
+ * the connection closes now (ADR 0025). 1 when it closed. */
+static int conn_client_gone(sws_conn_t *c)
+{
+    if (!(c->peer_eof || c->rdhup) || c->proto->client_gone == NULL ||
+        c->proto->waiting_for(c) != SWS_PROTO_WAIT_RESPONSE || !c->proto->client_gone(c))
+        return 0;
+    sws_conn_close(c);
+    return 1;
+}
+
 static void conn_turn(sws_conn_t *c)
 {
     if (c->phase == SWS_CONN_LINGER) {
@@ -751,7 +767,7 @@ static void conn_turn(sws_conn_t *c)
     c->sent_turn = 0;
     c->yielded = 0;
     do {
-        if (conn_pass(c) < 0)
+        if (conn_pass(c) < 0 || conn_client_gone(c))
             return;
         if (sws_conn_output_blocked(c)) {
             conn_update_timer(c);

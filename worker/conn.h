@@ -66,6 +66,12 @@
 #define SWS_CONN_READ_BUF (16u * 1024)   /* initial read buffer */
 #define SWS_CONN_OUT_BUF (8u * 1024)     /* initial output buffer */
 #define SWS_CONN_OUT_HWM (64u * 1024)    /* stop parsing while more is queued */
+/* What the output may hold over its mark without growing: a producer
+ * stops at the mark, but the framing of its last piece (a chunk-size line,
+ * the last chunk and the trailers' framing) may pass it by a few bytes;
+ * without this the buffer doubled for them and shrank once drained. */
+#define SWS_CONN_OUT_SLACK 512u
+#define SWS_CONN_OUT_MAX (SWS_CONN_OUT_HWM + SWS_CONN_OUT_SLACK)
 #define SWS_CONN_LINGER_MS 2000          /* wait for the client's FIN after ours */
 #define SWS_CONN_FREE_MAX 128            /* recycled connections kept */
 #define SWS_CONN_BUF_CACHE 64            /* idle buffers of each kind kept per set */
@@ -221,7 +227,8 @@ void sws_conn_close(sws_conn_t *c);
 /* The client's address as text ("127.0.0.1", "::1"), formatted once. */
 const char *sws_conn_peer_text(sws_conn_t *c);
 
-/* Output buffer: make room for n more bytes. 0, or -1 (out of memory). */
+/* Output buffer: make room for n more bytes (capacity doubles, but stops
+ * at SWS_CONN_OUT_MAX when that is enough). 0, or -1 (out of memory). */
 int sws_conn_reserve(sws_conn_t *c, size_t n);
 
 /* Append bytes to the output (reserving room). 0 or -1. */

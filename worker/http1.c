@@ -889,6 +889,23 @@ static void http1_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
     }
 }
 
+/* The client closed while its response was produced: a producer still at
+ * work (the proxy, waiting on its member or relaying its body) is
+ * cancelled, as nginx does with proxy_ignore_client_abort off, FIN or
+ * reset alike (a FIN after the request may be a half-close by a client
+ * that still reads: nginx cannot tell either, ADR 0025). A response that
+ * is complete on our side is sent out as before. */
+static int http1_client_gone(sws_conn_t *c)
+{
+    const sws_stream_t *st = &sws_http1_of(c)->stream;
+    if (st->source == NULL || sws_stream_ended(st))
+        return 0;
+    sws_log_info("client %s: connection closed before the response was complete: request "
+                 "cancelled",
+                 sws_conn_peer_text(c));
+    return 1;
+}
+
 /* The connection is closing: a response still in progress is cut short
  * (and logged as such); a path buffer grown for one long path is freed. */
 static void http1_close(sws_conn_t *c)
@@ -919,4 +936,5 @@ const sws_proto_ops_t sws_http1_proto = {
     .input_moved = http1_input_moved,
     .close = http1_close,
     .destroy = http1_destroy,
+    .client_gone = http1_client_gone,
 };

@@ -39,6 +39,9 @@ static const char last_chunk[] = "0\r\n";
 /* A chunk's size line: hex digits of a 64-bit size and its CRLF; its data
  * ends with another CRLF. */
 #define CHUNK_FRAMING_MAX (16 + 2 * SWS_LIT_LEN(crlf))
+/* The framing that may follow bytes up to the mark fits the output's
+ * slack: a chunk-size line for the last piece, then the last chunk. */
+_Static_assert(2 * CHUNK_FRAMING_MAX <= SWS_CONN_OUT_SLACK, "output slack below chunk framing");
 
 /* Bytes the fields take as "Name: value\r\n" lines. */
 static size_t fields_len(const sws_header_t *h, unsigned n)
@@ -198,8 +201,7 @@ static size_t sink_room_bytes(const sws_stream_t *st)
      * keeps a read's output within the mark. Never 0 while sink_room
      * holds, or nothing would call the producer again: so the last few
      * bytes below the mark are read one at a time, and one of them may
-     * pass the mark by its framing (the buffer then doubles, and shrinks
-     * once drained: a cost the chunked copy path still has). */
+     * pass the mark by its framing (SWS_CONN_OUT_SLACK holds that). */
     if (sws_http1_of(c)->out_chunked)
         room = room > 2 * CHUNK_FRAMING_MAX ? room - 2 * CHUNK_FRAMING_MAX : 1;
     return room;

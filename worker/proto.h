@@ -30,7 +30,15 @@
  *   - close: the connection is closing (its fd is already closed): release
  *     every stream still open (each is logged as cut short) and trim the
  *     state's memory for reuse;
- *   - destroy: the connection's memory is freed: free what the state holds.
+ *   - destroy: the connection's memory is freed: free what the state holds;
+ *   - client_gone (optional): the client closed its side (a FIN or a reset
+ *     seen, also while its input is paused) while waiting_for says
+ *     WAIT_RESPONSE. 1 when the protocol gives the exchange up (a producer
+ *     that waits on someone else, as the proxy on its member, is
+ *     cancelled: nginx's proxy_ignore_client_abort off); conn.c then
+ *     closes the connection at once (close releases the stream, logged
+ *     499 when nothing was answered). 0: the response goes on (a local
+ *     answer being sent is finished, as before).
  * A protocol never closes the fd or frees the connection itself: it sets
  * close_after (or calls sws_conn_close on a fatal error) and returns.
  */
@@ -64,6 +72,7 @@ typedef struct sws_proto_ops {
                         size_t shift);
     void (*close)(sws_conn_t *c);
     void (*destroy)(sws_conn_t *c);
+    int (*client_gone)(sws_conn_t *c);
 } sws_proto_ops_t;
 
 /* Re-point a slice into the read buffer after its bytes moved (see

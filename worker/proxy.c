@@ -471,7 +471,10 @@ static void switch_protocols(proxy_t *p, const char *pos, const char *end)
     p->phase = PH_DONE;
     p->head_given = 1;
     sws_upstream_disarm(u);
-    report(p, SWS_UPSTREAM_OK);
+    /* The tunnel is a long request: it stays in flight on the member (for
+     * least_conn, max_conns and the live figures) until it ends, when the
+     * stream is released (proxy_dispose), as nginx and HAProxy count it. */
+    log_attempt(p);
     sws_tunnel_t *t = sws_tunnel_new(p->st, u, pos, (size_t)(end - pos));
     if (t == NULL) {
         sws_log_error("proxy: pool %s member %s: out of memory for a tunnel (502)", p->pool,
@@ -856,7 +859,9 @@ static void proxy_dispose(sws_stream_t *st)
     proxy_t *p = st->source_data;
     if (p->u != NULL)
         sws_upstream_close(p->u); /* the client left mid-exchange */
-    report(p, SWS_UPSTREAM_NEUTRAL);
+    /* A tunnel ending is the end of its member's answer; anything else
+     * still picked here was cut by the client's side. */
+    report(p, p->switching ? SWS_UPSTREAM_OK : SWS_UPSTREAM_NEUTRAL);
     /* Every body byte counted as sent reached the client's socket (the
      * protocol takes back what a closing connection left queued), so
      * the pipe holds none of them. */

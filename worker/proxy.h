@@ -22,7 +22,8 @@
  *     Expect: 100-continue the client waits on, which the proxy forwards,
  *     and 103); a 101 answers a request that asked for a switch
  *     (sws_proxy_req_upgrade) and hands both connections to a tunnel
- *     (worker/tunnel.h, ADR 0020), else it is refused;
+ *     (worker/tunnel.h, ADR 0020), which stays in flight on its member
+ *     until it ends; else it is refused;
  *   - the final head goes to sws_stream_head: the status, the fields minus
  *     the hop-by-hop ones, those Connection names, Content-Length and
  *     Transfer-Encoding (the length is given as a number, or unknown: the

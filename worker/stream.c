@@ -249,6 +249,15 @@ void sws_stream_release(sws_stream_t *st)
     if (st->phase == SWS_STREAM_IDLE)
         return;
     r->conn->set->inflight--;
+    /* A producer was at work and nothing was answered: the client closed
+     * first (nginx's 499, "client closed request"). The source is told
+     * before the line is written, so that it can fill the request's
+     * upstream fields. */
+    if (r->status == 0 && st->source != NULL)
+        r->status = SWS_STATUS_CLIENT_CLOSED;
+    if (st->source != NULL && st->source->dispose != NULL)
+        st->source->dispose(st);
+    st->source = NULL;
     if (r->status != 0) {
         sws_conn_t *c = r->conn;
         sws_conn_set_t *s = c->set;
@@ -258,9 +267,6 @@ void sws_stream_release(sws_stream_t *st)
             sws_access_log_request(s->access_log, r, sws_conn_peer_text(c), s->loop->wall_sec,
                                    sws_loop_now_ms(s->loop) - r->start_ms);
     }
-    if (st->source != NULL && st->source->dispose != NULL)
-        st->source->dispose(st);
-    st->source = NULL;
     st->body = NULL;
     st->body_full = 0;
     if (st->file_fd >= 0)

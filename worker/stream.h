@@ -43,7 +43,9 @@
  *
  * Accounting. A stream that answered is counted and written to the access
  * log once, in sws_stream_release, whichever protocol carried it, whether
- * it ended or was cut short.
+ * it ended or was cut short; one whose source had not answered yet when
+ * it was released (the client closed first) is logged with status 499,
+ * after the source's dispose (which may fill its upstream fields).
  *
  * Everything runs in the worker that owns the connection.
  */
@@ -63,6 +65,10 @@ typedef struct sws_stream sws_stream_t;
  * sink frames it: HTTP/1.1 chunked, HTTP/1.0 by closing, HTTP/2 by
  * END_STREAM). */
 #define SWS_STREAM_LENGTH_UNKNOWN UINT64_MAX
+
+/* The status logged for a request whose client closed before a producer
+ * still at work answered (nginx's "client closed request"): never sent. */
+#define SWS_STATUS_CLIENT_CLOSED 499u
 
 /* The protocol's side. Each operation gets a stream that is started and
  * not released, from the stream code only, in the worker's thread. */
@@ -124,7 +130,8 @@ typedef struct sws_stream_source {
      * sws_stream_blocked() is false) or end. */
     void (*proceed)(sws_stream_t *st);
     /* The stream is released (finished, or cut short): drop what the
-     * producer holds for it. Optional. */
+     * producer holds for it. Called before the access log line is
+     * written, so it may still fill st->req's upstream fields. Optional. */
     void (*dispose)(sws_stream_t *st);
 } sws_stream_source_t;
 

@@ -133,18 +133,26 @@ static double ln_unit(double x)
  * logarithm is skipped: the same winner, at a fraction of the cost. */
 static double rendezvous_score(uint64_t key_hash, const sws_upstream_peer_t *p, int weighted)
 {
-    uint64_t h = mix64(key_hash ^ mix64(p->id));
+    uint64_t h = mix64(key_hash ^ p->id_hash);
     double u = ((double)(h >> 11) + 0.5) * 0x1p-53;
     return weighted ? p->weight / -ln_unit(u) : u;
+}
+
+void sws_upstream_balance_prepare(sws_upstream_balancer_t *b)
+{
+    b->weighted = 0;
+    for (uint32_t i = 0; i < b->npeers; i++) {
+        b->peers[i].id_hash = mix64(b->peers[i].id);
+        if (b->peers[i].weight != b->peers[0].weight)
+            b->weighted = 1;
+    }
 }
 
 static int rendezvous(const pick_t *k, sws_str_t key)
 {
     const sws_upstream_peer_t *peers = k->b->peers;
     uint32_t n = k->b->npeers;
-    int weighted = 0;
-    for (uint32_t i = 1; i < n && !weighted; i++)
-        weighted = peers[i].weight != peers[0].weight;
+    int weighted = k->b->weighted;
     uint64_t kh = hash_key(key);
     int best = -1;
     double best_score = 0;

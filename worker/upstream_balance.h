@@ -69,6 +69,9 @@ typedef struct sws_upstream_peer {
     uint64_t id;
     uint32_t weight;
     uint8_t state;                 /* sws_upstream_state_t */
+    /* Derived from id by sws_upstream_balance_prepare (hash's per-member
+     * half of the rendezvous hash). */
+    uint64_t id_hash;
     /* This worker's, carried across generations by member id. */
     uint32_t active;               /* requests in flight, each on its own upstream
                                     * connection; idle keep-alive ones not counted */
@@ -82,6 +85,7 @@ typedef struct sws_upstream_balancer {
     uint32_t npeers;
     uint8_t kind;                  /* sws_upstream_balance_kind_t */
     uint32_t max_conns;            /* per member in this worker; 0: no limit */
+    uint8_t weighted;              /* weights differ (sws_upstream_balance_prepare) */
     sws_upstream_health_conf_t health;
 } sws_upstream_balancer_t;
 
@@ -103,6 +107,12 @@ void sws_upstream_tried_add(sws_upstream_tried_t *t, uint64_t id);
  * overwritten. */
 void sws_upstream_balance_carry(sws_upstream_peer_t *next, uint32_t nnext,
                                 const sws_upstream_peer_t *prev, uint32_t nprev);
+
+/* Once per generation, after the caller set the peers' id, weight and
+ * state (and before any pick): what every hash pick would otherwise
+ * recompute per member (ADR 0011): the hash of each member's id, and
+ * whether the weights differ. */
+void sws_upstream_balance_prepare(sws_upstream_balancer_t *b);
 
 /* The index of the member for this request in b->peers, or -1 when no
  * member may take it (503). key: for hash, the request's key bytes

@@ -104,6 +104,7 @@ static int pool_build(sws_upstream_pool_t *p, const sws_table_t *t, const sws_po
             peer->state = SWS_UPSTREAM_DOWN;
         }
     }
+    sws_upstream_balance_prepare(&p->bal);
     return 0;
 }
 

@@ -12,6 +12,8 @@ requests are answered, and `times` how many of them before it goes back to
     close_before_answer  read the request, then close (FIN) without a byte
     close_mid_body       send a head announcing 100 bytes, 10 of them, close
     stall                read the request, answer nothing until stopped
+    hold                 read the request, answer nothing until the proxy
+                         closes the connection; `closed_by_peer` counts them
     slow                 answer "ok" one byte at a time, `delay` apart
     chunked              200 with a chunked body and a trailer X-Sum
     websocket            a WebSocket echo server (RFC 6455): 101 with
@@ -139,6 +141,7 @@ class Backend:
         self.requests = []
         self.connections = 0
         self.continues = 0
+        self.closed_by_peer = 0
         self.lock = threading.Lock()
         self.stopping = threading.Event()
         addr = "::1" if family == socket.AF_INET6 else "127.0.0.1"
@@ -266,6 +269,22 @@ class Backend:
             return False
         if mode == "stall":
             self.stopping.wait(IO_TIMEOUT)
+            return False
+        if mode == "hold":
+            deadline = time.monotonic() + IO_TIMEOUT
+            while not self.stopping.is_set() and time.monotonic() < deadline:
+                try:
+                    sock.settimeout(0.1)
+                    if sock.recv(4096) == b"":
+                        with self.lock:
+                            self.closed_by_peer += 1
+                        return False
+                except socket.timeout:
+                    continue
+                except OSError:  # a reset is a close too
+                    with self.lock:
+                        self.closed_by_peer += 1
+                    return False
             return False
         if mode == "slow":
             data = ("HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(body)).encode() + body

@@ -1322,6 +1322,39 @@ static void test_large_piece_is_written_through_not_queued(void **state)
     assert_memory_equal(b + 4, body, sizeof(body));
 }
 
+/* A producer of unknown length fills the output to its mark, piece by
+ * piece as sws_stream_room says (the proxy's chunked copy path), then ends
+ * with trailers: the framing that passes the mark fits the output's slack,
+ * so the buffer never doubles past it (and is not shrunk once drained). */
+static void test_chunked_fill_to_the_mark_does_not_grow_the_output(void **state)
+{
+    fixture_t *f = *state;
+    static char piece[SWS_CONN_OUT_HWM];
+    memset(piece, 'c', sizeof(piece));
+    f->set.handler = later_handler;
+    send_str(f, "GET /later" H11 "\r\n");
+    assert_non_null(later_stream);
+    assert_int_equal(sws_stream_head(later_stream, 200, NULL, 0, SWS_STREAM_LENGTH_UNKNOWN), 0);
+    size_t given = 0, room;
+    unsigned pieces = 0;
+    while ((room = sws_stream_room(later_stream)) > 0) {
+        assert_true(pieces++ < SWS_CONN_OUT_HWM); /* the room shrinks to none */
+        assert_int_equal(sws_stream_write(later_stream, piece, room), 0);
+        given += room;
+        assert_true(f->conn->ocap <= SWS_CONN_OUT_MAX);
+    }
+    assert_true(f->conn->olen - f->conn->osent >= SWS_CONN_OUT_HWM); /* the mark was reached */
+    sws_header_t t = { SWS_STR("X-Sum"), SWS_STR("0123456789abcdef") };
+    assert_int_equal(sws_stream_end(later_stream, &t, 1), 0);
+    assert_true(f->conn->ocap <= SWS_CONN_OUT_MAX);
+    char *kept = f->conn->obuf;
+    pump(f);
+    assert_ptr_equal(f->conn->obuf, kept); /* kept, not shrunk: it never passed the slack */
+    assert_int_equal(status_at(f, 0), 200);
+    assert_non_null(strstr(f->out, "0\r\nX-Sum: 0123456789abcdef\r\n\r\n"));
+    assert_true(given > SWS_CONN_OUT_HWM - 1024);
+}
+
 /* A body through a pipe (the proxy's splice path), outside the turn: each
  * range goes out after what was queued before it, the producer hears
  * proceed only once the pipe is empty, and the bytes arrive in order. */
@@ -1612,7 +1645,7 @@ static void sw_close(sws_conn_t *c)
 
 static const sws_proto_ops_t switched_proto = {
     0, sw_nothing, sw_init, sw_input, sw_input, sw_fail, sw_waiting, sw_moved, sw_close,
-    sw_nothing,
+    sw_nothing, NULL,
 };
 
 static void switching_handler(sws_stream_t *st)
@@ -1712,6 +1745,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_idle_connection_holds_no_buffers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_grown_output_buffer_stays_with_its_connection, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_chunked_fill_to_the_mark_does_not_grow_the_output,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_piece_is_written_through_not_queued, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_pipe_body_goes_out_in_order_one_range_at_a_time,

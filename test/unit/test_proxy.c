@@ -646,7 +646,7 @@ static void test_upstream_closing_mid_body_cuts_the_response(void **state)
     assert_int_equal(count(f->out, "HTTP/1.1"), 1);
 }
 
-static void test_client_gone_closes_the_upstream_connection(void **state)
+static void test_client_gone_cancels_the_attempt_at_once(void **state)
 {
     fixture_t *f = *state;
     char req[4096];
@@ -654,15 +654,17 @@ static void test_client_gone_closes_the_upstream_connection(void **state)
     int fd = up_accept(f, 0);
     assert_true(fd >= 0);
     up_read_head(f, fd, req, sizeof(req));
-    /* The client leaves; its connection learns it when the response
-     * begins (a half-closed client may still read), and takes the
-     * upstream connection with it: the rest of that response is not
-     * read for nobody, and the connection is not pooled. */
+    assert_int_equal(balancer(f)->peers[0].active, 1);
+    /* The client leaves before any answer (ADR 0025): the attempt is
+     * cancelled now, not when the member answers or times out; the
+     * connection is not pooled and the member's health is not charged. */
     close(f->client);
     f->client = -1;
-    up_write(f, fd, "HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nten bytes.");
+    pump(f);
     assert_true(up_closed(fd));
     assert_int_equal(f->ctx.upstreams.nopen, 0);
+    assert_int_equal(balancer(f)->peers[0].active, 0);
+    assert_int_equal(balancer(f)->peers[0].health.failures, 0);
     close(fd);
 }
 
@@ -1272,7 +1274,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_client_stops_upstream_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upstream_closing_mid_body_cuts_the_response, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(test_client_gone_closes_the_upstream_connection, setup,
+        cmocka_unit_test_setup_teardown(test_client_gone_cancels_the_attempt_at_once, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_connect_refused_is_retried_on_another_member, setup,
                                         teardown),

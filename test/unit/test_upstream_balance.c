@@ -33,6 +33,7 @@ static void setup_pool(fixture_t *f, uint8_t kind, const uint32_t *weights, uint
         .peers = f->peers, .npeers = n, .kind = kind,
         .health = { .max_fails = 3, .fail_window_ms = 10000, .cooldown_ms = 5000 },
     };
+    sws_upstream_balance_prepare(&f->b);
 }
 
 /* A request that ends at once: picked, then done OK. The member's letter,
@@ -446,6 +447,29 @@ static void test_hash_adding_a_member_moves_keys_only_to_it(void **state)
     assert_in_range(moved, NKEYS / 11 - 150, NKEYS / 11 + 150); /* 909 expected, sd 29 */
 }
 
+/* What sws_upstream_balance_prepare computes once per generation gives
+ * the picks the per-pick computation gave: these are the owners of NKEYS
+ * keys over unequal weights as the code before it chose them (the first
+ * 24 as letters, all of them as an FNV-1a of the ids). */
+static void test_hash_picks_unchanged_by_prepare(void **state)
+{
+    (void)state;
+    static const uint32_t w[] = { 1, 2, 1, 1, 3, 1, 1, 1, 2, 1, 5, 1 };
+    fixture_t f;
+    setup_pool(&f, SWS_UPSTREAM_HASH, w, 12);
+    map_keys(&f, owner_a);
+    char first[25];
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (unsigned k = 0; k < NKEYS; k++) {
+        if (k < 24)
+            first[k] = (char)('a' + (owner_a[k] - 100));
+        h = (h ^ owner_a[k]) * 0x100000001b3ull;
+    }
+    first[24] = '\0';
+    assert_string_equal(first, "ckbkkeadgkaekgdikikieaee");
+    assert_int_equal(h, 0xd20e4005e4055b7aull);
+}
+
 static void test_hash_without_key_goes_round_robin(void **state)
 {
     (void)state;
@@ -509,6 +533,7 @@ int main(void)
         cmocka_unit_test(test_hash_spreads_keys_by_weight),
         cmocka_unit_test(test_hash_removing_a_member_moves_only_its_keys),
         cmocka_unit_test(test_hash_adding_a_member_moves_keys_only_to_it),
+        cmocka_unit_test(test_hash_picks_unchanged_by_prepare),
         cmocka_unit_test(test_hash_without_key_goes_round_robin),
         cmocka_unit_test(test_hash_lookup_cost),
     };
