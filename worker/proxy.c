@@ -241,13 +241,17 @@ static int on_headers_complete(llhttp_t *hp)
         p->switching = 1;
         return HPE_PAUSED; /* the bytes after the head are the tunnel's (switch_protocols) */
     }
+    if (status < 100)
+        return refuse(p, F_INVALID, "a status below 100");
     if (status < 200) {
         /* Interim answers (100 Continue to the Expect we forwarded, 103
-         * Early Hints) go to the client as they come. */
+         * Early Hints) go to the client as they come. The stream has no
+         * head yet, so a refusal (no memory) must still answer: as an
+         * invalid answer does (F_CLIENT would leave the client waiting). */
         sws_header_t out[SWS_PROXY_MAX_FIELDS];
         unsigned n = relayed_fields(p, out);
         if (sws_stream_interim(p->st, status, out, n) < 0)
-            return refuse(p, F_CLIENT, "the client's stream refused an interim answer");
+            return refuse(p, F_INVALID, "the client's stream refused an interim answer");
         p->interim = 1;
         p->nfields = 0;
         return 0;
@@ -483,9 +487,10 @@ static void switch_protocols(proxy_t *p, const char *pos, const char *end)
         return;
     }
     if (sws_stream_upgrade(p->st, out, n, &sws_tunnel_proto, t) < 0) {
-        sws_log_error("proxy: pool %s member %s: the client's side cannot switch protocols",
+        sws_log_error("proxy: pool %s member %s: the client's side cannot switch protocols (502)",
                       p->pool, member_text(p));
         sws_tunnel_free(t);
+        sws_stream_error(p->st, 502);
     }
 }
 
@@ -556,6 +561,10 @@ static void splice_begin(proxy_t *p, uint64_t length)
     p->splicing = 1;
     p->in_pipe = 0;
     p->body_left = length;
+    /* splice takes exactly the body: bytes the member sent after it came
+     * with an edge already consumed, so completed() must ask the socket
+     * before the connection goes back to the pool. */
+    p->read_full = 1;
 }
 
 /* The pipe's bytes go to the stream; the pipe is touched again after the
@@ -741,7 +750,10 @@ static void send_request(proxy_t *p)
      * answered while we were still waiting to send: that edge is gone
      * (edge-triggered), so look now. */
     p->phase = PH_READ;
-    sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
+    /* A response paused for a slow client is the client's pace: its send
+     * timer runs, not our read timer (proceed arms it again). */
+    if (!p->paused)
+        sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
     if (p->send_waited)
         read_response(p);
 }
@@ -762,9 +774,13 @@ static void on_upstream_event(sws_upstream_conn_t *u, uint32_t events)
         return;
     }
     if (p->phase == PH_SEND) {
+        uint8_t waited = p->send_waited;
         send_request(p);
-        if (p->phase == PH_SEND && p->u == u && !p->paused &&
-            (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        /* The event's EPOLLIN edge is ours to use: while still sending, or
+         * when this call finished the request without reading (send_request
+         * reads itself only after a send that waited). */
+        if ((p->phase == PH_SEND || (p->phase == PH_READ && !waited && !p->send_waited)) &&
+            p->u == u && !p->paused && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
             read_response(p);
         return;
     }

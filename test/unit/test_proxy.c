@@ -807,6 +807,18 @@ static void test_invalid_response_gives_502(void **state)
     close(fd);
 }
 
+/* A status below 100 parses (llhttp takes any three digits) but is no
+ * answer: 502, not a client left waiting with no timer (found in review:
+ * it was handed to the stream as an interim answer, which refused it). */
+static void test_status_below_100_gives_502(void **state)
+{
+    fixture_t *f = *state;
+    client_send(f, GET("/"));
+    int fd = up_serve(f, 0, "HTTP/1.1 099 Odd\r\n\r\n");
+    assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
+    close(fd);
+}
+
 /* ---- request bodies ---- */
 
 /* Read an upstream's request (head and body) until `until` is in it. */
@@ -1270,6 +1282,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_close_delimited_response_ends_and_is_not_pooled,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_interim_answers_are_relayed, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_status_below_100_gives_502, setup, teardown),
         cmocka_unit_test_setup_teardown(test_head_and_304_carry_no_body, setup, teardown),
         cmocka_unit_test_setup_teardown(test_slow_client_stops_upstream_reads, setup, teardown),
         cmocka_unit_test_setup_teardown(test_upstream_closing_mid_body_cuts_the_response, setup,
