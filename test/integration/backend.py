@@ -232,10 +232,16 @@ class Backend:
                 req = reader.request(on_head)
                 with self.lock:
                     self.requests.append(req)
-                if box["mode"] in ("websocket", "echo"):
-                    self._tunnel(sock, reader, req, box["mode"])
-                    return
-                if not self._answer(sock, req, box["mode"]):
+                mode = box["mode"]
+                if mode in ("websocket", "echo"):
+                    if (req.header("Upgrade") or "").lower() == mode:
+                        self._tunnel(sock, reader, req, mode)
+                        return
+                    # Any other request gets the ordinary answer on a
+                    # connection kept alive, as a real server does (closing
+                    # it unannounced raced the proxy's reuse of it).
+                    mode = "ok"
+                if not self._answer(sock, req, mode):
                     return
                 if (req.header("Connection") or "").lower() == "close":
                     return
@@ -310,12 +316,8 @@ class Backend:
     # ---- tunnels (after a 101) ----
 
     def _tunnel(self, sock, reader, req, mode):
-        """Answer an upgrade request with 101 and serve the protocol; a
-        request that asks for none gets the ordinary answer."""
-        want = (req.header("Upgrade") or "").lower()
-        if want != mode:
-            self._answer(sock, req, "ok")
-            return
+        """Answer an upgrade request for mode with 101 and serve the
+        protocol."""
         head = "HTTP/1.1 101 Switching Protocols\r\nUpgrade: %s\r\nConnection: Upgrade\r\n" % mode
         if mode == "websocket":
             key = req.header("Sec-WebSocket-Key") or ""
