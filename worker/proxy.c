@@ -590,6 +590,24 @@ static int splice_hand(proxy_t *p)
     return -1;
 }
 
+/* A read or splice from the upstream socket that moved nothing (n <= 0):
+ * 1 to try again (EINTR); 0 when the socket is empty (its next edge brings
+ * us back); -1 when the attempt is over (the member closed, or an error,
+ * handled here). */
+static int moved_nothing(proxy_t *p, ssize_t n)
+{
+    if (n == 0) {
+        upstream_eof(p);
+        return -1;
+    }
+    if (errno == EINTR)
+        return 1;
+    if (errno == EAGAIN || errno == EWOULDBLOCK)
+        return 0;
+    failed(p, F_BROKEN, strerror(errno));
+    return -1;
+}
+
 /* Move the body upstream socket -> pipe -> the stream, a pipe's worth at a
  * time, the stream pacing it like read_response's copies. splice(2)
  * answers EAGAIN both for an empty socket and for a full pipe (whose
@@ -621,18 +639,11 @@ static void splice_relay(proxy_t *p)
             sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
             continue;
         }
-        if (n == 0) {
-            upstream_eof(p);
-            return;
-        }
-        if (errno == EINTR)
+        int r = moved_nothing(p, n);
+        if (r > 0)
             continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-            failed(p, F_BROKEN, strerror(errno));
-            return;
-        }
-        if (p->in_pipe == 0)
-            return; /* the socket is empty: its next edge */
+        if (r < 0 || p->in_pipe == 0)
+            return; /* over, or the socket is empty: its next edge */
         if (splice_hand(p) < 0)
             return;
     }
@@ -677,14 +688,8 @@ static void read_response(proxy_t *p)
                 return;
             continue;
         }
-        if (n == 0) {
-            upstream_eof(p);
-            return;
-        }
-        if (errno == EINTR)
+        if (moved_nothing(p, n) > 0)
             continue;
-        if (errno != EAGAIN && errno != EWOULDBLOCK)
-            failed(p, F_BROKEN, strerror(errno));
         return;
     }
 }
