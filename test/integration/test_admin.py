@@ -55,10 +55,12 @@ POOLS_YAML = """pools:
 
 
 class AdminTestCase(ServerTestCase):
-    def admin_server(self, extra="", loops=2, hosts=HELLO_HOSTS, tail=""):
-        srv = self.server(make_config(hosts, server="event_loops: %d\nadmin: {listen: "
-                                      "[\"@DIR@/run/admin.sock\"%s]}" % (loops, extra)) + tail,
-                          start=False)
+    def admin_server(self, extra="", loops=2, hosts=HELLO_HOSTS, tail="", settings=""):
+        """A server with its admin socket in its directory (extra: more
+        admin addresses; settings: more server settings, one per line)."""
+        srv = self.server(make_config(hosts, server="event_loops: %d\n%sadmin: {listen: "
+                                      "[\"@DIR@/run/admin.sock\"%s]}" % (loops, settings, extra))
+                          + tail, start=False)
         srv.admin = os.path.join(srv.dir, "run", "admin.sock")
         srv.start()
         poll(lambda: os.path.exists(srv.admin), what="the admin socket")
@@ -81,6 +83,17 @@ class AdminTestCase(ServerTestCase):
         poll(adopted, interval=0.002, what=lambda: "every worker on generation %d: %r"
              % (gen, self.status(srv)))
         return time.monotonic() - t0
+
+    def member(self, srv, address):
+        """The first pool's member at address, as GET /v1/pools gives it."""
+        pools = admin_request(srv.admin, "GET", "/v1/pools")[2]["pools"]
+        return next(m for m in pools[0]["members"] if m["address"] == address)
+
+    def wait_member(self, srv, address, want, what):
+        """Poll until every key of want has its value in the member."""
+        poll(lambda: all(self.member(srv, address)[k] == v for k, v in want.items()),
+             what=lambda: "%s: %r" % (what, self.member(srv, address)))
+        return self.member(srv, address)
 
 
 class Admin(AdminTestCase):
@@ -278,16 +291,6 @@ class AdminLiveFigures(AdminTestCase):
     """GET /v1/pools shows what the workers see of each member: requests in
     flight, idle keep-alive connections, requests ended, failures and
     passive health, summed and per worker."""
-
-    def member(self, srv, address):
-        pools = admin_request(srv.admin, "GET", "/v1/pools")[2]["pools"]
-        return next(m for m in pools[0]["members"] if m["address"] == address)
-
-    def wait_member(self, srv, address, want, what):
-        """Poll until every key of want has its value in the member."""
-        poll(lambda: all(self.member(srv, address)[k] == v for k, v in want.items()),
-             what=lambda: "%s: %r" % (what, self.member(srv, address)))
-        return self.member(srv, address)
 
     def test_requests_to_a_stalled_member_show_in_flight(self):
         be = Backend("b", mode="stall")

@@ -12,13 +12,12 @@ An open tunnel (after a 101) is a long request: it counts until it ends.
 """
 
 import json
-import os
 import socket
 import struct
 
 from backend import Backend
-from harness import Client, make_config, poll, request
-from test_admin import PROXY_HOSTS, AdminTestCase, admin_request
+from harness import Client, poll, request
+from test_admin import PROXY_HOSTS, AdminTestCase
 
 
 def pool(members, retries, balance="round_robin"):
@@ -43,23 +42,8 @@ class InFlightTestCase(AdminTestCase):
         return b
 
     def start(self, members, retries=0, balance="round_robin"):
-        srv = self.server(make_config(PROXY_HOSTS, server=(
-            "event_loops: 1\nlogging: {access_log: json}\n"
-            "admin: {listen: [\"@DIR@/run/admin.sock\"]}"))
-            + pool(members, retries, balance), start=False)
-        srv.admin = os.path.join(srv.dir, "run", "admin.sock")
-        srv.start()
-        poll(lambda: os.path.exists(srv.admin), what="the admin socket")
-        return srv
-
-    def member(self, srv, address):
-        pools = admin_request(srv.admin, "GET", "/v1/pools")[2]["pools"]
-        return next(m for m in pools[0]["members"] if m["address"] == address)
-
-    def wait_member(self, srv, address, want, what):
-        poll(lambda: all(self.member(srv, address)[k] == v for k, v in want.items()),
-             what=lambda: "%s: %r" % (what, self.member(srv, address)))
-        return self.member(srv, address)
+        return self.admin_server(loops=1, hosts=PROXY_HOSTS, tail=pool(members, retries, balance),
+                                 settings="logging: {access_log: json}\n")
 
     def access_lines(self, srv):
         return [json.loads(line) for line in srv.access_log().splitlines()
