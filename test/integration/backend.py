@@ -131,6 +131,36 @@ class _Reader:
         return req
 
 
+class Listener:
+    """A loopback listener that serves each connection with self.one(conn)
+    on a thread of its own: the base of the tests' special-purpose
+    backends. Subclasses set their own fields, then call
+    Listener.__init__ last (the first connection may come at once)."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.stop = False
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def close(self):
+        self.stop = True
+        self.sock.close()
+
+    def serve(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self.one, args=(conn,), daemon=True).start()
+
+    def one(self, conn):
+        raise NotImplementedError
+
+
 class Backend:
     def __init__(self, name="backend", mode="ok", times=None, delay=0.05,
                  family=socket.AF_INET, port=0):

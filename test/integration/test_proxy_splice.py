@@ -13,10 +13,9 @@ that only copied holds none."""
 
 import hashlib
 import os
-import socket
-import threading
 import time
 
+from backend import Listener
 from harness import Client, ServerTestCase, TIMEOUT, make_config, poll, scale
 
 MIB = 1 << 20
@@ -56,33 +55,16 @@ def pipes_held(pid):
     return n
 
 
-class BodyBackend:
+class BodyBackend(Listener):
     """Answers GET /SIZE/FRAMING[/cut] with SIZE bytes of BLOCK, framed by
     a Content-Length ("length") or in 64 KiB chunks ("chunked"); "cut"
     closes after half the body. Counts the bytes its sockets took and the
     connections the proxy closed."""
 
     def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
         self.sent = 0
         self.peer_closed = 0      # connections on which the proxy closed its side
-        self.stop = False
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def close(self):
-        self.stop = True
-        self.sock.close()
-
-    def serve(self):
-        while not self.stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.one, args=(conn,), daemon=True).start()
+        super().__init__()
 
     def one(self, conn):
         conn.settimeout(TIMEOUT * 4)

@@ -8,10 +8,9 @@ receives, which is right for its small requests, not for these)."""
 
 import hashlib
 import os
-import socket
-import threading
 import time
 
+from backend import Listener
 from harness import Client, ServerTestCase, TIMEOUT, make_config, poll, scale
 
 DOWNLOAD = 1 << 30            # the issue's 1 GiB
@@ -28,32 +27,14 @@ def worker_rss_kib(pid):
     return 0
 
 
-class StreamingBackend:
+class StreamingBackend(Listener):
     """One listener; each connection gets one request: GET answers DOWNLOAD
     bytes of BLOCK with a Content-Length, a POST answers the SHA-256 of the
     body it read (Content-Length), computed as it comes."""
 
     def __init__(self):
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
         self.sent = 0           # download bytes the backend's socket took
-        self.stop = False
-        self.thread = threading.Thread(target=self.serve, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.stop = True
-        self.sock.close()
-
-    def serve(self):
-        while not self.stop:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.one, args=(conn,), daemon=True).start()
+        super().__init__()
 
     def one(self, conn):
         conn.settimeout(TIMEOUT * 4)
