@@ -196,7 +196,6 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
             return refuse(c, 431, "trailers too large");
         return 0;
     }
-    h->line_done = 1;
     if (r->nheaders > 0) {
         sws_header_t *last = &r->headers[r->nheaders - 1];
         if (last->name.p + last->name.len == at) {
@@ -298,7 +297,6 @@ static void begin_request(sws_conn_t *c)
 {
     sws_http1_t *h = sws_http1_of(c);
     h->state = SWS_H1_HEAD;
-    h->line_done = 0;
     h->chunked = 0;
     h->reject = 0;
     h->head_len = 0;
@@ -395,11 +393,47 @@ static unsigned version_refusal(sws_request_t *r, const char *end)
     return supported ? 400 : 505;
 }
 
+/* The size limits of a head, judged on its first `have` bytes (the whole
+ * head, or what of it has arrived, or what llhttp read before it refused):
+ * the request line up to its first CR or LF, then the whole head. Both
+ * only grow with `have`, and every refusal checks them first, so the
+ * answer never depends on how the head was cut into reads. Returns 0, or
+ * the status to answer with *why set. */
+static unsigned head_limits(const sws_conn_t *c, size_t have, const char **why)
+{
+    const sws_settings_t *st = c->set->settings;
+    const char *head = c->rbuf + c->msg_start;
+    size_t max_line = st->max_request_line;
+    /* The line is longer than max_line iff none of its first max_line + 1
+     * bytes ends it. */
+    if (have > max_line && memchr(head, '\r', max_line + 1) == NULL &&
+        memchr(head, '\n', max_line + 1) == NULL) {
+        *why = "request line too long";
+        return 414;
+    }
+    if (have > st->max_header_size) {
+        *why = "request head too large";
+        return 431;
+    }
+    return 0;
+}
+
 /* llhttp refused the bytes: which answer. */
 static void parse_error(sws_conn_t *c, llhttp_errno_t err)
 {
     sws_http1_t *h = sws_http1_of(c);
     sws_request_t *r = &h->stream.req;
+    /* A head over its limits is refused for that, whatever else llhttp
+     * found in it: a head cut into reads is refused for it before llhttp
+     * reads on to the fault (head_limits). */
+    const char *why = NULL;
+    unsigned status = 0;
+    if (h->state == SWS_H1_HEAD)
+        status = head_limits(c, (size_t)(llhttp_get_error_pos(&h->parser) - (c->rbuf + c->msg_start)), &why);
+    if (status != 0) {
+        http1_fail(c, status, why);
+        return;
+    }
     if (err == HPE_USER) {
         http1_fail(c, h->reject, h->reject_why);
         return;
@@ -483,19 +517,14 @@ static int parse_target(sws_request_t *r)
 
 /* Line structure of the head: lines that each end in CRLF, with no other
  * CR or LF (llhttp 8.1 takes a bare LF as a line end, and skips the byte
- * after a CR in places), no line starting with whitespace (obs-fold), the
- * request line without its CRLF within its limit. Returns 0, or the status
- * to answer with *why set. */
-static unsigned check_lines(const char *head, size_t len, uint32_t max_line, const char **why)
+ * after a CR in places), no line starting with whitespace (obs-fold).
+ * Returns 0, or the status to answer with *why set. */
+static unsigned check_lines(const char *head, size_t len, const char **why)
 {
     const char *end = head + len;
     for (const char *line = head; line < end;) {
         const char *cr = memchr(line, '\r', (size_t)(end - line));
         const char *lf = memchr(line, '\n', (size_t)(end - line));
-        if (line == head && (size_t)((cr != NULL ? cr : end) - head) > max_line) {
-            *why = "request line too long";
-            return 414;
-        }
         if (cr == NULL || lf != cr + 1) {
             *why = "bare CR or LF in the request head";
             return 400;
@@ -665,17 +694,14 @@ static void decide_keep_alive(sws_conn_t *c)
 static int head_complete(sws_conn_t *c, const char *pos)
 {
     sws_http1_t *h = sws_http1_of(c);
-    const sws_settings_t *st = c->set->settings;
     const char *head = c->rbuf + c->msg_start;
     const char *why = NULL;
     known_headers_t known;
 
     h->head_len = (uint32_t)(pos - head);
-    unsigned status = check_lines(head, h->head_len, st->max_request_line, &why);
-    if (status == 0 && h->head_len > st->max_header_size) {
-        why = "request head too large";
-        status = 431;
-    }
+    unsigned status = head_limits(c, h->head_len, &why);
+    if (status == 0)
+        status = check_lines(head, h->head_len, &why);
     if (status == 0)
         status = check_request_line(c, head, pos, &why);
     if (status == 0)
@@ -753,32 +779,15 @@ static int framing_ok(sws_conn_t *c, const char *to, int complete)
     return status == 0;
 }
 
-/* The request line so far, in the `have` bytes of an incomplete head,
- * without its CR or CRLF (the limit is on the line, not its end); notes
- * when the line is complete. */
-static size_t partial_line_len(sws_conn_t *c, size_t have)
-{
-    sws_http1_t *h = sws_http1_of(c);
-    const char *head = c->rbuf + c->msg_start;
-    const char *lf = memchr(head, '\n', have);
-    size_t len = lf != NULL ? (size_t)(lf - head) : have;
-    h->line_done = lf != NULL;
-    if (len > 0 && head[len - 1] == '\r')
-        len--;
-    return len;
-}
-
 /* llhttp used up rbuf[rpos, rend) without completing the message. */
 static void input_used(sws_conn_t *c)
 {
     sws_http1_t *h = sws_http1_of(c);
-    const sws_settings_t *st = c->set->settings;
     if (h->state == SWS_H1_HEAD) {
-        size_t have = c->rend - c->msg_start;
-        if (!h->line_done && partial_line_len(c, have) > st->max_request_line)
-            http1_fail(c, 414, "request line too long");
-        else if (have > st->max_header_size)
-            http1_fail(c, 431, "request head too large");
+        const char *why = NULL;
+        unsigned status = head_limits(c, c->rend - c->msg_start, &why);
+        if (status != 0)
+            http1_fail(c, status, why);
         c->rpos = c->rend;
         return;
     }

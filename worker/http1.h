@@ -44,7 +44,6 @@ typedef struct sws_http1 {
     llhttp_t parser;
     uint8_t state;          /* enum sws_http1_state */
     uint8_t chunked;
-    uint8_t line_done;      /* the request line is complete */
     uint8_t frame;          /* chunk framing: where our own scan stands (http1.c) */
     uint8_t early;          /* the head handler answered (or will): the body goes
                              * to the stream's consumer, handler is not called */

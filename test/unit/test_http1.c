@@ -602,6 +602,41 @@ static void test_unsupported_versions_505_any_cut(void **state)
     expect_cases_rejected(cases, NCASES(cases), 505);
 }
 
+/* A head over a size limit is refused for its size, whatever fault follows
+ * the limit, whole or one byte per read: cut into reads, the size is seen
+ * before llhttp reads on to the fault (found by fuzz_http1 in CI: a long
+ * request line followed by a bad field name was 414 cut, 400 whole). */
+static void test_limits_before_later_faults_any_cut(void **state)
+{
+    (void)state;
+    sws_settings_t st = sws_conn_default_settings;
+    st.max_request_line = 64;
+    st.max_header_size = 256;
+    static const bytes_case_t long_line[] = {
+        CASE("bad field name after", "POST /c\xff\xff\xff\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0"
+             "\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0"
+             "\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0"
+             "\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xb0\xff HTTP/1.1\r\n"
+             "Host: a\r\nT\xeb\xff: chunked\r\n\r\n"),
+        CASE("bare LF after", "GET /0123456789012345678901234567890123456789012345678901234567890"
+             " HTTP/1.1\r\nHost: a\nX: y\r\n\r\n"),
+    };
+#define PAD50 "01234567890123456789012345678901234567890123456789"
+    static const bytes_case_t big_head[] = {
+        CASE("bad field name after", "GET / HTTP/1.1\r\nHost: a\r\nX-Pad: " PAD50 PAD50 PAD50 PAD50 PAD50
+             "\r\nB\xff" "d: x\r\n\r\n"),
+        CASE("bare LF after", "GET / HTTP/1.1\r\nHost: a\r\nX-Pad: " PAD50 PAD50 PAD50 PAD50 PAD50
+             "\nY: z\r\n\r\n"),
+    };
+#undef PAD50
+    for (size_t i = 0; i < NCASES(long_line); i++)
+        for (int split = 0; split < 2; split++)
+            expect_case_answered_with(&long_line[i], split, 414, &st);
+    for (size_t i = 0; i < NCASES(big_head); i++)
+        for (int split = 0; split < 2; split++)
+            expect_case_answered_with(&big_head[i], split, 431, &st);
+}
+
 #define TE_CHUNKED "POST /c" H11 "Transfer-Encoding: chunked\r\n\r\n"
 
 /* llhttp 8.1 skips the two bytes after chunk data, the byte after a CR in
@@ -1717,6 +1752,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_limit_body_413_chunked, setup, teardown),
         cmocka_unit_test(test_unsupported_versions_505),
         cmocka_unit_test(test_unsupported_versions_505_any_cut),
+        cmocka_unit_test(test_limits_before_later_faults_any_cut),
         cmocka_unit_test(test_malformed_400),
         cmocka_unit_test(test_smuggling_rejected),
         cmocka_unit_test(test_chunk_framing_bounded_413),
