@@ -156,6 +156,13 @@ static unsigned scan_framing(sws_conn_t *c, const char *from, const char *to, co
             *why = "bad chunk framing";
             return 400;
         }
+        /* Trailer lines are bounded like a head, counted by the byte so
+         * the refusal does not depend on where reads end. */
+        if (next >= FR_TRAILER_NAME && next <= FR_TRAILER_LF &&
+            ++h->trailer_bytes > st->max_header_size) {
+            *why = "trailers too large";
+            return 431;
+        }
         h->frame = (uint8_t)next;
     }
     return 0;
@@ -190,12 +197,8 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
     sws_conn_t *c = parser_conn(p);
     sws_http1_t *h = sws_http1_of(c);
     sws_request_t *r = &h->stream.req;
-    if (h->state == SWS_H1_BODY) { /* a trailer: counted, dropped (scan_framing checks it) */
-        h->trailer_bytes += (uint32_t)len;
-        if (h->trailer_bytes > c->set->settings->max_header_size)
-            return refuse(c, 431, "trailers too large");
-        return 0;
-    }
+    if (h->state == SWS_H1_BODY || h->over_headers)
+        return 0; /* a trailer (dropped: scan_framing checks it), or one too many */
     if (r->nheaders > 0) {
         sws_header_t *last = &r->headers[r->nheaders - 1];
         if (last->name.p + last->name.len == at) {
@@ -206,8 +209,10 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
     unsigned limit = c->set->settings->max_headers;
     if (limit > SWS_REQUEST_MAX_HEADERS)
         limit = SWS_REQUEST_MAX_HEADERS;
-    if (r->nheaders >= limit)
-        return refuse(c, 431, "too many headers");
+    if (r->nheaders >= limit) {
+        h->over_headers = 1; /* refused where the name ends, wherever reads end */
+        return 0;
+    }
     sws_header_t *hd = &r->headers[r->nheaders++];
     hd->name = (sws_str_t){ at, len };
     hd->value = (sws_str_t){ at + len, 0 };
@@ -219,19 +224,39 @@ static int on_header_value(llhttp_t *p, const char *at, size_t len)
     sws_conn_t *c = parser_conn(p);
     sws_http1_t *h = sws_http1_of(c);
     sws_request_t *r = &h->stream.req;
-    if (h->state == SWS_H1_BODY) {
-        h->trailer_bytes += (uint32_t)len;
-        if (h->trailer_bytes > c->set->settings->max_header_size)
-            return refuse(c, 431, "trailers too large");
+    if (h->state == SWS_H1_BODY)
+        return 0; /* a trailer */
+    if (r->nheaders == 0) {
+        h->nameless = 1; /* refused where the value ends */
         return 0;
     }
-    if (r->nheaders == 0)
-        return refuse(c, 400, "header value without a name");
     sws_header_t *hd = &r->headers[r->nheaders - 1];
     if (hd->value.len > 0 && hd->value.p + hd->value.len == at)
         hd->value.len += len;
     else
         hd->value = (sws_str_t){ at, len };
+    return 0;
+}
+
+/* Refusals happen in the _complete callbacks, at a byte that does not
+ * depend on where reads end: a span callback sees a field in pieces when
+ * it is cut, whole otherwise, and llhttp may find a fault inside the span
+ * before calling it. */
+static int on_header_field_complete(llhttp_t *p)
+{
+    sws_conn_t *c = parser_conn(p);
+    sws_http1_t *h = sws_http1_of(c);
+    if (h->state == SWS_H1_HEAD && h->over_headers)
+        return refuse(c, 431, "too many headers");
+    return 0;
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    sws_conn_t *c = parser_conn(p);
+    sws_http1_t *h = sws_http1_of(c);
+    if (h->state == SWS_H1_HEAD && h->nameless)
+        return refuse(c, 400, "header value without a name");
     return 0;
 }
 
@@ -247,14 +272,17 @@ static int on_body(llhttp_t *p, const char *at, size_t len)
     sws_conn_t *c = parser_conn(p);
     sws_http1_t *h = sws_http1_of(c);
     sws_request_t *r = &h->stream.req;
+    /* The framing before the span first: cut into reads, it was scanned
+     * before this span arrived. */
+    const char *why;
+    unsigned status = h->chunked ? scan_framing(c, h->gap, at, &why) : 0;
+    if (status != 0)
+        return refuse(c, status, why);
     r->request_body_bytes += len;
     if (r->request_body_bytes > c->set->settings->max_body_size)
         return refuse(c, 413, "request body too large");
     if (h->chunked) {
-        const char *why;
-        unsigned status = scan_framing(c, h->gap, at, &why);
-        if (status == 0)
-            status = scan_data(h, len, &why);
+        status = scan_data(h, len, &why);
         if (status != 0)
             return refuse(c, status, why);
         h->gap = at + len;
@@ -274,6 +302,8 @@ static const llhttp_settings_t parser_settings = {
     .on_url = on_url,
     .on_header_field = on_header_field,
     .on_header_value = on_header_value,
+    .on_header_field_complete = on_header_field_complete,
+    .on_header_value_complete = on_header_value_complete,
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,
@@ -301,6 +331,8 @@ static void begin_request(sws_conn_t *c)
     h->reject = 0;
     h->head_len = 0;
     h->trailer_bytes = 0;
+    h->over_headers = 0;
+    h->nameless = 0;
     h->framing_bytes = 0;
     h->early = 0;
     c->msg_start = c->rpos;
@@ -423,18 +455,22 @@ static void parse_error(sws_conn_t *c, llhttp_errno_t err)
 {
     sws_http1_t *h = sws_http1_of(c);
     sws_request_t *r = &h->stream.req;
-    /* A head over its limits is refused for that, whatever else llhttp
-     * found in it: a head cut into reads is refused for it before llhttp
-     * reads on to the fault (head_limits). */
+    /* What our own checks find before the fault comes first: had the
+     * input been cut into reads, they would have run on the bytes before
+     * it (head_limits in the head, the framing scan in a chunked body)
+     * before llhttp read on to the fault. */
     const char *why = NULL;
     unsigned status = 0;
+    const char *at = llhttp_get_error_pos(&h->parser);
     if (h->state == SWS_H1_HEAD)
-        status = head_limits(c, (size_t)(llhttp_get_error_pos(&h->parser) - (c->rbuf + c->msg_start)), &why);
+        status = head_limits(c, (size_t)(at - (c->rbuf + c->msg_start)), &why);
+    else if (h->state == SWS_H1_BODY && h->chunked && h->reject == 0 && at != NULL)
+        status = scan_framing(c, h->gap, at, &why); /* as input_used would have */
     if (status != 0) {
         http1_fail(c, status, why);
         return;
     }
-    if (err == HPE_USER) {
+    if (h->reject != 0) { /* a callback refused (HPE_USER, or HPE_CB_* from a _complete one) */
         http1_fail(c, h->reject, h->reject_why);
         return;
     }

@@ -47,10 +47,12 @@ typedef struct sws_http1 {
     uint8_t frame;          /* chunk framing: where our own scan stands (http1.c) */
     uint8_t early;          /* the head handler answered (or will): the body goes
                              * to the stream's consumer, handler is not called */
+    uint8_t over_headers;   /* a field beyond max_headers began (refused at its ':') */
+    uint8_t nameless;       /* a field value without a name began */
     uint16_t reject;        /* status chosen by a callback that failed */
     const char *reject_why; /* for the log line */
     uint32_t head_len;      /* bytes of the accepted head at rbuf + msg_start */
-    uint32_t trailer_bytes;
+    uint32_t trailer_bytes; /* trailer-line bytes scanned (scan_framing) */
     uint64_t framing_bytes; /* chunk sizes, extensions, CRLFs, trailers */
     uint64_t chunk_left;    /* chunk framing: size, then data bytes still due */
     const char *gap;        /* chunk framing not yet scanned starts here */

@@ -602,6 +602,8 @@ static void test_unsupported_versions_505_any_cut(void **state)
     expect_cases_rejected(cases, NCASES(cases), 505);
 }
 
+#define TE_CHUNKED "POST /c" H11 "Transfer-Encoding: chunked\r\n\r\n"
+
 /* A head over a size limit is refused for its size, whatever fault follows
  * the limit, whole or one byte per read: cut into reads, the size is seen
  * before llhttp reads on to the fault (found by fuzz_http1 in CI: a long
@@ -637,7 +639,32 @@ static void test_limits_before_later_faults_any_cut(void **state)
             expect_case_answered_with(&big_head[i], split, 431, &st);
 }
 
-#define TE_CHUNKED "POST /c" H11 "Transfer-Encoding: chunked\r\n\r\n"
+/* Refusals from llhttp's callbacks come where a field's name or value
+ * ends, not where a read ended inside it: a field past max_headers whose
+ * name has a bad byte is 400 whole and cut (found by fuzz_http1: cut, the
+ * name's first piece was refused as one field too many, 431). Trailers
+ * are bounded by our own scan, by the byte. */
+static void test_callback_refusals_any_cut(void **state)
+{
+    (void)state;
+    sws_settings_t st = sws_conn_default_settings;
+    st.max_headers = 3;
+    st.max_header_size = 256;
+    static const bytes_case_t bad_name = CASE("bad byte in the field past the count",
+        "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nCC\x01: 3\r\n\r\n");
+    static const bytes_case_t too_many = CASE("one field too many",
+        "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nCC: 3\r\n\r\n");
+#define PAD50 "01234567890123456789012345678901234567890123456789"
+    static const bytes_case_t big_trailer = CASE("bad byte past the trailer limit",
+        TE_CHUNKED "1\r\nx\r\n0\r\nT: " PAD50 PAD50 PAD50 PAD50 PAD50 PAD50 "\x01\r\n\r\n");
+#undef PAD50
+    for (int split = 0; split < 2; split++) {
+        expect_case_answered_with(&bad_name, split, 400, &st);
+        expect_case_answered_with(&too_many, split, 431, &st);
+        expect_case_answered_with(&big_trailer, split, 431, &st);
+    }
+}
+
 
 /* llhttp 8.1 skips the two bytes after chunk data, the byte after a CR in
  * the framing and more without looking at them: every framing byte is
@@ -1753,6 +1780,7 @@ int main(void)
         cmocka_unit_test(test_unsupported_versions_505),
         cmocka_unit_test(test_unsupported_versions_505_any_cut),
         cmocka_unit_test(test_limits_before_later_faults_any_cut),
+        cmocka_unit_test(test_callback_refusals_any_cut),
         cmocka_unit_test(test_malformed_400),
         cmocka_unit_test(test_smuggling_rejected),
         cmocka_unit_test(test_chunk_framing_bounded_413),
