@@ -26,6 +26,7 @@ RUNS=${RUNS:-5}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
 CONNECTIONS=${CONNECTIONS:-50}
+H2_STREAMS=${H2_STREAMS:-10}
 # Defaults that depend on the scenario are set once it is known.
 SERVERS=${SERVERS:-}
 SYSCALL_SECS=${SYSCALL_SECS:-}
@@ -53,12 +54,20 @@ usage() {
 usage: bench/run.sh SCENARIO          scenarios: respond, static-small,
                                       proxy, proxy-100k, proxy-latency,
                                       accept-policies (issue 9's procedure:
-                                      four respond calls, see bench/README.md)
+                                      four respond calls, see bench/README.md),
+                                      tls-h1, tls-h2, tls-newconn (the respond
+                                      answer behind TLS, RSA 2048: wrk on kept
+                                      connections, h2load with H2_STREAMS
+                                      streams per connection, wrk with a new
+                                      connection and full handshake per request),
+                                      tls-resume (a new connection per request,
+                                      resumed: bench/tlsresume.py)
 
 Environment (shown with the values in force):
   RUNS=$RUNS  measured runs per server
   DURATION=$DURATION  seconds per measured run     WARMUP=$WARMUP  seconds of warm-up per run
-  CONNECTIONS=$CONNECTIONS  wrk connections
+  CONNECTIONS=$CONNECTIONS  wrk connections (h2load's in tls-h2)
+  H2_STREAMS=$H2_STREAMS  concurrent streams per connection in tls-h2
   SERVERS=${SERVERS:-(respond, static-small: "scalws nginx")}  which servers (spaces or commas), in the order of the
       first round: nginx, scalws, or scalws:POLICY (an accept_policy: shared
       reuseport hash least-loaded fountain cpu; plain scalws is
@@ -102,7 +111,7 @@ is_uint() {
 
 case ${1:-} in
     -h|--help) usage; exit 0 ;;
-    respond|static-small|proxy|proxy-100k|proxy-latency|accept-policies) SCENARIO=$1 ;;
+    respond|static-small|proxy|proxy-100k|proxy-latency|accept-policies|tls-h1|tls-h2|tls-newconn|tls-resume) SCENARIO=$1 ;;
     '') usage >&2; exit 2 ;;
     *) echo "run.sh: unknown scenario '$1'" >&2; usage >&2; exit 2 ;;
 esac
@@ -151,10 +160,27 @@ if [[ $SCENARIO == accept-policies ]]; then
 fi
 
 # The proxy scenarios put a backend on LOAD_CPU and a proxy in front of it.
+# The TLS scenarios put the respond answer behind a TLS listener; HAProxy
+# answers it itself there (http-request return).
 PROXY=0
+TLS=0
+SCHEME=http
+CURL_OPTS=()
 case $SCENARIO in
     proxy*)
         PROXY=1
+        SERVERS=${SERVERS:-scalws nginx haproxy}
+        ;;
+    tls-*)
+        TLS=1
+        SCHEME=https
+        # Self-signed: the answer is checked, not the chain.
+        CURL_OPTS=(-k)
+        # curl would take h2 by ALPN: wrk speaks HTTP/1.1.
+        [[ $SCENARIO == tls-h2 ]] && CURL_OPTS+=(--http2) || CURL_OPTS+=(--http1.1)
+        # Each answer carries "Connection: close" then: curl must see the
+        # same head wrk does for the size check.
+        [[ $SCENARIO != tls-newconn && $SCENARIO != tls-resume ]] || CURL_OPTS+=(-H "Connection: close")
         SERVERS=${SERVERS:-scalws nginx haproxy}
         ;;
     *) SERVERS=${SERVERS:-scalws nginx} ;;
@@ -211,7 +237,7 @@ for s in "${SERVER_LIST[@]}"; do
             [[ -x $NGINX ]] || die "no $NGINX: apt-get install nginx-light, or set NGINX"
             ((WORKERS == 1)) || die "nginx.conf.in has one worker: WORKERS=$WORKERS is for ScalWS policies only" ;;
         haproxy)
-            ((PROXY)) || die "haproxy serves no files nor fixed answers: it is in the proxy scenarios only"
+            ((PROXY || TLS)) || die "haproxy serves no files: it is in the proxy and TLS scenarios only"
             [[ -x $HAPROXY ]] || die "no $HAPROXY: scripts/deps.sh bench (Debian's haproxy), or set HAPROXY"
             ((WORKERS == 1)) || die "haproxy.cfg.in has one thread: WORKERS=$WORKERS is for ScalWS policies only" ;;
         *) die "unknown server '$s' in SERVERS (known: nginx, scalws, scalws:POLICY, haproxy)" ;;
@@ -235,6 +261,12 @@ if ((SYSCALL_SECS > 0)); then
         die "'$PERF stat -e raw_syscalls:sys_enter true' fails: scripts/deps.sh bench (linux-perf), run as root, or SYSCALL_SECS=0"
 fi
 command -v curl >/dev/null || die "no curl: apt-get install curl"
+if ((TLS)); then
+    [[ $LOAD == closed ]] || die "the TLS scenarios have no fixed-rate client: LOAD=closed"
+    command -v openssl >/dev/null || die "no openssl: apt-get install openssl"
+    [[ $SCENARIO != tls-h2 ]] || command -v h2load >/dev/null || die "no h2load: apt-get install nghttp2-client"
+    is_uint "$H2_STREAMS" && ((H2_STREAMS >= 1)) || die "H2_STREAMS must be at least 1, not '$H2_STREAMS'"
+fi
 [[ -d /sys/devices/system/cpu/cpu$LOAD_CPU ]] || die "no CPU $LOAD_CPU on this machine"
 
 CLK_TCK=$(getconf CLK_TCK)
@@ -311,6 +343,18 @@ setup_scenario() {
             URL_PATH=/small
             printf 'hello, world\n' >"$TMP/expected"
             ;;
+        tls-*)
+            URL_PATH=/
+            printf 'hello, world\n' >"$TMP/expected"
+            # One RSA 2048 certificate for every server (HAProxy wants
+            # the chain and the key in one file).
+            openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=localhost \
+                -addext subjectAltName=DNS:localhost,IP:127.0.0.1 \
+                -keyout "$TMP/bench.key" -out "$TMP/bench.crt" >"$TMP/openssl.log" 2>&1 ||
+                die "openssl could not make the certificate: $(tail -1 "$TMP/openssl.log")"
+            cat "$TMP/bench.crt" "$TMP/bench.key" >"$TMP/bench.pem"
+            chmod a+r "$TMP/bench.crt" "$TMP/bench.key" "$TMP/bench.pem"
+            ;;
         proxy-100k)
             # 102400 bytes of numbered lines, the same every time.
             seq -f 'proxy-100k line %06g' 1 4500 >"$docroot/100k"
@@ -345,6 +389,12 @@ template() {
             nginx) echo "$BENCH/conf/nginx-proxy.conf.in" ;;
             scalws) echo "$BENCH/conf/scalws-proxy.yaml.in" ;;
             haproxy) echo "$BENCH/conf/haproxy.cfg.in" ;;
+        esac
+    elif ((TLS)); then
+        case $1 in
+            nginx) echo "$BENCH/conf/nginx-tls.conf.in" ;;
+            scalws) echo "$BENCH/conf/scalws-tls.yaml.in" ;;
+            haproxy) echo "$BENCH/conf/haproxy-tls.cfg.in" ;;
         esac
     else
         case $1 in
@@ -408,7 +458,7 @@ proc_tree() {
 # Waits (bounded) until the server answers on its port with a worker behind
 # it; sets SERVER_PIDS.
 wait_ready() {
-    local s=$1 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" deadline=$((SECONDS + START_TIMEOUT)) answered why
+    local s=$1 url="$SCHEME://127.0.0.1:${PORT[$1]}$URL_PATH" deadline=$((SECONDS + START_TIMEOUT)) answered why
     local nprocs=2
     case $s in
         nginx) ;;
@@ -424,7 +474,7 @@ wait_ready() {
             die "$s exited at start; see $OUT/*.log"
         fi
         answered=0
-        if curl -s -o /dev/null --max-time 1 "$url"; then
+        if curl -s "${CURL_OPTS[@]}" -o /dev/null --max-time 1 "$url"; then
             answered=1
             mapfile -t SERVER_PIDS < <(proc_tree "$SERVER_PID")
             if ((${#SERVER_PIDS[@]} >= nprocs)); then
@@ -620,8 +670,8 @@ hwm_kib() {
 # one and the status 200. Sets RESP_BYTES (head + body) for the byte check
 # of the wrk runs and keeps the response head in $OUT/headers-$1.txt.
 check_answer() {
-    local s=$1 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" w code hsize bsize
-    w=$(curl -s --max-time 5 -D "$TMP/head-$s" -o "$TMP/body-$s" \
+    local s=$1 url="$SCHEME://127.0.0.1:${PORT[$1]}$URL_PATH" w code hsize bsize
+    w=$(curl -s "${CURL_OPTS[@]}" --max-time 5 -D "$TMP/head-$s" -o "$TMP/body-$s" \
         -w '%{http_code} %{size_header} %{size_download}' "$url") || die "$s: curl $url failed"
     read -r code hsize bsize <<<"$w"
     if ((PROXY)) && [[ $s == scalws* && $code == 501 ]]; then
@@ -644,8 +694,17 @@ check_answer() {
 # closed: wrk, whose Lua script only has done(), so wrk's hot path is
 # unchanged. rate: bench/fixedrate.py, which prints the same BENCH line.
 run_wrk() {  # run_wrk NAME SECONDS OUTPUT [LOAD]
-    local s=$1 secs=$2 out=$3 url="http://127.0.0.1:${PORT[$1]}$URL_PATH"
-    if [[ ${4:-$LOAD} == rate && $RATE_CLIENT == c ]]; then
+    local s=$1 secs=$2 out=$3 url="$SCHEME://127.0.0.1:${PORT[$1]}$URL_PATH"
+    if [[ $SCENARIO == tls-h2 ]]; then
+        run_load "$s" "$secs" "$out" "$PY" "$BENCH/h2bench.py" "$url" "$CONNECTIONS" "$H2_STREAMS" "$secs"
+    elif [[ $SCENARIO == tls-resume ]]; then
+        run_load "$s" "$secs" "$out" "$PY" "$BENCH/tlsresume.py" "$url" "$CONNECTIONS" "$secs"
+    elif [[ $SCENARIO == tls-newconn ]]; then
+        # The server closes after each answer; wrk opens a new connection,
+        # with a full handshake (wrk keeps no TLS session).
+        run_load "$s" "$secs" "$out" "$WRK" -t1 -c"$CONNECTIONS" -d"${secs}s" -H "Connection: close" \
+            -s "$BENCH/summary.lua" "$url"
+    elif [[ ${4:-$LOAD} == rate && $RATE_CLIENT == c ]]; then
         run_load "$s" "$secs" "$out" "$OPENLOOP" "$url" "$RATE" "$secs" "$CONNECTIONS"
     elif [[ ${4:-$LOAD} == rate ]]; then
         run_load "$s" "$secs" "$out" "$PY" "$BENCH/fixedrate.py" "$url" "$RATE" "$secs" "$CONNECTIONS"
@@ -694,7 +753,7 @@ worker_pids() {
 # pays the kernel's sleep and wake-up on each (docs/benchmarks/
 # 2026-12-01-proxy-fastpath.md).
 count_syscalls() {
-    local s=$1 out=$2 perf_out=$3 url="http://127.0.0.1:${PORT[$1]}$URL_PATH" pids n
+    local s=$1 out=$2 perf_out=$3 url="$SCHEME://127.0.0.1:${PORT[$1]}$URL_PATH" pids n
     pids=$(worker_pids | paste -sd,)
     run_load "$s" "$SYSCALL_SECS" "$out" "$PERF" stat -e raw_syscalls:sys_enter \
         -e syscalls:sys_enter_epoll_wait -e syscalls:sys_enter_epoll_pwait -e context-switches \
@@ -730,6 +789,9 @@ check_wrk() {
     n=$(wrk_field "$out" requests)
     bytes=$(wrk_field "$out" bytes)
     ((n > 0)) || die "$s: no request completed; output in $out"
+    # h2load's bytes are frames with compressed heads: no HTTP/1 size to
+    # hold them to (bench/h2bench.py); curl checked the answer before.
+    [[ $SCENARIO != tls-h2 ]] || return 0
     # Each response must be the one curl saw (a 3xx or another answer has
     # another size). Responses cut at the end add at most one per connection;
     # 1 % leaves room for a "Connection: close" on the last response.
@@ -855,12 +917,12 @@ if [[ $SCENARIO == proxy-latency && -z $RATE_GIVEN ]]; then
 fi
 
 # The ratios reported, SERVER/REFERENCE: every server over the baseline
-# and, in the proxy scenarios, ScalWS over HAProxy too.
+# and, in the proxy and TLS scenarios, ScalWS over HAProxy too.
 RATIOS=()
 for s in "${SERVER_LIST[@]}"; do
     [[ $s == "$BASELINE" ]] || RATIOS+=("$s/$BASELINE")
 done
-if ((PROXY)) && [[ " ${SERVER_LIST[*]} " == *" haproxy "* && $BASELINE != haproxy ]]; then
+if ((PROXY || TLS)) && [[ " ${SERVER_LIST[*]} " == *" haproxy "* && $BASELINE != haproxy ]]; then
     for s in "${SERVER_LIST[@]}"; do
         [[ $s != scalws* ]] || RATIOS+=("$s/haproxy")
     done
@@ -894,7 +956,11 @@ fi
     echo "cpu_model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
     echo "ncpu=$(nproc --all)"
     # wrk -v prints its version and exits with 1.
-    if [[ $LOAD == rate && $RATE_CLIENT == c ]]; then
+    if [[ $SCENARIO == tls-resume ]]; then
+        echo "wrk=bench/tlsresume.py ($("$PY" --version 2>&1), $("$PY" -c 'import ssl; print(ssl.OPENSSL_VERSION)'))"
+    elif [[ $SCENARIO == tls-h2 ]]; then
+        echo "wrk=$(h2load --version 2>&1 | awk 'NR == 1') -m$H2_STREAMS (bench/h2bench.py)"
+    elif [[ $LOAD == rate && $RATE_CLIENT == c ]]; then
         echo "wrk=bench/openloop.c ($(cc --version | awk 'NR == 1'))"
     elif [[ $LOAD == rate ]]; then
         echo "wrk=bench/fixedrate.py ($("$PY" --version 2>&1))"
