@@ -87,19 +87,68 @@ class Bench(unittest.TestCase):
         for server in ("scalws", "nginx", "haproxy"):
             self.assertEqual({r.index(server) for r in rounds}, {0, 1, 2}, server + " in every place")
 
-    def test_haproxy_is_refused_outside_the_proxy_scenarios(self):
+    def test_haproxy_is_refused_outside_the_proxy_and_tls_scenarios(self):
         env = dict(os.environ, SERVERS="haproxy", OUT=os.path.join(self.dir, "out"))
         p = subprocess.run(["bash", RUN_SH, "respond"], capture_output=True, timeout=TIMEOUT,
                            env=env, stdin=subprocess.DEVNULL)
         self.assertEqual(p.returncode, 1, p.stderr.decode())
-        self.assertIn("proxy scenarios only", p.stderr.decode())
+        self.assertIn("proxy and TLS scenarios only", p.stderr.decode())
         self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
 
     def test_help_names_the_proxy_scenarios(self):
         p = subprocess.run(["bash", RUN_SH, "--help"], capture_output=True, timeout=TIMEOUT)
         self.assertEqual(p.returncode, 0)
-        for scenario in ("proxy,", "proxy-100k", "proxy-latency", "accept-policies"):
+        for scenario in ("proxy,", "proxy-100k", "proxy-latency", "accept-policies", "tls-h1",
+                         "tls-h2", "tls-newconn", "tls-resume"):
             self.assertIn(scenario, p.stdout.decode())
+
+    def test_tls_scenarios_refuse_a_fixed_rate(self):
+        # The fixed-rate clients speak plain HTTP: a TLS run at a rate
+        # would measure nothing it says.
+        env = dict(os.environ, SERVERS="nginx", LOAD="rate", OUT=os.path.join(self.dir, "out"))
+        p = subprocess.run(["bash", RUN_SH, "tls-h1"], capture_output=True, timeout=TIMEOUT,
+                           env=env, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertIn("LOAD=closed", p.stderr.decode())
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
+
+    @unittest.skipUnless(shutil.which("h2load") and os.path.exists("/usr/sbin/nghttpd"),
+                         "h2load and nghttpd (nghttp2-client, nghttp2-server) are not installed")
+    def test_h2bench_prints_the_bench_line_from_h2load(self):
+        # nghttpd as a small HTTP/2 server (h2c, prior knowledge): the line
+        # must count every request of h2load's log and no error.
+        docroot = os.path.join(self.dir, "www")
+        os.makedirs(docroot)
+        with open(os.path.join(docroot, "index.html"), "w") as f:
+            f.write("hello, world\n")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        server = subprocess.Popen(["/usr/sbin/nghttpd", "--no-tls", "-d", docroot, "-a", "127.0.0.1",
+                                   str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        try:
+            deadline = time.monotonic() + 10
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    self.assertLess(time.monotonic(), deadline, "nghttpd does not listen")
+                    time.sleep(0.05)
+            p = subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "bench", "h2bench.py"),
+                                f"http://127.0.0.1:{port}/index.html", "2", "4", "1"],
+                               capture_output=True, timeout=TIMEOUT + 60)
+        finally:
+            server.terminate()
+            server.wait(10)
+        self.assertEqual(p.returncode, 0, p.stdout.decode() + p.stderr.decode())
+        line = [l for l in p.stdout.decode().splitlines() if l.startswith("BENCH ")]
+        self.assertEqual(len(line), 1, p.stdout.decode())
+        f = dict(kv.split("=") for kv in line[0].split()[1:])
+        self.assertGreater(int(f["requests"]), 0)
+        for k in ("connect", "read", "write", "timeout", "status"):
+            self.assertEqual(f[k], "0", k)
+        self.assertTrue(0 < int(f["p50_us"]) <= int(f["p99_us"]) <= int(f["max_us"]), line[0])
 
     def test_proxy_report_has_both_ratios_backend_apart_and_syscalls(self):
         self.results(
