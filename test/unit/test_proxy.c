@@ -60,11 +60,20 @@ static unsigned peeks;
 static int watched[2] = { -1, -1 }; /* the server's ends: client, upstream */
 static unsigned io_calls[2];
 
+/* When fin_on_read[0] is read, fin_on_read[1] (a fake upstream's end) is
+ * closed first, once: a FIN that reaches the proxy's socket after the
+ * loop's epoll_wait and before the request is written (ADR 0021). */
+static int fin_on_read[2] = { -1, -1 };
+
 static void count_io(int fd)
 {
     for (int i = 0; i < 2; i++)
         if (fd >= 0 && fd == watched[i])
             io_calls[i]++;
+    if (fd >= 0 && fd == fin_on_read[0]) {
+        close(fin_on_read[1]);
+        fin_on_read[0] = fin_on_read[1] = -1;
+    }
 }
 
 typedef ssize_t (*recv_fn)(int, void *, size_t, int);
@@ -358,6 +367,8 @@ static int up_serve(fixture_t *f, int i, const char *answer)
 #define GET(path) "GET " path " HTTP/1.1\r\nHost: a\r\n\r\n"
 #define OK5 "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
 
+static void retries_0(Sws__Pool *pool, Sws__Route *route);
+
 /* ---- the relay ---- */
 
 static void test_request_forwarded_without_hop_by_hop_fields(void **state)
@@ -523,6 +534,87 @@ static void test_idle_connection_closed_in_the_same_batch_is_not_reused(void **s
     assert_int_equal(count(f->out, "200 OK"), 2);
     assert_int_equal(up_accept(f, 1), -1);
     close(fd);
+}
+
+/* Member 0 answered GET /one on a connection now in the idle pool, and
+ * the next request goes to member 0 again. Its fake upstream's end. */
+static int pooled_one(fixture_t *f)
+{
+    rr_reset(f);
+    client_send(f, GET("/one"));
+    int fd = up_serve(f, 0, OK5);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    rr_reset(f);
+    return fd;
+}
+
+/* The member closes the pooled connection the request went out on before
+ * answering (its keep-alive timeout fired as the request came): the
+ * request goes once more, on a new connection to the same member, even
+ * with `retries: 0`, and the member's health is not charged (ADR 0026). */
+static void test_pooled_connection_closed_before_answering_goes_on_a_new_one(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096], want[128];
+    build_table(f, retries_0);
+    int fd = pooled_one(f);
+    client_send(f, GET("/two"));
+    up_read_head(f, fd, req, sizeof(req));
+    assert_true(strncmp(req, "GET /two ", 9) == 0);
+    close(fd);
+    pump(f);
+    fd = up_serve(f, 0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    assert_null(strstr(f->out, " 502 "));
+    assert_int_equal(up_accept(f, 1), -1);
+    assert_int_equal(balancer(f)->peers[0].health.failures, 0);
+    const sws_request_upstream_t *u = &sws_http1_of(f->conn)->stream.req.upstream;
+    snprintf(want, sizeof(want), "127.0.0.1:%d, 127.0.0.1:%d", f->port[0], f->port[0]);
+    assert_string_equal(u->addr, want);
+    assert_string_equal(u->status, "-, 200");
+    close(fd);
+}
+
+/* The FIN reaches the pooled connection after the loop's epoll_wait and
+ * before the request is written on it: no event said so, the request goes
+ * out (no peek) and meets the close; it goes once more on a new
+ * connection. */
+static void test_pooled_connection_closed_before_the_request_went_out(void **state)
+{
+    fixture_t *f = *state;
+    build_table(f, retries_0);
+    int fd = pooled_one(f);
+    peeks = 0;
+    fin_on_read[0] = f->conn->io.fd;
+    fin_on_read[1] = fd;
+    client_send(f, GET("/two"));
+    assert_int_equal(fin_on_read[0], -1); /* the FIN came as the request was read */
+    assert_int_equal(peeks, 0);
+    fd = up_serve(f, 0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    assert_null(strstr(f->out, " 502 "));
+    assert_int_equal(balancer(f)->peers[0].health.failures, 0);
+    close(fd);
+}
+
+/* A POST that went out on a pooled connection the member then closed may
+ * have been processed: it is not sent again (ADR 0014), whatever the
+ * connection; a 502, and the member's health is not charged for a close
+ * that says nothing of it. */
+static void test_post_on_a_pooled_connection_closed_is_not_repeated(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    int fd = pooled_one(f);
+    client_send(f, "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+    up_read_head(f, fd, req, sizeof(req));
+    assert_true(strncmp(req, "POST /p ", 8) == 0);
+    close(fd);
+    pump(f);
+    assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
+    assert_int_equal(up_accept(f, 0), -1);
+    assert_int_equal(up_accept(f, 1), -1);
+    assert_int_equal(balancer(f)->peers[0].health.failures, 0);
 }
 
 static void test_chunked_response_with_trailers(void **state)
@@ -1278,6 +1370,12 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_connection_closed_by_upstream_is_dropped, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_pooled_connection_closed_before_answering_goes_on_a_new_one, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pooled_connection_closed_before_the_request_went_out,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_post_on_a_pooled_connection_closed_is_not_repeated,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunked_response_with_trailers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_delimited_response_ends_and_is_not_pooled,
                                         setup, teardown),
