@@ -1353,6 +1353,142 @@ static void test_attempts_recorded_for_the_access_log(void **state)
     close(fd1);
 }
 
+/* ---- tunnels (ADR 0020) ---- */
+
+/* The pool's idle timeout for tunnels, short; read as the test says. */
+static uint32_t tunnel_idle_ms, tunnel_read_ms;
+
+static void tunnel_timeouts(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->timeouts = NEW(Sws__Pool__Timeouts, SWS__POOL__TIMEOUTS__INIT);
+    pool->timeouts->connect_ms = SWS_DEFAULT_POOL_CONNECT_TIMEOUT_MS;
+    pool->timeouts->send_ms = SWS_DEFAULT_POOL_SEND_TIMEOUT_MS;
+    pool->timeouts->read_ms = tunnel_read_ms;
+    pool->timeouts->idle_ms = tunnel_idle_ms;
+}
+
+/* An "Upgrade: echo" request that member 0 answers 101: a tunnel. The
+ * member's end. */
+static int tunnel_open(fixture_t *f, uint32_t idle_ms, uint32_t read_ms)
+{
+    char req[4096];
+    tunnel_idle_ms = idle_ms;
+    tunnel_read_ms = read_ms;
+    build_table(f, tunnel_timeouts);
+    rr_reset(f);
+    client_send(f, "GET /t HTTP/1.1\r\nHost: a\r\nUpgrade: echo\r\nConnection: upgrade\r\n\r\n");
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_head(f, fd, req, sizeof(req));
+    up_write(f, fd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n");
+    assert_non_null(strstr(f->out, "HTTP/1.1 101 "));
+    return fd;
+}
+
+/* Output queued on the client connection. */
+static size_t queued(const fixture_t *f)
+{
+    return f->conn->olen - f->conn->osent;
+}
+
+/* The member sends until nothing moves: the client reads nothing, so its
+ * socket, then the connection's output, then the member's socket fill. */
+static void tunnel_fill(fixture_t *f, int ufd)
+{
+    static char blob[16384];
+    int k;
+    for (k = 0; k < 4096; k++) {
+        ssize_t n = send(ufd, blob, sizeof(blob), MSG_DONTWAIT);
+        pump_opt(f, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        assert_true(n > 0);
+    }
+    assert_true(k < 4096);
+    assert_true(sws_conn_output_blocked(f->conn));
+}
+
+/* Run the loop (timers included) for ms, from now. */
+static void run_for(fixture_t *f, uint64_t ms)
+{
+    sws_loop_update_time(&f->loop);
+    uint64_t until = sws_loop_now_ms(&f->loop) + ms;
+    for (int i = 0; i < 10000 && sws_loop_now_ms(&f->loop) < until; i++) {
+        assert_int_equal(sws_loop_run_once(&f->loop, 5), 0);
+        sws_conn_set_reap(&f->set);
+    }
+}
+
+/* The member's bytes wait for a client that reads nothing: the output
+ * toward it holds at most its high-water mark (64 KiB, what
+ * docs/operations.md promises), also when the member's bytes come as a
+ * burst just below the mark (a whole read's worth would go 16 KiB
+ * over). */
+static void test_tunnel_output_stays_within_the_mark(void **state)
+{
+    fixture_t *f = *state;
+    static char blob[32768];
+    int ufd = tunnel_open(f, SWS_DEFAULT_POOL_IDLE_TIMEOUT_MS, SWS_DEFAULT_POOL_READ_TIMEOUT_MS);
+    /* 1000 bytes at a time (short reads) until the client's socket is
+     * full and the output is just below the mark. */
+    for (int k = 0; k < 4096 && queued(f) < SWS_CONN_OUT_HWM - 1000; k++) {
+        assert_int_equal(send(ufd, blob, 1000, MSG_DONTWAIT), 1000);
+        pump_opt(f, 0);
+    }
+    assert_true(queued(f) >= SWS_CONN_OUT_HWM - 1000 && queued(f) < SWS_CONN_OUT_HWM);
+    assert_int_equal(send(ufd, blob, sizeof(blob), MSG_DONTWAIT), (ssize_t)sizeof(blob));
+    pump_opt(f, 0);
+    assert_int_equal(queued(f), SWS_CONN_OUT_HWM);
+    close(ufd);
+}
+
+/* A slow reader keeps a busy tunnel open: bytes it takes from the
+ * kernel's buffers are movement, though the tunnel reads nothing until the
+ * output drains below its mark. Once nothing moves, the idle timer ends
+ * the tunnel. */
+static void test_tunnel_draining_to_a_slow_reader_is_not_idle(void **state)
+{
+    fixture_t *f = *state;
+    static char b[40 * 1024]; /* more than a socket buffer's piece (skb) */
+    int ufd = tunnel_open(f, 300, SWS_DEFAULT_POOL_READ_TIMEOUT_MS);
+    tunnel_fill(f, ufd);
+    /* The client takes 40 KiB before each of two expiries (300 ms after
+     * the tunnel's last read, then 300 ms later): too little for the
+     * socket to take more of the output, so the tunnel reads nothing. */
+    assert_int_equal(read(f->client, b, sizeof(b)), (ssize_t)sizeof(b));
+    run_for(f, 450);
+    assert_false(up_closed(ufd));
+    assert_int_equal(read(f->client, b, sizeof(b)), (ssize_t)sizeof(b));
+    run_for(f, 300);
+    assert_false(up_closed(ufd));
+    assert_int_equal(queued(f), SWS_CONN_OUT_HWM); /* the tunnel moved nothing itself */
+    for (int i = 0; i < 40 && !up_closed(ufd); i++) /* nothing moves: the third ends it */
+        run_for(f, 50);
+    assert_true(up_closed(ufd));
+    close(ufd);
+}
+
+/* After the client's FIN is passed on, the member's answer is awaited for
+ * the pool's read timeout, not its idle one. */
+static void test_half_closed_tunnel_waits_the_read_timeout(void **state)
+{
+    fixture_t *f = *state;
+    char b[64];
+    int ufd = tunnel_open(f, SWS_DEFAULT_POOL_IDLE_TIMEOUT_MS, 100);
+    assert_int_equal(shutdown(f->client, SHUT_WR), 0);
+    pump(f);
+    assert_int_equal(read(ufd, b, sizeof(b)), 0); /* the FIN, passed on */
+    up_write(f, ufd, "late"); /* the answer still reaches the client */
+    assert_non_null(strstr(f->out, "late"));
+    for (int i = 0; i < 40 && !f->eof; i++) {
+        run_for(f, 50);
+        drain_client(f);
+    }
+    assert_true(f->eof);
+    close(ufd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1421,6 +1557,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retries_0_means_one_attempt, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_carries_turns_and_closes_removed_members, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_tunnel_output_stays_within_the_mark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tunnel_draining_to_a_slow_reader_is_not_idle, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_half_closed_tunnel_waits_the_read_timeout, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_attempts_recorded_for_the_access_log, setup,
                                         teardown),
