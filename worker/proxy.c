@@ -82,6 +82,8 @@ typedef struct proxy {
     const char *why;              /* ... and why */
     char why_buf[48];
     uint8_t picked;               /* a member was picked and not yet told how it went */
+    uint8_t reopened;             /* this attempt met a stale pooled connection and went
+                                   * on a new one (stale()) */
     uint8_t logged;               /* the attempt is in the request's upstream fields */
     uint8_t has_key;              /* the request has a hash key */
     unsigned attempts;            /* retries made */
@@ -116,6 +118,7 @@ typedef struct proxy {
 } proxy_t;
 
 static void attempt(proxy_t *p);
+static void exchange(proxy_t *p, const sws_upstream_addr_t *addr, int fresh);
 static void log_attempt(proxy_t *p);
 static void read_response(proxy_t *p);
 static void splice_begin(proxy_t *p, uint64_t length);
@@ -202,11 +205,13 @@ static unsigned relayed_fields(proxy_t *p, sws_header_t *out)
     return n;
 }
 
-static int can_retry(const proxy_t *p, enum fail_kind kind)
+/* Whether the request may be sent again after this failure (issue 7's
+ * rules, ADR 0014), retries left or not. */
+static int may_resend(const proxy_t *p, enum fail_kind kind)
 {
     /* A body is kept only until it is sent: one whose bytes are gone
      * cannot be sent again. */
-    if (p->head_given || p->attempts >= p->retries || p->body_dropped)
+    if (p->head_given || p->body_dropped)
         return 0;
     /* A request for a switch may have started something the member keeps
      * (a session, a subscription): sent once, it is not sent again. */
@@ -228,6 +233,23 @@ static int can_retry(const proxy_t *p, enum fail_kind kind)
     default:
         return 0;
     }
+}
+
+static int can_retry(const proxy_t *p, enum fail_kind kind)
+{
+    return p->attempts < p->retries && may_resend(p, kind);
+}
+
+/* The attempt's connection came from the idle pool and broke before a
+ * byte of the answer: most likely the member closed it while idle (its
+ * keep-alive timeout, a restart) and its FIN came after the loop's last
+ * look (ADR 0021). That says nothing of the member's health, and the
+ * request is sent once more on a new connection to the same member, not
+ * counted in `retries` (ADR 0026; nginx does not count a cached
+ * connection's error against its tries either). */
+static int stale(const proxy_t *p, enum fail_kind kind)
+{
+    return p->u != NULL && p->u->reused && !p->got_byte && (kind == F_SEND || kind == F_BROKEN);
 }
 
 static int on_headers_complete(llhttp_t *hp)
@@ -385,11 +407,12 @@ static void report(proxy_t *p, sws_upstream_outcome_t outcome)
 }
 
 /* What a failure says of the member (upstream_health.h): the causes that
- * may be retried are its failures; an invalid response or the client's
- * refusal say nothing of its health. */
-static sws_upstream_outcome_t fail_outcome(enum fail_kind kind)
+ * may be retried are its failures; an invalid response, the client's
+ * refusal or a stale pooled connection say nothing of its health. */
+static sws_upstream_outcome_t fail_outcome(enum fail_kind kind, int was_stale)
 {
-    return kind == F_INVALID || kind == F_CLIENT ? SWS_UPSTREAM_NEUTRAL : SWS_UPSTREAM_FAILED;
+    return kind == F_INVALID || kind == F_CLIENT || was_stale ? SWS_UPSTREAM_NEUTRAL
+                                                              : SWS_UPSTREAM_FAILED;
 }
 
 /* Nothing worked: the client gets status. Its body may still be on the
@@ -403,18 +426,40 @@ static void answer_error(proxy_t *p, unsigned status)
     sws_stream_error(p->st, status);
 }
 
+/* The attempt met a stale pooled connection (stale()): the same member
+ * again, on a new connection, within the same pick (it stays in flight
+ * there); the access log shows both. -1 when the member left the pool
+ * meanwhile: an ordinary failure then. */
+static int reopen(proxy_t *p, const char *why)
+{
+    sws_upstream_pool_t *pool = pool_now(p);
+    int i = pool == NULL ? -1 : sws_upstream_balance_find(&pool->bal, p->cur_id, p->cur_hint);
+    if (i < 0)
+        return -1;
+    sws_log_info("proxy: pool %s member %s: pooled connection %s: sending again on a new "
+                 "connection", p->pool, member_text(p), why);
+    log_attempt(p);
+    p->reopened = 1;
+    p->cur_hint = i;
+    exchange(p, &pool->members[i].addr, 1);
+    return 0;
+}
+
 /* The attempt failed: retry on another member when the rules allow it,
  * else answer (or cut what went out). */
 static void failed(proxy_t *p, enum fail_kind kind, const char *why)
 {
     int timeout = kind == F_CONNECT_TIMEOUT || kind == F_SEND_TIMEOUT || kind == F_READ_TIMEOUT;
     unsigned status = timeout ? 504 : 502;
+    int was_stale = stale(p, kind);
     int retry = can_retry(p, kind);
     if (p->u != NULL) {
         sws_upstream_close(p->u);
         p->u = NULL;
     }
-    report(p, fail_outcome(kind));
+    if (was_stale && !p->reopened && may_resend(p, kind) && reopen(p, why) == 0)
+        return;
+    report(p, fail_outcome(kind, was_stale));
     if (kind == F_CLIENT) {
         p->phase = PH_DONE;
         return;
@@ -818,7 +863,6 @@ static const sws_upstream_ops_t upstream_ops = {
  * yet when another may take it (upstream_balance.h). */
 static void attempt(proxy_t *p)
 {
-    char err[128];
     sws_upstream_pool_t *pool = pool_now(p);
     int i = pool == NULL ? -1
                          : sws_upstream_balance_pick(&pool->bal, p->has_key ? &p->key : NULL,
@@ -829,14 +873,23 @@ static void attempt(proxy_t *p)
         return;
     }
     p->picked = 1;
-    p->logged = 0;
-    p->status = 0;
-    p->attempt_ms = sws_loop_now_ms(p->ups->loop);
+    p->reopened = 0;
     p->cur_id = pool->bal.peers[i].id;
     p->cur_hint = i;
     sws_upstream_tried_add(&p->tried, p->cur_id);
     const sws_upstream_member_t *m = &pool->members[i];
     memcpy(p->cur_text, m->text, sizeof(p->cur_text));
+    exchange(p, &m->addr, 0);
+}
+
+/* The request to the member picked (at addr): on an idle connection to it
+ * or a new one; fresh: a new one. */
+static void exchange(proxy_t *p, const sws_upstream_addr_t *addr, int fresh)
+{
+    char err[128];
+    p->logged = 0;
+    p->status = 0;
+    p->attempt_ms = sws_loop_now_ms(p->ups->loop);
     p->req_sent = 0;
     p->bsent = 0; /* what is held is all of the body so far (body_dropped is 0) */
     p->rlen = 0;
@@ -845,7 +898,8 @@ static void attempt(proxy_t *p)
     p->why = NULL;
     llhttp_init(&p->parser, HTTP_RESPONSE, &parser_settings);
     p->parser.data = p;
-    p->u = sws_upstream_get(p->ups, p->cur_id, &m->addr, &upstream_ops, p, err, sizeof(err));
+    p->u = fresh ? sws_upstream_open(p->ups, p->cur_id, addr, &upstream_ops, p, err, sizeof(err))
+                 : sws_upstream_get(p->ups, p->cur_id, addr, &upstream_ops, p, err, sizeof(err));
     if (p->u == NULL) {
         failed(p, F_CONNECT, err);
         return;

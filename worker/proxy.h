@@ -57,6 +57,12 @@
  * error log one line naming pool, member and reason. After the head went
  * out the response is cut (sws_stream_abort) and logged.
  *
+ * A connection from the idle pool that breaks before a byte of the answer
+ * (the member closed it as the request went out: ADR 0021's race) is not
+ * the member's failure: a request the rules above let go again is sent
+ * once more to the same member on a new connection, not counted in
+ * `retries` (ADR 0026).
+ *
  * The response is read while the request body still streams, once the
  * head is written: a 100, or a final answer that makes the rest of the
  * body moot (then the client's connection closes after it).

@@ -4,6 +4,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 #include "core/log.h"
@@ -18,6 +20,7 @@ struct sws_tunnel {
     uint8_t down_readable;    /* the upstream may have bytes (as sws_tunnel_half_t.readable) */
     uint8_t down_hup;         /* ... and a FIN behind them */
     uint8_t ended;            /* the client connection closes after its output */
+    uint64_t taken;           /* taken() at the last expiry of the timer */
     char *early;              /* upstream bytes that came with the 101, for the client */
     size_t early_len;
 };
@@ -79,8 +82,10 @@ enum sws_tunnel_pump_result sws_tunnel_pump(sws_tunnel_half_t *h, int from, int 
     }
 }
 
-/* Upstream -> client, straight into the connection's output, while it is
- * below its high-water mark (else conn.c calls writable once it drained). */
+/* Upstream -> client, straight into the connection's output, up to its
+ * high-water mark and no further (so the mark is the bound this way, not
+ * the mark plus a read); at the mark conn.c calls writable once it
+ * drained. */
 static enum sws_tunnel_pump_result pump_down(sws_tunnel_t *t, int *progress)
 {
     sws_conn_t *c = t->c;
@@ -91,14 +96,17 @@ static enum sws_tunnel_pump_result pump_down(sws_tunnel_t *t, int *progress)
         }
         if (i == SWS_TUNNEL_READS_PER_RUN)
             return SWS_TUNNEL_MORE;
-        if (sws_conn_reserve(c, SWS_TUNNEL_BUF) < 0)
+        size_t want = SWS_CONN_OUT_HWM - (c->olen - c->osent);
+        if (want > SWS_TUNNEL_BUF)
+            want = SWS_TUNNEL_BUF;
+        if (sws_conn_reserve(c, want) < 0)
             return SWS_TUNNEL_ERROR;
-        ssize_t n = recv(t->u->io.fd, c->obuf + c->olen, SWS_TUNNEL_BUF, 0);
+        ssize_t n = recv(t->u->io.fd, c->obuf + c->olen, want, 0);
         if (n > 0) {
             c->olen += (size_t)n;
             t->st->req.body_bytes += (uint64_t)n;
             *progress = 1;
-            if ((size_t)n < SWS_TUNNEL_BUF && !t->down_hup)
+            if ((size_t)n < want && !t->down_hup)
                 t->down_readable = 0;
             continue;
         }
@@ -136,6 +144,35 @@ static void tunnel_end(sws_tunnel_t *t, const char *why)
     sws_conn_wake(c);
 }
 
+/* Bytes fd holds that its peer has not taken (SIOCOUTQ; 0 when unknown). */
+static uint64_t unsent(int fd)
+{
+    int n = 0;
+    return ioctl(fd, SIOCOUTQ, &n) == 0 && n > 0 ? (uint64_t)n : 0;
+}
+
+/* What the two peers took so far: bytes that left the kernel's buffers
+ * (and the connection's output) toward them. A slow reader drains those
+ * without a turn of the tunnel's, which reads again only once the output
+ * is below its mark; the timer asks this, two system calls per expiry,
+ * none per byte. Only compared for change. */
+static uint64_t taken(const sws_tunnel_t *t)
+{
+    const sws_conn_t *c = t->c;
+    return t->st->req.body_bytes - (c->olen - c->osent) - unsent(c->io.fd) + t->up.moved -
+           unsent(t->u->io.fd);
+}
+
+/* The timer while the tunnel waits: the pool's idle timeout, or once one
+ * side's FIN was passed on, its read timeout (the other side's last bytes
+ * and FIN are an answer awaited, as HAProxy's `timeout client-fin` /
+ * `server-fin` bound; ADR 0027). */
+static void tunnel_arm(sws_tunnel_t *t)
+{
+    int half = t->up.shut || t->down_eof;
+    sws_upstream_arm(t->u, half ? SWS_UPSTREAM_T_READ : SWS_UPSTREAM_T_IDLE);
+}
+
 /* Relay both ways as far as the sockets and the buffers allow. */
 static void tunnel_run(sws_tunnel_t *t)
 {
@@ -163,7 +200,7 @@ static void tunnel_run(sws_tunnel_t *t)
         return;
     }
     if (progress)
-        sws_upstream_arm(t->u, SWS_UPSTREAM_T_IDLE);
+        tunnel_arm(t);
     /* Reads left for the next turn: re-registering the upstream makes
      * epoll report it again in the next iteration (edge-triggered would
      * not), and its event runs both ways. */
@@ -191,8 +228,13 @@ static void upstream_event(sws_upstream_conn_t *u, uint32_t events)
 static void upstream_timeout(sws_upstream_conn_t *u, enum sws_upstream_timer which)
 {
     sws_tunnel_t *t = u->data;
-    (void)which; /* only the idle timer is armed */
-    tunnel_end(t, "idle timeout");
+    uint64_t now = taken(t);
+    if (now != t->taken) { /* bytes still drain toward a peer: not idle */
+        t->taken = now;
+        tunnel_arm(t);
+        return;
+    }
+    tunnel_end(t, which == SWS_UPSTREAM_T_READ ? "half-closed, read timeout" : "idle timeout");
 }
 
 static const sws_upstream_ops_t tunnel_upstream_ops = {
@@ -252,7 +294,8 @@ static void tunnel_init(sws_conn_t *c)
         }
         t->st->req.body_bytes += t->early_len;
     }
-    sws_upstream_arm(t->u, SWS_UPSTREAM_T_IDLE);
+    t->taken = taken(t);
+    tunnel_arm(t);
 }
 
 static void tunnel_on_input(sws_conn_t *c)

@@ -23,15 +23,18 @@
  * and reads the socket itself into one SWS_TUNNEL_BUF buffer, which it
  * does not refill while the upstream has not taken all of it. So a
  * tunnel holds at most SWS_TUNNEL_BUF bytes one way and the output's
- * high-water mark plus one read the other way, whatever the speeds;
- * TCP stops the faster side.
+ * high-water mark (SWS_CONN_OUT_HWM: a read takes no more than the room
+ * below it) the other way, whatever the speeds; TCP stops the faster
+ * side.
  *
  * Ends. A FIN on one side is passed on to the other once the bytes before
  * it are written (shutdown(SHUT_WR)); when both sides have sent theirs
- * the tunnel ends. A reset, an error, or the idle timer end it at once.
+ * the tunnel ends. A reset, an error, or the timer end it at once.
  * Idle: no byte either way for the pool's timeouts.idle (the upstream
- * connection's SWS_UPSTREAM_T_IDLE timer, re-armed on each move); a
- * client that stops reading meets conn.c's send timeout first. Ending
+ * connection's SWS_UPSTREAM_T_IDLE timer, re-armed on each move; at its
+ * expiry, bytes the peers took from the socket buffers since the last
+ * one count as moves too: SIOCOUTQ, ADR 0027); once one side's FIN was
+ * passed on, the pool's timeouts.read (SWS_UPSTREAM_T_READ) instead. Ending
  * closes the client connection (after its queued output) and with it the
  * upstream connection: a tunnelled connection never goes back to the
  * keep-alive pool. A graceful stop leaves tunnels open until its drain

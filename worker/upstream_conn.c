@@ -220,17 +220,34 @@ static sws_upstream_conn_t *conn_new(sws_upstream_set_t *s, uint64_t id,
     return u;
 }
 
+static sws_upstream_conn_t *conn_hand(sws_upstream_conn_t *u, const sws_upstream_ops_t *ops,
+                                      void *data)
+{
+    if (u != NULL) {
+        u->ops = ops;
+        u->data = data;
+    }
+    return u;
+}
+
 sws_upstream_conn_t *sws_upstream_get(sws_upstream_set_t *s, uint64_t member_id,
                                       const sws_upstream_addr_t *addr,
                                       const sws_upstream_ops_t *ops, void *data, char *err,
                                       size_t errlen)
 {
     sws_upstream_conn_t *u = idle_take(s, member_id);
-    if (u == NULL && (u = conn_new(s, member_id, addr, err, errlen)) == NULL)
-        return NULL;
-    u->ops = ops;
-    u->data = data;
-    return u;
+    if (u == NULL)
+        return sws_upstream_open(s, member_id, addr, ops, data, err, errlen);
+    u->reused = 1;
+    return conn_hand(u, ops, data);
+}
+
+sws_upstream_conn_t *sws_upstream_open(sws_upstream_set_t *s, uint64_t member_id,
+                                       const sws_upstream_addr_t *addr,
+                                       const sws_upstream_ops_t *ops, void *data, char *err,
+                                       size_t errlen)
+{
+    return conn_hand(conn_new(s, member_id, addr, err, errlen), ops, data);
 }
 
 int sws_upstream_adopt(sws_upstream_set_t *s, uint64_t member_id, int fd)

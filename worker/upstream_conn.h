@@ -98,6 +98,8 @@ struct sws_upstream_conn {
     uint8_t connecting;            /* connect() in progress */
     uint8_t closed;                /* fd closed; freed with the set's closed list */
     uint8_t peer_closed;           /* an event said FIN, HUP or error: never reused */
+    uint8_t reused;                /* handed out from the idle pool: a FIN that came
+                                    * after the loop's last look is not known (ADR 0021) */
     sws_upstream_set_t *set;
     uint64_t member_id;
     sws_upstream_conf_t conf;      /* the holder's pool's: sws_upstream_configure */
@@ -144,6 +146,14 @@ sws_upstream_conn_t *sws_upstream_get(sws_upstream_set_t *s, uint64_t member_id,
                                       const sws_upstream_addr_t *addr,
                                       const sws_upstream_ops_t *ops, void *data, char *err,
                                       size_t errlen);
+
+/* As sws_upstream_get, but always a new connection, never an idle one:
+ * for a request that met a pooled connection the member had closed, whose
+ * other idle connections may be as old. */
+sws_upstream_conn_t *sws_upstream_open(sws_upstream_set_t *s, uint64_t member_id,
+                                       const sws_upstream_addr_t *addr,
+                                       const sws_upstream_ops_t *ops, void *data, char *err,
+                                       size_t errlen);
 
 /* After EPOLLOUT on a connecting socket: 0 when connected (connecting is
  * cleared), or -1 with err set (the connect failed). */

@@ -174,6 +174,30 @@ class Failures(ProxyTestCase):
             self.assertTrue(c.read_until_close())
             self.assertEqual(c.buf, b"0123456789")  # cut short, never completed
 
+    def test_pooled_connection_closed_by_the_member_is_sent_again(self):
+        """The member closes (FIN or reset) the pooled connection a GET went
+        out on, before answering, as a server whose keep-alive timeout
+        fires when the request arrives does: the GET goes once more on a
+        new connection, with `retries: 0` and without charging passive
+        health (max_fails 1 would take the only member out). A POST is not
+        sent again (ADR 0026)."""
+        a = self.backend("a")
+        srv = self.proxy(a, extra="    retries: 0\n    health: {max_fails: 1, cooldown: 60s}\n")
+        with Client(srv.port) as c:  # one client connection: one worker, one idle pool
+            self.assertEqual(c.get("/one").status, 200)
+            for i, mode in enumerate(("close_before_answer", "reset")):
+                a.set_mode(mode, times=1)
+                r = c.get("/again%d" % i)
+                self.assertEqual((r.status, r.body), (200, b"a GET /again%d" % i), mode)
+            self.assertEqual(a.count("GET"), 5)
+            self.assertEqual(a.connections, 3)
+            a.set_mode("close_before_answer", times=1)
+            c.send(request("POST", "/p", headers=[("Content-Length", "0")]))
+            self.assertEqual(c.read_response().status, 502)
+        self.assertEqual(a.count("POST"), 1)
+        with Client(srv.port) as c:  # still up: the closes were not its failures
+            self.assertEqual(c.get("/after").status, 200)
+
     def test_slow_backend_is_relayed(self):
         a = self.backend("a", "slow")
         a.delay = 0.01

@@ -60,11 +60,20 @@ static unsigned peeks;
 static int watched[2] = { -1, -1 }; /* the server's ends: client, upstream */
 static unsigned io_calls[2];
 
+/* When fin_on_read[0] is read, fin_on_read[1] (a fake upstream's end) is
+ * closed first, once: a FIN that reaches the proxy's socket after the
+ * loop's epoll_wait and before the request is written (ADR 0021). */
+static int fin_on_read[2] = { -1, -1 };
+
 static void count_io(int fd)
 {
     for (int i = 0; i < 2; i++)
         if (fd >= 0 && fd == watched[i])
             io_calls[i]++;
+    if (fd >= 0 && fd == fin_on_read[0]) {
+        close(fin_on_read[1]);
+        fin_on_read[0] = fin_on_read[1] = -1;
+    }
 }
 
 typedef ssize_t (*recv_fn)(int, void *, size_t, int);
@@ -358,6 +367,8 @@ static int up_serve(fixture_t *f, int i, const char *answer)
 #define GET(path) "GET " path " HTTP/1.1\r\nHost: a\r\n\r\n"
 #define OK5 "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello"
 
+static void retries_0(Sws__Pool *pool, Sws__Route *route);
+
 /* ---- the relay ---- */
 
 static void test_request_forwarded_without_hop_by_hop_fields(void **state)
@@ -523,6 +534,87 @@ static void test_idle_connection_closed_in_the_same_batch_is_not_reused(void **s
     assert_int_equal(count(f->out, "200 OK"), 2);
     assert_int_equal(up_accept(f, 1), -1);
     close(fd);
+}
+
+/* Member 0 answered GET /one on a connection now in the idle pool, and
+ * the next request goes to member 0 again. Its fake upstream's end. */
+static int pooled_one(fixture_t *f)
+{
+    rr_reset(f);
+    client_send(f, GET("/one"));
+    int fd = up_serve(f, 0, OK5);
+    assert_int_equal(f->ctx.upstreams.nidle, 1);
+    rr_reset(f);
+    return fd;
+}
+
+/* The member closes the pooled connection the request went out on before
+ * answering (its keep-alive timeout fired as the request came): the
+ * request goes once more, on a new connection to the same member, even
+ * with `retries: 0`, and the member's health is not charged (ADR 0026). */
+static void test_pooled_connection_closed_before_answering_goes_on_a_new_one(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096], want[128];
+    build_table(f, retries_0);
+    int fd = pooled_one(f);
+    client_send(f, GET("/two"));
+    up_read_head(f, fd, req, sizeof(req));
+    assert_true(strncmp(req, "GET /two ", 9) == 0);
+    close(fd);
+    pump(f);
+    fd = up_serve(f, 0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    assert_null(strstr(f->out, " 502 "));
+    assert_int_equal(up_accept(f, 1), -1);
+    assert_int_equal(balancer(f)->peers[0].health.failures, 0);
+    const sws_request_upstream_t *u = &sws_http1_of(f->conn)->stream.req.upstream;
+    snprintf(want, sizeof(want), "127.0.0.1:%d, 127.0.0.1:%d", f->port[0], f->port[0]);
+    assert_string_equal(u->addr, want);
+    assert_string_equal(u->status, "-, 200");
+    close(fd);
+}
+
+/* The FIN reaches the pooled connection after the loop's epoll_wait and
+ * before the request is written on it: no event said so, the request goes
+ * out (no peek) and meets the close; it goes once more on a new
+ * connection. */
+static void test_pooled_connection_closed_before_the_request_went_out(void **state)
+{
+    fixture_t *f = *state;
+    build_table(f, retries_0);
+    int fd = pooled_one(f);
+    peeks = 0;
+    fin_on_read[0] = f->conn->io.fd;
+    fin_on_read[1] = fd;
+    client_send(f, GET("/two"));
+    assert_int_equal(fin_on_read[0], -1); /* the FIN came as the request was read */
+    assert_int_equal(peeks, 0);
+    fd = up_serve(f, 0, OK5);
+    assert_int_equal(count(f->out, "200 OK"), 2);
+    assert_null(strstr(f->out, " 502 "));
+    assert_int_equal(balancer(f)->peers[0].health.failures, 0);
+    close(fd);
+}
+
+/* A POST that went out on a pooled connection the member then closed may
+ * have been processed: it is not sent again (ADR 0014), whatever the
+ * connection; a 502, and the member's health is not charged for a close
+ * that says nothing of it. */
+static void test_post_on_a_pooled_connection_closed_is_not_repeated(void **state)
+{
+    fixture_t *f = *state;
+    char req[4096];
+    int fd = pooled_one(f);
+    client_send(f, "POST /p HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n");
+    up_read_head(f, fd, req, sizeof(req));
+    assert_true(strncmp(req, "POST /p ", 8) == 0);
+    close(fd);
+    pump(f);
+    assert_non_null(strstr(f->out, "HTTP/1.1 502 "));
+    assert_int_equal(up_accept(f, 0), -1);
+    assert_int_equal(up_accept(f, 1), -1);
+    assert_int_equal(balancer(f)->peers[0].health.failures, 0);
 }
 
 static void test_chunked_response_with_trailers(void **state)
@@ -1261,6 +1353,142 @@ static void test_attempts_recorded_for_the_access_log(void **state)
     close(fd1);
 }
 
+/* ---- tunnels (ADR 0020) ---- */
+
+/* The pool's idle timeout for tunnels, short; read as the test says. */
+static uint32_t tunnel_idle_ms, tunnel_read_ms;
+
+static void tunnel_timeouts(Sws__Pool *pool, Sws__Route *route)
+{
+    (void)route;
+    pool->timeouts = NEW(Sws__Pool__Timeouts, SWS__POOL__TIMEOUTS__INIT);
+    pool->timeouts->connect_ms = SWS_DEFAULT_POOL_CONNECT_TIMEOUT_MS;
+    pool->timeouts->send_ms = SWS_DEFAULT_POOL_SEND_TIMEOUT_MS;
+    pool->timeouts->read_ms = tunnel_read_ms;
+    pool->timeouts->idle_ms = tunnel_idle_ms;
+}
+
+/* An "Upgrade: echo" request that member 0 answers 101: a tunnel. The
+ * member's end. */
+static int tunnel_open(fixture_t *f, uint32_t idle_ms, uint32_t read_ms)
+{
+    char req[4096];
+    tunnel_idle_ms = idle_ms;
+    tunnel_read_ms = read_ms;
+    build_table(f, tunnel_timeouts);
+    rr_reset(f);
+    client_send(f, "GET /t HTTP/1.1\r\nHost: a\r\nUpgrade: echo\r\nConnection: upgrade\r\n\r\n");
+    int fd = up_accept(f, 0);
+    assert_true(fd >= 0);
+    up_read_head(f, fd, req, sizeof(req));
+    up_write(f, fd, "HTTP/1.1 101 Switching Protocols\r\nUpgrade: echo\r\nConnection: Upgrade\r\n\r\n");
+    assert_non_null(strstr(f->out, "HTTP/1.1 101 "));
+    return fd;
+}
+
+/* Output queued on the client connection. */
+static size_t queued(const fixture_t *f)
+{
+    return f->conn->olen - f->conn->osent;
+}
+
+/* The member sends until nothing moves: the client reads nothing, so its
+ * socket, then the connection's output, then the member's socket fill. */
+static void tunnel_fill(fixture_t *f, int ufd)
+{
+    static char blob[16384];
+    int k;
+    for (k = 0; k < 4096; k++) {
+        ssize_t n = send(ufd, blob, sizeof(blob), MSG_DONTWAIT);
+        pump_opt(f, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        assert_true(n > 0);
+    }
+    assert_true(k < 4096);
+    assert_true(sws_conn_output_blocked(f->conn));
+}
+
+/* Run the loop (timers included) for ms, from now. */
+static void run_for(fixture_t *f, uint64_t ms)
+{
+    sws_loop_update_time(&f->loop);
+    uint64_t until = sws_loop_now_ms(&f->loop) + ms;
+    for (int i = 0; i < 10000 && sws_loop_now_ms(&f->loop) < until; i++) {
+        assert_int_equal(sws_loop_run_once(&f->loop, 5), 0);
+        sws_conn_set_reap(&f->set);
+    }
+}
+
+/* The member's bytes wait for a client that reads nothing: the output
+ * toward it holds at most its high-water mark (64 KiB, what
+ * docs/operations.md promises), also when the member's bytes come as a
+ * burst just below the mark (a whole read's worth would go 16 KiB
+ * over). */
+static void test_tunnel_output_stays_within_the_mark(void **state)
+{
+    fixture_t *f = *state;
+    static char blob[32768];
+    int ufd = tunnel_open(f, SWS_DEFAULT_POOL_IDLE_TIMEOUT_MS, SWS_DEFAULT_POOL_READ_TIMEOUT_MS);
+    /* 1000 bytes at a time (short reads) until the client's socket is
+     * full and the output is just below the mark. */
+    for (int k = 0; k < 4096 && queued(f) < SWS_CONN_OUT_HWM - 1000; k++) {
+        assert_int_equal(send(ufd, blob, 1000, MSG_DONTWAIT), 1000);
+        pump_opt(f, 0);
+    }
+    assert_true(queued(f) >= SWS_CONN_OUT_HWM - 1000 && queued(f) < SWS_CONN_OUT_HWM);
+    assert_int_equal(send(ufd, blob, sizeof(blob), MSG_DONTWAIT), (ssize_t)sizeof(blob));
+    pump_opt(f, 0);
+    assert_int_equal(queued(f), SWS_CONN_OUT_HWM);
+    close(ufd);
+}
+
+/* A slow reader keeps a busy tunnel open: bytes it takes from the
+ * kernel's buffers are movement, though the tunnel reads nothing until the
+ * output drains below its mark. Once nothing moves, the idle timer ends
+ * the tunnel. */
+static void test_tunnel_draining_to_a_slow_reader_is_not_idle(void **state)
+{
+    fixture_t *f = *state;
+    static char b[40 * 1024]; /* more than a socket buffer's piece (skb) */
+    int ufd = tunnel_open(f, 300, SWS_DEFAULT_POOL_READ_TIMEOUT_MS);
+    tunnel_fill(f, ufd);
+    /* The client takes 40 KiB before each of two expiries (300 ms after
+     * the tunnel's last read, then 300 ms later): too little for the
+     * socket to take more of the output, so the tunnel reads nothing. */
+    assert_int_equal(read(f->client, b, sizeof(b)), (ssize_t)sizeof(b));
+    run_for(f, 450);
+    assert_false(up_closed(ufd));
+    assert_int_equal(read(f->client, b, sizeof(b)), (ssize_t)sizeof(b));
+    run_for(f, 300);
+    assert_false(up_closed(ufd));
+    assert_int_equal(queued(f), SWS_CONN_OUT_HWM); /* the tunnel moved nothing itself */
+    for (int i = 0; i < 40 && !up_closed(ufd); i++) /* nothing moves: the third ends it */
+        run_for(f, 50);
+    assert_true(up_closed(ufd));
+    close(ufd);
+}
+
+/* After the client's FIN is passed on, the member's answer is awaited for
+ * the pool's read timeout, not its idle one. */
+static void test_half_closed_tunnel_waits_the_read_timeout(void **state)
+{
+    fixture_t *f = *state;
+    char b[64];
+    int ufd = tunnel_open(f, SWS_DEFAULT_POOL_IDLE_TIMEOUT_MS, 100);
+    assert_int_equal(shutdown(f->client, SHUT_WR), 0);
+    pump(f);
+    assert_int_equal(read(ufd, b, sizeof(b)), 0); /* the FIN, passed on */
+    up_write(f, ufd, "late"); /* the answer still reaches the client */
+    assert_non_null(strstr(f->out, "late"));
+    for (int i = 0; i < 40 && !f->eof; i++) {
+        run_for(f, 50);
+        drain_client(f);
+    }
+    assert_true(f->eof);
+    close(ufd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1278,6 +1506,12 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_connection_closed_by_upstream_is_dropped, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(
+            test_pooled_connection_closed_before_answering_goes_on_a_new_one, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pooled_connection_closed_before_the_request_went_out,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_post_on_a_pooled_connection_closed_is_not_repeated,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_chunked_response_with_trailers, setup, teardown),
         cmocka_unit_test_setup_teardown(test_close_delimited_response_ends_and_is_not_pooled,
                                         setup, teardown),
@@ -1323,6 +1557,11 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_retries_0_means_one_attempt, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_reload_carries_turns_and_closes_removed_members, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_tunnel_output_stays_within_the_mark, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tunnel_draining_to_a_slow_reader_is_not_idle, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_half_closed_tunnel_waits_the_read_timeout, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_attempts_recorded_for_the_access_log, setup,
                                         teardown),
