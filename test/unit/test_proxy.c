@@ -1451,19 +1451,22 @@ static void test_tunnel_draining_to_a_slow_reader_is_not_idle(void **state)
 {
     fixture_t *f = *state;
     static char b[40 * 1024]; /* more than a socket buffer's piece (skb) */
-    int ufd = tunnel_open(f, 300, SWS_DEFAULT_POOL_READ_TIMEOUT_MS);
+    /* The loop's clock is the real one: the idle timeout is long enough
+     * (1 s, each read half a timeout from the expiries around it) that
+     * only a test process stalled for 500 ms could see an expiry move. */
+    int ufd = tunnel_open(f, 1000, SWS_DEFAULT_POOL_READ_TIMEOUT_MS);
     tunnel_fill(f, ufd);
-    /* The client takes 40 KiB before each of two expiries (300 ms after
-     * the tunnel's last read, then 300 ms later): too little for the
-     * socket to take more of the output, so the tunnel reads nothing. */
+    /* The client takes 40 KiB before each of two expiries (1 s after the
+     * tunnel's last read, then 1 s later): too little for the socket to
+     * take more of the output, so the tunnel reads nothing. */
     assert_int_equal(read(f->client, b, sizeof(b)), (ssize_t)sizeof(b));
-    run_for(f, 450);
+    run_for(f, 1500);
     assert_false(up_closed(ufd));
     assert_int_equal(read(f->client, b, sizeof(b)), (ssize_t)sizeof(b));
-    run_for(f, 300);
+    run_for(f, 1000);
     assert_false(up_closed(ufd));
     assert_int_equal(queued(f), SWS_CONN_OUT_HWM); /* the tunnel moved nothing itself */
-    for (int i = 0; i < 40 && !up_closed(ufd); i++) /* nothing moves: the third ends it */
+    for (int i = 0; i < 80 && !up_closed(ufd); i++) /* nothing moves: the third ends it */
         run_for(f, 50);
     assert_true(up_closed(ufd));
     close(ufd);
