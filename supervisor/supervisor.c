@@ -30,6 +30,7 @@
 #define STOP_NOW_GRACE_MS 5000u      /* SIGTERM/SIGINT: then SIGKILL */
 #define STOP_GRACEFUL_EXTRA_MS 5000u /* SIGQUIT: shutdown_timeout plus this, then SIGKILL */
 #define PUBLISH_RETRY_MS 100u
+#define TICKETS_RETRY_MS 60000u /* a ticket key rotation that failed (no random bytes) */
 #define PUBLISH_RETRY_LOG_EVERY 100u /* retries between two "still waiting" lines */
 /* eBPF policies: how often heartbeats are checked. A worker is stuck when
  * its heartbeat is SWS_EBPF_STALE_MS old, so it is parked within this much
@@ -1029,7 +1030,7 @@ static void arm_ticket_rotation(sws_supervisor_t *sup)
 }
 
 /* A failed rotation keeps the keys in force, still accepted by every
- * worker, and tries again a period later. */
+ * worker, and tries again TICKETS_RETRY_MS later. */
 static void on_tickets_timer(sws_timer_t *t)
 {
     sws_supervisor_t *sup = sws_container_of(t, sws_supervisor_t, tickets_timer);
@@ -1037,7 +1038,7 @@ static void on_tickets_timer(sws_timer_t *t)
     char err[256];
     if (sws_tickets_rotate(keys, sws_loop_now_ms(&sup->loop), err, sizeof(err)) < 0) {
         sws_log_error("%s; the current key stays in force", err);
-        sws_timer_queue_set_duration(&sup->tickets_queue, SWS_TICKETS_ROTATION_DEFAULT_S * 1000ull);
+        sws_timer_queue_set_duration(&sup->tickets_queue, TICKETS_RETRY_MS);
         sws_timer_arm(&sup->loop, &sup->tickets_queue, &sup->tickets_timer);
         return;
     }
