@@ -13,7 +13,8 @@
  *            (0 = none), counters
  *   members  one block per worker index: that worker's live figures per
  *            upstream member (sws_shm_member_stats_t), for GET /v1/pools
- *   tickets  the TLS session-ticket keys (shm/tickets.h)
+ *   tickets  the TLS session-ticket keys (shm/tickets.h), on pages of their
+ *            own that core dumps leave out
  *   arenas   narenas fixed-size areas, each holding one table generation
  *
  * Publication (writer = the supervisor, single-threaded): build the table in

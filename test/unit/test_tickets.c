@@ -5,7 +5,9 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <ctype.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -199,6 +201,42 @@ static void test_wipe_leaves_no_key(void **state)
             assert_int_equal(atomic_load(&t->keys[i].bytes[j]), 0);
 }
 
+/* Whether the mapping that starts at addr (/proc/self/smaps) has the
+ * VmFlag flag; fails the test when no mapping starts there. */
+static int vm_flag(const void *addr, const char *flag)
+{
+    char line[512], want[8];
+    snprintf(want, sizeof(want), " %s ", flag);
+    FILE *f = fopen("/proc/self/smaps", "r");
+    assert_non_null(f);
+    int in = 0, found = 0, has = 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        unsigned long lo, hi;
+        /* A mapping's line starts with its range in lower-case hex; its
+         * fields' names start with a capital. */
+        if (!isupper((unsigned char)line[0]) && sscanf(line, "%lx-%lx", &lo, &hi) == 2) {
+            in = lo == (unsigned long)addr;
+            found |= in;
+        } else if (in && strncmp(line, "VmFlags:", 8) == 0) {
+            line[strcspn(line, "\n")] = ' ';
+            has = strstr(line, want) != NULL;
+        }
+    }
+    fclose(f);
+    if (!found)
+        fail_msg("no mapping starts at %p", addr);
+    return has;
+}
+
+/* Keys never reach a disk, core dumps included; the rest of the region
+ * (routing tables) stays in them for debugging. */
+static void test_keys_are_left_out_of_core_dumps(void **state)
+{
+    sws_shm_t *shm = *state;
+    assert_true(vm_flag(ring(state, 0), "dd"));
+    assert_false(vm_flag(shm->base, "dd"));
+}
+
 /* A worker reading while the supervisor rotates as fast as it can: every
  * key copied is one key, never half of two. */
 static void test_reader_never_mixes_two_keys(void **state)
@@ -256,6 +294,7 @@ int main(void)
         T(test_lifetime_is_covered_by_the_ring),
         T(test_ring_being_rewritten_is_never_used),
         T(test_wipe_leaves_no_key),
+        T(test_keys_are_left_out_of_core_dumps),
         T(test_reader_never_mixes_two_keys),
     };
 #undef T
