@@ -3,7 +3,7 @@
 #
 #   scripts/deps.sh [--check] [SET...]
 #
-#   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c,
+#   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c, OpenSSL,
 #          llhttp, and for the eBPF accept policies libbpf, bpftool and
 #          clang (what `make` and `make run` need, nothing more)
 #   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh
@@ -19,7 +19,7 @@
 # Quiet and idempotent when nothing is missing; only Debian's archive.
 set -eu
 
-RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang"
+RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl"
 TEST="libcmocka-dev python3 curl procps libcap2-bin"
 FUZZ="clang libclang-rt-dev"
 BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf"
@@ -52,6 +52,8 @@ present() {
     protobuf-c-compiler) command -v protoc-c ;;
     node-llhttp) [ -f /usr/share/llhttp/api.c ] && [ -f /usr/share/include/llhttp/llhttp.h ] ;;
     libbpf-dev) [ -f /usr/include/bpf/libbpf.h ] ;;
+    libssl-dev) [ -f /usr/include/openssl/ssl.h ] ;;
+    openssl) command -v openssl ;;
     bpftool) command -v bpftool || [ -x /usr/sbin/bpftool ] ;;
     libcmocka-dev) [ -f /usr/include/cmocka.h ] ;;
     python3) [ -x /usr/bin/python3 ] ;;

@@ -10,6 +10,8 @@
  *   shm_header_t                magic, version, geometry, the current word
  *   shm_slot_t[max_workers]     one cache line per worker
  *   max_workers x member block  shm_member_block_t + SWS_SHM_MEMBER_STATS_MAX records
+ *   sws_tickets_t               TLS session-ticket keys (shm/tickets.h), on pages
+ *                               of their own, left out of core dumps
  *   narenas x (shm_arena_t + arena_size table bytes)
  */
 #include "shm/shm.h"
@@ -33,8 +35,9 @@ _Static_assert(ATOMIC_INT_LOCK_FREE == 2, "int atomics must be lock-free");
 /* Covers the region layout and the table layout inside the arenas
  * (shm/table.h: sws_route_t, sws_settings_t, ...): once a release exists,
  * any change to either bumps it, so a binary upgrade that attaches an older
- * region refuses it instead of misreading it. Unreleased so far: 1. */
-#define SHM_VERSION 1u
+ * region refuses it instead of misreading it. Unreleased so far; 2 since
+ * the ticket keys' block. */
+#define SHM_VERSION 2u
 #define SHM_LINE 64u
 #define SHM_MAX_ARENAS 64u
 #define SHM_MIN_ARENA_SIZE 4096u
@@ -104,12 +107,19 @@ _Static_assert(SHM_MAX_ARENAS <= (1u << WORD_ARENA_BITS), "arena index fits the 
  * from slots_off and max_workers, so the header needs no field for them
  * (and attach's check of arenas_off covers them). */
 typedef struct region_layout {
-    size_t arena_size, arena_stride, slots_off, members_off, arenas_off, total;
+    size_t arena_size, arena_stride, slots_off, members_off, tickets_off, arenas_off, total;
 } region_layout_t;
 
 static size_t line_up(size_t n)
 {
     return (n + SHM_LINE - 1) & ~(size_t)(SHM_LINE - 1);
+}
+
+/* The keys' pages are marked MADV_DONTDUMP, which works on whole pages. */
+static size_t page_up(size_t n)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    return (n + page - 1) / page * page;
 }
 
 static void region_layout(size_t arena_size, unsigned narenas, unsigned max_workers,
@@ -119,7 +129,8 @@ static void region_layout(size_t arena_size, unsigned narenas, unsigned max_work
     lay->arena_stride = sizeof(shm_arena_t) + lay->arena_size;
     lay->slots_off = line_up(sizeof(shm_header_t));
     lay->members_off = lay->slots_off + (size_t)max_workers * sizeof(shm_slot_t);
-    lay->arenas_off = lay->members_off + (size_t)max_workers * MEMBER_STRIDE;
+    lay->tickets_off = page_up(lay->members_off + (size_t)max_workers * MEMBER_STRIDE);
+    lay->arenas_off = lay->tickets_off + page_up(sizeof(sws_tickets_t));
     lay->total = lay->arenas_off + (size_t)narenas * lay->arena_stride;
 }
 
@@ -138,6 +149,14 @@ static shm_member_block_t *member_block(const sws_shm_t *shm, unsigned i)
     const shm_header_t *h = header(shm);
     size_t members_off = h->slots_off + (size_t)h->max_workers * sizeof(shm_slot_t);
     return (shm_member_block_t *)((char *)shm->base + members_off + i * MEMBER_STRIDE);
+}
+
+sws_tickets_t *sws_shm_tickets(sws_shm_t *shm)
+{
+    region_layout_t lay;
+    const shm_header_t *h = header(shm);
+    region_layout(h->arena_size, h->narenas, h->max_workers, &lay);
+    return (sws_tickets_t *)((char *)shm->base + lay.tickets_off);
 }
 
 static shm_member_rec_t *member_recs(shm_member_block_t *b)
@@ -174,6 +193,17 @@ static int geometry_check(uint64_t arena_size, unsigned narenas, unsigned max_wo
     return 0;
 }
 
+/* A core dump of any process that maps the region (workers inherit the
+ * mark at fork) must not carry the ticket keys to disk. */
+static int keys_out_of_dumps(void *base, const region_layout_t *lay, char *err, size_t errlen)
+{
+    if (madvise((char *)base + lay->tickets_off, lay->arenas_off - lay->tickets_off,
+                MADV_DONTDUMP) != 0)
+        return sws_errf(err, errlen, "shm: madvise(MADV_DONTDUMP) on the ticket keys: %s",
+                        strerror(errno));
+    return 0;
+}
+
 int sws_shm_create(sws_shm_t *shm, size_t arena_size, unsigned narenas, unsigned max_workers,
                    char *err, size_t errlen)
 {
@@ -193,6 +223,11 @@ int sws_shm_create(sws_shm_t *shm, size_t arena_size, unsigned narenas, unsigned
         int e = errno;
         close(fd);
         return sws_errf(err, errlen, "shm: allocating %zu bytes: %s", lay.total, strerror(e));
+    }
+    if (keys_out_of_dumps(base, &lay, err, errlen) != 0) {
+        munmap(base, lay.total);
+        close(fd);
+        return -1;
     }
 
     /* A fresh memfd reads as zeros: every slot and arena starts empty. */
@@ -249,6 +284,13 @@ int sws_shm_attach(sws_shm_t *shm, int fd, char *err, size_t errlen)
     if (base == MAP_FAILED)
         return sws_errf(err, errlen, "shm: mmap %zu bytes: %s", size, strerror(errno));
     if (header_check(base, size, err, errlen) != 0) {
+        munmap(base, size);
+        return -1;
+    }
+    region_layout_t lay;
+    const shm_header_t *h = base;
+    region_layout(h->arena_size, h->narenas, h->max_workers, &lay);
+    if (keys_out_of_dumps(base, &lay, err, errlen) != 0) {
         munmap(base, size);
         return -1;
     }

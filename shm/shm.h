@@ -13,6 +13,8 @@
  *            (0 = none), counters
  *   members  one block per worker index: that worker's live figures per
  *            upstream member (sws_shm_member_stats_t), for GET /v1/pools
+ *   tickets  the TLS session-ticket keys (shm/tickets.h), on pages of their
+ *            own that core dumps leave out
  *   arenas   narenas fixed-size areas, each holding one table generation
  *
  * Publication (writer = the supervisor, single-threaded): build the table in
@@ -36,6 +38,7 @@
 
 #include "proto/scalws.pb-c.h"
 #include "shm/table.h"
+#include "shm/tickets.h"
 
 #define SWS_SHM_MAX_WORKERS 256
 #define SWS_SHM_DEFAULT_ARENAS 4
@@ -134,5 +137,9 @@ void sws_shm_member_stats_write(sws_shm_t *shm, unsigned slot, const sws_shm_mem
  * a wait): nothing trustworthy in *out. */
 int sws_shm_member_stats_read(const sws_shm_t *shm, unsigned slot, uint64_t id, uint32_t hint,
                               sws_shm_member_stats_t *out);
+
+/* The region's ticket keys: the supervisor writes them (shm/tickets.h),
+ * workers read them. */
+sws_tickets_t *sws_shm_tickets(sws_shm_t *shm);
 
 #endif

@@ -30,6 +30,7 @@
 #define STOP_NOW_GRACE_MS 5000u      /* SIGTERM/SIGINT: then SIGKILL */
 #define STOP_GRACEFUL_EXTRA_MS 5000u /* SIGQUIT: shutdown_timeout plus this, then SIGKILL */
 #define PUBLISH_RETRY_MS 100u
+#define TICKETS_RETRY_MS 60000u /* a ticket key rotation that failed (no random bytes) */
 #define PUBLISH_RETRY_LOG_EVERY 100u /* retries between two "still waiting" lines */
 /* eBPF policies: how often heartbeats are checked. A worker is stuck when
  * its heartbeat is SWS_EBPF_STALE_MS old, so it is parked within this much
@@ -254,6 +255,8 @@ struct sws_supervisor {
     sws_timer_t stop_timer;
     sws_timer_queue_t publish_queue;
     sws_timer_t publish_timer;
+    sws_timer_queue_t tickets_queue; /* one timer: the next ticket key rotation */
+    sws_timer_t tickets_timer;
     sws_admin_t *admin;   /* NULL: the admin API is off */
 };
 
@@ -1016,6 +1019,49 @@ static int create_table(sws_supervisor_t *sup)
     return 0;
 }
 
+/* Arm the rotation for when the current ticket key is due (at once if
+ * it is overdue: a region attached with an old key). */
+static void arm_ticket_rotation(sws_supervisor_t *sup)
+{
+    uint64_t now = sws_loop_now_ms(&sup->loop);
+    uint64_t due = sws_tickets_due_ms(sws_shm_tickets(&sup->shm));
+    sws_timer_queue_set_duration(&sup->tickets_queue, due > now ? due - now : 0);
+    sws_timer_arm(&sup->loop, &sup->tickets_queue, &sup->tickets_timer);
+}
+
+/* A failed rotation keeps the keys in force, still accepted by every
+ * worker, and tries again TICKETS_RETRY_MS later. */
+static void on_tickets_timer(sws_timer_t *t)
+{
+    sws_supervisor_t *sup = sws_container_of(t, sws_supervisor_t, tickets_timer);
+    sws_tickets_t *keys = sws_shm_tickets(&sup->shm);
+    char err[256];
+    if (sws_tickets_rotate(keys, sws_loop_now_ms(&sup->loop), err, sizeof(err)) < 0) {
+        sws_log_error("%s; the current key stays in force", err);
+        sws_timer_queue_set_duration(&sup->tickets_queue, TICKETS_RETRY_MS);
+        sws_timer_arm(&sup->loop, &sup->tickets_queue, &sup->tickets_timer);
+        return;
+    }
+    sws_log_info("TLS session-ticket key rotated");
+    arm_ticket_rotation(sup);
+}
+
+/* The keys in the region: kept if it already holds some, else a first one.
+ * TODO(lead): the period from server.tls.ticket_key_rotation once merged. */
+static int start_tickets(sws_supervisor_t *sup)
+{
+    char err[256];
+    if (sws_tickets_init(sws_shm_tickets(&sup->shm), sws_loop_now_ms(&sup->loop),
+                         SWS_TICKETS_ROTATION_DEFAULT_S * 1000ull, err, sizeof(err)) < 0) {
+        sws_log_error("%s", err);
+        return -1;
+    }
+    sws_timer_queue_init(&sup->loop, &sup->tickets_queue, 0);
+    sws_timer_init(&sup->tickets_timer, on_tickets_timer);
+    arm_ticket_rotation(sup);
+    return 0;
+}
+
 static int init_workers(sws_supervisor_t *sup)
 {
     sup->workers = calloc(sup->nworkers, sizeof(*sup->workers));
@@ -1081,7 +1127,7 @@ static int setup(sws_supervisor_t *sup)
     sup->admin = sws_admin_start(&sup->loop, sc->admin, &sup->shm, sup->nworkers, admin_publish,
                                  sup);
     sws_admin_set_accept_policy(sup->admin, sup->policy);
-    if (create_table(sup) < 0 || init_workers(sup) < 0)
+    if (create_table(sup) < 0 || start_tickets(sup) < 0 || init_workers(sup) < 0)
         return -1;
     sws_timer_queue_init(&sup->loop, &sup->stop_queue, STOP_NOW_GRACE_MS);
     sws_timer_init(&sup->stop_timer, on_stop_timer);
@@ -1111,8 +1157,11 @@ static void teardown(sws_supervisor_t *sup)
     sws_loop_close(&sup->loop);
     sws_ebpf_close(&sup->ebpf);
     sws_listen_close(&sup->listen);
-    if (sup->shm.base != NULL)
+    if (sup->shm.base != NULL) {
+        /* Stopping for good: no later binary resumes these sessions. */
+        sws_tickets_wipe(sws_shm_tickets(&sup->shm));
         sws_shm_close(&sup->shm);
+    }
 }
 
 int sws_supervisor_run(const char *config_path)
