@@ -1,7 +1,7 @@
 /*
  * TLS session-ticket keys in the shared-memory region, so that a ticket
  * issued by one worker resumes on any other, after a reload, and after a
- * binary upgrade that attaches the region (docs/adr/0026-ticket-keys-in-shm.md).
+ * binary upgrade that attaches the region (docs/adr/0028-ticket-keys-in-shm.md).
  *
  * The block holds a ring of SWS_TICKETS_KEYS keys: the current one, which
  * encrypts new tickets, and the ones before it, still accepted for

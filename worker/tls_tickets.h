@@ -2,7 +2,7 @@
  * TLS session tickets sealed with the keys of the shared-memory region
  * (shm/tickets.h), so that a session made on one worker resumes on any
  * other, and after a reload or a binary upgrade
- * (docs/adr/0026-ticket-keys-in-shm.md).
+ * (docs/adr/0028-ticket-keys-in-shm.md).
  *
  * Caller: a worker (or a test), once per SSL_CTX it serves a listener
  * with: the default certificate's and every SNI one's, since OpenSSL asks
