@@ -4,9 +4,10 @@
 #   scripts/deps.sh [--check] [SET...]
 #
 #   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c,
-#          llhttp, and for the eBPF accept policies libbpf, bpftool and
+#          llhttp, nghttp2, and for the eBPF accept policies libbpf, bpftool and
 #          clang (what `make` and `make run` need, nothing more)
-#   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh
+#   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh,
+#          nghttp and h2load, python3-h2 (the HTTP/2 tests)
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
 #   bench  run, plus nginx, wrk, HAProxy and perf (bench/run.sh; the
 #          proxy scenarios compare HAProxy and count system calls with perf)
@@ -19,8 +20,8 @@
 # Quiet and idempotent when nothing is missing; only Debian's archive.
 set -eu
 
-RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang"
-TEST="libcmocka-dev python3 curl procps libcap2-bin"
+RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libnghttp2-dev"
+TEST="libcmocka-dev python3 curl procps libcap2-bin nghttp2-client python3-h2"
 FUZZ="clang libclang-rt-dev"
 BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf"
 
@@ -53,7 +54,10 @@ present() {
     node-llhttp) [ -f /usr/share/llhttp/api.c ] && [ -f /usr/share/include/llhttp/llhttp.h ] ;;
     libbpf-dev) [ -f /usr/include/bpf/libbpf.h ] ;;
     bpftool) command -v bpftool || [ -x /usr/sbin/bpftool ] ;;
+    libnghttp2-dev) [ -f /usr/include/nghttp2/nghttp2.h ] ;;
     libcmocka-dev) [ -f /usr/include/cmocka.h ] ;;
+    nghttp2-client) command -v nghttp && command -v h2load ;;
+    python3-h2) /usr/bin/python3 -c 'import h2' ;;
     python3) [ -x /usr/bin/python3 ] ;;
     curl) command -v curl ;;
     procps) command -v ps ;;
