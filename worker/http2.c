@@ -67,6 +67,8 @@ static h2_stream_t *h2s_of(const sws_stream_t *st)
 int sws_http2_preface_match(const char *buf, size_t len)
 {
     size_t n = len < SWS_HTTP2_PREFACE_LEN ? len : SWS_HTTP2_PREFACE_LEN;
+    if (n == 0)
+        return 0; /* buf may be NULL: no read buffer yet */
     if (memcmp(buf, SWS_HTTP2_PREFACE, n) != 0)
         return -1;
     return len >= SWS_HTTP2_PREFACE_LEN ? 1 : 0;

@@ -71,8 +71,8 @@
 extern const sws_proto_ops_t sws_http2_proto;
 
 /* How far buf[0, len) matches the connection preface: 1 it starts with
- * the whole preface, 0 it is a proper prefix of it (wait for more), -1 it
- * is not HTTP/2's preface. */
+ * the whole preface, 0 it is a proper prefix of it (wait for more; also
+ * when len is 0, buf then may be NULL), -1 it is not HTTP/2's preface. */
 int sws_http2_preface_match(const char *buf, size_t len);
 
 #endif

@@ -297,6 +297,18 @@ static void test_prior_knowledge_switches_and_answers(void **state)
     assert_int_equal(f->counters.requests, 1);
 }
 
+/* fuzz_http2 found the empty, bufferless case. */
+static void test_preface_match(void **state)
+{
+    (void)state;
+    assert_int_equal(sws_http2_preface_match(NULL, 0), 0);
+    assert_int_equal(sws_http2_preface_match("PRI * HT", 8), 0);
+    assert_int_equal(sws_http2_preface_match("PRI * HTTP/2.0\r\nHost", 20), -1);
+    assert_int_equal(sws_http2_preface_match("GET / HTTP/1.1\r\n", 16), -1);
+    assert_int_equal(sws_http2_preface_match(SWS_HTTP2_PREFACE "\0\0", SWS_HTTP2_PREFACE_LEN + 2),
+                     1);
+}
+
 static void test_preface_cut_into_reads_still_switches(void **state)
 {
     fixture_t *f = *state;
@@ -503,6 +515,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_prior_knowledge_switches_and_answers, setup,
                                         teardown),
+        cmocka_unit_test(test_preface_match),
         cmocka_unit_test_setup_teardown(test_preface_cut_into_reads_still_switches, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_no_h2_proto_keeps_http1_answer, setup, teardown),
