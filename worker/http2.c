@@ -52,6 +52,8 @@ struct sws_http2 {
     uint64_t opened, resets; /* streams the client opened and reset, ever */
     uint8_t dead;           /* no input is parsed any more (fatal, or torn down) */
     uint8_t goaway;         /* the graceful GOAWAY was submitted */
+    uint8_t ended;          /* torn down, its last frames out, every stream released:
+                             * nghttp2 is not asked for frames again */
 };
 
 static sws_http2_t *h2_of(const sws_conn_t *c)
@@ -336,10 +338,14 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         hs->refuse = 431;
         return 0;
     }
+    /* Name and value in one copy: a growth between the two would leave
+     * the name behind (it is not in nheaders yet). */
     sws_header_t *hd = &r->headers[r->nheaders];
     if (hbuf_slice(hs, name, namelen, &hd->name) < 0 ||
-        hbuf_slice(hs, value, valuelen, &hd->value) < 0)
+        hbuf_add(hs, value, valuelen) == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    hd->value = (sws_str_t){ hs->hbuf + hs->hlen - valuelen, valuelen };
+    hd->name.p = hd->value.p - namelen;
     r->nheaders++;
     return 0;
 }
@@ -749,7 +755,7 @@ static const sws_stream_sink_t h2_sink = {
  * the connection was closed). */
 static int h2_send(sws_conn_t *c, sws_http2_t *h2)
 {
-    while (!sws_conn_output_blocked(c)) {
+    while (!h2->ended && !sws_conn_output_blocked(c)) {
         const uint8_t *data;
         ssize_t n = nghttp2_session_mem_send(h2->session, &data);
         if (n < 0) {
@@ -765,7 +771,9 @@ static int h2_send(sws_conn_t *c, sws_http2_t *h2)
             return -1;
         }
     }
-    if (nghttp2_session_want_write(h2->session))
+    /* Stopped at the mark with more to frame: conn.c calls writable once
+     * the output drained. */
+    if (!h2->ended && nghttp2_session_want_write(h2->session))
         c->want_writable = 1;
     return 0;
 }
@@ -824,9 +832,11 @@ static void h2_pump(sws_conn_t *c, sws_http2_t *h2)
     h2_sweep(h2);
     /* Torn down and its last frames (GOAWAY) queued: no stream will move
      * again, and a connection that lingers holds none of them. */
-    if (h2->dead && !nghttp2_session_want_write(h2->session))
+    if (h2->dead && !h2->ended && !nghttp2_session_want_write(h2->session)) {
         while (h2->streams != NULL)
             stream_release(h2, h2->streams);
+        h2->ended = 1;
+    }
     if (!nghttp2_session_want_read(h2->session) && !nghttp2_session_want_write(h2->session))
         c->close_after = 1;
 }

@@ -181,7 +181,6 @@ class Answers(H2TestCase):
 
     def test_post_with_a_body(self):
         srv = self.start()
-        r = self.curl2(srv, "--data-binary", "@-", "-w", " %{http_code}", srv.url("/hello"))
         r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--data-binary", "@-",
                             "-w", " %{http_code}", srv.url("/hello")],
                            input=b"x" * 200000, capture_output=True, timeout=TIMEOUT)

@@ -81,6 +81,11 @@ static void handler(sws_stream_t *st)
     int n = snprintf(body, sizeof(body), "%.*s %.*s host=%.*s body=%llu", (int)r->method.len,
                      r->method.p, (int)r->path.len, r->path.p, (int)r->host.len, r->host.p,
                      (unsigned long long)r->request_body_bytes);
+    if (sws_str_eq(r->path, SWS_STR("/long"))) /* the fields, their values' lengths */
+        for (unsigned i = 0; i < r->nheaders && n < 200; i++)
+            n += snprintf(body + n, sizeof(body) - (size_t)n, "%s%.*s:%zu", i == 0 ? " fields=" : ",",
+                          (int)r->headers[i].name.len, r->headers[i].name.p,
+                          r->headers[i].value.len);
     static const sws_header_t field = { SWS_STR("X-Test"), SWS_STR("1") };
     sws_stream_respond(st, 200, &field, 1, body, (size_t)n);
 }
@@ -408,6 +413,29 @@ static void test_header_list_over_max_header_size_431(void **state)
     assert_int_equal(reply_of(f, id2)->status, 200);
 }
 
+/* A field that grows the stream's header buffer: the slices made before
+ * follow it (ASan saw the name left behind). */
+static void test_long_field_kept_whole(void **state)
+{
+    fixture_t *f = *state;
+    client_new(f, NULL, 0);
+    static char big[3000];
+    memset(big, 'v', sizeof(big));
+    nghttp2_nv nv[] = {
+        { (uint8_t *)":method", (uint8_t *)"GET", 7, 3, 0 },
+        { (uint8_t *)":path", (uint8_t *)"/long", 5, 5, 0 },
+        { (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
+        { (uint8_t *)":authority", (uint8_t *)"a.test", 10, 6, 0 },
+        /* as long as "expect", so that looking for it reads the name */
+        { (uint8_t *)"x-long", (uint8_t *)big, 6, sizeof(big), 0 },
+        { (uint8_t *)"x-after", (uint8_t *)"1", 7, 1, 0 },
+    };
+    int32_t id = nghttp2_submit_request(f->client, NULL, nv, 6, NULL, NULL);
+    pump(f);
+    assert_int_equal(reply_of(f, id)->status, 200);
+    assert_string_equal(reply_of(f, id)->body, "GET /long host=a.test body=0 fields=x-long:3000,x-after:1");
+}
+
 static void test_streams_beyond_the_limit_refused(void **state)
 {
     fixture_t *f = *state;
@@ -526,6 +554,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_body_over_max_body_size_413, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_list_over_max_header_size_431, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_long_field_kept_whole, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streams_beyond_the_limit_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rapid_reset_gets_enhance_your_calm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_some_resets_are_fine, setup, teardown),
