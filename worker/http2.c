@@ -98,29 +98,37 @@ static int method_id(sws_str_t m, uint8_t *id)
     return -1;
 }
 
-/* Copy bytes into the stream's header buffer, growing it (slices already
- * made follow the bytes: sws_proto_slice_move). NULL: out of memory. */
+/* Room for n more bytes in the stream's header buffer, growing it
+ * (slices already made follow the bytes: sws_proto_slice_move). 0 or -1. */
+static int hbuf_reserve(h2_stream_t *hs, size_t n)
+{
+    if (hs->hcap - hs->hlen >= n)
+        return 0;
+    size_t cap = hs->hcap < 1024 ? 1024 : hs->hcap;
+    while (cap - hs->hlen < n)
+        cap *= 2;
+    uintptr_t old = (uintptr_t)hs->hbuf;
+    char *b = realloc(hs->hbuf, cap);
+    if (b == NULL)
+        return -1;
+    sws_request_t *r = &hs->st.req;
+    sws_str_t *slices[] = { &r->method, &r->target, &r->path, &r->query, &r->host };
+    for (size_t i = 0; i < sizeof(slices) / sizeof(slices[0]); i++)
+        sws_proto_slice_move(slices[i], old, hs->hcap, b, 0);
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        sws_proto_slice_move(&r->headers[i].name, old, hs->hcap, b, 0);
+        sws_proto_slice_move(&r->headers[i].value, old, hs->hcap, b, 0);
+    }
+    hs->hbuf = b;
+    hs->hcap = cap;
+    return 0;
+}
+
+/* Copy bytes into the header buffer; where they went, or NULL. */
 static const char *hbuf_add(h2_stream_t *hs, const uint8_t *p, size_t n)
 {
-    if (hs->hcap - hs->hlen < n) {
-        size_t cap = hs->hcap < 1024 ? 1024 : hs->hcap;
-        while (cap - hs->hlen < n)
-            cap *= 2;
-        uintptr_t old = (uintptr_t)hs->hbuf;
-        char *b = realloc(hs->hbuf, cap);
-        if (b == NULL)
-            return NULL;
-        sws_request_t *r = &hs->st.req;
-        sws_str_t *slices[] = { &r->method, &r->target, &r->path, &r->query, &r->host };
-        for (size_t i = 0; i < sizeof(slices) / sizeof(slices[0]); i++)
-            sws_proto_slice_move(slices[i], old, hs->hcap, b, 0);
-        for (unsigned i = 0; i < r->nheaders; i++) {
-            sws_proto_slice_move(&r->headers[i].name, old, hs->hcap, b, 0);
-            sws_proto_slice_move(&r->headers[i].value, old, hs->hcap, b, 0);
-        }
-        hs->hbuf = b;
-        hs->hcap = cap;
-    }
+    if (hbuf_reserve(hs, n) < 0)
+        return NULL;
     char *at = hs->hbuf + hs->hlen;
     memcpy(at, p, n);
     hs->hlen += n;
@@ -199,6 +207,45 @@ static void stream_ask_continue(h2_stream_t *hs)
         sws_stream_interim(&hs->st, 100, none, 0);
 }
 
+/* HTTP/2 lets a client split Cookie into one field per pair (RFC 9113
+ * 8.2.3), which an HTTP/1 upstream must not see: they become one field,
+ * joined with "; ", where the first was. 0, or -1 (out of memory). */
+static int cookies_join(h2_stream_t *hs)
+{
+    sws_request_t *r = &hs->st.req;
+    unsigned n = 0;
+    size_t len = 0;
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        if (sws_str_eq(r->headers[i].name, SWS_STR("cookie"))) {
+            n++;
+            len += r->headers[i].value.len + 2;
+        }
+    }
+    if (n < 2)
+        return 0;
+    len -= 2;
+    if (hbuf_reserve(hs, len) < 0) /* no value moves while it is copied */
+        return -1;
+    char *joined = hs->hbuf + hs->hlen, *o = joined;
+    unsigned k = 0, first = 0, seen = 0;
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        sws_header_t hd = r->headers[i];
+        if (sws_str_eq(hd.name, SWS_STR("cookie"))) {
+            if (seen > 0)
+                o = SWS_PUT_LIT(o, "; ");
+            o = sws_put(o, hd.value.p, hd.value.len);
+            if (seen++ > 0)
+                continue; /* joined into the first */
+            first = k;
+        }
+        r->headers[k++] = hd;
+    }
+    hs->hlen += len;
+    r->headers[first].value = (sws_str_t){ joined, len };
+    r->nheaders = k;
+    return 0;
+}
+
 /* The head is complete (END_HEADERS): check it, then hand it to the head
  * handler (a body follows) or the handler (it does not). */
 static void stream_head_done(sws_http2_t *h2, h2_stream_t *hs, int end_stream)
@@ -221,6 +268,8 @@ static void stream_head_done(sws_http2_t *h2, h2_stream_t *hs, int end_stream)
     r->body_chunked = !end_stream && cl == NULL; /* a length only the end tells */
     const sws_str_t *expect = sws_request_header(r, "expect");
     unsigned status = hs->refuse;
+    if (status == 0 && cookies_join(hs) < 0)
+        status = 500;
     if (status == 0 && r->host.len == 0) {
         const sws_str_t *host = sws_request_header(r, "host");
         if (host != NULL)
@@ -338,14 +387,12 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         hs->refuse = 431;
         return 0;
     }
-    /* Name and value in one copy: a growth between the two would leave
-     * the name behind (it is not in nheaders yet). */
+    /* Room for both first: a growth between the two would leave the name
+     * behind (it is not in nheaders yet). */
     sws_header_t *hd = &r->headers[r->nheaders];
-    if (hbuf_slice(hs, name, namelen, &hd->name) < 0 ||
-        hbuf_add(hs, value, valuelen) == NULL)
+    if (hbuf_reserve(hs, namelen + valuelen) < 0 || hbuf_slice(hs, name, namelen, &hd->name) < 0 ||
+        hbuf_slice(hs, value, valuelen, &hd->value) < 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-    hd->value = (sws_str_t){ hs->hbuf + hs->hlen - valuelen, valuelen };
-    hd->name.p = hd->value.p - namelen;
     r->nheaders++;
     return 0;
 }

@@ -86,6 +86,10 @@ static void handler(sws_stream_t *st)
             n += snprintf(body + n, sizeof(body) - (size_t)n, "%s%.*s:%zu", i == 0 ? " fields=" : ",",
                           (int)r->headers[i].name.len, r->headers[i].name.p,
                           r->headers[i].value.len);
+    const sws_str_t *cookie = sws_request_header(r, "cookie");
+    if (cookie != NULL && n < 200)
+        n += snprintf(body + n, sizeof(body) - (size_t)n, " cookie=%.*s", (int)cookie->len,
+                      cookie->p);
     static const sws_header_t field = { SWS_STR("X-Test"), SWS_STR("1") };
     sws_stream_respond(st, 200, &field, 1, body, (size_t)n);
 }
@@ -436,6 +440,27 @@ static void test_long_field_kept_whole(void **state)
     assert_string_equal(reply_of(f, id)->body, "GET /long host=a.test body=0 fields=x-long:3000,x-after:1");
 }
 
+static void test_split_cookies_joined_in_place(void **state)
+{
+    fixture_t *f = *state;
+    client_new(f, NULL, 0);
+    nghttp2_nv nv[] = {
+        { (uint8_t *)":method", (uint8_t *)"GET", 7, 3, 0 },
+        { (uint8_t *)":path", (uint8_t *)"/long", 5, 5, 0 },
+        { (uint8_t *)":scheme", (uint8_t *)"http", 7, 4, 0 },
+        { (uint8_t *)":authority", (uint8_t *)"a.test", 10, 6, 0 },
+        { (uint8_t *)"cookie", (uint8_t *)"a=1", 6, 3, 0 },
+        { (uint8_t *)"x-mid", (uint8_t *)"22", 5, 2, 0 },
+        { (uint8_t *)"cookie", (uint8_t *)"", 6, 0, 0 },
+        { (uint8_t *)"cookie", (uint8_t *)"b=2", 6, 3, 0 },
+    };
+    int32_t id = nghttp2_submit_request(f->client, NULL, nv, 8, NULL, NULL);
+    pump(f);
+    assert_int_equal(reply_of(f, id)->status, 200);
+    assert_string_equal(reply_of(f, id)->body,
+                        "GET /long host=a.test body=0 fields=cookie:10,x-mid:2 cookie=a=1; ; b=2");
+}
+
 static void test_streams_beyond_the_limit_refused(void **state)
 {
     fixture_t *f = *state;
@@ -555,6 +580,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_header_list_over_max_header_size_431, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_long_field_kept_whole, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_split_cookies_joined_in_place, setup, teardown),
         cmocka_unit_test_setup_teardown(test_streams_beyond_the_limit_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rapid_reset_gets_enhance_your_calm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_some_resets_are_fine, setup, teardown),
