@@ -4,12 +4,14 @@
 #   scripts/deps.sh [--check] [SET...]
 #
 #   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c, OpenSSL,
-#          llhttp, and for the eBPF accept policies libbpf, bpftool and
+#          llhttp, nghttp2, and for the eBPF accept policies libbpf, bpftool and
 #          clang (what `make` and `make run` need, nothing more)
-#   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh
+#   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh,
+#          nghttp, h2load and nghttpd, python3-h2 (the HTTP/2 tests)
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
-#   bench  run, plus nginx, wrk, HAProxy and perf (bench/run.sh; the
-#          proxy scenarios compare HAProxy and count system calls with perf)
+#   bench  run, plus nginx, wrk, HAProxy, perf, openssl and h2load (bench/run.sh;
+#          the proxy scenarios count system calls with perf, the TLS ones make
+#          a certificate and run h2load)
 #   all    every set (the default)
 #
 # Installs what is missing (as root; otherwise prints the apt-get line and
@@ -19,10 +21,10 @@
 # Quiet and idempotent when nothing is missing; only Debian's archive.
 set -eu
 
-RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl"
-TEST="libcmocka-dev python3 curl procps libcap2-bin"
+RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl libnghttp2-dev"
+TEST="libcmocka-dev python3 curl procps libcap2-bin nghttp2-client nghttp2-server python3-h2"
 FUZZ="clang libclang-rt-dev"
-BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf"
+BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf openssl nghttp2-client"
 
 usage() {
     echo "usage: scripts/deps.sh [--check] [run|test|fuzz|bench|all]..." >&2
@@ -55,7 +57,11 @@ present() {
     libssl-dev) [ -f /usr/include/openssl/ssl.h ] ;;
     openssl) command -v openssl ;;
     bpftool) command -v bpftool || [ -x /usr/sbin/bpftool ] ;;
+    libnghttp2-dev) [ -f /usr/include/nghttp2/nghttp2.h ] ;;
     libcmocka-dev) [ -f /usr/include/cmocka.h ] ;;
+    nghttp2-client) command -v nghttp && command -v h2load ;;
+    nghttp2-server) command -v nghttpd || [ -x /usr/sbin/nghttpd ] ;;
+    python3-h2) /usr/bin/python3 -c 'import h2' ;;
     python3) [ -x /usr/bin/python3 ] ;;
     curl) command -v curl ;;
     procps) command -v ps ;;

@@ -297,6 +297,8 @@ void sws_conn_set_drain(sws_conn_set_t *s)
         next = c->next;
         if (conn_is_idle(c))
             sws_conn_close(c);
+        else if (c->proto->drain != NULL)
+            c->proto->drain(c);
     }
 }
 

@@ -155,6 +155,7 @@ struct sws_conn {
 struct sws_conn_set {
     sws_loop_t *loop;
     const sws_proto_ops_t *proto;    /* what new connections speak */
+    const sws_proto_ops_t *h2_proto; /* HTTP/2 (worker/http2.c) for ALPN h2 and h2c prior knowledge; NULL: not spoken */
     sws_stream_handler_t handler;
     /* Optional: called when the head of a request with a body is complete,
      * before its body is read, so that an action that streams the body

@@ -9,6 +9,7 @@
 
 #include "core/log.h"
 #include "worker/conn.h"
+#include "worker/http2.h"
 
 static const sws_str_t method_names[64] = {
 #define SWS_METHOD_NAME(num, name, string) [num] = { #string, sizeof(#string) - 1 },
@@ -846,6 +847,25 @@ static void input_ended(sws_conn_t *c)
     c->close_after = 1;
 }
 
+/* h2c with prior knowledge (RFC 9113 3.3): a connection whose first bytes
+ * are HTTP/2's preface speaks HTTP/2 from there, when the set serves it
+ * (otherwise llhttp reads "PRI * HTTP/2.0" and it gets 505, as before).
+ * 1: switched (HTTP/2 reads the preface itself); -1: the bytes so far are
+ * a proper prefix of it, wait for more; 0: HTTP/1. */
+static int prior_knowledge(sws_conn_t *c)
+{
+    if (c->set->h2_proto == NULL || c->requests > 0 || c->rpos != 0)
+        return 0;
+    int m = sws_http2_preface_match(c->rbuf, c->rend);
+    if (m < 0)
+        return 0;
+    if (m > 0)
+        sws_conn_switch_proto(c, c->set->h2_proto, NULL);
+    else if (c->peer_eof)
+        return 0; /* it never will be: HTTP/1 answers what came */
+    return m > 0 ? 1 : -1;
+}
+
 static void http1_process(sws_conn_t *c)
 {
     sws_http1_t *h = sws_http1_of(c);
@@ -859,6 +879,9 @@ static void http1_process(sws_conn_t *c)
             return;
         }
         if (h->state == SWS_H1_IDLE) {
+            int h2c = prior_knowledge(c);
+            if (h2c != 0) /* 1: switched; -1: the preface is not complete yet */
+                return;
             /* Empty lines before a request line are ignored (RFC 9112 2.2). */
             while (c->rpos < c->rend && (c->rbuf[c->rpos] == '\r' || c->rbuf[c->rpos] == '\n'))
                 c->rpos++;

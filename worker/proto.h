@@ -39,6 +39,9 @@
  *     closes the connection at once (close releases the stream, logged
  *     499 when nothing was answered). 0: the response goes on (a local
  *     answer being sent is finished, as before).
+ *   - drain (optional): a graceful stop began and the connection is not
+ *     idle: a protocol that can tell its client so (HTTP/2's GOAWAY) does,
+ *     lets the exchanges in flight finish and closes after them.
  * A protocol never closes the fd or frees the connection itself: it sets
  * close_after (or calls sws_conn_close on a fatal error) and returns.
  */
@@ -73,6 +76,7 @@ typedef struct sws_proto_ops {
     void (*close)(sws_conn_t *c);
     void (*destroy)(sws_conn_t *c);
     int (*client_gone)(sws_conn_t *c);
+    void (*drain)(sws_conn_t *c);
 } sws_proto_ops_t;
 
 /* Re-point a slice into the read buffer after its bytes moved (see

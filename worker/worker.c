@@ -21,6 +21,7 @@
 #include "worker/conn.h"
 #include "worker/ctx.h"
 #include "worker/handlers.h"
+#include "worker/http2.h"
 #include "worker/http1.h"
 #include "worker/load.h"
 #include "worker/upstream_stats.h"
@@ -385,6 +386,7 @@ static int worker_setup(sws_worker_t *w)
     w->conns.access_log = &w->access_log;
     w->conns.ctx = &w->ctx;
     w->conns.head_handler = sws_handlers_dispatch_head;
+    w->conns.h2_proto = &sws_http2_proto;
     sws_upstream_set_init(&w->ctx.upstreams, &w->loop);
     sws_upstream_stats_init(&w->upstream_stats, &w->loop, cfg->shm, cfg->index, &w->ctx.pools,
                             &w->ctx.upstreams);

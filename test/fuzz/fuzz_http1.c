@@ -26,6 +26,7 @@
 #include "core/str.h"
 #include "worker/conn.h"
 #include "worker/http1.h"
+#include "test/fuzz/cuts.h"
 
 #define OUT_CAP (256u * 1024)
 
@@ -171,19 +172,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         settings.max_body_size = 1024;
         ready = 1;
     }
-    if (size == 0)
+    const uint8_t *req;
+    size_t len, cuts[FUZZ_CUTS_MAX + 1], ncuts;
+    if (fuzz_cuts(data, size, &req, &len, cuts, &ncuts) < 0)
         return 0;
-    size_t ncuts = data[0] & 15;
-    if (size < 1 + ncuts)
-        return 0;
-    const uint8_t *req = data + 1 + ncuts;
-    size_t len = size - 1 - ncuts;
-    size_t cuts[17], at = 0;
-    for (size_t i = 0; i < ncuts; i++) {
-        at += (size_t)data[1 + i] + 1;
-        cuts[i] = at < len ? at : len;
-    }
-    cuts[ncuts] = len;
 
     run_pieces(req, cuts, ncuts, &split_run);
     size_t whole_cut = len;

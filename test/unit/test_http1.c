@@ -1707,7 +1707,7 @@ static void sw_close(sws_conn_t *c)
 
 static const sws_proto_ops_t switched_proto = {
     0, sw_nothing, sw_init, sw_input, sw_input, sw_fail, sw_waiting, sw_moved, sw_close,
-    sw_nothing, NULL,
+    sw_nothing, NULL, NULL,
 };
 
 static void switching_handler(sws_stream_t *st)

@@ -1,0 +1,375 @@
+"""HTTP/2 over cleartext with prior knowledge (h2c, worker/http2.c): real
+clients (curl, nghttp, h2load) for the answers, a graceful stop with a
+stream in flight, and raw frames (hyperframe and hpack, from python3-h2)
+for each protection, while a well-behaved client on another connection
+keeps getting answers."""
+
+import hashlib
+import os
+import select
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import time
+import unittest
+
+from backend import Backend
+from harness import TIMEOUT, ServerTestCase, curl, make_config, poll
+
+try:
+    import hpack
+    from hyperframe.frame import (ContinuationFrame, DataFrame, HeadersFrame, PingFrame,
+                                  RstStreamFrame, SettingsFrame)
+except ImportError:  # python3-h2 is in scripts/deps.sh's test set
+    hpack = None
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+BIG = os.urandom(1 << 20)
+
+HOSTS = """
+- name: "*"
+  routes:
+    - path: /hello
+      respond: {status: 200, headers: {Content-Type: text/plain}, body: "hello, world\\n"}
+    - path: /moved
+      redirect: {status: 301, location: "/hello"}
+    - path: /app
+      proxy: {pool: app}
+    - path: /
+      static: {root: www}
+"""
+
+# Frame types and the error codes tests look for (RFC 9113).
+DATA, HEADERS, RST_STREAM, SETTINGS, PING, GOAWAY = 0, 1, 3, 4, 6, 7
+FLAG_END_STREAM = 0x1
+REFUSED_STREAM, ENHANCE_YOUR_CALM = 7, 11
+
+
+def config(backend_address, server=""):
+    return (make_config(HOSTS, server) +
+            'pools:\n  - name: app\n    members:\n      - {address: "%s"}\n' % backend_address)
+
+
+class RawH2:
+    """A client connection that sends the frames a test builds and reads
+    the server's frames (headers decoded, to keep HPACK in step)."""
+
+    def __init__(self, port, settings=None, rcvbuf=None):
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if rcvbuf is not None:  # before connect: the window scale depends on it
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        self.sock.settimeout(TIMEOUT)
+        self.sock.connect(("127.0.0.1", port))
+        self.enc = hpack.Encoder()
+        self.dec = hpack.Decoder()
+        self.buf = b""
+        self.eof = False
+        self.sock.sendall(PREFACE + SettingsFrame(0, settings=settings or {}).serialize())
+
+    def close(self):
+        self.sock.close()
+
+    def request_frame(self, stream_id, path="/hello", method="GET", extra=(), end_stream=True,
+                      end_headers=True):
+        block = self.enc.encode([(":method", method), (":path", path), (":scheme", "http"),
+                                 (":authority", "t.test")] + list(extra))
+        f = HeadersFrame(stream_id, data=block)
+        if end_stream:
+            f.flags.add("END_STREAM")
+        if end_headers:
+            f.flags.add("END_HEADERS")
+        return f.serialize()
+
+    def send(self, data):
+        self.sock.sendall(data)
+
+    def frame(self, deadline):
+        """The next frame (type, flags, stream, payload, headers or None),
+        or None at EOF or the deadline."""
+        while True:
+            if len(self.buf) >= 9:
+                length = int.from_bytes(self.buf[:3], "big")
+                if len(self.buf) >= 9 + length:
+                    ftype, flags = self.buf[3], self.buf[4]
+                    stream = int.from_bytes(self.buf[5:9], "big") & 0x7FFFFFFF
+                    payload = self.buf[9:9 + length]
+                    self.buf = self.buf[9 + length:]
+                    headers = None
+                    if ftype == HEADERS:
+                        headers = dict(self.dec.decode(payload))
+                    return ftype, flags, stream, payload, headers
+            left = deadline - time.monotonic()
+            if left <= 0 or self.eof:
+                return None
+            ready, _, _ = select.select([self.sock], [], [], left)
+            if not ready:
+                return None
+            try:
+                data = self.sock.recv(65536)
+            except (ConnectionResetError, OSError):
+                data = b""
+            if not data:
+                self.eof = True
+                continue
+            self.buf += data
+
+    def until(self, predicate, timeout=TIMEOUT):
+        """Read frames until predicate(frame) is true: that frame, or None
+        (EOF or timeout); every frame read is kept in self.seen."""
+        deadline = time.monotonic() + timeout
+        self.seen = getattr(self, "seen", [])
+        while True:
+            f = self.frame(deadline)
+            if f is None:
+                return None
+            self.seen.append(f)
+            if predicate(f):
+                return f
+
+    def goaway_code(self, timeout=TIMEOUT):
+        f = self.until(lambda f: f[0] == GOAWAY, timeout)
+        return None if f is None else struct.unpack(">II", f[3][:8])[1]
+
+    def closed(self, timeout=TIMEOUT):
+        self.until(lambda f: False, timeout)
+        return self.eof
+
+
+@unittest.skipIf(hpack is None, "python3-h2 is not installed")
+class H2TestCase(ServerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.backend = Backend("app")
+
+    def tearDown(self):
+        self.backend.stop()
+        super().tearDown()
+
+    def start(self, server=""):
+        srv = self.server(config(self.backend.address, server), start=False)
+        www = os.path.join(srv.dir, "www")
+        os.makedirs(www)
+        with open(os.path.join(www, "big.bin"), "wb") as f:
+            f.write(BIG)
+        srv.start()
+        return srv
+
+    def curl2(self, srv, *args):
+        return curl("--http2-prior-knowledge", *args)
+
+    def assert_well_behaved_client_served(self, srv):
+        r = self.curl2(srv, "-o", "-", "-w", "%{http_version} %{http_code}",
+                       srv.url("/hello"))
+        self.assertEqual(r.stdout, b"hello, world\n2 200", r.stderr)
+
+
+class Answers(H2TestCase):
+    def test_get_head_404_redirect(self):
+        srv = self.start()
+        self.assert_well_behaved_client_served(srv)
+        r = self.curl2(srv, "-I", srv.url("/hello"))
+        self.assertIn(b"HTTP/2 200", r.stdout)
+        self.assertIn(b"content-length: 13", r.stdout)
+        r = self.curl2(srv, "-o", "/dev/null", "-w", "%{http_code}", srv.url("/nothing"))
+        self.assertEqual(r.stdout, b"404")
+        r = self.curl2(srv, "-D", "-", "-o", "/dev/null", srv.url("/moved"))
+        self.assertIn(b"HTTP/2 301", r.stdout)
+        self.assertIn(b"location: /hello", r.stdout)
+        poll(lambda: srv.access_log().count('HTTP/2.0"') >= 4, what="four HTTP/2.0 log lines")
+
+    def test_post_with_a_body(self):
+        srv = self.start()
+        r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--data-binary", "@-",
+                            "-w", " %{http_code}", srv.url("/hello")],
+                           input=b"x" * 200000, capture_output=True, timeout=TIMEOUT)
+        self.assertEqual(r.stdout, b"hello, world\n 200", r.stderr)
+
+    def test_static_file_of_one_mib_exact(self):
+        srv = self.start()
+        r = self.curl2(srv, "-o", "-", srv.url("/big.bin"))
+        self.assertEqual(hashlib.sha256(r.stdout).hexdigest(), hashlib.sha256(BIG).hexdigest())
+
+    def test_proxied_get_and_post_streaming_through(self):
+        srv = self.start()
+        r = self.curl2(srv, "-o", "-", srv.url("/app/x?y=1"))
+        self.assertEqual(r.stdout, b"app GET /app/x?y=1")
+        r = subprocess.run(["curl", "-sS", "--http2-prior-knowledge", "--data-binary", "@-",
+                            srv.url("/app/up")],
+                           input=BIG[:900000], capture_output=True, timeout=TIMEOUT)
+        self.assertEqual(r.stdout, b"app POST /app/up", r.stderr)
+        req = self.backend.requests[-1]
+        self.assertEqual(req.sha256, hashlib.sha256(BIG[:900000]).hexdigest())
+        self.assertEqual(req.header("Host"), "127.0.0.1:%d" % srv.port)
+
+    def test_nghttp_several_streams_on_one_connection(self):
+        if shutil.which("nghttp") is None:
+            self.skipTest("nghttp2-client is not installed")
+        srv = self.start()
+        r = subprocess.run(["nghttp", "-nv", srv.url("/hello"), srv.url("/big.bin"),
+                            srv.url("/app/a"), srv.url("/nothing")],
+                           capture_output=True, timeout=TIMEOUT)
+        out = r.stdout.decode()
+        self.assertEqual(out.count(":status: 200"), 3, out[-2000:])
+        self.assertEqual(out.count(":status: 404"), 1)
+        # One connection, four streams on it.
+        self.assertEqual(out.count("Connected"), 1)
+        self.assertEqual(out.count("send HEADERS frame"), 4)
+
+    def test_h2load_without_errors(self):
+        if shutil.which("h2load") is None:
+            self.skipTest("nghttp2-client is not installed")
+        srv = self.start()
+        r = subprocess.run(["h2load", "-n", "2000", "-c", "4", "-m", "10", srv.url("/hello")],
+                           capture_output=True, timeout=TIMEOUT * 6)
+        out = r.stdout.decode()
+        self.assertIn("2000 succeeded, 0 failed, 0 errored", out, out)
+
+    def test_http1_still_served_beside(self):
+        srv = self.start()
+        r = curl("-o", "-", "-w", " %{http_version}", srv.url("/hello"))
+        self.assertEqual(r.stdout, b"hello, world\n 1.1")
+
+
+class GracefulStop(H2TestCase):
+    def test_goaway_then_streams_in_flight_finish(self):
+        srv = self.start()
+        self.backend.set_mode("slow")
+        self.backend.delay = 0.01
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1, "/app/slow"))
+        poll(lambda: self.backend.count() == 1, what="the request at the backend")
+        srv.signal(signal.SIGQUIT)
+        self.assertEqual(c.goaway_code(), 0)
+        end = c.until(lambda f: f[2] == 1 and f[1] & FLAG_END_STREAM)
+        self.assertIsNotNone(end, "the stream in flight did not finish")
+        statuses = [f[4][":status"] for f in c.seen if f[0] == HEADERS and f[2] == 1]
+        self.assertEqual(statuses, ["200"])
+        body = b"".join(f[3] for f in c.seen if f[0] == DATA and f[2] == 1)
+        self.assertEqual(body, b"app GET /app/slow")
+        self.assertTrue(c.closed(), "connection not closed after its last stream")
+        c.close()
+        srv.wait_exit()
+
+
+class Protections(H2TestCase):
+    def test_rapid_reset_gets_enhance_your_calm(self):
+        srv = self.start()
+        c = RawH2(srv.port)
+        burst = b""
+        for i in range(400):
+            sid = 2 * i + 1
+            burst += c.request_frame(sid, "/app/r") + RstStreamFrame(sid, error_code=8).serialize()
+        try:
+            c.send(burst)
+        except OSError:
+            pass  # cut off mid-burst
+        self.assertEqual(c.goaway_code(), ENHANCE_YOUR_CALM)
+        self.assertTrue(c.closed())
+        self.assert_well_behaved_client_served(srv)
+
+    def test_continuation_flood_cut(self):
+        srv = self.start()
+        c = RawH2(srv.port)
+        block = c.enc.encode([(":method", "GET"), (":path", "/hello"), (":scheme", "http")])
+        c.send(HeadersFrame(1, data=block).serialize())
+        sent = 0
+        try:
+            for i in range(20000):
+                c.send(ContinuationFrame(1, data=b"\x40\x01a\x7f\xff\x00" + b"b" * 1000).serialize())
+                sent += 1
+        except OSError:
+            pass
+        # nghttp2 gives up after 8 CONTINUATION frames: GOAWAY, and the
+        # lingering close reads the rest for a bounded time (conn.c).
+        self.assertIsNotNone(c.goaway_code(), "no GOAWAY after %d CONTINUATION frames" % sent)
+        self.assertTrue(c.closed())
+        self.assertFalse([f for f in c.seen if f[0] == HEADERS])
+        self.assert_well_behaved_client_served(srv)
+
+    def test_hpack_bomb_header_list_bounded(self):
+        srv = self.start("limits: {max_header_size: 4k}")
+        c = RawH2(srv.port)
+        # One 3000-byte field into the dynamic table, then referenced: a few
+        # bytes on the wire each, 3 KB each once decoded.
+        big = ("x-bomb", "v" * 3000)
+        c.send(c.request_frame(1, extra=[big]))
+        f = c.until(lambda f: f[0] == HEADERS and f[2] == 1)
+        self.assertEqual(f[4][":status"], "200")
+        c.send(c.request_frame(3, extra=[big] * 200))
+        self.assertLess(len(c.request_frame(5, extra=[big] * 200)), 1000)
+        f = c.until(lambda f: f[0] in (HEADERS, RST_STREAM, GOAWAY) and f[2] in (0, 3))
+        self.assertIsNotNone(f)
+        self.assertEqual((f[0], f[4] and f[4][":status"]), (HEADERS, "431"))
+        self.assert_well_behaved_client_served(srv)
+
+    def _flood(self, frame):
+        """Send frame as fast as possible without reading (a small receive
+        buffer, so that answers back up at once): the server must either
+        stop reading (our writes block) or cut the connection (nghttp2's
+        limit of queued acknowledgements), not read on and queue answers."""
+        srv = self.start()
+        c = RawH2(srv.port, rcvbuf=4096)
+        c.sock.settimeout(0.5)
+        data = frame * 1000
+        took_all = True
+        for _ in range(3000):  # three million frames
+            try:
+                c.sock.sendall(data)
+            except (socket.timeout, OSError):
+                took_all = False
+                break
+        self.assert_well_behaved_client_served(srv)
+        c.sock.settimeout(TIMEOUT)
+        self.assertTrue(not took_all or c.closed(),
+                        "the server read 3 million frames and kept the connection")
+        c.close()
+
+    def test_ping_flood_bounded(self):
+        self._flood(PingFrame(0, opaque_data=b"12345678").serialize())
+
+    def test_settings_flood_bounded(self):
+        self._flood(SettingsFrame(0, settings={4: 65535}).serialize())
+
+    def test_zero_window_reader_cut_by_timeout(self):
+        srv = self.start("timeouts: {body: 500ms}")
+        c = RawH2(srv.port, settings={SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+        c.send(c.request_frame(1, "/big.bin"))
+        f = c.until(lambda f: f[0] == HEADERS and f[2] == 1)
+        self.assertEqual(f[4][":status"], "200")
+        self.assert_well_behaved_client_served(srv)
+        self.assertTrue(c.closed(), "a client that never opens its window is kept")
+        self.assertFalse([f for f in c.seen if f[0] == DATA and f[3]])
+
+    def test_streams_beyond_128_refused(self):
+        srv = self.start()
+        c = RawH2(srv.port)
+        frames = b"".join(c.request_frame(2 * i + 1, "/hello", "POST", end_stream=False)
+                          for i in range(130))
+        c.send(frames)
+        rsts = []
+        c.until(lambda f: f[0] == RST_STREAM and rsts.append(
+            struct.unpack(">I", f[3])[0]) is None and len(rsts) == 2)
+        self.assertEqual(rsts, [REFUSED_STREAM, REFUSED_STREAM])
+        self.assert_well_behaved_client_served(srv)
+
+    def test_stalled_head_cut_by_header_timeout(self):
+        srv = self.start("timeouts: {header: 500ms}")
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1, end_headers=False))
+        self.assert_well_behaved_client_served(srv)
+        self.assertTrue(c.closed(), "a stream whose head never ends is kept")
+
+    def test_body_over_max_body_size_413(self):
+        srv = self.start("limits: {max_body_size: 1k}")
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1, "/hello", "POST", end_stream=False) +
+               DataFrame(1, data=b"z" * 4000).serialize())
+        f = c.until(lambda f: f[0] == HEADERS and f[2] == 1)
+        self.assertEqual(f[4][":status"], "413")
+        self.assert_well_behaved_client_served(srv)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,1082 @@
+/* HTTP/2 on a connection with nghttp2 (worker/http2.h). */
+#include "worker/http2.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <nghttp2/nghttp2.h>
+
+#include "core/fmt.h"
+#include "core/http_token.h"
+#include "core/log.h"
+#include "llhttp.h"
+#include "worker/conn.h"
+#include "worker/stream.h"
+
+typedef struct sws_http2 sws_http2_t;
+
+/* One client stream: the exchange (first, so that the sink finds its
+ * stream from the sws_stream_t), the copies of its request's header bytes
+ * and its response body not yet framed. */
+typedef struct h2_stream {
+    sws_stream_t st;
+    sws_http2_t *h2;
+    struct h2_stream *prev, *next;
+    int32_t id;
+
+    char *hbuf;          /* the request's names and values; slices point here */
+    size_t hlen, hcap;
+    size_t hsize;        /* the header list's size as RFC 9113 6.5.2 counts it */
+    uint16_t refuse;     /* status to answer once the head is complete (431) */
+    uint8_t head_done;   /* the request head is complete and dispatched */
+    uint8_t remote_done; /* the client ended its side (END_STREAM) */
+    uint8_t early;       /* the head handler answered: the body goes to its consumer */
+    uint8_t closed;      /* nghttp2 closed it: released at the next sweep */
+    uint8_t deferred;    /* the data provider said DEFERRED: resume it on new bytes */
+    uint8_t data_eof;    /* the producer ended: the provider sends END_STREAM */
+    uint8_t want_resume; /* the sink refused bytes: resume the stream on room */
+    uint8_t reset_sent;  /* we reset it (413 sent): its DATA is dropped */
+    size_t unconsumed;   /* body bytes received, not yet given back to the window */
+
+    char *obuf;          /* SWS_HTTP2_STREAM_BUF bytes, from the first body byte */
+    size_t ooff, olen;
+} h2_stream_t;
+
+struct sws_http2 {
+    nghttp2_session *session;
+    sws_conn_t *conn;
+    h2_stream_t *streams;   /* open streams, doubly linked */
+    unsigned nstreams;
+    uint64_t opened, resets; /* streams the client opened and reset, ever */
+    uint8_t dead;           /* no input is parsed any more (fatal, or torn down) */
+    uint8_t goaway;         /* the graceful GOAWAY was submitted */
+    uint8_t ended;          /* torn down, its last frames out, every stream released:
+                             * nghttp2 is not asked for frames again */
+};
+
+static sws_http2_t *h2_of(const sws_conn_t *c)
+{
+    return c->proto_state;
+}
+
+static h2_stream_t *h2s_of(const sws_stream_t *st)
+{
+    return (h2_stream_t *)st; /* st is its first member */
+}
+
+int sws_http2_preface_match(const char *buf, size_t len)
+{
+    size_t n = len < SWS_HTTP2_PREFACE_LEN ? len : SWS_HTTP2_PREFACE_LEN;
+    if (n == 0)
+        return 0; /* buf may be NULL: no read buffer yet */
+    if (memcmp(buf, SWS_HTTP2_PREFACE, n) != 0)
+        return -1;
+    return len >= SWS_HTTP2_PREFACE_LEN ? 1 : 0;
+}
+
+/* ---- the request ---- */
+
+static const sws_str_t method_names[64] = {
+#define SWS_METHOD_NAME(num, name, string) [num] = { #string, sizeof(#string) - 1 },
+    HTTP_ALL_METHOD_MAP(SWS_METHOD_NAME)
+#undef SWS_METHOD_NAME
+};
+
+/* llhttp's number for a method name (handlers and the proxy read
+ * method_id), 0 (DELETE's) never returned for an unknown name: such a
+ * request gets 501 (nghttp2 checked it is a token). */
+static int method_id(sws_str_t m, uint8_t *id)
+{
+    for (unsigned i = 0; i < sizeof(method_names) / sizeof(method_names[0]); i++) {
+        if (method_names[i].p != NULL && sws_str_eq(method_names[i], m)) {
+            *id = (uint8_t)i;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Room for n more bytes in the stream's header buffer, growing it
+ * (slices already made follow the bytes: sws_proto_slice_move). 0 or -1. */
+static int hbuf_reserve(h2_stream_t *hs, size_t n)
+{
+    if (hs->hcap - hs->hlen >= n)
+        return 0;
+    size_t cap = hs->hcap < 1024 ? 1024 : hs->hcap;
+    while (cap - hs->hlen < n)
+        cap *= 2;
+    uintptr_t old = (uintptr_t)hs->hbuf;
+    char *b = realloc(hs->hbuf, cap);
+    if (b == NULL)
+        return -1;
+    sws_request_t *r = &hs->st.req;
+    sws_str_t *slices[] = { &r->method, &r->target, &r->path, &r->query, &r->host };
+    for (size_t i = 0; i < sizeof(slices) / sizeof(slices[0]); i++)
+        sws_proto_slice_move(slices[i], old, hs->hcap, b, 0);
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        sws_proto_slice_move(&r->headers[i].name, old, hs->hcap, b, 0);
+        sws_proto_slice_move(&r->headers[i].value, old, hs->hcap, b, 0);
+    }
+    hs->hbuf = b;
+    hs->hcap = cap;
+    return 0;
+}
+
+/* Copy bytes into the header buffer; where they went, or NULL. */
+static const char *hbuf_add(h2_stream_t *hs, const uint8_t *p, size_t n)
+{
+    if (hbuf_reserve(hs, n) < 0)
+        return NULL;
+    char *at = hs->hbuf + hs->hlen;
+    memcpy(at, p, n);
+    hs->hlen += n;
+    return at;
+}
+
+static int hbuf_slice(h2_stream_t *hs, const uint8_t *p, size_t n, sws_str_t *out)
+{
+    const char *at = hbuf_add(hs, p, n);
+    if (at == NULL)
+        return -1;
+    *out = (sws_str_t){ at, n };
+    return 0;
+}
+
+static void stream_unlink(sws_http2_t *h2, h2_stream_t *hs)
+{
+    if (hs->prev != NULL)
+        hs->prev->next = hs->next;
+    else
+        h2->streams = hs->next;
+    if (hs->next != NULL)
+        hs->next->prev = hs->prev;
+    h2->nstreams--;
+}
+
+/* Count and log the exchange, give back its unconsumed window, free it. */
+static void stream_release(sws_http2_t *h2, h2_stream_t *hs)
+{
+    sws_request_t *r = &hs->st.req;
+    /* The log counts what went into frames, not bytes still held. */
+    if (r->body_bytes >= hs->olen)
+        r->body_bytes -= hs->olen;
+    if (hs->unconsumed > 0 && h2->session != NULL)
+        nghttp2_session_consume_connection(h2->session, hs->unconsumed);
+    if (h2->session != NULL)
+        nghttp2_session_set_stream_user_data(h2->session, hs->id, NULL);
+    sws_stream_release(&hs->st);
+    sws_stream_free(&hs->st, 0);
+    stream_unlink(h2, hs);
+    free(hs->hbuf);
+    free(hs->obuf);
+    free(hs);
+}
+
+static h2_stream_t *stream_get(sws_http2_t *h2, int32_t id)
+{
+    return nghttp2_session_get_stream_user_data(h2->session, id);
+}
+
+/* path and query from the :path pseudo-header (origin-form; "*" for
+ * OPTIONS). 0 or -1. */
+static int split_target(sws_request_t *r)
+{
+    sws_str_t t = r->target;
+    if (t.len == 0)
+        return -1;
+    if (t.p[0] != '/') {
+        if (t.len == 1 && t.p[0] == '*' && r->method_id == HTTP_OPTIONS) {
+            r->path = t;
+            return 0;
+        }
+        return -1;
+    }
+    const char *q = memchr(t.p, '?', t.len);
+    r->path = (sws_str_t){ t.p, q != NULL ? (size_t)(q - t.p) : t.len };
+    if (q != NULL)
+        r->query = (sws_str_t){ q + 1, t.len - r->path.len - 1 };
+    return 0;
+}
+
+static void stream_ask_continue(h2_stream_t *hs)
+{
+    static const sws_header_t none[1];
+    if (hs->st.expect_continue && hs->st.phase == SWS_STREAM_REQUEST)
+        sws_stream_interim(&hs->st, 100, none, 0);
+}
+
+/* HTTP/2 lets a client split Cookie into one field per pair (RFC 9113
+ * 8.2.3), which an HTTP/1 upstream must not see: they become one field,
+ * joined with "; ", where the first was. 0, or -1 (out of memory). */
+static int cookies_join(h2_stream_t *hs)
+{
+    sws_request_t *r = &hs->st.req;
+    unsigned n = 0;
+    size_t len = 0;
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        if (sws_str_eq(r->headers[i].name, SWS_STR("cookie"))) {
+            n++;
+            len += r->headers[i].value.len + 2;
+        }
+    }
+    if (n < 2)
+        return 0;
+    len -= 2;
+    if (hbuf_reserve(hs, len) < 0) /* no value moves while it is copied */
+        return -1;
+    char *joined = hs->hbuf + hs->hlen, *o = joined;
+    unsigned k = 0, first = 0, seen = 0;
+    for (unsigned i = 0; i < r->nheaders; i++) {
+        sws_header_t hd = r->headers[i];
+        if (sws_str_eq(hd.name, SWS_STR("cookie"))) {
+            if (seen > 0)
+                o = SWS_PUT_LIT(o, "; ");
+            o = sws_put(o, hd.value.p, hd.value.len);
+            if (seen++ > 0)
+                continue; /* joined into the first */
+            first = k;
+        }
+        r->headers[k++] = hd;
+    }
+    hs->hlen += len;
+    r->headers[first].value = (sws_str_t){ joined, len };
+    r->nheaders = k;
+    return 0;
+}
+
+/* The head is complete (END_HEADERS): check it, then hand it to the head
+ * handler (a body follows) or the handler (it does not). */
+static void stream_head_done(sws_http2_t *h2, h2_stream_t *hs, int end_stream)
+{
+    sws_conn_set_t *s = h2->conn->set;
+    sws_request_t *r = &hs->st.req;
+    hs->head_done = 1;
+    hs->remote_done = (uint8_t)end_stream;
+    r->version_major = 2;
+    r->version_minor = 0;
+    r->keep_alive = 1;
+    r->is_head = r->method_id == HTTP_HEAD;
+    const sws_str_t *cl = sws_request_header(r, "content-length");
+    if (cl != NULL) {
+        uint64_t v = 0;
+        for (size_t i = 0; i < cl->len && v <= s->settings->max_body_size; i++)
+            v = v * 10 + (uint64_t)(cl->p[i] - '0'); /* nghttp2 checked the digits */
+        r->body_length = v;
+    }
+    r->body_chunked = !end_stream && cl == NULL; /* a length only the end tells */
+    const sws_str_t *expect = sws_request_header(r, "expect");
+    unsigned status = hs->refuse;
+    if (status == 0 && cookies_join(hs) < 0)
+        status = 500;
+    if (status == 0 && r->host.len == 0) {
+        const sws_str_t *host = sws_request_header(r, "host");
+        if (host != NULL)
+            r->host = *host;
+    }
+    if (status == 0 && split_target(r) < 0)
+        status = 400;
+    if (status == 0 && r->body_length > s->settings->max_body_size)
+        status = 413;
+    if (status == 0 && expect != NULL && !sws_str_caseeq_lit(*expect, "100-continue"))
+        status = 417;
+    r->table = s->table;
+    r->settings = s->settings;
+    if (status != 0) {
+        sws_log_info("client %s: stream %d refused (%u)", sws_conn_peer_text(h2->conn), hs->id,
+                     status);
+        hs->early = 1;
+        sws_stream_error(&hs->st, status);
+        return;
+    }
+    hs->st.expect_continue = expect != NULL && !end_stream;
+    if (!end_stream && s->head_handler != NULL) {
+        r->route = NULL;
+        s->head_handler(&hs->st);
+        hs->early = (uint8_t)sws_stream_answered(&hs->st);
+    }
+    if (end_stream) {
+        s->handler(&hs->st);
+        if (!sws_stream_answered(&hs->st))
+            sws_stream_error(&hs->st, 500);
+        return;
+    }
+    stream_ask_continue(hs);
+}
+
+/* The client ended the body (END_STREAM after DATA, or trailers). */
+static void stream_body_done(sws_http2_t *h2, h2_stream_t *hs)
+{
+    sws_conn_set_t *s = h2->conn->set;
+    hs->remote_done = 1;
+    if (hs->early) {
+        if (hs->st.body != NULL)
+            hs->st.body->end(&hs->st);
+        return;
+    }
+    hs->st.req.table = s->table;
+    hs->st.req.settings = s->settings;
+    s->handler(&hs->st);
+    if (!sws_stream_answered(&hs->st))
+        sws_stream_error(&hs->st, 500);
+}
+
+/* ---- nghttp2's callbacks ---- */
+
+static const sws_stream_sink_t h2_sink;
+
+static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+    sws_http2_t *h2 = user;
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
+        return 0;
+    h2_stream_t *hs = calloc(1, sizeof(*hs));
+    if (hs == NULL)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* refuses the stream */
+    sws_stream_init(&hs->st);
+    hs->h2 = h2;
+    hs->id = frame->hd.stream_id;
+    sws_stream_start(&hs->st, h2->conn, &h2_sink);
+    hs->next = h2->streams;
+    if (h2->streams != NULL)
+        h2->streams->prev = hs;
+    h2->streams = hs;
+    h2->nstreams++;
+    h2->opened++;
+    h2->conn->head_started = 1; /* the header timer runs from here */
+    nghttp2_session_set_stream_user_data(session, hs->id, hs);
+    return 0;
+}
+
+static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
+                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
+                     void *user)
+{
+    (void)flags;
+    sws_http2_t *h2 = user;
+    h2_stream_t *hs = stream_get(h2, frame->hd.stream_id);
+    if (hs == NULL || hs->head_done) /* trailers: dropped, as HTTP/1 does */
+        return 0;
+    (void)session;
+    sws_request_t *r = &hs->st.req;
+    const sws_settings_t *st = h2->conn->set->settings;
+    /* RFC 9113 6.5.2: each field counts its name, its value and 32. */
+    hs->hsize += namelen + valuelen + 32;
+    if (hs->hsize > st->max_header_size)
+        hs->refuse = 431;
+    if (hs->refuse != 0)
+        return 0; /* decoded (the HPACK state must follow) but not kept */
+    int rc = 0;
+    sws_str_t n = { (const char *)name, namelen };
+    if (namelen > 0 && name[0] == ':') {
+        if (sws_str_eq(n, SWS_STR(":method"))) {
+            rc = hbuf_slice(hs, value, valuelen, &r->method);
+            if (rc == 0 && method_id(r->method, &r->method_id) < 0)
+                hs->refuse = 501;
+        } else if (sws_str_eq(n, SWS_STR(":path"))) {
+            rc = hbuf_slice(hs, value, valuelen, &r->target);
+        } else if (sws_str_eq(n, SWS_STR(":authority"))) {
+            rc = hbuf_slice(hs, value, valuelen, &r->host);
+        }
+        return rc < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
+    }
+    unsigned limit = st->max_headers < SWS_REQUEST_MAX_HEADERS ? st->max_headers
+                                                                : SWS_REQUEST_MAX_HEADERS;
+    if (r->nheaders >= limit) {
+        hs->refuse = 431;
+        return 0;
+    }
+    /* Room for both first: a growth between the two would leave the name
+     * behind (it is not in nheaders yet). */
+    sws_header_t *hd = &r->headers[r->nheaders];
+    if (hbuf_reserve(hs, namelen + valuelen) < 0 || hbuf_slice(hs, name, namelen, &hd->name) < 0 ||
+        hbuf_slice(hs, value, valuelen, &hd->value) < 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    r->nheaders++;
+    return 0;
+}
+
+/* Give back n bytes of the client's window on stream id (and the
+ * connection's). */
+static void window_give(sws_http2_t *h2, h2_stream_t *hs, size_t n)
+{
+    if (n > 0)
+        nghttp2_session_consume(h2->session, hs->id, n);
+}
+
+static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
+                         size_t len, void *user)
+{
+    (void)flags;
+    sws_http2_t *h2 = user;
+    h2_stream_t *hs = stream_get(h2, id);
+    if (hs == NULL) {
+        nghttp2_session_consume_connection(session, len);
+        return 0;
+    }
+    sws_request_t *r = &hs->st.req;
+    r->request_body_bytes += len;
+    if (hs->reset_sent || (hs->early && hs->st.body == NULL)) {
+        window_give(h2, hs, len); /* answered from the head: dropped */
+        return 0;
+    }
+    if (r->request_body_bytes > r->settings->max_body_size) {
+        window_give(h2, hs, len);
+        hs->reset_sent = 1;
+        sws_log_info("client %s: stream %d: request body too large", sws_conn_peer_text(h2->conn),
+                     id);
+        if (!sws_stream_answered(&hs->st)) {
+            hs->early = 1;
+            sws_stream_error(&hs->st, 413);
+        } else {
+            nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+        }
+        return 0;
+    }
+    if (hs->st.body == NULL) {
+        window_give(h2, hs, len); /* a local action: the body is dropped */
+        return 0;
+    }
+    /* The window opens again only for what the consumer took while it had
+     * room: a full consumer holds the client to the window it has. */
+    if (hs->st.body->data(&hs->st, (const char *)data, len))
+        hs->st.body_full = 1;
+    if (hs->st.body_full)
+        hs->unconsumed += len;
+    else
+        window_give(h2, hs, len);
+    return 0;
+}
+
+/* Rapid reset (CVE-2023-44487): streams opened and reset at once cost us
+ * their work and the client nothing. A client may reset some streams; one
+ * that resets more than SWS_HTTP2_RESET_FLOOR, and most of those it
+ * opens, is told to calm down and cut off. Counting per stream opened
+ * rather than per second keeps the verdict independent of timing. */
+static void count_reset(sws_http2_t *h2)
+{
+    h2->resets++;
+    if (h2->resets > SWS_HTTP2_RESET_FLOOR && h2->resets * 2 > h2->opened && !h2->dead) {
+        sws_log_info("client %s: %llu streams reset of %llu opened: connection closed",
+                     sws_conn_peer_text(h2->conn), (unsigned long long)h2->resets,
+                     (unsigned long long)h2->opened);
+        nghttp2_session_terminate_session(h2->session, NGHTTP2_ENHANCE_YOUR_CALM);
+        h2->dead = 1;
+    }
+}
+
+static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+    (void)session;
+    sws_http2_t *h2 = user;
+    h2_stream_t *hs = frame->hd.stream_id != 0 ? stream_get(h2, frame->hd.stream_id) : NULL;
+    switch (frame->hd.type) {
+    case NGHTTP2_HEADERS:
+        if (hs == NULL)
+            break;
+        if (!hs->head_done)
+            stream_head_done(h2, hs, (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0);
+        else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
+            stream_body_done(h2, hs); /* trailers */
+        break;
+    case NGHTTP2_DATA:
+        if (hs != NULL && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) && !hs->reset_sent)
+            stream_body_done(h2, hs);
+        break;
+    case NGHTTP2_RST_STREAM:
+        count_reset(h2);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *user)
+{
+    (void)session;
+    (void)error_code;
+    h2_stream_t *hs = stream_get(user, id);
+    if (hs != NULL)
+        hs->closed = 1; /* released after nghttp2 returns: the producer may still be in a call */
+    return 0;
+}
+
+/* Our response ended (END_STREAM went out) before the client's request
+ * did (a 413, an answer from the head): the rest of its body is not
+ * wanted (RFC 9113 8.1: RST_STREAM NO_ERROR). */
+static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+{
+    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
+        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    h2_stream_t *hs = stream_get(user, frame->hd.stream_id);
+    if (hs != NULL && !hs->remote_done && (hs->reset_sent || hs->early) && hs->st.body == NULL)
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, hs->id, NGHTTP2_NO_ERROR);
+    return 0;
+}
+
+/* ---- the response: the sink ---- */
+
+/* The producer gave bytes or ended: have nghttp2 pull them, and the
+ * connection write them when the producer ran outside its turn. */
+static void stream_kick(h2_stream_t *hs)
+{
+    sws_conn_t *c = hs->st.req.conn;
+    if (hs->deferred) {
+        hs->deferred = 0;
+        nghttp2_session_resume_data(hs->h2->session, hs->id);
+    }
+    if (!c->running && c->phase == SWS_CONN_ACTIVE) {
+        c->want_writable = 1;
+        sws_conn_wake(c);
+    }
+}
+
+static void trailers_submit(h2_stream_t *hs);
+
+static ssize_t data_read(nghttp2_session *session, int32_t id, uint8_t *buf, size_t length,
+                         uint32_t *flags, nghttp2_data_source *source, void *user)
+{
+    (void)session;
+    (void)id;
+    (void)user;
+    h2_stream_t *hs = source->ptr;
+    size_t n = hs->olen < length ? hs->olen : length;
+    if (n == 0 && !hs->data_eof) {
+        hs->deferred = 1;
+        return NGHTTP2_ERR_DEFERRED;
+    }
+    memcpy(buf, hs->obuf + hs->ooff, n);
+    hs->ooff += n;
+    hs->olen -= n;
+    if (hs->olen == 0)
+        hs->ooff = 0;
+    if (hs->olen == 0 && hs->data_eof) {
+        *flags |= NGHTTP2_DATA_FLAG_EOF;
+        if (hs->st.ntrailers > 0) {
+            *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+            trailers_submit(hs);
+        }
+    }
+    return (ssize_t)n;
+}
+
+/* Fields a response may not carry in HTTP/2 (connection-specific) or
+ * whose work the framing does (Content-Length is ours, from st->length). */
+static int field_dropped(sws_str_t name)
+{
+    const sws_http_token_t *t = sws_http_token_find(name.p, name.len);
+    return t != NULL && (t->flags & (SWS_TKF_H2_FORBIDDEN | SWS_TKF_HOP_BY_HOP | SWS_TKF_FRAMING));
+}
+
+/* nv[0..) for fields h[0..n) after `first` entries already in nv, names
+ * lowercased into names (room for all their bytes). Returns the count. */
+static size_t nv_fields(nghttp2_nv *nv, size_t first, char *names, const sws_header_t *h,
+                        unsigned n)
+{
+    size_t k = first;
+    for (unsigned i = 0; i < n; i++) {
+        if (field_dropped(h[i].name))
+            continue;
+        for (size_t j = 0; j < h[i].name.len; j++) {
+            char ch = h[i].name.p[j];
+            names[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
+        }
+        nv[k++] = (nghttp2_nv){ (uint8_t *)names, (uint8_t *)h[i].value.p, h[i].name.len,
+                                h[i].value.len, NGHTTP2_NV_FLAG_NONE };
+        names += h[i].name.len;
+    }
+    return k;
+}
+
+static size_t names_len(const sws_header_t *h, unsigned n)
+{
+    size_t len = 0;
+    for (unsigned i = 0; i < n; i++)
+        len += h[i].name.len;
+    return len;
+}
+
+#define NV(name, value, vlen) \
+    ((nghttp2_nv){ (uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, (vlen), \
+                   NGHTTP2_NV_FLAG_NONE })
+
+static void trailers_submit(h2_stream_t *hs)
+{
+    const sws_header_t *t = hs->st.trailers;
+    unsigned n = hs->st.ntrailers;
+    nghttp2_nv *nv = malloc(sizeof(*nv) * n + names_len(t, n) + 1);
+    if (nv == NULL) {
+        nghttp2_submit_rst_stream(hs->h2->session, NGHTTP2_FLAG_NONE, hs->id,
+                                  NGHTTP2_INTERNAL_ERROR);
+        return;
+    }
+    size_t k = nv_fields(nv, 0, (char *)(nv + n), t, n);
+    nghttp2_submit_trailer(hs->h2->session, hs->id, nv, k); /* copies */
+    free(nv);
+}
+
+/* A head: :status, then what we add (date, server, content-length), then
+ * the producer's fields. provider: with a body (DATA follows). 0 or -1. */
+static int submit_head(h2_stream_t *hs, unsigned status, const sws_header_t *h, unsigned n,
+                       int provider, int final)
+{
+    sws_conn_t *c = hs->st.req.conn;
+    sws_conn_set_t *s = c->set;
+    char st3[3] = { (char)('0' + status / 100 % 10), (char)('0' + status / 10 % 10),
+                    (char)('0' + status % 10) };
+    char len[SWS_FMT_U64_MAX];
+    enum { OURS = 4 };
+    nghttp2_nv *nv = malloc(sizeof(*nv) * (n + OURS) + names_len(h, n) + 1);
+    if (nv == NULL)
+        return -1;
+    size_t k = 0;
+    nv[k++] = NV(":status", st3, sizeof(st3));
+    if (final) {
+        nv[k++] = NV("date", s->loop->http_date, s->loop->http_date_len);
+        if (s->server_name.len > 0)
+            nv[k++] = NV("server", s->server_name.p, s->server_name.len);
+        if (hs->st.length != SWS_STREAM_LENGTH_UNKNOWN && status != 204 && status != 304)
+            nv[k++] = NV("content-length", len, (size_t)(sws_put_u64(len, hs->st.length) - len));
+    }
+    k = nv_fields(nv, k, (char *)(nv + n + OURS), h, n);
+    int rc;
+    if (!final) {
+        rc = nghttp2_submit_headers(hs->h2->session, NGHTTP2_FLAG_NONE, hs->id, NULL, nv, k,
+                                    NULL);
+    } else {
+        nghttp2_data_provider dp = { .source.ptr = hs, .read_callback = data_read };
+        rc = nghttp2_submit_response(hs->h2->session, hs->id, nv, k, provider ? &dp : NULL);
+    }
+    free(nv);
+    if (rc != 0)
+        return -1;
+    stream_kick(hs);
+    return 0;
+}
+
+static int sink_head(sws_stream_t *st, const sws_header_t *h, unsigned n, size_t body_room)
+{
+    (void)body_room;
+    h2_stream_t *hs = h2s_of(st);
+    if (st->req.conn->phase == SWS_CONN_CLOSED || hs->closed)
+        return 0;
+    unsigned status = st->req.status;
+    int body = !st->no_body && st->length != 0 && status != 204 && status != 304;
+    return submit_head(hs, status, h, n, body, 1);
+}
+
+/* Room for body bytes in the stream's buffer (made on first use). */
+static size_t out_room(h2_stream_t *hs)
+{
+    if (hs->obuf == NULL && (hs->obuf = malloc(SWS_HTTP2_STREAM_BUF)) == NULL)
+        return 0;
+    if (hs->ooff > 0 && hs->olen > 0) {
+        memmove(hs->obuf, hs->obuf + hs->ooff, hs->olen);
+    }
+    hs->ooff = 0;
+    return SWS_HTTP2_STREAM_BUF - hs->olen;
+}
+
+/* Bytes for a stream whose client is gone are taken and dropped, so that
+ * no producer waits on it. */
+static int sink_gone(const h2_stream_t *hs)
+{
+    return hs->st.req.conn->phase == SWS_CONN_CLOSED || hs->closed;
+}
+
+static size_t sink_data(sws_stream_t *st, const char *p, size_t n)
+{
+    h2_stream_t *hs = h2s_of(st);
+    if (sink_gone(hs))
+        return n;
+    size_t room = out_room(hs);
+    size_t take = n < room ? n : room;
+    if (take < n)
+        hs->want_resume = 1;
+    if (take == 0)
+        return 0;
+    memcpy(hs->obuf + hs->olen, p, take);
+    hs->olen += take;
+    stream_kick(hs);
+    return take;
+}
+
+static size_t sink_room(const sws_stream_t *st)
+{
+    /* A source asks before it reads: a full buffer owes it a resume. */
+    h2_stream_t *hs = h2s_of(st);
+    if (sink_gone(hs))
+        return SIZE_MAX;
+    size_t room = out_room(hs);
+    if (room == 0)
+        hs->want_resume = 1;
+    return room;
+}
+
+/* A file is read into the stream's buffer a piece at a time: its bytes
+ * go inside DATA frames, which sendfile cannot make. */
+static int64_t sink_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
+{
+    h2_stream_t *hs = h2s_of(st);
+    if (sink_gone(hs))
+        return (int64_t)len;
+    size_t room = out_room(hs);
+    size_t want = len < room ? (size_t)len : room;
+    if (want < len)
+        hs->want_resume = 1;
+    if (want == 0)
+        return 0;
+    ssize_t n = pread(fd, hs->obuf + hs->olen, want, off);
+    if (n <= 0) {
+        if (n == 0)
+            errno = 0; /* the file shrank */
+        return -1;
+    }
+    hs->olen += (size_t)n;
+    stream_kick(hs);
+    return n;
+}
+
+static int sink_end(sws_stream_t *st, const sws_header_t *t, unsigned n)
+{
+    (void)t;
+    (void)n; /* they are st->trailers, kept until the release: data_read sends them */
+    h2_stream_t *hs = h2s_of(st);
+    hs->data_eof = 1;
+    if (!sink_gone(hs))
+        stream_kick(hs);
+    return 1;
+}
+
+static int sink_retract(sws_stream_t *st)
+{
+    (void)st;
+    return -1; /* the HEADERS are queued in nghttp2 already */
+}
+
+static int sink_interim(sws_stream_t *st, unsigned status, const sws_header_t *h, unsigned n)
+{
+    h2_stream_t *hs = h2s_of(st);
+    if (status == 101)
+        return -1; /* no Upgrade in HTTP/2 (RFC 9113 8.6) */
+    if (sink_gone(hs))
+        return 0;
+    return submit_head(hs, status, h, n, 0, 0);
+}
+
+static int sink_upgrade(sws_stream_t *st, const sws_proto_ops_t *ops, void *state)
+{
+    (void)st;
+    (void)ops;
+    (void)state;
+    return -1;
+}
+
+static void sink_abort(sws_stream_t *st)
+{
+    h2_stream_t *hs = h2s_of(st);
+    if (sink_gone(hs))
+        return;
+    nghttp2_submit_rst_stream(hs->h2->session, NGHTTP2_FLAG_NONE, hs->id, NGHTTP2_INTERNAL_ERROR);
+    stream_kick(hs);
+}
+
+static const sws_stream_sink_t h2_sink = {
+    .head = sink_head,
+    .data = sink_data,
+    .room = sink_room,
+    .file = sink_file,
+    .end = sink_end,
+    .retract = sink_retract,
+    .interim = sink_interim,
+    .upgrade = sink_upgrade,
+    .abort = sink_abort,
+};
+
+/* ---- the connection ---- */
+
+/* Frames into the output while it is below its mark. 0, or -1 (fatal:
+ * the connection was closed). */
+static int h2_send(sws_conn_t *c, sws_http2_t *h2)
+{
+    while (!h2->ended && !sws_conn_output_blocked(c)) {
+        const uint8_t *data;
+        ssize_t n = nghttp2_session_mem_send(h2->session, &data);
+        if (n < 0) {
+            sws_log_error("client %s: HTTP/2: %s", sws_conn_peer_text(c), nghttp2_strerror((int)n));
+            sws_conn_close(c);
+            return -1;
+        }
+        if (n == 0)
+            return 0;
+        if (sws_conn_append(c, data, (size_t)n) < 0) {
+            sws_log_error("client %s: HTTP/2: no memory for output", sws_conn_peer_text(c));
+            sws_conn_close(c);
+            return -1;
+        }
+    }
+    /* Stopped at the mark with more to frame: conn.c calls writable once
+     * the output drained. */
+    if (!h2->ended && nghttp2_session_want_write(h2->session))
+        c->want_writable = 1;
+    return 0;
+}
+
+/* Streams nghttp2 closed are released; those whose sink refused bytes
+ * and has room again are resumed. 1 when one was resumed (it may have
+ * more to send). */
+static int h2_sweep(sws_http2_t *h2)
+{
+    int resumed = 0;
+    h2_stream_t *next;
+    for (h2_stream_t *hs = h2->streams; hs != NULL; hs = next) {
+        next = hs->next;
+        if (hs->closed) {
+            stream_release(h2, hs);
+            continue;
+        }
+        if (hs->st.body_full == 0 && hs->unconsumed > 0) {
+            window_give(h2, hs, hs->unconsumed); /* the consumer resumed */
+            hs->unconsumed = 0;
+        }
+        if (hs->want_resume && hs->olen < SWS_HTTP2_STREAM_BUF) {
+            hs->want_resume = 0;
+            sws_stream_resume(&hs->st);
+            resumed = 1;
+        }
+    }
+    return resumed;
+}
+
+/* Graceful stop: a shutdown notice, then GOAWAY naming the last stream we
+ * took: what is in flight finishes, nothing new starts. */
+static void h2_drain(sws_conn_t *c)
+{
+    sws_http2_t *h2 = h2_of(c);
+    if (h2 == NULL || h2->goaway || h2->dead)
+        return;
+    h2->goaway = 1;
+    nghttp2_submit_shutdown_notice(h2->session);
+    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR,
+                          NULL, 0);
+    sws_conn_wake(c);
+}
+
+/* Send what there is, release what ended, resume what has room, until
+ * nothing moves or the output is full; close once the session is over. */
+static void h2_pump(sws_conn_t *c, sws_http2_t *h2)
+{
+    for (unsigned round = 0; round < 2 * SWS_HTTP2_MAX_STREAMS; round++) {
+        if (h2_send(c, h2) < 0)
+            return;
+        if (!h2_sweep(h2) || sws_conn_output_blocked(c))
+            break;
+    }
+    h2_sweep(h2);
+    /* Torn down and its last frames (GOAWAY) queued: no stream will move
+     * again, and a connection that lingers holds none of them. */
+    if (h2->dead && !h2->ended && !nghttp2_session_want_write(h2->session)) {
+        while (h2->streams != NULL)
+            stream_release(h2, h2->streams);
+        h2->ended = 1;
+    }
+    if (!nghttp2_session_want_read(h2->session) && !nghttp2_session_want_write(h2->session))
+        c->close_after = 1;
+}
+
+static void http2_on_input(sws_conn_t *c)
+{
+    sws_http2_t *h2 = h2_of(c);
+    if (h2->session == NULL) {
+        sws_conn_close(c);
+        return;
+    }
+    if (c->set->draining)
+        h2_drain(c);
+    /* A client that does not read is not read either (PING, SETTINGS and
+     * their acknowledgements would pile up). */
+    if (!h2->dead && c->rpos < c->rend && !sws_conn_output_blocked(c)) {
+        /* nghttp2 takes all of it: header bytes are copied, body bytes
+         * go to their consumer, so nothing points into the buffer. */
+        ssize_t n = nghttp2_session_mem_recv(h2->session, (const uint8_t *)c->rbuf + c->rpos,
+                                             c->rend - c->rpos);
+        if (n < 0) {
+            sws_log_info("client %s: HTTP/2: %s", sws_conn_peer_text(c), nghttp2_strerror((int)n));
+            h2->dead = 1;
+            if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC && n != NGHTTP2_ERR_FLOODED)
+                nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
+        }
+        c->rpos = c->rend = c->msg_start = 0;
+    }
+    if (h2->dead)
+        c->rpos = c->rend = c->msg_start = 0;
+    if (h2->dead)
+        c->input_paused = 1;
+    h2_pump(c, h2);
+    if (c->phase == SWS_CONN_ACTIVE && h2->dead && !nghttp2_session_want_write(h2->session))
+        c->close_after = 1;
+}
+
+static void http2_writable(sws_conn_t *c)
+{
+    http2_on_input(c); /* the same work: input held back is parsed now */
+}
+
+static void http2_fail(sws_conn_t *c, unsigned status, const char *why)
+{
+    sws_http2_t *h2 = h2_of(c);
+    sws_log_info("client %s: HTTP/2: %s (%u)", sws_conn_peer_text(c),
+                 status == 408 ? "a stream's head or body, or the client's window, stalled" : why,
+                 status);
+    if (h2->dead) {
+        c->close_after = 1;
+        return;
+    }
+    h2->dead = 1;
+    nghttp2_session_terminate_session(h2->session, NGHTTP2_NO_ERROR);
+    h2_pump(c, h2);
+    c->close_after = 1;
+}
+
+/* What the connection waits for, for conn.c's one timer: a head in
+ * progress (header timeout), a body, or a response stalled by the
+ * client's flow-control window (body timeout), nothing from the client
+ * (a producer at work: its own timers), no stream at all (keep-alive). */
+static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c)
+{
+    const sws_http2_t *h2 = h2_of(c);
+    if (h2 == NULL || h2->session == NULL)
+        return SWS_PROTO_WAIT_NOTHING;
+    int body = 0, response = 0;
+    for (const h2_stream_t *hs = h2->streams; hs != NULL; hs = hs->next) {
+        if (hs->closed)
+            continue;
+        if (!hs->head_done)
+            return SWS_PROTO_WAIT_HEAD;
+        if (!hs->remote_done && !hs->st.body_full && !hs->reset_sent)
+            body = 1;
+        else if (hs->olen > 0 &&
+                 (nghttp2_session_get_stream_remote_window_size(h2->session, hs->id) <= 0 ||
+                  nghttp2_session_get_remote_window_size(h2->session) <= 0))
+            body = 1;
+        else
+            response = 1;
+    }
+    if (body)
+        return SWS_PROTO_WAIT_BODY;
+    if (response)
+        return SWS_PROTO_WAIT_RESPONSE;
+    return h2->dead ? SWS_PROTO_WAIT_NOTHING : SWS_PROTO_WAIT_IDLE;
+}
+
+static void http2_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
+                              const char *new_base, size_t shift)
+{
+    (void)c;
+    (void)old_base;
+    (void)old_cap;
+    (void)new_base;
+    (void)shift; /* nothing points into the read buffer */
+}
+
+/* A producer waiting on someone else (the proxy) is cancelled when the
+ * client is gone, as HTTP/1 does (ADR 0025). */
+static int http2_client_gone(sws_conn_t *c)
+{
+    for (const h2_stream_t *hs = h2_of(c)->streams; hs != NULL; hs = hs->next)
+        if (hs->st.source != NULL && !sws_stream_ended(&hs->st))
+            return 1;
+    return 0;
+}
+
+static void http2_nothing(sws_conn_t *c)
+{
+    (void)c;
+}
+
+static nghttp2_session_callbacks *callbacks;
+
+static int session_new(sws_http2_t *h2)
+{
+    if (callbacks == NULL) {
+        if (nghttp2_session_callbacks_new(&callbacks) != 0)
+            return -1;
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, on_begin_headers);
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, on_header);
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, on_data_chunk);
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+    }
+    nghttp2_option *opt;
+    if (nghttp2_option_new(&opt) != 0)
+        return -1;
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    nghttp2_option_set_max_outbound_ack(opt, 1000);
+    nghttp2_option_set_max_settings(opt, 32);
+    int rc = nghttp2_session_server_new2(&h2->session, callbacks, h2, opt);
+    nghttp2_option_del(opt);
+    if (rc != 0) {
+        h2->session = NULL;
+        return -1;
+    }
+    const sws_settings_t *st = h2->conn->set->settings;
+    nghttp2_settings_entry iv[] = {
+        { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, SWS_HTTP2_MAX_STREAMS },
+        { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, SWS_HTTP2_WINDOW },
+        { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, st->max_header_size },
+        { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
+    };
+    return nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
+}
+
+/* Switched to (worker/http2.h): the state is ours to make. A failure
+ * leaves a state without a session, which on_input closes. */
+static void http2_init(sws_conn_t *c)
+{
+    sws_http2_t *h2 = c->proto_state;
+    if (h2 == NULL) {
+        h2 = calloc(1, sizeof(*h2));
+        if (h2 == NULL) {
+            static sws_http2_t none;
+            sws_log_error("client %s: no memory for HTTP/2", sws_conn_peer_text(c));
+            c->proto_state = &none;
+            return;
+        }
+        c->proto_state = h2;
+    }
+    h2->conn = c;
+    if (session_new(h2) < 0)
+        sws_log_error("client %s: cannot start an HTTP/2 session", sws_conn_peer_text(c));
+}
+
+static void http2_close(sws_conn_t *c)
+{
+    sws_http2_t *h2 = h2_of(c);
+    if (h2 == NULL || h2->conn == NULL)
+        return;
+    while (h2->streams != NULL)
+        stream_release(h2, h2->streams);
+    nghttp2_session_del(h2->session);
+    free(h2);
+    c->proto_state = NULL;
+}
+
+const sws_proto_ops_t sws_http2_proto = {
+    .state_size = 0,
+    .setup = http2_nothing,
+    .init = http2_init,
+    .on_input = http2_on_input,
+    .writable = http2_writable,
+    .fail = http2_fail,
+    .waiting_for = http2_waiting_for,
+    .input_moved = http2_input_moved,
+    .close = http2_close,
+    .destroy = http2_nothing,
+    .client_gone = http2_client_gone,
+    .drain = h2_drain,
+};
