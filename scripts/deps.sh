@@ -4,7 +4,7 @@
 #   scripts/deps.sh [--check] [SET...]
 #
 #   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c,
-#          llhttp, and for the eBPF accept policies libbpf, bpftool and
+#          llhttp, OpenSSL and the system's CA store (TLS to upstreams), and for the eBPF accept policies libbpf, bpftool and
 #          clang (what `make` and `make run` need, nothing more)
 #   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
@@ -19,8 +19,8 @@
 # Quiet and idempotent when nothing is missing; only Debian's archive.
 set -eu
 
-RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang"
-TEST="libcmocka-dev python3 curl procps libcap2-bin"
+RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libssl-dev ca-certificates libbpf-dev bpftool clang"
+TEST="libcmocka-dev python3 curl procps libcap2-bin openssl"
 FUZZ="clang libclang-rt-dev"
 BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf"
 
@@ -48,6 +48,9 @@ present() {
     build-essential) command -v cc && command -v make && [ -f /usr/include/stdio.h ] ;;
     pkg-config) command -v pkg-config ;;
     libyaml-dev) [ -f /usr/include/yaml.h ] ;;
+    libssl-dev) [ -f /usr/include/openssl/ssl.h ] ;;
+    ca-certificates) [ -f /etc/ssl/certs/ca-certificates.crt ] ;;
+    openssl) command -v openssl ;;
     libprotobuf-c-dev) [ -f /usr/include/protobuf-c/protobuf-c.h ] ;;
     protobuf-c-compiler) command -v protoc-c ;;
     node-llhttp) [ -f /usr/share/llhttp/api.c ] && [ -f /usr/share/include/llhttp/llhttp.h ] ;;
