@@ -552,7 +552,7 @@ static int reading(const proxy_t *p)
 static void splice_begin(proxy_t *p, uint64_t length)
 {
     char err[128];
-    if (!sws_stream_can_pipe(p->st) || p->pipes == NULL)
+    if (!sws_stream_can_pipe(p->st) || p->pipes == NULL || !sws_upstream_can_splice(p->u))
         return;
     if (sws_pipe_get(p->pipes, &p->pipe, err, sizeof(err)) < 0) {
         sws_log_warn("proxy: %s: relaying the body by copying", err);
@@ -679,7 +679,7 @@ static void read_response(proxy_t *p)
             failed(p, F_INVALID, "response head or trailers too large");
             return;
         }
-        ssize_t n = recv(p->u->io.fd, p->rbuf + p->rlen, want, 0);
+        ssize_t n = sws_upstream_read(p->u, p->rbuf + p->rlen, want);
         if (n > 0) {
             p->got_byte = 1;
             p->read_full = (size_t)n == want;
@@ -728,7 +728,7 @@ static void send_request(proxy_t *p)
     const char *at;
     size_t *sent, left;
     while (next_out(p, &at, &sent, &left)) {
-        ssize_t n = send(p->u->io.fd, at, left, MSG_NOSIGNAL);
+        ssize_t n = sws_upstream_write(p->u, at, left);
         if (n > 0) {
             *sent += (size_t)n;
             sws_upstream_arm(p->u, SWS_UPSTREAM_T_SEND);
@@ -768,12 +768,16 @@ static void on_upstream_event(sws_upstream_conn_t *u, uint32_t events)
     proxy_t *p = u->data;
     char err[128];
     if (p->phase == PH_CONNECT) {
-        if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+        /* A TLS handshake waits for reads too. */
+        if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && !u->handshaking)
             return;
-        if (sws_upstream_connected(u, err, sizeof(err)) < 0) {
+        int rc = sws_upstream_connected(u, err, sizeof(err));
+        if (rc < 0) {
             failed(p, F_CONNECT, err);
             return;
         }
+        if (rc > 0)
+            return; /* the handshake waits for the member, under the connect timer */
         p->phase = PH_SEND;
         send_request(p);
         return;
@@ -845,7 +849,8 @@ static void attempt(proxy_t *p)
     p->why = NULL;
     llhttp_init(&p->parser, HTTP_RESPONSE, &parser_settings);
     p->parser.data = p;
-    p->u = sws_upstream_get(p->ups, p->cur_id, &m->addr, &upstream_ops, p, err, sizeof(err));
+    p->u = sws_upstream_get_tls(p->ups, p->cur_id, &m->addr, pool->tls_ctx ? &m->tls : NULL,
+                                &upstream_ops, p, err, sizeof(err));
     if (p->u == NULL) {
         failed(p, F_CONNECT, err);
         return;
@@ -1033,8 +1038,9 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     }
     /* A switch is tunnelled when asked for without a body (what would
      * follow the body on the connection is not ours to frame); an upgrade
-     * with a body is an ordinary request, its Upgrade dropped. */
-    int upgrade = !streams_body && sws_proxy_req_upgrade(r, &o.upgrade);
+     * with a body is an ordinary request, its Upgrade dropped. So is one
+     * to an https pool: the tunnel relays plain sockets only (ADR 0026). */
+    int upgrade = !streams_body && pool->tls_ctx == NULL && sws_proxy_req_upgrade(r, &o.upgrade);
     /* The client waits for a 100: the upstream's is the one to give it
      * (it may answer 417 or 401 instead, and the body never comes). */
     o.expect_continue = streams_body && st->expect_continue;
