@@ -370,6 +370,8 @@ void sws_upstream_close_idle(sws_upstream_set_t *s, uint64_t member_id)
     sws_upstream_bucket_t *b = bucket_find(s, member_id);
     while (b != NULL && b->head != NULL)
         conn_free(b->head);
+    if (b != NULL)
+        bucket_forget_session(b);
 }
 
 void sws_upstream_arm(sws_upstream_conn_t *u, enum sws_upstream_timer which)

@@ -190,8 +190,8 @@ static inline int sws_upstream_can_splice(const sws_upstream_conn_t *u)
  * from the next arm on; its idle pool's size when it is given back). */
 void sws_upstream_configure(sws_upstream_conn_t *u, const sws_upstream_conf_t *conf);
 
-/* Close the idle connections of a member (removed from the table: they
- * would only wait for their idle timeout). */
+/* Close the idle connections of a member and forget its TLS session
+ * (removed from the table: they would only wait for their idle timeout). */
 void sws_upstream_close_idle(sws_upstream_set_t *s, uint64_t member_id);
 
 /* Arm (or re-arm) the connection's one timer for `which`; disarm. */
