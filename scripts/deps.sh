@@ -4,9 +4,11 @@
 #   scripts/deps.sh [--check] [SET...]
 #
 #   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c,
-#          llhttp, OpenSSL and the system's CA store (TLS to upstreams), and for the eBPF accept policies libbpf, bpftool and
-#          clang (what `make` and `make run` need, nothing more)
-#   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh
+#          llhttp, OpenSSL and the system's CA store (TLS to upstreams),
+#          and for the eBPF accept policies libbpf, bpftool and clang
+#          (what `make` and `make run` need, nothing more)
+#   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh,
+#          openssl (test certificates)
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
 #   bench  run, plus nginx, wrk, HAProxy and perf (bench/run.sh; the
 #          proxy scenarios compare HAProxy and count system calls with perf)

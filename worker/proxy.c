@@ -1038,9 +1038,8 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     }
     /* A switch is tunnelled when asked for without a body (what would
      * follow the body on the connection is not ours to frame); an upgrade
-     * with a body is an ordinary request, its Upgrade dropped. So is one
-     * to an https pool: the tunnel relays plain sockets only (ADR 0026). */
-    int upgrade = !streams_body && pool->tls_ctx == NULL && sws_proxy_req_upgrade(r, &o.upgrade);
+     * with a body is an ordinary request, its Upgrade dropped. */
+    int upgrade = !streams_body && sws_proxy_req_upgrade(r, &o.upgrade);
     /* The client waits for a 100: the upstream's is the one to give it
      * (it may answer 417 or 401 instead, and the body never comes). */
     o.expect_continue = streams_body && st->expect_continue;

@@ -353,6 +353,13 @@ ssize_t sws_upstream_read(sws_upstream_conn_t *u, void *buf, size_t len)
     return recv(u->io.fd, buf, len, 0);
 }
 
+int sws_upstream_shutdown_write(sws_upstream_conn_t *u)
+{
+    if (u->ssl != NULL)
+        sws_upstream_tls_close_notify(u->ssl);
+    return shutdown(u->io.fd, SHUT_WR);
+}
+
 ssize_t sws_upstream_write(sws_upstream_conn_t *u, const void *buf, size_t len)
 {
     if (u->ssl != NULL)

@@ -180,6 +180,11 @@ int sws_upstream_connected(sws_upstream_conn_t *u, char *err, size_t errlen);
 ssize_t sws_upstream_read(sws_upstream_conn_t *u, void *buf, size_t len);
 ssize_t sws_upstream_write(sws_upstream_conn_t *u, const void *buf, size_t len);
 
+/* Pass a FIN on (a tunnel's half-close): over TLS a close_notify first,
+ * then shutdown(SHUT_WR), so the member reads an orderly end. 0, or -1
+ * with errno. */
+int sws_upstream_shutdown_write(sws_upstream_conn_t *u);
+
 /* Whether bytes may move by splice(2) from the socket: not over TLS. */
 static inline int sws_upstream_can_splice(const sws_upstream_conn_t *u)
 {

@@ -211,6 +211,13 @@ ssize_t sws_upstream_tls_write(SSL *ssl, const void *buf, size_t len)
     return failed_io(ssl, rc);
 }
 
+void sws_upstream_tls_close_notify(SSL *ssl)
+{
+    ERR_clear_error();
+    SSL_shutdown(ssl);
+    ERR_clear_error();
+}
+
 int sws_upstream_tls_pending(SSL *ssl)
 {
     return SSL_pending(ssl) > 0;

@@ -64,6 +64,11 @@ int sws_upstream_tls_handshake(SSL *ssl, char *err, size_t errlen);
 ssize_t sws_upstream_tls_read(SSL *ssl, void *buf, size_t len);
 ssize_t sws_upstream_tls_write(SSL *ssl, const void *buf, size_t len);
 
+/* Send a close_notify (a tunnel's half-close), once; reading goes on. A
+ * full socket loses it: the TCP FIN that follows still ends the stream
+ * (the member reads an EOF without it, which HTTP framing tolerates). */
+void sws_upstream_tls_close_notify(SSL *ssl);
+
 /* Whether decrypted bytes wait inside ssl (no socket event will tell). */
 int sws_upstream_tls_pending(SSL *ssl);
 

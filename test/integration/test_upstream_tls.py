@@ -8,6 +8,7 @@ the SNI names it was sent."""
 
 import os
 import shutil
+import socket
 import ssl
 import subprocess
 import tempfile
@@ -17,6 +18,7 @@ import unittest
 import backend
 from harness import Client, binary, make_config, poll, request
 from test_proxy import ProxyTestCase
+from test_tunnel import _ClientReader, echo_upgrade, read_exactly, ws_handshake
 
 BIG = 1 << 20
 
@@ -227,6 +229,35 @@ class UpstreamTls(ProxyTestCase):
         self.assertEqual(b.reads, 1)
         line = srv.wait_log(r".*TLS handshake.*").group(0)
         self.assertIn(b.address, line)
+
+    def test_websocket_tunnel_over_tls(self):
+        b = self.tls_backend("ws")
+        b.set_mode("websocket")
+        srv = self.tls_server(b)
+        with Client(srv.port) as c:
+            r, key = ws_handshake(c)
+            self.assertEqual(r.status, 101)
+            self.assertEqual(r.header("Sec-WebSocket-Accept"), backend.websocket_accept(key))
+            reader = _ClientReader(c)
+            big = os.urandom(100 * 1024)  # several TLS records, more than the tunnel's buffer
+            for msg in (b"hello", big, b"after"):
+                c.send(backend.ws_frame(2, msg, mask=os.urandom(4)))
+                self.assertEqual(backend.ws_read_frame(reader), (2, msg))
+
+    def test_half_close_through_a_tls_tunnel(self):
+        b = self.tls_backend("e")
+        b.set_mode("echo")
+        srv = self.tls_server(b)
+        with Client(srv.port) as c:
+            self.assertEqual(echo_upgrade(c, b"early ").status, 101)
+            self.assertEqual(read_exactly(c, 6), b"early ")
+            c.send(b"more")
+            self.assertEqual(read_exactly(c, 4), b"more")
+            # Our FIN goes to the member as close_notify and FIN; its
+            # "<eof>" and end come back.
+            c.sock.shutdown(socket.SHUT_WR)
+            self.assertTrue(c.read_until_close())
+            self.assertEqual(c.buf, b"<eof>")
 
 
 class Config(ProxyTestCase):
