@@ -3,11 +3,13 @@
 #
 #   scripts/deps.sh [--check] [SET...]
 #
-#   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c, OpenSSL,
-#          llhttp, nghttp2, and for the eBPF accept policies libbpf, bpftool and
+#   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c,
+#          llhttp, nghttp2, OpenSSL and the system's CA store (TLS to
+#          upstreams), and for the eBPF accept policies libbpf, bpftool and
 #          clang (what `make` and `make run` need, nothing more)
 #   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh,
-#          nghttp, h2load and nghttpd, python3-h2 (the HTTP/2 tests)
+#          openssl (test certificates), nghttp, h2load and nghttpd, python3-h2
+#          (the HTTP/2 tests)
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
 #   bench  run, plus nginx, wrk, HAProxy, perf, openssl and h2load (bench/run.sh;
 #          the proxy scenarios count system calls with perf, the TLS ones make
@@ -21,8 +23,8 @@
 # Quiet and idempotent when nothing is missing; only Debian's archive.
 set -eu
 
-RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl libnghttp2-dev"
-TEST="libcmocka-dev python3 curl procps libcap2-bin nghttp2-client nghttp2-server python3-h2"
+RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl ca-certificates libnghttp2-dev"
+TEST="libcmocka-dev python3 curl procps libcap2-bin openssl nghttp2-client nghttp2-server python3-h2"
 FUZZ="clang libclang-rt-dev"
 BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf openssl nghttp2-client"
 
@@ -50,12 +52,13 @@ present() {
     build-essential) command -v cc && command -v make && [ -f /usr/include/stdio.h ] ;;
     pkg-config) command -v pkg-config ;;
     libyaml-dev) [ -f /usr/include/yaml.h ] ;;
+    libssl-dev) [ -f /usr/include/openssl/ssl.h ] ;;
+    ca-certificates) [ -f /etc/ssl/certs/ca-certificates.crt ] ;;
+    openssl) command -v openssl ;;
     libprotobuf-c-dev) [ -f /usr/include/protobuf-c/protobuf-c.h ] ;;
     protobuf-c-compiler) command -v protoc-c ;;
     node-llhttp) [ -f /usr/share/llhttp/api.c ] && [ -f /usr/share/include/llhttp/llhttp.h ] ;;
     libbpf-dev) [ -f /usr/include/bpf/libbpf.h ] ;;
-    libssl-dev) [ -f /usr/include/openssl/ssl.h ] ;;
-    openssl) command -v openssl ;;
     bpftool) command -v bpftool || [ -x /usr/sbin/bpftool ] ;;
     libnghttp2-dev) [ -f /usr/include/nghttp2/nghttp2.h ] ;;
     libcmocka-dev) [ -f /usr/include/cmocka.h ] ;;

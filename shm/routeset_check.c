@@ -13,6 +13,10 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/err.h>
+#include <openssl/pem.h>
+#include <openssl/x509.h>
+
 #include "core/log.h"
 #include "core/http_token.h"
 #include "core/str.h"
@@ -426,6 +430,68 @@ static int check_balance(const Sws__Pool *pool, const char *at_pool, sws_routese
     }
 }
 
+const char *sws_routeset_sni_problem(const char *name)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+
+    if (name[0] == '*')
+        return "a wildcard names no one host";
+    /* RFC 6066 3: "Literal IPv4 and IPv6 addresses are not permitted". */
+    if (name[0] == '[' || inet_pton(AF_INET, name, &a4) == 1 || inet_pton(AF_INET6, name, &a6) == 1)
+        return "an IP address is never sent as SNI (leave sni out: the member's IP is verified)";
+    return sws_routeset_host_name_problem(name);
+}
+
+const char *sws_routeset_ca_pem_problem(const void *pem, size_t len)
+{
+    const char *problem = NULL;
+    unsigned count = 0;
+    BIO *in;
+
+    if (len == 0)
+        return "verifying the members needs CA certificates";
+    if (len > INT32_MAX || (in = BIO_new_mem_buf(pem, (int)len)) == NULL)
+        return "out of memory";
+    ERR_clear_error();
+    for (X509 *x; (x = PEM_read_bio_X509(in, NULL, NULL, NULL)) != NULL; count++)
+        X509_free(x);
+    /* The loop ends at the end of the text ("no start line") or at a
+     * certificate that does not parse. */
+    unsigned long e = ERR_peek_last_error();
+    if (ERR_GET_LIB(e) != ERR_LIB_PEM || ERR_GET_REASON(e) != PEM_R_NO_START_LINE)
+        problem = "a certificate in it does not parse (expected PEM certificates)";
+    else if (count == 0)
+        problem = "holds no PEM certificate";
+    ERR_clear_error();
+    BIO_free(in);
+    return problem;
+}
+
+/* protocol, and tls only with https: verification needs trust anchors,
+ * and an sni is a host name. Paths as the YAML keys (tls.ca). */
+static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_refusal_t *why)
+{
+    const Sws__Pool__Tls *tls = pool->tls;
+    const char *problem;
+
+    if (pool->protocol != SWS__POOL__PROTOCOL__HTTP && pool->protocol != SWS__POOL__PROTOCOL__HTTPS)
+        return refuse(at(why, "%s.protocol", p), "expected http or https, got %d",
+                      (int)pool->protocol);
+    if (pool->protocol == SWS__POOL__PROTOCOL__HTTP)
+        return tls == NULL ? 0 : refuse(at(why, "%s.tls", p), "tls needs protocol: https");
+    if (tls == NULL || !tls->skip_verify) {
+        problem = sws_routeset_ca_pem_problem(tls ? tls->ca_pem.data : NULL,
+                                              tls ? tls->ca_pem.len : 0);
+        if (problem != NULL)
+            return refuse(at(why, "%s.tls.ca", p), "%s%s%s", tls && tls->ca[0] ? tls->ca : "",
+                          tls && tls->ca[0] ? ": " : "", problem);
+    }
+    if (tls != NULL && tls->sni[0] != '\0' && (problem = sws_routeset_sni_problem(tls->sni)) != NULL)
+        return refuse(at(why, "%s.tls.sni", p), "\"%s\": %s", tls->sni, problem);
+    return 0;
+}
+
 static int check_pool_fields(const Sws__Pool *pool, const char *p, sws_routeset_refusal_t *why)
 {
     const Sws__Pool__Timeouts *to = pool->timeouts;
@@ -437,7 +503,8 @@ static int check_pool_fields(const Sws__Pool *pool, const char *p, sws_routeset_
     if (check_balance(pool, p, why) < 0 ||
         check_count(pool->keepalive, SWS_ROUTESET_KEEPALIVE_MAX, p, "keepalive", why) < 0 ||
         check_count(pool->retries, SWS_ROUTESET_RETRIES_MAX, p, "retries", why) < 0 ||
-        check_count(pool->max_conns, SWS_ROUTESET_MAX_CONNS_MAX, p, "max_conns", why) < 0)
+        check_count(pool->max_conns, SWS_ROUTESET_MAX_CONNS_MAX, p, "max_conns", why) < 0 ||
+        check_pool_tls(pool, p, why) < 0)
         return -1;
     /* Absent: the table takes the defaults. Present: every field is a
      * value, and no timeout is "none". */

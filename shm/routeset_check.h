@@ -22,7 +22,9 @@
  * that exists, its host_header is "" or HOST[:PORT] and its via "" or a
  * token of at most SWS_VIA_PSEUDONYM_MAX bytes; pool names are
  * unique and well formed, balance and hash_key agree, keepalive, retries,
- * max_conns, timeouts and health within the ranges below; member addresses
+ * max_conns, timeouts and health within the ranges below, protocol http
+ * or https and tls only with https (CA certificates that parse unless
+ * verification is off, an sni that is a host name); member addresses
  * are HOST:PORT, once per pool, at most SWS_ROUTESET_MEMBERS_MAX in all
  * (a name counts once per address it resolved to), a name's resolved
  * addresses IP literals with its port, each once, weights 0..1000, states known, member ids
@@ -67,6 +69,12 @@ const char *sws_routeset_header_name_problem(const char *name);
 /* A header value (or the Server name): no CR, LF or other control
  * characters; tab is fine. 1 when fine. */
 int sws_routeset_field_value_ok(const char *value);
+
+/* A pool's tls.sni: a host name, neither a wildcard nor an IP literal. */
+const char *sws_routeset_sni_problem(const char *name);
+
+/* A pool's tls.ca_pem: one or more PEM certificates, each parsing. */
+const char *sws_routeset_ca_pem_problem(const void *pem, size_t len);
 
 /* The pseudonym a proxy route's `via: true` stands for, and the longest
  * one accepted (RFC 9110 7.6.3: a token). */
@@ -128,6 +136,8 @@ const char *sws_routeset_hash_key_problem(const char *key, unsigned *kind, const
 #define SWS_ROUTESET_POOL_NAME_MAX 128u
 #define SWS_ROUTESET_WEIGHT_MAX 1000u
 #define SWS_ROUTESET_KEEPALIVE_MAX 10000u
+/* A pool's CA file (Debian's whole store is about 220 KiB). */
+#define SWS_ROUTESET_CA_PEM_MAX (1u << 20)
 #define SWS_ROUTESET_RETRIES_MAX 100u
 #define SWS_ROUTESET_MAX_CONNS_MAX 1000000u
 #define SWS_ROUTESET_MAX_FAILS_MAX 10000u

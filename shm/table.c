@@ -243,6 +243,24 @@ static const char *pool_hash_name(const Sws__Pool *pool, unsigned *kind)
     return name;
 }
 
+/* A pool's TLS strings as the table keeps them: the CA only when it is
+ * used (HTTPS with verification), the SNI only for HTTPS. */
+static const ProtobufCBinaryData *pool_tls_ca(const Sws__Pool *pool)
+{
+    static const ProtobufCBinaryData none = { 0, NULL };
+    if (pool->protocol != SWS__POOL__PROTOCOL__HTTPS || pool->tls == NULL ||
+        pool->tls->skip_verify)
+        return &none;
+    return &pool->tls->ca_pem;
+}
+
+static const char *pool_tls_sni(const Sws__Pool *pool)
+{
+    if (pool->protocol != SWS__POOL__PROTOCOL__HTTPS || pool->tls == NULL)
+        return "";
+    return pool->tls->sni;
+}
+
 static size_t pool_hash_name_len(const Sws__Pool *pool)
 {
     unsigned kind;
@@ -297,7 +315,8 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
     lay->npools = rs->n_pools;
     for (size_t p = 0; p < rs->n_pools; p++) {
         const Sws__Pool *pool = rs->pools[p];
-        strings += str_bytes(strlen(pool->name)) + str_bytes(pool_hash_name_len(pool));
+        strings += str_bytes(strlen(pool->name)) + str_bytes(pool_hash_name_len(pool)) +
+                   str_bytes(pool_tls_ca(pool)->len) + str_bytes(strlen(pool_tls_sni(pool)));
         for (size_t m = 0; m < pool->n_members; m++) {
             lay->nmembers += sws_routeset_member_width(pool->members[m]);
             strings += member_str_bytes(pool->members[m]);
@@ -563,6 +582,11 @@ static void build_pool(table_writer_t *w, const Sws__Pool *pool, sws_pool_t *out
     out->max_fails = he->max_fails;
     out->fail_window_ms = he->fail_window_ms;
     out->cooldown_ms = he->cooldown_ms;
+    out->protocol = (uint8_t)pool->protocol;
+    out->tls_verify = pool->protocol == SWS__POOL__PROTOCOL__HTTPS &&
+                      (pool->tls == NULL || !pool->tls->skip_verify);
+    out->tls_ca_pem = put_bytes(w, (const char *)pool_tls_ca(pool)->data, pool_tls_ca(pool)->len);
+    out->tls_sni = put_bytes(w, pool_tls_sni(pool), strlen(pool_tls_sni(pool)));
 }
 
 /* Pools and members are checked (sws_routeset_check). */

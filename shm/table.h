@@ -147,7 +147,8 @@ typedef struct sws_pool {
     uint32_t nmembers;
     uint8_t balance;         /* sws_balance_t */
     uint8_t hash_kind;       /* sws_hash_kind_t */
-    uint16_t reserved;
+    uint8_t protocol;        /* Sws__Pool__Protocol: HTTP, HTTPS */
+    uint8_t tls_verify;      /* HTTPS: 1 = the member's certificate is verified */
     sws_tstr_t hash_name;    /* header or cookie name; "" otherwise */
     uint32_t keepalive;      /* idle connections per member per worker */
     uint32_t retries;        /* further members tried after a failure */
@@ -159,6 +160,8 @@ typedef struct sws_pool {
     uint32_t max_fails;      /* within fail_window_ms: down for cooldown_ms; 0 = off */
     uint32_t fail_window_ms;
     uint32_t cooldown_ms;
+    sws_tstr_t tls_ca_pem;   /* HTTPS and verify: trust anchors (PEM); else "" */
+    sws_tstr_t tls_sni;      /* HTTPS: the name to send and verify; "": the member's */
 } sws_pool_t;
 
 /* The id of a member that the RouteSet gave none (Member.id 0): a 64-bit
@@ -187,6 +190,9 @@ uint64_t sws_member_resolved_id(const char *pool, const char *name_key, const ch
 #define SWS_DEFAULT_POOL_MAX_FAILS 3u
 #define SWS_DEFAULT_POOL_FAIL_WINDOW_MS 10000u
 #define SWS_DEFAULT_POOL_COOLDOWN_MS 10000u
+/* protocol https with verification and no tls.ca: Debian's store of the
+ * system's trust anchors (package ca-certificates). */
+#define SWS_DEFAULT_POOL_TLS_CA "/etc/ssl/certs/ca-certificates.crt"
 
 /* The defaults of the per-request settings (docs/configuration.md), in
  * one place: the config layer fills them into every RouteSet it builds,

@@ -396,7 +396,7 @@ static int cfg_access_log(cfg_parser_t *p, const cfg_fields_t *f, Sws__AccessLog
 /* The one rule for every path in the file: a relative path is relative to
  * the configuration file's directory, never to the working directory
  * (under systemd that is /). out gets the path to use. */
-static int cfg_path(cfg_parser_t *p, yaml_node_t *n, const char *path, char *out, size_t outlen)
+int cfg_path(cfg_parser_t *p, yaml_node_t *n, const char *path, char *out, size_t outlen)
 {
     int len;
 

@@ -5,9 +5,15 @@
  */
 #include "supervisor/config_pools.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "shm/routeset_check.h"
 #include "shm/table.h"
@@ -89,6 +95,116 @@ static int cfg_pool_health(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, 
         cfg_u32(p, &f, "cooldown", CFG_DURATION, 1, SWS_ROUTESET_POOL_TIMEOUT_MAX_MS,
                 &he->cooldown_ms) < 0)
         return -1;
+    return 0;
+}
+
+/* protocol: http (the default) or https; the others the issue names are
+ * refused by name, so that an operator reads "not yet", not a typo. */
+static int cfg_pool_protocol(cfg_parser_t *p, const cfg_fields_t *f, Sws__Pool *pool)
+{
+    static const char *const protocols[] = { "http", "https", "h2", "grpc", NULL };
+    int protocol = SWS__POOL__PROTOCOL__HTTP;
+    size_t mark;
+
+    if (cfg_word(p, f, "protocol", protocols, &protocol) < 0)
+        return -1;
+    if (protocol > SWS__POOL__PROTOCOL__HTTPS) {
+        mark = cfg_push(p, "protocol");
+        cfg_fail(p, cfg_field(f, "protocol"), "%s to the members is not supported yet "
+                 "(http or https)", protocols[protocol]);
+        cfg_pop(p, mark);
+        return -1;
+    }
+    /* The words are in the order of the enum. */
+    pool->protocol = (Sws__Pool__Protocol)protocol;
+    return 0;
+}
+
+/* The CA file, read whole into ca_pem (the supervisor reads it at start
+ * and on every reload: workers get the bytes in the table and never open
+ * it). Its certificates are checked here, where the node is. */
+static int cfg_pool_ca(cfg_parser_t *p, yaml_node_t *at, Sws__Pool__Tls *tls)
+{
+    char path[PATH_MAX];
+    const char *problem;
+    struct stat sb;
+    ssize_t got = 0;
+    int fd;
+
+    if (cfg_path(p, at, tls->ca, path, sizeof(path)) < 0)
+        return -1;
+    fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return cfg_fail(p, at, "%s: cannot open the CA file: %s", path, strerror(errno));
+    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > SWS_ROUTESET_CA_PEM_MAX) {
+        close(fd);
+        return cfg_fail(p, at, "%s: not a CA file (a regular file of at most %u KiB)", path,
+                        SWS_ROUTESET_CA_PEM_MAX >> 10);
+    }
+    if (cfg_charge(p, at, (size_t)sb.st_size) < 0) {
+        close(fd);
+        return -1;
+    }
+    tls->ca_pem.data = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1);
+    if (tls->ca_pem.data == NULL) {
+        close(fd);
+        return cfg_oom(p, at);
+    }
+    while ((size_t)got < (size_t)sb.st_size) {
+        ssize_t n = read(fd, tls->ca_pem.data + got, (size_t)sb.st_size - (size_t)got);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0) {
+            close(fd);
+            return cfg_fail(p, at, "%s: cannot read: %s", path,
+                            n < 0 ? strerror(errno) : "shorter than it was");
+        }
+        got += n;
+    }
+    close(fd);
+    tls->ca_pem.len = (size_t)got;
+    problem = sws_routeset_ca_pem_problem(tls->ca_pem.data, tls->ca_pem.len);
+    if (problem != NULL)
+        return cfg_fail(p, at, "%s: %s", path, problem);
+    return 0;
+}
+
+/* tls: {verify, ca, sni}, for protocol https only; there the message is
+ * always present with every default filled (verify on, the system's CA
+ * file). node is the key's value (NULL: absent), at the pool. */
+static int cfg_pool_tls(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, Sws__Pool *pool)
+{
+    static const char *const keys[] = { "verify", "ca", "sni", NULL };
+    protobuf_c_boolean verify = 1;
+    Sws__Pool__Tls *tls;
+    const char *problem;
+    yaml_node_t *n;
+    cfg_fields_t f;
+    size_t mark;
+
+    if (pool->protocol != SWS__POOL__PROTOCOL__HTTPS)
+        return node == NULL ? 0 : cfg_fail(p, node, "tls needs protocol: https");
+    if ((tls = pool->tls = cfg_new(p, at, &sws__pool__tls__descriptor)) == NULL ||
+        cfg_map(p, node, keys, &f) < 0 || cfg_bool(p, &f, "verify", &verify) < 0 ||
+        cfg_string(p, &f, "ca", &tls->ca) < 0 || cfg_string(p, &f, "sni", &tls->sni) < 0)
+        return -1;
+    tls->skip_verify = !verify;
+    if ((n = cfg_field(&f, "sni")) != NULL && tls->sni[0] != '\0' &&
+        (problem = sws_routeset_sni_problem(tls->sni)) != NULL) {
+        mark = cfg_push(p, "sni");
+        return cfg_fail(p, n, "\"%s\": %s", tls->sni, problem);
+    }
+    /* Without verification the CA is never used: not read, so that
+     * turning verify off for a test needs no other edit. */
+    if (!verify)
+        return 0;
+    n = cfg_field(&f, "ca");
+    if (tls->ca[0] == '\0' && cfg_set_str(p, at, &tls->ca, SWS_DEFAULT_POOL_TLS_CA) < 0)
+        return -1;
+    mark = cfg_push(p, "ca");
+    if (cfg_pool_ca(p, n != NULL ? n : node != NULL ? node : at, tls) < 0)
+        return -1;
+    cfg_pop(p, mark);
     return 0;
 }
 
@@ -217,7 +333,8 @@ static int cfg_pool_balance(cfg_parser_t *p, const cfg_fields_t *f, Sws__Pool *p
 static int cfg_pool(cfg_parser_t *p, yaml_node_t *node, void *msg, cfg_set_t *names)
 {
     static const char *const keys[] = { "name", "members", "balance", "hash_key", "keepalive",
-                                        "retries", "max_conns", "timeouts", "health", NULL };
+                                        "retries", "max_conns", "timeouts", "health",
+                                        "protocol", "tls", NULL };
     Sws__Pool *pool = msg;
     cfg_fields_t f;
     size_t mark;
@@ -231,8 +348,13 @@ static int cfg_pool(cfg_parser_t *p, yaml_node_t *node, void *msg, cfg_set_t *na
                 &pool->keepalive) < 0 ||
         cfg_u32(p, &f, "retries", CFG_COUNT, 0, SWS_ROUTESET_RETRIES_MAX, &pool->retries) < 0 ||
         cfg_u32(p, &f, "max_conns", CFG_COUNT, 0, SWS_ROUTESET_MAX_CONNS_MAX,
-                &pool->max_conns) < 0)
+                &pool->max_conns) < 0 ||
+        cfg_pool_protocol(p, &f, pool) < 0)
         return -1;
+    mark = cfg_push(p, "tls");
+    if (cfg_pool_tls(p, node, cfg_field(&f, "tls"), pool) < 0)
+        return -1;
+    cfg_pop(p, mark);
     mark = cfg_push(p, "timeouts");
     if (cfg_pool_timeouts(p, node, cfg_field(&f, "timeouts"), pool) < 0)
         return -1;

@@ -98,6 +98,10 @@ const char *cfg_quote(const yaml_node_t *n, char *buf, size_t len);
 
 int cfg_bool_text(const char *s, int *out);
 
+/* A path in the file: a relative one is relative to the configuration
+ * file's directory (supervisor/config.c, beside the paths it reads). */
+int cfg_path(cfg_parser_t *p, yaml_node_t *n, const char *path, char *out, size_t outlen);
+
 /* Count bytes the result is about to take; -1 (reported at `at`) past the
  * limit, see CFG_MEMORY_PER_TABLE_BYTE. */
 int cfg_charge(cfg_parser_t *p, const yaml_node_t *at, size_t bytes);

@@ -118,7 +118,8 @@ typedef struct proxy {
 } proxy_t;
 
 static void attempt(proxy_t *p);
-static void exchange(proxy_t *p, const sws_upstream_addr_t *addr, int fresh);
+static void exchange(proxy_t *p, const sws_upstream_pool_t *pool,
+                     const sws_upstream_member_t *m, int fresh);
 static void log_attempt(proxy_t *p);
 static void read_response(proxy_t *p);
 static void splice_begin(proxy_t *p, uint64_t length);
@@ -441,7 +442,7 @@ static int reopen(proxy_t *p, const char *why)
     log_attempt(p);
     p->reopened = 1;
     p->cur_hint = i;
-    exchange(p, &pool->members[i].addr, 1);
+    exchange(p, pool, &pool->members[i], 1);
     return 0;
 }
 
@@ -597,7 +598,7 @@ static int reading(const proxy_t *p)
 static void splice_begin(proxy_t *p, uint64_t length)
 {
     char err[128];
-    if (!sws_stream_can_pipe(p->st) || p->pipes == NULL)
+    if (!sws_stream_can_pipe(p->st) || p->pipes == NULL || !sws_upstream_can_splice(p->u))
         return;
     if (sws_pipe_get(p->pipes, &p->pipe, err, sizeof(err)) < 0) {
         sws_log_warn("proxy: %s: relaying the body by copying", err);
@@ -724,7 +725,7 @@ static void read_response(proxy_t *p)
             failed(p, F_INVALID, "response head or trailers too large");
             return;
         }
-        ssize_t n = recv(p->u->io.fd, p->rbuf + p->rlen, want, 0);
+        ssize_t n = sws_upstream_read(p->u, p->rbuf + p->rlen, want);
         if (n > 0) {
             p->got_byte = 1;
             p->read_full = (size_t)n == want;
@@ -773,7 +774,7 @@ static void send_request(proxy_t *p)
     const char *at;
     size_t *sent, left;
     while (next_out(p, &at, &sent, &left)) {
-        ssize_t n = send(p->u->io.fd, at, left, MSG_NOSIGNAL);
+        ssize_t n = sws_upstream_write(p->u, at, left);
         if (n > 0) {
             *sent += (size_t)n;
             sws_upstream_arm(p->u, SWS_UPSTREAM_T_SEND);
@@ -813,12 +814,16 @@ static void on_upstream_event(sws_upstream_conn_t *u, uint32_t events)
     proxy_t *p = u->data;
     char err[128];
     if (p->phase == PH_CONNECT) {
-        if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+        /* A TLS handshake waits for reads too. */
+        if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) && !u->handshaking)
             return;
-        if (sws_upstream_connected(u, err, sizeof(err)) < 0) {
+        int rc = sws_upstream_connected(u, err, sizeof(err));
+        if (rc < 0) {
             failed(p, F_CONNECT, err);
             return;
         }
+        if (rc > 0)
+            return; /* the handshake waits for the member, under the connect timer */
         p->phase = PH_SEND;
         send_request(p);
         return;
@@ -879,12 +884,13 @@ static void attempt(proxy_t *p)
     sws_upstream_tried_add(&p->tried, p->cur_id);
     const sws_upstream_member_t *m = &pool->members[i];
     memcpy(p->cur_text, m->text, sizeof(p->cur_text));
-    exchange(p, &m->addr, 0);
+    exchange(p, pool, m, 0);
 }
 
-/* The request to the member picked (at addr): on an idle connection to it
- * or a new one; fresh: a new one. */
-static void exchange(proxy_t *p, const sws_upstream_addr_t *addr, int fresh)
+/* The request to the member picked (m of pool): on an idle connection to
+ * it or a new one; fresh: a new one. */
+static void exchange(proxy_t *p, const sws_upstream_pool_t *pool,
+                     const sws_upstream_member_t *m, int fresh)
 {
     char err[128];
     p->logged = 0;
@@ -898,8 +904,11 @@ static void exchange(proxy_t *p, const sws_upstream_addr_t *addr, int fresh)
     p->why = NULL;
     llhttp_init(&p->parser, HTTP_RESPONSE, &parser_settings);
     p->parser.data = p;
-    p->u = fresh ? sws_upstream_open(p->ups, p->cur_id, addr, &upstream_ops, p, err, sizeof(err))
-                 : sws_upstream_get(p->ups, p->cur_id, addr, &upstream_ops, p, err, sizeof(err));
+    const sws_upstream_tls_t *tls = pool->tls_ctx ? &m->tls : NULL;
+    p->u = fresh ? sws_upstream_open(p->ups, p->cur_id, &m->addr, tls, &upstream_ops, p, err,
+                                     sizeof(err))
+                 : sws_upstream_get_tls(p->ups, p->cur_id, &m->addr, tls, &upstream_ops, p, err,
+                                        sizeof(err));
     if (p->u == NULL) {
         failed(p, F_CONNECT, err);
         return;

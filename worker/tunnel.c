@@ -31,7 +31,8 @@ enum sws_tunnel_pump_result sws_tunnel_pump(sws_tunnel_half_t *h, int from, int 
     unsigned done = 0;
     for (;;) {
         while (h->len > 0) {
-            ssize_t n = send(to, h->out, h->len, MSG_NOSIGNAL);
+            ssize_t n = h->to_u != NULL ? sws_upstream_write(h->to_u, h->out, h->len)
+                                        : send(to, h->out, h->len, MSG_NOSIGNAL);
             if (n > 0) {
                 h->out += n;
                 h->len -= (size_t)n;
@@ -48,7 +49,8 @@ enum sws_tunnel_pump_result sws_tunnel_pump(sws_tunnel_half_t *h, int from, int 
         if (h->eof) {
             if (!h->shut) {
                 /* The peer may have closed already: nothing left to tell it. */
-                if (shutdown(to, SHUT_WR) < 0 && errno != ENOTCONN)
+                if ((h->to_u != NULL ? sws_upstream_shutdown_write(h->to_u)
+                                     : shutdown(to, SHUT_WR)) < 0 && errno != ENOTCONN)
                     return SWS_TUNNEL_ERROR;
                 h->shut = 1;
             }
@@ -101,7 +103,7 @@ static enum sws_tunnel_pump_result pump_down(sws_tunnel_t *t, int *progress)
             want = SWS_TUNNEL_BUF;
         if (sws_conn_reserve(c, want) < 0)
             return SWS_TUNNEL_ERROR;
-        ssize_t n = recv(t->u->io.fd, c->obuf + c->olen, want, 0);
+        ssize_t n = sws_upstream_read(t->u, c->obuf + c->olen, want);
         if (n > 0) {
             c->olen += (size_t)n;
             t->st->req.body_bytes += (uint64_t)n;
@@ -254,6 +256,7 @@ sws_tunnel_t *sws_tunnel_new(sws_stream_t *st, sws_upstream_conn_t *u, const cha
     t->st = st;
     t->u = u;
     t->up.buf = (char *)(t + 1);
+    t->up.to_u = u;
     t->early = t->up.buf + SWS_TUNNEL_BUF;
     memcpy(t->early, early, n);
     t->early_len = n;

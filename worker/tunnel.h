@@ -68,6 +68,7 @@ typedef struct sws_tunnel_half {
     uint8_t hup;        /* the source's peer shut down: read on to its EOF */
     uint8_t eof;        /* the source sent its FIN */
     uint8_t shut;       /* ... and it was passed on: the destination's write side is shut */
+    sws_upstream_conn_t *to_u; /* set: `to` is its socket, written through it (TLS, ADR 0030) */
 } sws_tunnel_half_t;
 
 enum sws_tunnel_pump_result {
@@ -82,7 +83,8 @@ enum sws_tunnel_pump_result {
  * before it is written. A read shorter than the buffer drained the socket
  * (edge-triggered: the next bytes bring a new edge), unless hup says a
  * FIN is behind them. *progress is set when a byte moved. A pure
- * function of the sockets and h: any thread. */
+ * function of the sockets and h: any thread (h->to_u set: `to` is written
+ * and shut through that upstream connection, TLS or not, its worker's). */
 enum sws_tunnel_pump_result sws_tunnel_pump(sws_tunnel_half_t *h, int from, int to,
                                             unsigned reads, int *progress);
 

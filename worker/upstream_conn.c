@@ -13,6 +13,8 @@
 #include "core/err.h"
 #include "core/log.h"
 
+#include <openssl/ssl.h>
+
 const sws_upstream_conf_t sws_upstream_conf_default = {
     .keepalive = SWS_UPSTREAM_KEEPALIVE_DEFAULT,
     .timeout_ms = {
@@ -68,6 +70,40 @@ static sws_upstream_bucket_t *bucket_find(sws_upstream_set_t *s, uint64_t id)
     return NULL;
 }
 
+static void bucket_forget_session(sws_upstream_bucket_t *b)
+{
+    sws_upstream_tls_session_free(b->session);
+    sws_upstream_tls_ctx_free(b->session_ctx);
+    b->session = NULL;
+    b->session_ctx = NULL;
+}
+
+/* Keep the session of a TLS connection that did an exchange, to offer it
+ * on the member's next connection (a full handshake costs the member and
+ * us several times a resumed one). */
+static void bucket_keep_session(sws_upstream_bucket_t *b, SSL *ssl)
+{
+    SSL_SESSION *sess = sws_upstream_tls_session(ssl);
+    if (sess == NULL)
+        return;
+    SSL_CTX *ctx = SSL_get_SSL_CTX(ssl);
+    SSL_CTX_up_ref(ctx); /* held: its address cannot name a later context */
+    bucket_forget_session(b);
+    b->session = sess;
+    b->session_ctx = ctx;
+}
+
+static sws_upstream_bucket_t *bucket_get(sws_upstream_set_t *s, uint64_t id)
+{
+    sws_upstream_bucket_t *b = bucket_find(s, id);
+    if (b != NULL || (b = calloc(1, sizeof(*b))) == NULL)
+        return b;
+    b->member_id = id;
+    b->next = s->buckets;
+    s->buckets = b;
+    return b;
+}
+
 static void idle_unlink(sws_upstream_conn_t *u)
 {
     sws_upstream_bucket_t *b = u->bucket;
@@ -96,6 +132,13 @@ static void conn_free(sws_upstream_conn_t *u)
         idle_unlink(u);
     sws_timer_disarm(&u->timer);
     sws_loop_del(s->loop, &u->io);
+    if (u->ssl != NULL && !u->connecting) {
+        sws_upstream_bucket_t *b = bucket_get(s, u->member_id);
+        if (b != NULL)
+            bucket_keep_session(b, u->ssl);
+    }
+    sws_upstream_tls_free(u->ssl); /* no close_notify: the member reads the close */
+    u->ssl = NULL;
     close(u->io.fd);
     u->io.fd = -1;
     u->closed = 1;
@@ -131,6 +174,7 @@ void sws_upstream_set_close(sws_upstream_set_t *s)
         sws_upstream_bucket_t *b = s->buckets;
         while (b->head != NULL)
             conn_free(b->head);
+        bucket_forget_session(b);
         s->buckets = b->next;
         free(b);
     }
@@ -152,18 +196,22 @@ static int idle_usable(sws_upstream_conn_t *u)
 int sws_upstream_drained(sws_upstream_conn_t *u)
 {
     char b;
+    if (u->ssl != NULL && sws_upstream_tls_pending(u->ssl))
+        return 0;
     ssize_t n = recv(u->io.fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-static sws_upstream_conn_t *idle_take(sws_upstream_set_t *s, uint64_t id)
+static sws_upstream_conn_t *idle_take(sws_upstream_set_t *s, uint64_t id, int tls)
 {
     sws_upstream_bucket_t *b = bucket_find(s, id);
     while (b != NULL && b->tail != NULL) {
         sws_upstream_conn_t *u = b->tail; /* the most recent: the least likely timed out */
         idle_unlink(u);
         sws_timer_disarm(&u->timer);
-        if (idle_usable(u))
+        /* A reload may switch a pool between http and https, keeping
+         * its members' ids. */
+        if ((u->ssl != NULL) == tls && idle_usable(u))
             return u;
         conn_free(u);
     }
@@ -230,24 +278,58 @@ static sws_upstream_conn_t *conn_hand(sws_upstream_conn_t *u, const sws_upstream
     return u;
 }
 
+/* The TLS side of a new connection: its SSL, offering the member's last
+ * session made under the same context, and the handshake begun when the
+ * TCP connect is done already. 0, or -1 with err. */
+static int conn_tls(sws_upstream_conn_t *u, const sws_upstream_tls_t *tls, char *err,
+                    size_t errlen)
+{
+    sws_upstream_bucket_t *b = bucket_find(u->set, u->member_id);
+    SSL_SESSION *offer = b != NULL && b->session_ctx == tls->ctx ? b->session : NULL;
+    u->ssl = sws_upstream_tls_new(tls, u->io.fd, offer, err, errlen);
+    if (u->ssl == NULL)
+        return -1;
+    if (u->connecting)
+        return 0;
+    u->connecting = 1;
+    return sws_upstream_connected(u, err, errlen) < 0 ? -1 : 0;
+}
+
+sws_upstream_conn_t *sws_upstream_open(sws_upstream_set_t *s, uint64_t member_id,
+                                       const sws_upstream_addr_t *addr,
+                                       const sws_upstream_tls_t *tls,
+                                       const sws_upstream_ops_t *ops, void *data, char *err,
+                                       size_t errlen)
+{
+    sws_upstream_conn_t *u = conn_new(s, member_id, addr, err, errlen);
+    if (u == NULL)
+        return NULL;
+    if (tls != NULL && conn_tls(u, tls, err, errlen) < 0) {
+        conn_free(u);
+        return NULL;
+    }
+    return conn_hand(u, ops, data);
+}
+
+sws_upstream_conn_t *sws_upstream_get_tls(sws_upstream_set_t *s, uint64_t member_id,
+                                          const sws_upstream_addr_t *addr,
+                                          const sws_upstream_tls_t *tls,
+                                          const sws_upstream_ops_t *ops, void *data, char *err,
+                                          size_t errlen)
+{
+    sws_upstream_conn_t *u = idle_take(s, member_id, tls != NULL);
+    if (u == NULL)
+        return sws_upstream_open(s, member_id, addr, tls, ops, data, err, errlen);
+    u->reused = 1;
+    return conn_hand(u, ops, data);
+}
+
 sws_upstream_conn_t *sws_upstream_get(sws_upstream_set_t *s, uint64_t member_id,
                                       const sws_upstream_addr_t *addr,
                                       const sws_upstream_ops_t *ops, void *data, char *err,
                                       size_t errlen)
 {
-    sws_upstream_conn_t *u = idle_take(s, member_id);
-    if (u == NULL)
-        return sws_upstream_open(s, member_id, addr, ops, data, err, errlen);
-    u->reused = 1;
-    return conn_hand(u, ops, data);
-}
-
-sws_upstream_conn_t *sws_upstream_open(sws_upstream_set_t *s, uint64_t member_id,
-                                       const sws_upstream_addr_t *addr,
-                                       const sws_upstream_ops_t *ops, void *data, char *err,
-                                       size_t errlen)
-{
-    return conn_hand(conn_new(s, member_id, addr, err, errlen), ops, data);
+    return sws_upstream_get_tls(s, member_id, addr, NULL, ops, data, err, errlen);
 }
 
 int sws_upstream_adopt(sws_upstream_set_t *s, uint64_t member_id, int fd)
@@ -262,14 +344,46 @@ int sws_upstream_adopt(sws_upstream_set_t *s, uint64_t member_id, int fd)
 
 int sws_upstream_connected(sws_upstream_conn_t *u, char *err, size_t errlen)
 {
-    int soerr = 0;
-    socklen_t len = sizeof(soerr);
-    if (getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
-        soerr = errno;
-    if (soerr != 0)
-        return sws_errf(err, errlen, "connect: %s", strerror(soerr));
+    if (!u->handshaking) {
+        int soerr = 0;
+        socklen_t len = sizeof(soerr);
+        if (getsockopt(u->io.fd, SOL_SOCKET, SO_ERROR, &soerr, &len) < 0)
+            soerr = errno;
+        if (soerr != 0)
+            return sws_errf(err, errlen, "connect: %s", strerror(soerr));
+        if (u->ssl == NULL) {
+            u->connecting = 0;
+            return 0;
+        }
+        u->handshaking = 1;
+    }
+    int rc = sws_upstream_tls_handshake(u->ssl, err, errlen);
+    if (rc != 0)
+        return rc;
+    u->handshaking = 0;
     u->connecting = 0;
     return 0;
+}
+
+ssize_t sws_upstream_read(sws_upstream_conn_t *u, void *buf, size_t len)
+{
+    if (u->ssl != NULL)
+        return sws_upstream_tls_read(u->ssl, buf, len);
+    return recv(u->io.fd, buf, len, 0);
+}
+
+int sws_upstream_shutdown_write(sws_upstream_conn_t *u)
+{
+    if (u->ssl != NULL)
+        sws_upstream_tls_close_notify(u->ssl);
+    return shutdown(u->io.fd, SHUT_WR);
+}
+
+ssize_t sws_upstream_write(sws_upstream_conn_t *u, const void *buf, size_t len)
+{
+    if (u->ssl != NULL)
+        return sws_upstream_tls_write(u->ssl, buf, len);
+    return send(u->io.fd, buf, len, MSG_NOSIGNAL);
 }
 
 void sws_upstream_configure(sws_upstream_conn_t *u, const sws_upstream_conf_t *conf)
@@ -282,6 +396,8 @@ void sws_upstream_close_idle(sws_upstream_set_t *s, uint64_t member_id)
     sws_upstream_bucket_t *b = bucket_find(s, member_id);
     while (b != NULL && b->head != NULL)
         conn_free(b->head);
+    if (b != NULL)
+        bucket_forget_session(b);
 }
 
 void sws_upstream_arm(sws_upstream_conn_t *u, enum sws_upstream_timer which)
@@ -309,17 +425,14 @@ void sws_upstream_put(sws_upstream_conn_t *u)
         conn_free(u);
         return;
     }
-    sws_upstream_bucket_t *b = bucket_find(s, u->member_id);
+    sws_upstream_bucket_t *b = bucket_get(s, u->member_id);
     if (b == NULL) {
-        b = calloc(1, sizeof(*b));
-        if (b == NULL) {
-            conn_free(u);
-            return;
-        }
-        b->member_id = u->member_id;
-        b->next = s->buckets;
-        s->buckets = b;
+        conn_free(u);
+        return;
     }
+    if (u->ssl != NULL)
+        bucket_keep_session(b, u->ssl);
+
     while (b->n >= u->conf.keepalive)
         conn_free(b->head);
     u->ops = NULL;

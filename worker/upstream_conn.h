@@ -37,7 +37,17 @@
  *
  * I/O: the fd is registered once, edge-triggered for IN|OUT|RDHUP, so the
  * user reads and writes until EAGAIN and keeps track of what it has not
- * drained (there is no new edge for bytes left in the socket).
+ * drained (there is no new edge for bytes left in the socket). Every read
+ * and write of the user goes through sws_upstream_read/write, which speak
+ * TLS on a connection to an https pool (worker/upstream_tls.h, ADR 0030)
+ * with the same contract; nothing else touches the fd's bytes (no splice,
+ * no MSG_PEEK of the user's: sws_upstream_drained).
+ *
+ * TLS: a connection made with a sws_upstream_tls_t stays `connecting`
+ * through its handshake (under the connect timer); the member's last
+ * resumable session is kept per member id for the next connection made
+ * with the same SSL_CTX. An idle connection is handed out only to a holder
+ * that wants the same: TLS or not.
  */
 #ifndef SWS_WORKER_UPSTREAM_CONN_H
 #define SWS_WORKER_UPSTREAM_CONN_H
@@ -48,6 +58,7 @@
 
 #include "core/loop.h"
 #include "core/str.h"
+#include "worker/upstream_tls.h"
 
 #define SWS_UPSTREAM_KEEPALIVE_DEFAULT 32u
 #define SWS_UPSTREAM_CONNECT_TIMEOUT_MS 5000u
@@ -95,13 +106,15 @@ struct sws_upstream_conn {
     sws_io_t io;
     sws_timer_t timer;
     uint8_t timer_which;           /* enum sws_upstream_timer of the armed timer */
-    uint8_t connecting;            /* connect() in progress */
+    uint8_t connecting;            /* connect() or the TLS handshake in progress */
+    uint8_t handshaking;           /* ... connected, the TLS handshake in progress */
     uint8_t closed;                /* fd closed; freed with the set's closed list */
     uint8_t peer_closed;           /* an event said FIN, HUP or error: never reused */
     uint8_t reused;                /* handed out from the idle pool: a FIN that came
                                     * after the loop's last look is not known (ADR 0021) */
     sws_upstream_set_t *set;
     uint64_t member_id;
+    SSL *ssl;                      /* NULL: plain TCP */
     sws_upstream_conf_t conf;      /* the holder's pool's: sws_upstream_configure */
     sws_timer_queue_t *q[SWS_UPSTREAM_T_COUNT]; /* by timer: the queue last armed in; NULL: none */
     const sws_upstream_ops_t *ops; /* the holder's; NULL while idle */
@@ -115,6 +128,8 @@ typedef struct sws_upstream_bucket {
     uint64_t member_id;
     sws_upstream_conn_t *head, *tail; /* oldest first */
     unsigned n;
+    SSL_SESSION *session;          /* the last resumable one; NULL: none */
+    SSL_CTX *session_ctx;          /* ... made under this context (a reference) */
     struct sws_upstream_bucket *next;
 } sws_upstream_bucket_t;
 
@@ -147,24 +162,52 @@ sws_upstream_conn_t *sws_upstream_get(sws_upstream_set_t *s, uint64_t member_id,
                                       const sws_upstream_ops_t *ops, void *data, char *err,
                                       size_t errlen);
 
-/* As sws_upstream_get, but always a new connection, never an idle one:
+/* As sws_upstream_get; tls NULL is a plain connection, else the new
+ * connection's TLS handshake begins once it is connected (and an idle one
+ * is a TLS one). A handshake that fails at once is a NULL with err. */
+sws_upstream_conn_t *sws_upstream_get_tls(sws_upstream_set_t *s, uint64_t member_id,
+                                          const sws_upstream_addr_t *addr,
+                                          const sws_upstream_tls_t *tls,
+                                          const sws_upstream_ops_t *ops, void *data, char *err,
+                                          size_t errlen);
+
+/* As sws_upstream_get_tls, but always a new connection, never an idle one:
  * for a request that met a pooled connection the member had closed, whose
  * other idle connections may be as old. */
 sws_upstream_conn_t *sws_upstream_open(sws_upstream_set_t *s, uint64_t member_id,
                                        const sws_upstream_addr_t *addr,
+                                       const sws_upstream_tls_t *tls,
                                        const sws_upstream_ops_t *ops, void *data, char *err,
                                        size_t errlen);
 
-/* After EPOLLOUT on a connecting socket: 0 when connected (connecting is
- * cleared), or -1 with err set (the connect failed). */
+/* After EPOLLOUT on a connecting socket, or any event while u->handshaking:
+ * 0 when connected and, for TLS, the handshake done (connecting is
+ * cleared); 1 while the TLS handshake waits for the member; -1 with err
+ * set (the connect or the handshake failed, with OpenSSL's reason). */
 int sws_upstream_connected(sws_upstream_conn_t *u, char *err, size_t errlen);
+
+/* The user's reads and writes: recv(2)/send(2) semantics, TLS or not
+ * (upstream_tls.h: a short read means the socket is drained). */
+ssize_t sws_upstream_read(sws_upstream_conn_t *u, void *buf, size_t len);
+ssize_t sws_upstream_write(sws_upstream_conn_t *u, const void *buf, size_t len);
+
+/* Pass a FIN on (a tunnel's half-close): over TLS a close_notify first,
+ * then shutdown(SHUT_WR), so the member reads an orderly end. 0, or -1
+ * with errno. */
+int sws_upstream_shutdown_write(sws_upstream_conn_t *u);
+
+/* Whether bytes may move by splice(2) from the socket: not over TLS. */
+static inline int sws_upstream_can_splice(const sws_upstream_conn_t *u)
+{
+    return u->ssl == NULL;
+}
 
 /* Apply the holder's pool settings to a connection it holds (its timers
  * from the next arm on; its idle pool's size when it is given back). */
 void sws_upstream_configure(sws_upstream_conn_t *u, const sws_upstream_conf_t *conf);
 
-/* Close the idle connections of a member (removed from the table: they
- * would only wait for their idle timeout). */
+/* Close the idle connections of a member and forget its TLS session
+ * (removed from the table: they would only wait for their idle timeout). */
 void sws_upstream_close_idle(sws_upstream_set_t *s, uint64_t member_id);
 
 /* Arm (or re-arm) the connection's one timer for `which`; disarm. */
@@ -179,9 +222,9 @@ void sws_upstream_disarm(sws_upstream_conn_t *u);
  * more than conf.keepalive are idle). */
 void sws_upstream_put(sws_upstream_conn_t *u);
 
-/* Whether nothing (no byte, no FIN) waits in the socket now: one MSG_PEEK
- * read, for a holder whose last read filled its buffer before it gives
- * the connection back. */
+/* Whether nothing (no byte, no FIN) waits in the socket now, nor (TLS)
+ * decrypted in the SSL: one MSG_PEEK read, for a holder whose last read
+ * filled its buffer before it gives the connection back. */
 int sws_upstream_drained(sws_upstream_conn_t *u);
 
 /* Take a connected, non-blocking fd as an idle connection to member_id

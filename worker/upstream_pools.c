@@ -12,6 +12,9 @@
 
 static void pool_free(sws_upstream_pool_t *p)
 {
+    for (uint32_t i = 0; p->members != NULL && i < p->bal.npeers; i++)
+        free(p->members[i].tls_name);
+    sws_upstream_tls_ctx_free(p->tls_ctx);
     free(p->name);
     free(p->key_name);
     free(p->bal.peers);
@@ -53,6 +56,50 @@ static int member_addr(const sws_member_t *m, sws_upstream_addr_t *out)
         return 0;
     }
     return -1;
+}
+
+/* The name a member of an https pool proves: the pool's sni, else its
+ * host name (an address "name:port", resolved or not), else its IP. */
+static char *member_tls_name(const sws_table_t *t, const sws_pool_t *tp, const sws_member_t *m,
+                             int *is_name)
+{
+    *is_name = 1;
+    if (tp->tls_sni.len > 0)
+        return dup_tstr(t, tp->tls_sni);
+    if (m->resolved || m->family == AF_UNSPEC) {
+        const char *a = sws_table_str(t, m->address);
+        const char *colon = strrchr(a, ':');
+        return strndup(a, colon != NULL ? (size_t)(colon - a) : strlen(a));
+    }
+    *is_name = 0;
+    return dup_tstr(t, m->host);
+}
+
+/* The TLS of an https pool's members; a context that cannot be made (out
+ * of memory: the checker made sure the CA parses) takes them down. */
+static int pool_tls(sws_upstream_pool_t *p, const sws_table_t *t, const sws_pool_t *tp)
+{
+    char err[160];
+    const sws_member_t *m = sws_table_members(t, tp);
+    p->tls_ctx = sws_upstream_tls_ctx_new(sws_table_str(t, tp->tls_ca_pem), tp->tls_ca_pem.len,
+                                          tp->tls_verify, err, sizeof(err));
+    if (p->tls_ctx == NULL)
+        sws_log_error("pool %s: %s: its members take no request", p->name, err);
+    for (uint32_t i = 0; i < tp->nmembers; i++) {
+        sws_upstream_member_t *um = &p->members[i];
+        int is_name;
+        if ((um->tls_name = member_tls_name(t, tp, &m[i], &is_name)) == NULL)
+            return -1;
+        um->tls = (sws_upstream_tls_t){
+            .ctx = p->tls_ctx,
+            .sni = is_name ? um->tls_name : NULL,
+            .name = um->tls_name,
+            .verify = tp->tls_verify,
+        };
+        if (p->tls_ctx == NULL)
+            p->bal.peers[i].state = SWS_UPSTREAM_DOWN;
+    }
+    return 0;
 }
 
 /* The table's pool tp, built into p (zeroed): -1 when out of memory. */
@@ -104,6 +151,8 @@ static int pool_build(sws_upstream_pool_t *p, const sws_table_t *t, const sws_po
             peer->state = SWS_UPSTREAM_DOWN;
         }
     }
+    if (tp->protocol == SWS__POOL__PROTOCOL__HTTPS && pool_tls(p, t, tp) < 0)
+        return -1;
     sws_upstream_balance_prepare(&p->bal);
     return 0;
 }

@@ -16,6 +16,12 @@
  * at the switch (they would only wait for their idle timeout); requests in
  * flight on it finish, and their report finds no member and is dropped.
  *
+ * An https pool gets one client SSL_CTX per generation (its CA and verify
+ * setting are the generation's); each member its SNI and the name its
+ * certificate must carry: tls.sni, else the member's host name, else (an
+ * IP literal) no SNI and its IP. proxy.c hands &member->tls to
+ * sws_upstream_get_tls().
+ *
  * A request keeps no pointer into the view across loop iterations (the
  * next generation frees it): it keeps the pool's name and index and asks
  * sws_upstream_pools_find() again, and reports by member id.
@@ -30,12 +36,15 @@
 #include "worker/upstream_balance.h"
 #include "worker/upstream_conn.h"
 #include "worker/upstream_key.h"
+#include "worker/upstream_tls.h"
 
 #define SWS_UPSTREAM_MEMBER_TEXT 64 /* a member's address as logged */
 
 typedef struct sws_upstream_member {
     sws_upstream_addr_t addr;
     char text[SWS_UPSTREAM_MEMBER_TEXT];
+    char *tls_name;                 /* https: the name or IP it must prove; owned */
+    sws_upstream_tls_t tls;         /* https: its connections' TLS (tls.ctx the pool's) */
 } sws_upstream_member_t;
 
 typedef struct sws_upstream_pool {
@@ -48,6 +57,7 @@ typedef struct sws_upstream_pool {
     char *key_name;                 /* owned */
     uint32_t retries;               /* further members tried after a failure */
     sws_upstream_conf_t conf;       /* keepalive and timeouts, for its connections */
+    SSL_CTX *tls_ctx;               /* https: this generation's (ADR 0030); NULL: http */
 } sws_upstream_pool_t;
 
 typedef struct sws_upstream_pools {

@@ -19,6 +19,7 @@
 
 #include "supervisor/config.h"
 #include "support/settings_assert.h"
+#include "support/test_cert.h"
 
 static Sws__Config *parse_ok(const char *yaml)
 {
@@ -659,6 +660,48 @@ static void write_file(const char *path, const char *text)
     assert_int_equal(fclose(f), 0);
 }
 
+/* protocol https: verification on by default against the CA file, read
+ * by the configuration reader (relative to the file) into the RouteSet;
+ * with verify: false nothing is read. */
+static void test_pool_https(void **state)
+{
+    (void)state;
+    char dir[64], ca[128], file[160], err[512];
+    Sws__Config *cfg = NULL;
+    size_t len = 0;
+    char *pem = sws_test_cert_pem(&len);
+
+    assert_non_null(pem);
+    make_temp_dir(dir, sizeof(dir));
+    snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+    snprintf(file, sizeof(file), "%s/scalws.yaml", dir);
+    write_file(ca, pem);
+    write_file(file, "pools:\n"
+                     "  - {name: a, protocol: https, tls: {ca: ca.pem, sni: api.test},\n"
+                     "     members: [\"127.0.0.1:443\"]}\n"
+                     "  - {name: b, protocol: https, tls: {verify: false, ca: nope.pem}}\n"
+                     "  - {name: c}\n"
+                     "hosts: []\n");
+    if (sws_config_load(file, &cfg, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    Sws__Pool **pools = cfg->routes->pools;
+    assert_int_equal(pools[0]->protocol, SWS__POOL__PROTOCOL__HTTPS);
+    assert_false(pools[0]->tls->skip_verify);
+    assert_string_equal(pools[0]->tls->ca, "ca.pem");
+    assert_string_equal(pools[0]->tls->sni, "api.test");
+    assert_int_equal(pools[0]->tls->ca_pem.len, len);
+    assert_memory_equal(pools[0]->tls->ca_pem.data, pem, len);
+    assert_true(pools[1]->tls->skip_verify);
+    assert_int_equal(pools[1]->tls->ca_pem.len, 0);
+    assert_int_equal(pools[2]->protocol, SWS__POOL__PROTOCOL__HTTP);
+    assert_null(pools[2]->tls);
+    sws_config_free(cfg);
+    unlink(file);
+    unlink(ca);
+    rmdir(dir);
+    free(pem);
+}
+
 static void test_static_root_relative_to_file(void **state)
 {
     (void)state;
@@ -833,7 +876,26 @@ static void test_pool_errors(void **state)
         { "pools:\n  - members: []\n", "t.yaml:2:5: pools[0]: ", "a pool needs a name" },
         { "pools:\n  - {name: a, colour: red}\n", "t.yaml:2:15: pools[0].colour: ",
           "unknown key (expected one of: name, members, balance, hash_key, keepalive, retries, "
-          "max_conns, timeouts, health)" },
+          "max_conns, timeouts, health, protocol, tls)" },
+        { "pools:\n  - {name: a, protocol: h2}\n", "t.yaml:2:25: pools[0].protocol: ",
+          "h2 to the members is not supported yet (http or https)" },
+        { "pools:\n  - {name: a, protocol: grpc}\n", "t.yaml:2:25: pools[0].protocol: ",
+          "grpc to the members is not supported yet" },
+        { "pools:\n  - {name: a, protocol: ftp}\n", "t.yaml:2:25: pools[0].protocol: ",
+          "expected http, https, h2 or grpc, got \"ftp\"" },
+        { "pools:\n  - {name: a, tls: {verify: false}}\n", "t.yaml:2:20: pools[0].tls: ",
+          "tls needs protocol: https" },
+        { "pools:\n  - {name: a, protocol: https, tls: {verify: maybe}}\n",
+          "t.yaml:2:46: pools[0].tls.verify: ", "expected true or false" },
+        { "pools:\n  - {name: a, protocol: https, tls: {ca: /nonexistent-sws/ca.pem}}\n",
+          "t.yaml:2:42: pools[0].tls.ca: ",
+          "/nonexistent-sws/ca.pem: cannot open the CA file: No such file or directory" },
+        { "pools:\n  - {name: a, protocol: https, tls: {ca: /etc/passwd}}\n",
+          "t.yaml:2:42: pools[0].tls.ca: ", "/etc/passwd: holds no PEM certificate" },
+        { "pools:\n  - {name: a, protocol: https, tls: {verify: false, sni: \"*.a.test\"}}\n",
+          "t.yaml:2:58: pools[0].tls.sni: ", "a wildcard names no one host" },
+        { "pools:\n  - {name: a, protocol: https, tls: {verify: false, sni: \"[::1]\"}}\n",
+          "t.yaml:2:58: pools[0].tls.sni: ", "an IP address is never sent as SNI" },
         { "pools:\n  - name: a/b\n", "t.yaml:2:11: pools[0].name: ",
           "\"a/b\": may contain only letters, digits, '-', '_' and '.'" },
         { "pools:\n  - name: a\n  - name: a\n", "t.yaml:3:11: pools[1].name: ",
@@ -968,7 +1030,7 @@ static void test_proxy_example_config(void **state)
     if (sws_config_load("conf/proxy.yaml", &cfg, err, sizeof(err)) != 0)
         print_error("%s\n", err);
     assert_non_null(cfg);
-    assert_int_equal(cfg->routes->n_pools, 2);
+    assert_int_equal(cfg->routes->n_pools, 3);
     assert_int_equal(cfg->routes->pools[0]->n_members, 3);
     assert_int_equal(cfg->routes->pools[0]->members[1]->weight, 2);
     assert_int_equal(cfg->routes->pools[0]->members[2]->state, SWS__MEMBER__STATE__DRAINING);
@@ -976,6 +1038,8 @@ static void test_proxy_example_config(void **state)
     assert_string_equal(cfg->routes->pools[1]->hash_key, "cookie:session");
     assert_string_equal(cfg->routes->hosts[0]->routes[2]->proxy->host_header,
                         "sessions.internal");
+    assert_int_equal(cfg->routes->pools[2]->protocol, SWS__POOL__PROTOCOL__HTTPS);
+    assert_true(cfg->routes->pools[2]->tls->ca_pem.len > 0); /* the system's store */
     sws_config_free(cfg);
 }
 
@@ -1007,6 +1071,7 @@ int main(void)
         cmocka_unit_test(test_pools_defaults),
         cmocka_unit_test(test_pools_full),
         cmocka_unit_test(test_pool_errors),
+        cmocka_unit_test(test_pool_https),
         cmocka_unit_test(test_example_config),
         cmocka_unit_test(test_proxy_example_config),
     };

@@ -16,6 +16,7 @@
 #include "shm/routeset_check.h"
 #include "shm/table.h"
 #include "support/routeset_build.h"
+#include "support/test_cert.h"
 
 static Sws__Member *member(Sws__Pool *pool, const char *address)
 {
@@ -243,6 +244,52 @@ static void member_bad_name(Sws__RouteSet *rs)
 {
     set(&rs->pools[0]->members[2]->address, "api..internal:80");
 }
+static Sws__Pool__Tls *https(Sws__RouteSet *rs, const char *ca_pem)
+{
+    Sws__Pool__Tls *tls = NEW(Sws__Pool__Tls, SWS__POOL__TLS__INIT);
+    tls->ca = strdup(""); /* set() frees what it replaces */
+    tls->sni = strdup("");
+    rs->pools[0]->protocol = SWS__POOL__PROTOCOL__HTTPS;
+    rs->pools[0]->tls = tls;
+    if (ca_pem != NULL) {
+        tls->ca_pem.data = (uint8_t *)strdup(ca_pem);
+        tls->ca_pem.len = strlen(ca_pem);
+    }
+    return tls;
+}
+static void https_without_ca(Sws__RouteSet *rs)
+{
+    rs->pools[0]->protocol = SWS__POOL__PROTOCOL__HTTPS;
+}
+static void https_ca_not_pem(Sws__RouteSet *rs)
+{
+    set(&https(rs, "no certificate here\n")->ca, "/etc/x.pem");
+}
+static void https_ca_broken(Sws__RouteSet *rs)
+{
+    https(rs, "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n");
+}
+static void protocol_unknown(Sws__RouteSet *rs)
+{
+    rs->pools[0]->protocol = (Sws__Pool__Protocol)5;
+}
+static void tls_without_https(Sws__RouteSet *rs)
+{
+    https(rs, NULL)->skip_verify = 1;
+    rs->pools[0]->protocol = SWS__POOL__PROTOCOL__HTTP;
+}
+static void sni_wildcard(Sws__RouteSet *rs)
+{
+    Sws__Pool__Tls *tls = https(rs, NULL);
+    tls->skip_verify = 1;
+    set(&tls->sni, "*.example");
+}
+static void sni_ip(Sws__RouteSet *rs)
+{
+    Sws__Pool__Tls *tls = https(rs, NULL);
+    tls->skip_verify = 1;
+    set(&tls->sni, "10.0.0.1");
+}
 static void member_wildcard(Sws__RouteSet *rs)
 {
     set(&rs->pools[0]->members[2]->address, "*.internal:80");
@@ -419,6 +466,19 @@ static const struct refusal_case {
       "expected 1 to 86400000 milliseconds, got 86400001" },
     { "health window", health_window_zero, "pools[1].health.fail_window_ms",
       "expected 1 to 86400000 milliseconds, got 0" },
+    { "https without a CA", https_without_ca, "pools[0].tls.ca",
+      "verifying the members needs CA certificates" },
+    { "CA file without PEM", https_ca_not_pem, "pools[0].tls.ca",
+      "/etc/x.pem: holds no PEM certificate" },
+    { "CA that does not parse", https_ca_broken, "pools[0].tls.ca",
+      "a certificate in it does not parse (expected PEM certificates)" },
+    { "unknown protocol", protocol_unknown, "pools[0].protocol", "expected http or https, got 5" },
+    { "tls without https", tls_without_https, "pools[0].tls", "tls needs protocol: https" },
+    { "sni wildcard", sni_wildcard, "pools[0].tls.sni",
+      "\"*.example\": a wildcard names no one host" },
+    { "sni IP", sni_ip, "pools[0].tls.sni",
+      "\"10.0.0.1\": an IP address is never sent as SNI (leave sni out: the member's IP is "
+      "verified)" },
     { "member without port", member_no_port, "pools[0].members[0].address",
       "\"127.0.0.1\": the port is missing (expected HOST:PORT)" },
     { "member port 0", member_port_zero, "pools[0].members[0].address",
@@ -504,6 +564,37 @@ static void test_each_refusal(void **state)
                      cases[i].path, cases[i].msg);
         sws__route_set__free_unpacked(rs, NULL);
     }
+}
+
+/* An https pool with a CA that parses, or with verification off (then
+ * no CA is needed), passes; its table pool says what the worker needs. */
+static void test_https_pool_accepted_and_tabled(void **state)
+{
+    (void)state;
+    static _Alignas(8) char arena[1 << 16];
+    char err[256];
+    size_t len = 0;
+    char *pem = sws_test_cert_pem(&len);
+    assert_non_null(pem);
+    for (int verify = 0; verify < 2; verify++) {
+        Sws__RouteSet *rs = fixture();
+        Sws__Pool__Tls *tls = https(rs, verify ? pem : NULL);
+        tls->skip_verify = !verify;
+        set(&tls->sni, "api.example");
+        sws_routeset_refusal_t why;
+        if (sws_routeset_check(rs, &why) != 0)
+            fail_msg("verify %d refused: %s: %s", verify, why.path, why.msg);
+        assert_int_equal(sws_table_build(arena, sizeof(arena), 1, rs, err, sizeof(err)), 0);
+        const sws_table_t *t = (const sws_table_t *)arena;
+        const sws_pool_t *tp = sws_table_pool(t, 0);
+        assert_int_equal(tp->protocol, SWS__POOL__PROTOCOL__HTTPS);
+        assert_int_equal(tp->tls_verify, verify);
+        assert_string_equal(sws_table_str(t, tp->tls_sni), "api.example");
+        assert_string_equal(sws_table_str(t, tp->tls_ca_pem), verify ? pem : "");
+        assert_int_equal(sws_table_pool(t, 1)->protocol, SWS__POOL__PROTOCOL__HTTP);
+        sws__route_set__free_unpacked(rs, NULL);
+    }
+    free(pem);
 }
 
 /* Addresses in their canonical form: the key member ids derive from. */
@@ -626,6 +717,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fixture_is_valid),
         cmocka_unit_test(test_each_refusal),
+        cmocka_unit_test(test_https_pool_accepted_and_tabled),
         cmocka_unit_test(test_address_forms),
         cmocka_unit_test(test_address_any_host_only_when_asked),
         cmocka_unit_test(test_hash_keys),
