@@ -165,5 +165,6 @@ def accept_policy_lines(parts):
                        + ", ".join(f"round {run} (" + ", ".join(
                            f"{s.partition(':')[2] or s} {late:.1f} ms" if late is not None else s
                            for s, late in who) + ")" for run, who in left))
-        out.append(f"- {label}: {shown} (median of {n} rounds: {spread}){target}")
+        rounds = f"median of {n} rounds: {spread}" if n else "no round to judge"
+        out.append(f"- {label}: {shown} ({rounds}){target}")
     return out
