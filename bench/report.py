@@ -120,6 +120,10 @@ def figures(row):
         "server_cores": cpu_s / seconds,
         "wrk_cores": wrk_s / seconds,
         "other_cores": (busy_s - tick_s - wrk_s - (backend_tick_s or 0)) / seconds,
+        # False when the fixed-rate client fell behind (run.sh LATE_CLIENT=
+        # mark): its latencies hold the client's stall; the rest stands.
+        "latency_valid": optional(row, "latency_valid") != 0,
+        "client_late_ms": late / 1000 if (late := optional(row, "client_late_max_us")) is not None else None,
     }
 
 
@@ -156,7 +160,7 @@ def summarize(runs, servers, pairs, metrics):
         mine = [r for r in runs if r["server"] == s]
         stats[s] = {}
         for key, *_ in metrics:
-            values = [r[key] for r in mine if r[key] is not None]
+            values = [r[key] for r in mine if r[key] is not None and targets.valid(r, key)]
             stats[s][key] = {
                 "median": statistics.median(values) if values else None,
                 "min": min(values) if values else None,
@@ -181,6 +185,7 @@ def pair_ratios(runs, pairs):
                 out.append({"run": run, "server": s, "reference": ref} | {
                     key: by[s][key] / by[ref][key]
                     for key in ROUND_KEYS if by[s][key] is not None and by[ref][key]
+                    and targets.valid(by[s], key) and targets.valid(by[ref], key)
                 })
     return out
 
@@ -297,6 +302,14 @@ def markdown(meta, servers, runs, stats, ratios, rounds, metrics):
         out.append(f"| {r['run']} | {name(r['server'])} |"
                    + "".join(f" {form.format(r[key])} |" if r[key] is not None else " - |"
                              for key, _, form in columns))
+    late = [r for r in sorted(runs, key=lambda r: r["slot"]) if not r["latency_valid"]]
+    if late:
+        out.append("")
+        out.append("**Latencies not valid** (the fixed-rate client fell more than 10 ms behind its schedule, "
+                   "so its stall is in them; CPU and requests/s stand): "
+                   + ", ".join(f"run {r['run']} {name(r['server'])} ({fmt(r['client_late_ms'], 1)} ms behind)"
+                               for r in late)
+                   + "; the targets leave their rounds out of the latency ratios.")
     disturbed = [r for r in sorted(runs, key=lambda r: r["slot"]) if r["other_cores"] > OTHER_LOAD_LIMIT]
     if disturbed:
         out.append("")
@@ -310,8 +323,11 @@ def markdown(meta, servers, runs, stats, ratios, rounds, metrics):
             parts = []
             for key in ROUND_KEYS:
                 values = [p[key] for p in mine if key in p]
-                if len(values) == len(mine):
-                    parts.append(f"{ROUND_LABELS[key]} " + ", ".join(f"{v:.3f}" for v in values)
+                # A latency ratio is missing from a round whose run was not
+                # valid (the client fell behind): "-" in its place.
+                if values and (len(values) == len(mine) or key in targets.LATENCY_KEYS):
+                    parts.append(f"{ROUND_LABELS[key]} "
+                                 + ", ".join(f"{p[key]:.3f}" if key in p else "-" for p in mine)
                                  + f" (median {statistics.median(values):.3f})")
             out.append("")
             out.append(f"{pair_name(pair)} per round: " + "; ".join(parts) + ".")

@@ -12,9 +12,22 @@ minutes apart), not the ratio of the medians: one disturbed round moves
 it least, and the per-round figures show the spread. Each target is met,
 NOT met, or n/a (a server it needs did not run).
 
-Runs are report.figures() dicts: run, server, and the figures by key.
+Runs are report.figures() dicts: run, server, and the figures by key. A
+run whose fixed-rate client fell behind (latency_valid False, ADR 0028)
+has latencies that hold the client's stall: a round with such a run is
+left out of the latency ratios, and the lines say which; its CPU and
+requests/s still count.
 """
 import statistics
+
+# The figures a fixed-rate client's stall makes not valid.
+LATENCY_KEYS = {"p50_ms", "p99_ms", "p999_ms"}
+
+
+def valid(run, key):
+    """Whether RUN's KEY is the server's (results from before the
+    latency_valid column are)."""
+    return key not in LATENCY_KEYS or run.get("latency_valid", True)
 
 
 def by_round(runs):
@@ -25,12 +38,24 @@ def by_round(runs):
     return out
 
 
-def round_ratios(runs, server, refs, key):
-    """SERVER's KEY over the smallest KEY among REFS, per round that has them
-    all (the smallest: "the better peer" for CPU per request)."""
+def invalid_rounds(runs, server, refs, key):
+    """The rounds that have SERVER and REFS but whose KEY is not valid in one
+    of them, as (round, [(server, client lag in ms)])."""
     out = []
     for run, by in sorted(by_round(runs).items()):
-        if server in by and all(ref in by for ref in refs):
+        mine = [by[s] for s in [server] + list(refs) if s in by]
+        if len(mine) == 1 + len(refs) and not all(valid(r, key) for r in mine):
+            out.append((run, [(r["server"], r.get("client_late_ms")) for r in mine if not valid(r, key)]))
+    return out
+
+
+def round_ratios(runs, server, refs, key):
+    """SERVER's KEY over the smallest KEY among REFS, per round that has them
+    all, valid (the smallest: "the better peer" for CPU per request)."""
+    out = []
+    for run, by in sorted(by_round(runs).items()):
+        if server in by and all(ref in by for ref in refs) and \
+                all(valid(by[s], key) for s in [server] + list(refs)):
             mine = by[server][key]
             base = min(by[ref][key] for ref in refs) if refs else None
             if mine is not None and base:
@@ -79,7 +104,7 @@ def check(runs, server, label, key, refs, op, limit, digits=3):
     if refs:
         value, _ = median_ratio(runs, server, refs, key)
     else:
-        values = [r[key] for r in runs if r["server"] == server and r[key] is not None]
+        values = [r[key] for r in runs if r["server"] == server and r[key] is not None and valid(r, key)]
         value = statistics.median(values) if values else None
     v = verdict(value, op, limit)
     shown = f"{value:.{digits}f}" if value is not None else "-"
@@ -134,5 +159,12 @@ def accept_policy_lines(parts):
         spread = ", ".join(f"{x:.3f}" for x in round_ratios(runs, server, [ref], key))
         shown = f"{value:.3f}" if value is not None else "-"
         target = f" — target {op.replace('<=', '≤')} {limit}: {verdict(value, op, limit)}" if op else ""
-        out.append(f"- {label}: {shown} (median of {n} rounds: {spread}){target}")
+        left = invalid_rounds(runs, server, [ref], key)
+        if left:
+            target += ("; left out, the fixed-rate client fell behind: "
+                       + ", ".join(f"round {run} (" + ", ".join(
+                           f"{s.partition(':')[2] or s} {late:.1f} ms" if late is not None else s
+                           for s, late in who) + ")" for run, who in left))
+        rounds = f"median of {n} rounds: {spread}" if n else "no round to judge"
+        out.append(f"- {label}: {shown} ({rounds}){target}")
     return out

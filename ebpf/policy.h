@@ -37,6 +37,9 @@
 #define SWS_EBPF_STALE_MS 1000     /* heartbeat older than this: stuck */
 #define SWS_EBPF_FOUNTAIN_MIN 8    /* fountain: a worker below this many is never full */
 #define SWS_EBPF_QUEUED_MAX 65535u /* clamp for a miscounted queue (ADR 0009) */
+/* least-loaded: an awake worker within least + least/8 + 1 connections
+ * beats a sleeping lighter one (ADR 0029). */
+#define SWS_EBPF_AWAKE_SHIFT 3
 
 /* Values of sws_ebpf_config.policy; 0 is never loaded. */
 enum sws_ebpf_policy {
@@ -76,6 +79,7 @@ struct sws_ebpf_worker {
     __u32 draining;     /* worker: graceful stop, takes nothing new */
     __u32 cpu;          /* supervisor: the CPU it is pinned to; ~0: none */
     __u32 down;         /* supervisor: dead, or parked because stuck */
+    __u32 asleep;       /* worker: 1 while in epoll_wait (set before, cleared after) */
 } __attribute__((aligned(64)));
 
 struct sws_ebpf_state {
@@ -137,6 +141,8 @@ struct sws_ebpf_scan {
     __u32 eligible; /* fountain: eligible workers */
     __u64 total;    /* fountain: their load */
     __u64 best;     /* sort key of the best so far, ending with its slot */
+    __u32 awake_only; /* least-loaded: only workers not in epoll_wait ... */
+    __u64 within;     /* ... holding at most this load */
 };
 
 #define SWS_EBPF_KEY_NONE (~0ull)
@@ -162,6 +168,8 @@ static inline void sws_ebpf_scan_init(struct sws_ebpf_scan *c, const struct sws_
     c->eligible = 0;
     c->total = 0;
     c->best = SWS_EBPF_KEY_NONE;
+    c->awake_only = 0;
+    c->within = 0;
 }
 
 /* Worker i if it is in use and eligible, else NULL. */
@@ -189,14 +197,28 @@ static inline int sws_ebpf_key_slot(__u64 key)
  * `start` on, so that equal loads spread by the connection's hash instead
  * of all going to slot 0. load < 2^32 (live 32 bits, queued 16), busy
  * clamped below 2^7, distance and slot below 2^6. */
+static inline __u64 sws_ebpf_light_key(const struct sws_ebpf_scan *c, const struct sws_ebpf_worker *w,
+                                        __u64 load, __u32 i)
+{
+    __u64 busy = w->busy_pct > 127 ? 127 : w->busy_pct;
+    return load << 19 | busy << 12 | sws_ebpf_dist(c, i) << 6 | i;
+}
+
+#define SWS_EBPF_KEY_LOAD(key) ((key) >> 19)
+
+/* Among the workers pinned to c->cpu (any: ~0u), and with awake_only those
+ * not in epoll_wait with a load of at most c->within (least-loaded's second
+ * walk), the lightest. */
 static inline long sws_ebpf_visit_lightest(__u32 i, void *ctx)
 {
     struct sws_ebpf_scan *c = ctx;
     const struct sws_ebpf_worker *w = sws_ebpf_scan_worker(c, i);
-    if (w == 0 || (c->cpu != ~0u && w->cpu != c->cpu))
+    if (w == 0 || (c->cpu != ~0u && w->cpu != c->cpu) || (c->awake_only && w->asleep))
         return 0;
-    __u64 busy = w->busy_pct > 127 ? 127 : w->busy_pct;
-    __u64 key = (__u64)sws_ebpf_load(w) << 19 | busy << 12 | sws_ebpf_dist(c, i) << 6 | i;
+    __u64 load = sws_ebpf_load(w);
+    if (c->awake_only && load > c->within)
+        return 0;
+    __u64 key = sws_ebpf_light_key(c, w, load, i);
     if (key < c->best)
         c->best = key;
     return 0;
@@ -257,14 +279,25 @@ static inline int sws_ebpf_pick(const struct sws_ebpf_state *s, __u32 hash, __u3
                                 __u64 now_ms)
 {
     struct sws_ebpf_scan c;
-    int slot;
+    int slot, awake;
     sws_ebpf_scan_init(&c, s, hash, ~0u, now_ms);
     switch (s->config.policy) {
     case SWS_EBPF_HASH:
         SWS_EBPF_SCAN(sws_ebpf_visit_hash, &c);
         return sws_ebpf_key_slot(c.best);
     case SWS_EBPF_LEAST_LOADED:
-        return sws_ebpf_pick_lightest(&c);
+        /* A sleeping worker costs a wake-up per request it is given; one
+         * already running takes it in the same turn. So the lightest
+         * awake worker, if it is close to the least loaded; else the
+         * lightest (ADR 0029). */
+        slot = sws_ebpf_pick_lightest(&c);
+        if (slot < 0 || c.s->w[slot & (SWS_EBPF_MAX_WORKERS - 1)].asleep == 0)
+            return slot;
+        c.within = SWS_EBPF_KEY_LOAD(c.best);
+        c.within += (c.within >> SWS_EBPF_AWAKE_SHIFT) + 1;
+        c.awake_only = 1;
+        awake = sws_ebpf_pick_lightest(&c);
+        return awake >= 0 ? awake : slot;
     case SWS_EBPF_FOUNTAIN:
         SWS_EBPF_SCAN(sws_ebpf_visit_total, &c);
         SWS_EBPF_SCAN(sws_ebpf_visit_fountain, &c);

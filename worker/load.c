@@ -94,7 +94,10 @@ void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec,
 
 void sws_load_woke(sws_load_t *l)
 {
-    if (l->rec == NULL || l->slept_at_ns == 0)
+    if (l->rec == NULL)
+        return;
+    l->rec->asleep = 0;
+    if (l->slept_at_ns == 0)
         return;
     l->idle_ns += mono_ns() - l->slept_at_ns;
     l->slept_at_ns = 0;
@@ -108,6 +111,10 @@ void sws_load_tick(sws_load_t *l, uint64_t now_ms, unsigned live, unsigned infli
     rec->heartbeat_ms = now_ms;
     rec->live = live;
     rec->inflight = inflight;
+    /* Last, just before epoll_wait: least-loaded prefers a worker that is
+     * awake (policy.h). Also set before a wait that will not sleep; the
+     * wake hook clears it a moment later. */
+    rec->asleep = 1;
     l->slept_at_ns = mono_ns();
 }
 

@@ -6,9 +6,10 @@
  *
  * Hooks, all no-ops when the worker has no record (shared or reuseport):
  *   sws_load_init      at setup, before the listeners are registered
- *   sws_load_woke      after epoll_wait returns (the loop's wake hook)
+ *   sws_load_woke      after epoll_wait returns (the loop's wake hook):
+ *                      clears asleep
  *   sws_load_tick      before epoll_wait (the loop's tick hook): heartbeat,
- *                      live connections, requests in flight
+ *                      live connections, requests in flight, asleep
  *   sws_load_accepted  after each accept
  *   sws_load_draining  when the worker stops taking connections
  *

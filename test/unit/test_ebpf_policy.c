@@ -188,6 +188,92 @@ static void test_least_loaded_skips_a_stuck_worker_whatever_its_load(void **stat
         assert_int_not_equal(place(&f, c * 2654435761u, NO_CPU), 2);
 }
 
+/* Every worker asleep in epoll_wait but `awake`. */
+static void only_awake(fixture_t *f, unsigned awake)
+{
+    for (unsigned i = 0; i < f->s.config.nworkers; i++)
+        f->s.w[i].asleep = i != awake;
+}
+
+static void test_least_loaded_prefers_an_awake_worker_close_to_the_least(void **state)
+{
+    (void)state;
+    fixture_t f;
+    setup_state(&f, SWS_EBPF_LEAST_LOADED, 4, 2);
+    only_awake(&f, 2);
+    unsigned live[] = { 4, 4, 5, 4 };
+    for (unsigned i = 0; i < 4; i++)
+        f.s.w[i].live = live[i];
+    /* Within least + least/8 + 1 = 5: the awake one, whatever the hash. */
+    for (unsigned h = 0; h < 4; h++)
+        assert_int_equal(pick(&f, hash_for(h, 4)), 2);
+    f.s.w[2].live = 6; /* beyond: the lightest, asleep or not */
+    assert_int_equal(pick(&f, hash_for(1, 4)), 1);
+    /* The margin grows with the load: least 16, up to 16 + 2 + 1. */
+    for (unsigned i = 0; i < 4; i++)
+        f.s.w[i].live = 16;
+    f.s.w[2].live = 19;
+    assert_int_equal(pick(&f, hash_for(0, 4)), 2);
+    f.s.w[2].live = 20;
+    assert_int_equal(pick(&f, hash_for(0, 4)), 0);
+    /* Awake but stuck (no heartbeat for a second): not eligible at all. */
+    f.s.w[2].live = 16;
+    f.s.w[2].heartbeat_ms = NOW - SWS_EBPF_STALE_MS - 1;
+    assert_int_equal(pick(&f, hash_for(2, 4)), 3);
+}
+
+static void test_least_loaded_takes_the_lightest_of_the_awake(void **state)
+{
+    (void)state;
+    fixture_t f;
+    setup_state(&f, SWS_EBPF_LEAST_LOADED, 4, 2);
+    unsigned live[] = { 4, 5, 4, 3 };
+    for (unsigned i = 0; i < 4; i++) {
+        f.s.w[i].live = live[i];
+        f.s.w[i].asleep = 1;
+    }
+    f.s.w[1].asleep = 0;
+    f.s.w[2].asleep = 0;
+    assert_int_equal(pick(&f, hash_for(1, 4)), 2);
+    /* All asleep: the lightest, as before. */
+    f.s.w[1].asleep = 1;
+    f.s.w[2].asleep = 1;
+    assert_int_equal(pick(&f, hash_for(1, 4)), 3);
+}
+
+/* Issue 9's placement bound holds while one worker stays awake and takes
+ * what it may: no worker empty, none above 1.25x the mean. */
+static void test_least_loaded_with_an_awake_worker_stays_within_the_placement_bound(void **state)
+{
+    (void)state;
+    fixture_t f;
+    unsigned count[8] = { 0 };
+    setup_state(&f, SWS_EBPF_LEAST_LOADED, 8, 2);
+    /* One at a time: the worker that took the last one is still awake. */
+    only_awake(&f, 0);
+    for (unsigned c = 0; c < 64; c++) {
+        int slot = place(&f, c * 2654435761u, NO_CPU);
+        f.s.w[slot].settled++;
+        f.s.w[slot].live++;
+        count[slot]++;
+        only_awake(&f, (unsigned)slot);
+    }
+    for (unsigned i = 0; i < 8; i++) {
+        assert_true(count[i] >= 1);
+        assert_true(count[i] * 8 * 4 <= 64 * 5);
+    }
+    /* A burst of 256 while worker 3 stays awake. */
+    memset(count, 0, sizeof(count));
+    only_awake(&f, 3);
+    for (unsigned c = 0; c < 256; c++)
+        count[place(&f, c * 40503u, NO_CPU)]++;
+    assert_true(count[3] > 32); /* it took more than its share */
+    for (unsigned i = 0; i < 8; i++) {
+        assert_true(count[i] >= 1);
+        assert_true(count[i] * 8 * 4 <= 256 * 5);
+    }
+}
+
 /* ---- fountain ---- */
 
 static void test_fountain_fills_in_order_and_keeps_later_workers_empty(void **state)
@@ -297,6 +383,9 @@ int main(void)
         cmocka_unit_test(test_least_loaded_breaks_ties_by_busy_share_then_hash),
         cmocka_unit_test(test_least_loaded_spreads_one_at_a_time_and_a_burst_evenly),
         cmocka_unit_test(test_least_loaded_skips_a_stuck_worker_whatever_its_load),
+        cmocka_unit_test(test_least_loaded_prefers_an_awake_worker_close_to_the_least),
+        cmocka_unit_test(test_least_loaded_takes_the_lightest_of_the_awake),
+        cmocka_unit_test(test_least_loaded_with_an_awake_worker_stays_within_the_placement_bound),
         cmocka_unit_test(test_fountain_fills_in_order_and_keeps_later_workers_empty),
         cmocka_unit_test(test_fountain_spills_over_within_a_burst),
         cmocka_unit_test(test_fountain_skips_a_busy_worker),

@@ -80,6 +80,19 @@ static void test_tick_publishes_heartbeat_live_and_inflight(void **state)
     assert_int_equal(f->rec.draining, 1);
 }
 
+/* least-loaded prefers a worker that is not in epoll_wait: the tick (just
+ * before it) says asleep, the wake hook (just after) says awake. */
+static void test_asleep_from_tick_to_wake(void **state)
+{
+    fixture_t *f = *state;
+    start(f, 0, 0);
+    assert_int_equal(f->rec.asleep, 0);
+    sws_load_tick(&f->load, 1, 0, 0);
+    assert_int_equal(f->rec.asleep, 1);
+    sws_load_woke(&f->load);
+    assert_int_equal(f->rec.asleep, 0);
+}
+
 /* Between two ticks a worker may accept a whole batch: each accept moves
  * the connection from queued to live at once, so its load never dips. */
 static void test_accept_moves_a_connection_from_queued_to_live(void **state)
@@ -138,6 +151,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_init_marks_the_worker_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tick_publishes_heartbeat_live_and_inflight, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_asleep_from_tick_to_wake, setup, teardown),
         cmocka_unit_test_setup_teardown(test_accept_moves_a_connection_from_queued_to_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_beat_resyncs_the_queue_only_when_idle_and_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_a_record_nothing_is_written, setup, teardown),
