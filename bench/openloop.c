@@ -13,7 +13,7 @@
  * noticed a due request more than 10 ms late: the latencies then hold the
  * client's own stall (counted from when each request was due), so they are
  * not the server's, while the count of requests, and the server's CPU that
- * run.sh reads around the run, still are (ADR 0028); 1 when nothing was
+ * run.sh reads around the run, still are (ADR 0031); 1 when nothing was
  * measured, 2 on bad arguments. Answers must carry Content-Length (every server run.sh
  * measures sends it). Bounded: the run, then at most 5 s for answers in
  * flight; every request of the schedule (RATE x SECONDS) is either answered

@@ -736,7 +736,7 @@ run_load() {
     # A fixed-rate client measures itself, not the server, when it falls
     # behind. openloop.c says so with status 3 after a complete run: with
     # LATE_CLIENT=mark its latencies are marked not valid (LATENCY_VALID=0,
-    # the row's latency_valid) and the rest of the run stands (ADR 0028).
+    # the row's latency_valid) and the rest of the run stands (ADR 0031).
     if ((rc == 3)) && [[ $LATE_CLIENT == mark ]] && grep -q '^BENCH ' "$out"; then
         log "$s: the fixed-rate client fell $(wrk_field "$out" late_max_us) us behind its schedule" \
             "($(wrk_field "$out" late_1ms) requests noticed at least 1 ms late): latencies of this run marked" \

@@ -13,7 +13,7 @@ it least, and the per-round figures show the spread. Each target is met,
 NOT met, or n/a (a server it needs did not run).
 
 Runs are report.figures() dicts: run, server, and the figures by key. A
-run whose fixed-rate client fell behind (latency_valid False, ADR 0028)
+run whose fixed-rate client fell behind (latency_valid False, ADR 0031)
 has latencies that hold the client's stall: a round with such a run is
 left out of the latency ratios, and the lines say which; its CPU and
 requests/s still count.

@@ -38,7 +38,7 @@
 #define SWS_EBPF_FOUNTAIN_MIN 8    /* fountain: a worker below this many is never full */
 #define SWS_EBPF_QUEUED_MAX 65535u /* clamp for a miscounted queue (ADR 0009) */
 /* least-loaded: an awake worker within least + least/8 + 1 connections
- * beats a sleeping lighter one (ADR 0029). */
+ * beats a sleeping lighter one (ADR 0032). */
 #define SWS_EBPF_AWAKE_SHIFT 3
 
 /* Values of sws_ebpf_config.policy; 0 is never loaded. */
@@ -289,7 +289,7 @@ static inline int sws_ebpf_pick(const struct sws_ebpf_state *s, __u32 hash, __u3
         /* A sleeping worker costs a wake-up per request it is given; one
          * already running takes it in the same turn. So the lightest
          * awake worker, if it is close to the least loaded; else the
-         * lightest (ADR 0029). */
+         * lightest (ADR 0032). */
         slot = sws_ebpf_pick_lightest(&c);
         if (slot < 0 || c.s->w[slot & (SWS_EBPF_MAX_WORKERS - 1)].asleep == 0)
             return slot;

@@ -537,7 +537,7 @@ class OpenLoop(unittest.TestCase):
         p.send_signal(signal.SIGCONT)
         out, err = p.communicate(timeout=30)
         err = err.decode()
-        # 3: a complete run whose latencies are not the server's (ADR 0028).
+        # 3: a complete run whose latencies are not the server's (ADR 0031).
         self.assertEqual(p.returncode, 3, err)
         self.assertRegex(err, r"LAG: the client fell [0-9.]+ ms behind its schedule \([0-9]+ of 200 requests")
         f = {k: float(v) for k, v in re.findall(r"(\w+)=([0-9.]+)", out.decode())}
