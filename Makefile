@@ -23,7 +23,7 @@ endif
 
 CC ?= cc
 OPT ?= -O2 -g
-PKGS := libprotobuf-c yaml-0.1 libbpf
+PKGS := libprotobuf-c yaml-0.1 libbpf openssl
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
 

@@ -167,4 +167,8 @@ yaml_node_t *cfg_node_at(cfg_parser_t *p, yaml_node_t *root, const char *path);
 int cfg_yaml_error(cfg_parser_t *p, const yaml_parser_t *parser, const char *text,
                    size_t len);
 
+/* The one rule for every path in the file: a relative path is relative to
+ * the configuration file's directory. out gets the path to use. */
+int cfg_path(cfg_parser_t *p, yaml_node_t *n, const char *path, char *out, size_t outlen);
+
 #endif
