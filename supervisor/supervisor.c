@@ -123,7 +123,8 @@ static int same_listen(const Sws__ServerConfig *a, const Sws__ServerConfig *b)
     if (a->n_listen != b->n_listen)
         return 0;
     for (size_t i = 0; i < a->n_listen; i++) {
-        if (strcmp(a->listen[i]->address, b->listen[i]->address) != 0)
+        if (strcmp(a->listen[i]->address, b->listen[i]->address) != 0 ||
+            a->listen[i]->tls != b->listen[i]->tls)
             return 0;
     }
     return 1;
@@ -324,10 +325,20 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
     sws_load_announce(sws_ebpf_worker(&sup->ebpf, w->index));
     sws_proctitle_set("scalwsd: worker %u", w->index);
 
+    /* The listeners' fds are in the configuration's order (open_listeners);
+     * the worker keeps the flags for its life. */
+    const Sws__ServerConfig *sc = sup->config->server;
+    uint8_t *listen_tls = calloc(sup->listen.naddrs ? sup->listen.naddrs : 1, 1);
+    if (listen_tls == NULL)
+        _exit(1);
+    for (unsigned i = 0; i < sup->listen.naddrs && i < sc->n_listen; i++)
+        listen_tls[i] = sc->listen[i]->tls ? 1 : 0;
+
     sws_worker_config_t cfg = {
         .index = w->index,
         .cpu = w->cpu,
         .listen_fds = sws_listen_worker_fds(&sup->listen, w->index),
+        .listen_tls = listen_tls,
         .nlisten = sup->listen.naddrs,
         .exclusive = sws_listen_is_shared(&sup->listen),
         .shm = &sup->shm,
