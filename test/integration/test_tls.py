@@ -25,6 +25,7 @@ hosts:
         static: {root: www}
 %(proxy)s
   - names: ["*.wild.test"]
+    https_redirect: true
     certificates: [{cert: wild.crt, key: wild.key}]
     routes:
       - path: /
@@ -152,6 +153,16 @@ class Serving(TlsTestCase):
         req = b.requests[-1]
         self.assertEqual(req.header("X-Forwarded-Proto"), "https")
         self.assertEqual(req.body, body)
+
+    def test_https_redirect_only_on_the_plain_listener(self):
+        srv = self.start()
+        with Client(srv.port) as c:
+            r = c.get("/p?q=1", host="x.wild.test")
+            self.assertEqual(r.status, 308)
+            self.assertEqual(r.header("Location"), "https://x.wild.test/p?q=1")
+        r = self.curl("/p", host="x.wild.test", cacert="wild.crt")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"hello wild\n")
 
     def test_plain_listener_still_serves_plain_http(self):
         srv = self.start()
