@@ -119,6 +119,10 @@ static SSL_CTX *ctx_new(const sws_table_t *t, char *err, size_t errlen)
      * keep-alive connections give their 34 KiB of record buffers back. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
+    /* One read(2) per batch of records instead of two per record (its
+     * header, then its body): conn.c reads until SSL_read wants more, so
+     * bytes read ahead are never left waiting for an edge. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     /* On every context: OpenSSL asks the one SNI switched to for ALPN. */
     SSL_CTX_set_tlsext_servername_callback(ctx, on_servername);
     SSL_CTX_set_alpn_select_cb(ctx, on_alpn, NULL);
