@@ -65,7 +65,7 @@ INSTALL ?= install
 DOCS := README.md $(wildcard docs/*.md docs/*.html docs/adr/*.md docs/benchmarks/*.md)
 
 .DEFAULT_GOAL := all
-.PHONY: all scalwsd unit help deps run test fuzz fuzz-build install uninstall clean \
+.PHONY: all scalwsd unit help deps run run-tls test fuzz fuzz-build install uninstall clean \
         preflight
 
 all: $(BIN) $(UNIT_BINS)
@@ -79,6 +79,8 @@ help:
 	@echo 'make scalwsd        build build/scalwsd alone (needs no test tools)'
 	@echo 'make run            install what running needs, build, serve conf/scalws.yaml'
 	@echo '                    on 127.0.0.1:8080'
+	@echo 'make run-tls        the same with conf/tls.yaml (TLS on 8443, a self-signed'
+	@echo '                    certificate for localhost made into build/tls/)'
 	@echo 'make test           install what testing needs, build, run every test'
 	@echo '                    (SANITIZE=1: on an ASan+UBSan build in build/sanitize/)'
 	@echo 'make fuzz           install clang, build build/fuzz/fuzz_NAME for every'
@@ -110,6 +112,18 @@ run:
 	@scripts/deps.sh run
 	@$(MAKE) --no-print-directory scalwsd
 	exec $(BIN) -c conf/scalws.yaml
+
+# conf/tls.yaml with a self-signed certificate for localhost (build/tls/).
+run-tls:
+	@scripts/deps.sh run
+	@$(MAKE) --no-print-directory scalwsd build/tls/localhost.crt
+	exec $(BIN) -c conf/tls.yaml
+
+build/tls/localhost.crt:
+	@mkdir -p build/tls
+	openssl req -x509 -nodes -days 30 -newkey ec -pkeyopt ec_paramgen_curve:P-256 \
+	  -subj /CN=localhost -addext subjectAltName=DNS:localhost \
+	  -keyout build/tls/localhost.key -out $@
 
 test:
 	@scripts/deps.sh test

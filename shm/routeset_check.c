@@ -22,6 +22,10 @@
 #include "core/str.h"
 #include "shm/table.h"
 #include "core/path.h"
+#include "core/tls_pem.h"
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
 
 /* ---- refusals ---- */
 
@@ -778,6 +782,108 @@ static int check_host(const Sws__RouteSet *rs, const Sws__Host *host, size_t h,
     return 0;
 }
 
+/* ---- TLS ---- */
+
+/* One certificate pair, loaded into ctx as a worker will load it; *types
+ * collects the key types already given (one pair per type: a second would
+ * silently replace the first). at_cert names the pair ("hosts[0].
+ * certificates[1]"); the refusal names its "cert" or "key" like the YAML. */
+static int check_certificate(SSL_CTX *ctx, const Sws__Certificate *c, const char *at_cert,
+                             unsigned *types, sws_routeset_refusal_t *why)
+{
+    static const char *const part_key[] = { "cert", "key" };
+    sws_tls_pem_part_t part;
+    int type;
+    char msg[256];
+
+    if (sws_tls_pem_use(ctx, c->cert_pem.data, c->cert_pem.len, c->key_pem.data, c->key_pem.len,
+                        &type, &part, msg, sizeof(msg)) < 0) {
+        const char *path = part == SWS_TLS_PEM_CERT ? c->cert_path : c->key_path;
+        return refuse(at(why, "%s.%s", at_cert, part_key[part]), "%s%s%s", path,
+                      path[0] != '\0' ? ": " : "", msg);
+    }
+    unsigned bit = type == EVP_PKEY_RSA ? 1u : type == EVP_PKEY_EC ? 2u : 4u;
+    if (*types & bit)
+        return refuse(at(why, "%s.cert", at_cert),
+                      "a second %s certificate for the same names: give one RSA and one "
+                      "ECDSA pair at most", sws_tls_pem_key_type_name(type));
+    *types |= bit;
+    return 0;
+}
+
+/* A fresh context per certificate set: pairs load side by side as they
+ * will in the worker. */
+static int check_certificates(Sws__Certificate *const *certs, size_t n, const char *at_set,
+                              sws_routeset_refusal_t *why)
+{
+    char at_cert[96];
+    unsigned types = 0;
+    int rc = 0;
+
+    if (n == 0)
+        return 0;
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL)
+        return refuse(at(why, "%s", at_set), "out of memory for a TLS context");
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        if (n == 1 && strcmp(at_set, "tls.default_certificate") == 0)
+            snprintf(at_cert, sizeof(at_cert), "%s", at_set);
+        else
+            snprintf(at_cert, sizeof(at_cert), "%s[%zu]", at_set, i);
+        rc = check_certificate(ctx, certs[i], at_cert, &types, why);
+    }
+    SSL_CTX_free(ctx);
+    return rc;
+}
+
+static int check_tls(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
+{
+    const Sws__Tls *tls = rs->tls;
+    int rc = 0;
+
+    for (size_t h = 0; h < rs->n_hosts; h++) {
+        char at_set[64];
+        snprintf(at_set, sizeof(at_set), "hosts[%zu].certificates", h);
+        if (check_certificates(rs->hosts[h]->certificates, rs->hosts[h]->n_certificates, at_set,
+                               why) < 0)
+            return -1;
+    }
+    if (tls == NULL)
+        return 0;
+    if (tls->default_certificate != NULL &&
+        check_certificates(&tls->default_certificate, 1, "tls.default_certificate", why) < 0)
+        return -1;
+    for (size_t i = 0; i < tls->n_protocols; i++)
+        if (tls->protocols[i] != SWS__TLS__PROTOCOL__TLSV1_2 &&
+            tls->protocols[i] != SWS__TLS__PROTOCOL__TLSV1_3)
+            return refuse(at(why, "tls.protocols[%zu]", i), "expected TLSv1.2 or TLSv1.3");
+    if (tls->handshake_timeout_ms > SWS_ROUTESET_POOL_TIMEOUT_MAX_MS)
+        return refuse(at(why, "tls.handshake_timeout"), "expected at most a day, got %u ms",
+                      tls->handshake_timeout_ms);
+    /* OpenSSL says whether it knows a list: the one judge of it. */
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+    if (ctx == NULL)
+        return refuse(at(why, "tls"), "out of memory for a TLS context");
+    if (tls->ciphers[0] != '\0' && SSL_CTX_set_cipher_list(ctx, tls->ciphers) != 1)
+        rc = refuse(at(why, "tls.ciphers"), "no cipher OpenSSL knows in \"%s\"", tls->ciphers);
+    else if (tls->ciphersuites[0] != '\0' && SSL_CTX_set_ciphersuites(ctx, tls->ciphersuites) != 1)
+        rc = refuse(at(why, "tls.ciphersuites"), "not a TLS 1.3 ciphersuite list OpenSSL knows: "
+                    "\"%s\"", tls->ciphersuites);
+    SSL_CTX_free(ctx);
+    ERR_clear_error();
+    return rc;
+}
+
+int sws_routeset_has_certificates(const Sws__RouteSet *rs)
+{
+    if (rs->tls != NULL && rs->tls->default_certificate != NULL)
+        return 1;
+    for (size_t h = 0; h < rs->n_hosts; h++)
+        if (rs->hosts[h]->n_certificates > 0)
+            return 1;
+    return 0;
+}
+
 /* ---- used twice: sorted, so a large RouteSet costs n log n ---- */
 
 /* One host name or one route; (a, b) is its place in the RouteSet. */
@@ -907,5 +1013,5 @@ int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
     for (size_t h = 0; h < rs->n_hosts; h++)
         if (check_routes_once(rs->hosts[h], h, why) < 0)
             return -1;
-    return 0;
+    return check_tls(rs, why);
 }

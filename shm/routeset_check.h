@@ -29,7 +29,10 @@
  * (a name counts once per address it resolved to), a name's resolved
  * addresses IP literals with its port, each once, weights 0..1000, states known, member ids
  * (given or derived, sws_member_id) unique across the RouteSet; the
- * settings' log level and Server name. Not checked: the per-request limits of Settings (sources fill them
+ * settings' log level and Server name; TLS (ADR 0033): each certificate pair
+ * loads (the PEM parses, the key matches the certificate), at most one RSA
+ * and one ECDSA pair per host, protocols TLSv1.2/TLSv1.3, ciphers and
+ * ciphersuites lists OpenSSL knows. Not checked: the per-request limits of Settings (sources fill them
  * with the defaults of shm/table.h; the YAML reader checks its ranges).
  *
  * Pure functions on memory: any process may call them; nothing is kept.
@@ -56,6 +59,11 @@ typedef struct sws_routeset_refusal {
  * each host and its routes in order, then names and routes used twice (the
  * later use is the one refused). */
 int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why);
+
+/* Whether rs has a certificate for a TLS listener to serve: a host's or
+ * the default one. A source with a TLS listener refuses a RouteSet
+ * without (listeners are not part of a RouteSet). */
+int sws_routeset_has_certificates(const Sws__RouteSet *rs);
 
 /* ---- the rules, one per kind of value: NULL when fine, else why not (a
  * static string) ---- */

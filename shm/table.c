@@ -17,6 +17,8 @@
  *                      each route's in one slice
  *   pools, members     sws_pool_t, sws_member_t: each pool's members in
  *                      one slice, addresses parsed
+ *   certs              sws_tcert_t: each host's certificates in one slice,
+ *                      then the default certificate
  *   strings            a NUL byte (every empty string), then each string's
  *                      bytes followed by a NUL
  *
@@ -44,6 +46,8 @@ typedef struct tbl_host {
     uint32_t first_route; /* index into the routes */
     uint32_t nexact;      /* the first nexact routes match exactly */
     uint32_t nroutes;
+    uint32_t first_cert;  /* index into the certs */
+    uint32_t ncerts;
 } tbl_host_t;
 
 /* One slot of a host-name hash table. */
@@ -77,15 +81,19 @@ struct sws_table {
     uint32_t nmembers;
     uint32_t fields_off;
     uint32_t nfields;
+    uint32_t certs_off;
+    uint32_t default_cert; /* cert index + 1; 0 = none */
     sws_settings_t settings;
+    sws_tls_settings_t tls;
 };
 
 /* Where each section goes; computed the same way by sws_table_size() and
  * sws_table_build() so the size is exact. */
 typedef struct table_layout {
-    size_t nhosts, nroutes, nexact, nwild, npools, nmembers, nfields;
+    size_t nhosts, nroutes, nexact, nwild, npools, nmembers, nfields, ncerts;
     size_t exact_cap, wild_cap;
     size_t hosts_off, routes_off, exact_off, wild_off, fields_off, pools_off, members_off;
+    size_t certs_off;
     size_t strings_off;
     size_t total;
 } table_layout_t;
@@ -285,6 +293,33 @@ static size_t member_str_bytes(const Sws__Member *mb)
     return n;
 }
 
+/* ---- TLS ------------------------------------------------------------ */
+
+static size_t cert_str_bytes(const Sws__Certificate *c)
+{
+    return str_bytes(c->cert_pem.len) + str_bytes(c->key_pem.len);
+}
+
+/* The TLS strings: ciphers and ciphersuites, a default filled in for "". */
+static const char *tls_ciphers(const Sws__Tls *tls)
+{
+    return tls != NULL && tls->ciphers[0] != '\0' ? tls->ciphers : SWS_DEFAULT_TLS_CIPHERS;
+}
+
+static const char *tls_ciphersuites(const Sws__Tls *tls)
+{
+    return tls != NULL && tls->ciphersuites[0] != '\0' ? tls->ciphersuites
+                                                        : SWS_DEFAULT_TLS_CIPHERSUITES;
+}
+
+static size_t tls_str_bytes(const Sws__Tls *tls)
+{
+    size_t n = str_bytes(strlen(tls_ciphers(tls))) + str_bytes(strlen(tls_ciphersuites(tls)));
+    if (tls != NULL && tls->default_certificate != NULL)
+        n += cert_str_bytes(tls->default_certificate);
+    return n;
+}
+
 static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
 {
     size_t strings = 1; /* the shared "" */
@@ -305,6 +340,9 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
             strings += str_bytes(name_len(name));
         }
         lay->nroutes += host->n_routes;
+        lay->ncerts += host->n_certificates;
+        for (size_t i = 0; i < host->n_certificates; i++)
+            strings += cert_str_bytes(host->certificates[i]);
         for (size_t i = 0; i < host->n_routes; i++) {
             const Sws__Route *r = host->routes[i];
             strings += route_str_bytes(r);
@@ -328,6 +366,10 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
             strings += str_bytes(strlen(rs->settings->access_log->path));
     }
 
+    strings += tls_str_bytes(rs->tls);
+    if (rs->tls != NULL && rs->tls->default_certificate != NULL)
+        lay->ncerts++;
+
     lay->exact_cap = hash_capacity(lay->nexact);
     lay->wild_cap = hash_capacity(lay->nwild);
 
@@ -339,6 +381,7 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
     lay->fields_off = place(&off, lay->nfields, sizeof(sws_tfield_t));
     lay->pools_off = place(&off, lay->npools, sizeof(sws_pool_t));
     lay->members_off = place(&off, lay->nmembers, sizeof(sws_member_t));
+    lay->certs_off = place(&off, lay->ncerts, sizeof(sws_tcert_t));
     lay->strings_off = off;
     lay->total = align8(off + strings);
 }
@@ -635,6 +678,40 @@ static void build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Se
     }
 }
 
+static void build_cert(table_writer_t *w, const Sws__Certificate *c, sws_tcert_t *out)
+{
+    out->cert_pem = put_bytes(w, c->cert_pem.data, c->cert_pem.len);
+    out->key_pem = put_bytes(w, c->key_pem.data, c->key_pem.len);
+}
+
+/* The TLS settings, and the default certificate after the hosts' ones. */
+static void build_tls(table_writer_t *w, struct sws_table *t, const Sws__Tls *tls,
+                      uint32_t next_cert)
+{
+    sws_tls_settings_t *out = &t->tls;
+
+    memset(out, 0, sizeof(*out));
+    out->protocols = 0;
+    for (size_t i = 0; tls != NULL && i < tls->n_protocols; i++)
+        out->protocols |= tls->protocols[i] == SWS__TLS__PROTOCOL__TLSV1_2 ? SWS_TLS_PROTO_1_2
+                                                                         : SWS_TLS_PROTO_1_3;
+    if (out->protocols == 0)
+        out->protocols = SWS_TLS_PROTO_1_2 | SWS_TLS_PROTO_1_3;
+    out->handshake_timeout_ms = tls != NULL && tls->handshake_timeout_ms != 0
+                                    ? tls->handshake_timeout_ms
+                                    : SWS_DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS;
+    out->ticket_key_rotation_ms = tls != NULL && tls->ticket_key_rotation_ms != 0
+                                      ? tls->ticket_key_rotation_ms
+                                      : SWS_DEFAULT_TLS_TICKET_KEY_ROTATION_MS;
+    out->session_tickets = tls == NULL || tls->session_tickets;
+    out->ciphers = put_bytes(w, tls_ciphers(tls), strlen(tls_ciphers(tls)));
+    out->ciphersuites = put_bytes(w, tls_ciphersuites(tls), strlen(tls_ciphersuites(tls)));
+    if (tls != NULL && tls->default_certificate != NULL) {
+        build_cert(w, tls->default_certificate, (sws_tcert_t *)(w->base + t->certs_off) + next_cert);
+        t->default_cert = next_cert + 1;
+    }
+}
+
 static tbl_names_t names_init(size_t off, size_t cap, size_t count)
 {
     tbl_names_t n = { (uint32_t)off, cap ? (uint32_t)cap - 1 : 0, (uint32_t)count, 0 };
@@ -659,6 +736,7 @@ static void header_init(struct sws_table *t, const table_layout_t *lay, uint64_t
     t->nmembers = (uint32_t)lay->nmembers;
     t->fields_off = (uint32_t)lay->fields_off;
     t->nfields = (uint32_t)lay->nfields;
+    t->certs_off = (uint32_t)lay->certs_off;
 }
 
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
@@ -688,11 +766,16 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
 
     tbl_host_t *hosts = (tbl_host_t *)(base + t->hosts_off);
     sws_route_t *routes = (sws_route_t *)(base + t->routes_off);
-    uint32_t next_route = 0;
+    sws_tcert_t *certs = (sws_tcert_t *)(base + t->certs_off);
+    uint32_t next_route = 0, next_cert = 0;
     for (size_t h = 0; h < rs->n_hosts; h++) {
         const Sws__Host *host = rs->hosts[h];
         build_names(&w, t, host, (uint32_t)h);
         tbl_host_t *th = &hosts[h];
+        th->first_cert = next_cert;
+        th->ncerts = (uint32_t)host->n_certificates;
+        for (size_t i = 0; i < host->n_certificates; i++)
+            build_cert(&w, host->certificates[i], &certs[next_cert++]);
         th->first_route = next_route;
         th->nroutes = (uint32_t)host->n_routes;
         th->nexact = 0;
@@ -705,6 +788,7 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
         next_route += (uint32_t)host->n_routes;
     }
     build_pools(&w, t, rs);
+    build_tls(&w, t, rs->tls, next_cert);
     if (w.overflow)
         return sws_errf(err, errlen, "table strings overflow the computed size (a bug)");
     return 0;
@@ -720,6 +804,30 @@ uint64_t sws_table_generation(const sws_table_t *t)
 const sws_settings_t *sws_table_settings(const sws_table_t *t)
 {
     return &t->settings;
+}
+
+const sws_tls_settings_t *sws_table_tls(const sws_table_t *t)
+{
+    return &t->tls;
+}
+
+const sws_tcert_t *sws_table_default_cert(const sws_table_t *t)
+{
+    if (t->default_cert == 0)
+        return NULL;
+    return (const sws_tcert_t *)((const char *)t + t->certs_off) + (t->default_cert - 1);
+}
+
+uint32_t sws_table_host_count(const sws_table_t *t)
+{
+    return t->nhosts;
+}
+
+const sws_tcert_t *sws_table_host_certs(const sws_table_t *t, uint32_t host, uint32_t *n)
+{
+    const tbl_host_t *th = (const tbl_host_t *)((const char *)t + t->hosts_off) + host;
+    *n = th->ncerts;
+    return (const sws_tcert_t *)((const char *)t + t->certs_off) + th->first_cert;
 }
 
 uint32_t sws_table_pool_count(const sws_table_t *t)
@@ -818,4 +926,26 @@ const sws_route_t *sws_table_lookup(const sws_table_t *t, const char *host, size
         if (r[i].path.len <= path_len && memcmp(sws_table_str(t, r[i].path), path, r[i].path.len) == 0)
             return &r[i];
     return NULL;
+}
+
+uint32_t sws_table_tls_host(const sws_table_t *t, const char *name, size_t len)
+{
+    const char *dot;
+
+    if (len > 1 && name[len - 1] == '.')
+        len--;
+    if (len == 0)
+        return 0;
+    if (t->exact.count != 0) {
+        uint32_t hit = name_find(t, &t->exact, hash_name(name, len), name, len);
+        if (hit != 0)
+            return hit;
+    }
+    /* A certificate's wildcard covers one label: only the suffix after the
+     * first dot is a candidate. */
+    dot = memchr(name, '.', len);
+    if (dot == NULL || dot == name || t->wild.count == 0)
+        return 0;
+    len -= (size_t)(dot - name);
+    return name_find(t, &t->wild, hash_name(dot, len), dot, len);
 }

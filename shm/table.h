@@ -222,6 +222,39 @@ uint64_t sws_member_resolved_id(const char *pool, const char *name_key, const ch
         .shutdown_timeout_ms = SWS_DEFAULT_SHUTDOWN_TIMEOUT_MS,                \
     }
 
+/* TLS termination (proto Tls, ADR 0033): what every TLS listener of this
+ * generation applies, and the certificates of the hosts. A worker builds
+ * its OpenSSL contexts from these bytes when it adopts the generation
+ * (worker/tls.h); it never opens a certificate file. */
+#define SWS_TLS_PROTO_1_2 1u /* sws_tls_settings_t.protocols bits */
+#define SWS_TLS_PROTO_1_3 2u
+#define SWS_DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS 10000u
+#define SWS_DEFAULT_TLS_TICKET_KEY_ROTATION_MS (12u * 3600 * 1000)
+/* ECDHE key exchange and AEAD ciphers only (Mozilla "intermediate" without
+ * DHE): forward secrecy, no CBC. */
+#define SWS_DEFAULT_TLS_CIPHERS                                                \
+    "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"               \
+    "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"               \
+    "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+#define SWS_DEFAULT_TLS_CIPHERSUITES                                           \
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
+
+typedef struct sws_tls_settings {
+    uint32_t protocols;            /* SWS_TLS_PROTO_* bits, never 0 */
+    uint32_t handshake_timeout_ms;
+    uint32_t ticket_key_rotation_ms;
+    uint8_t session_tickets;
+    uint8_t reserved[3];
+    sws_tstr_t ciphers;            /* never "": the default filled in */
+    sws_tstr_t ciphersuites;
+} sws_tls_settings_t;
+
+/* A certificate chain and its key, PEM (checked: they parse and match). */
+typedef struct sws_tcert {
+    sws_tstr_t cert_pem;
+    sws_tstr_t key_pem;
+} sws_tcert_t;
+
 /* Bytes sws_table_build() would write for rs (exact), so the caller can
  * check an arena is large enough before touching it. */
 size_t sws_table_size(const Sws__RouteSet *rs);
@@ -239,7 +272,8 @@ size_t sws_table_size(const Sws__RouteSet *rs);
  * access_log path "-" stored as "", a member's weight 0 as 1 and its id 0
  * as sws_member_id(), a member with resolved addresses as one member per
  * address (sws_member_resolved_id(), in their order), a pool's absent Timeouts or Health as the
- * SWS_DEFAULT_POOL_* values. On failure the arena holds garbage. */
+ * SWS_DEFAULT_POOL_* values, an absent Tls (or its zero fields) as the
+ * SWS_DEFAULT_TLS_* values. On failure the arena holds garbage. */
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
                     char *err, size_t errlen);
 
@@ -250,6 +284,19 @@ const sws_settings_t *sws_table_settings(const sws_table_t *t);
  * route for the path). host may include ":port"; it is ignored. */
 const sws_route_t *sws_table_lookup(const sws_table_t *t, const char *host, size_t host_len,
                                     const char *path, size_t path_len);
+
+/* TLS: the settings (a RouteSet without Tls reads as the defaults above),
+ * the default certificate (NULL: none), and the host a TLS client's SNI
+ * name selects: exact name, else a wildcard "*.example.com" matching
+ * exactly one label ("a.example.com", not "a.b.example.com", RFC 6125
+ * 6.4.3), never the catch-all; name is matched ASCII case-insensitively,
+ * without a port. Returns host index + 1, or 0. sws_table_host_certs gives
+ * that host's certificates (*n of them; 0: it has none). */
+const sws_tls_settings_t *sws_table_tls(const sws_table_t *t);
+const sws_tcert_t *sws_table_default_cert(const sws_table_t *t);
+uint32_t sws_table_host_count(const sws_table_t *t);
+uint32_t sws_table_tls_host(const sws_table_t *t, const char *name, size_t len);
+const sws_tcert_t *sws_table_host_certs(const sws_table_t *t, uint32_t host, uint32_t *n);
 
 uint32_t sws_table_pool_count(const sws_table_t *t);
 const sws_pool_t *sws_table_pool(const sws_table_t *t, uint32_t i); /* i < pool count */

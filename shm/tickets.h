@@ -27,8 +27,6 @@
 /* The current key and the one before: a ticket stays accepted for at least
  * one rotation period after it was issued, and a key exists for two. */
 #define SWS_TICKETS_KEYS 2u
-/* Until server.tls.ticket_key_rotation is read from the configuration. */
-#define SWS_TICKETS_ROTATION_DEFAULT_S (12u * 3600u)
 
 #define SWS_TICKET_NAME_LEN 16u
 #define SWS_TICKET_AES_LEN 32u  /* AES-256-CBC */

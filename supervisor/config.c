@@ -20,6 +20,7 @@
 #include "supervisor/config.h"
 #include "supervisor/config_yaml.h"
 #include "supervisor/config_pools.h"
+#include "supervisor/config_tls.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -154,39 +155,73 @@ static int cfg_listen_check(cfg_parser_t *p, yaml_node_t *n, char *key)
     return 0;
 }
 
-/* listen: "ADDR" or [ "ADDR", ... ]; absent: ":8080". */
+/* One listen entry: "ADDR" or {address: ADDR, tls: BOOL}; key
+ * (CFG_ADDR_KEY_MAX bytes) must live as long as seen. */
+static int cfg_listen_one(cfg_parser_t *p, yaml_node_t *n, cfg_set_t *seen, char *key,
+                          Sws__Listen *l)
+{
+    static const char *const keys[] = { "address", "tls", NULL };
+    cfg_fields_t f;
+    yaml_node_t *addr;
+    size_t mark;
+
+    if (n->type != YAML_MAPPING_NODE)
+        return cfg_address_one(p, n, cfg_listen_check, seen, key, &l->address);
+    if (cfg_map(p, n, keys, &f) < 0 || cfg_bool(p, &f, "tls", &l->tls) < 0)
+        return -1;
+    addr = cfg_field(&f, "address");
+    if (addr == NULL)
+        return cfg_fail(p, n, "needs address: \"HOST:PORT\"");
+    mark = cfg_push(p, "address");
+    if (cfg_address_one(p, addr, cfg_listen_check, seen, key, &l->address) < 0)
+        return -1;
+    cfg_pop(p, mark);
+    return 0;
+}
+
+/* listen: an entry or a list of entries (cfg_listen_one), each socket
+ * once; absent: ":8080". */
 static int cfg_listen(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc)
 {
-    static char *const fallback[] = { CFG_DEFAULT_LISTEN };
-    char *const *texts = fallback;
-    char **owned = NULL;
+    yaml_node_item_t *items = NULL;
+    cfg_set_t seen = { 0 };
+    char (*keys)[CFG_ADDR_KEY_MAX];
     size_t n = 1;
     int rc = 0;
 
-    if (node != NULL) {
-        if (cfg_addresses(p, node, cfg_listen_check, &owned, &n) < 0)
+    if (node != NULL && node->type == YAML_SEQUENCE_NODE) {
+        if (cfg_list(p, node, &items, &n) < 0)
             return -1;
         if (n == 0)
             return cfg_fail(p, node, "needs at least one address");
-        texts = owned;
     }
-    if (node == NULL)
-        node = cfg_node(p, 1);
     sc->listen = calloc(n, sizeof(*sc->listen));
-    if (sc->listen == NULL)
-        rc = cfg_oom(p, node);
+    /* The set keeps pointers to the keys: they live as long as it. */
+    keys = calloc(n, sizeof(*keys));
+    if (sc->listen == NULL || keys == NULL) {
+        free(keys);
+        return cfg_oom(p, node != NULL ? node : cfg_node(p, 1));
+    }
     for (size_t i = 0; i < n && rc == 0; i++) {
-        Sws__Listen *l = cfg_new(p, node, &sws__listen__descriptor);
+        Sws__Listen *l = cfg_new(p, node != NULL ? node : cfg_node(p, 1), &sws__listen__descriptor);
         if (l == NULL) {
             rc = -1;
             break;
         }
         sc->listen[sc->n_listen++] = l;
-        rc = cfg_set_str(p, node, &l->address, texts[i]);
+        if (node == NULL) {
+            rc = cfg_set_str(p, cfg_node(p, 1), &l->address, CFG_DEFAULT_LISTEN);
+        } else if (items == NULL) {
+            rc = cfg_listen_one(p, node, &seen, keys[i], l);
+        } else {
+            size_t mark = cfg_push_index(p, i);
+            rc = cfg_listen_one(p, cfg_node(p, items[i]), &seen, keys[i], l);
+            if (rc == 0)
+                cfg_pop(p, mark);
+        }
     }
-    for (size_t i = 0; owned != NULL && i < n; i++)
-        free(owned[i]);
-    free(owned);
+    cfg_set_free(&seen);
+    free(keys);
     return rc;
 }
 
@@ -393,22 +428,6 @@ static int cfg_access_log(cfg_parser_t *p, const cfg_fields_t *f, Sws__AccessLog
     return rc;
 }
 
-/* The one rule for every path in the file: a relative path is relative to
- * the configuration file's directory, never to the working directory
- * (under systemd that is /). out gets the path to use. */
-int cfg_path(cfg_parser_t *p, yaml_node_t *n, const char *path, char *out, size_t outlen)
-{
-    int len;
-
-    if (path[0] != '/' && p->base_dir != NULL)
-        len = snprintf(out, outlen, "%s/%s", p->base_dir, path);
-    else
-        len = snprintf(out, outlen, "%s", path);
-    if (len < 0 || (size_t)len >= outlen)
-        return cfg_fail(p, n, "path too long");
-    return 0;
-}
-
 /* A log file, checked by opening it the way the supervisor does at start
  * (sws_log_file_open, as root: workers never open one), so that -t and a
  * start cannot disagree. "-" is a standard stream: nothing to check. */
@@ -477,13 +496,14 @@ static int cfg_user(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerConfig *s
 }
 
 static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
-                      Sws__Settings *st)
+                      Sws__RouteSet *rs)
 {
     static const char *const keys[] = { "listen", "event_loops", "accept_policy",
                                         "fountain_threshold", "backlog",
                                         "user", "shutdown_timeout", "table_size",
                                         "keepalive_requests", "server_header", "limits",
-                                        "timeouts", "logging", "admin", NULL };
+                                        "timeouts", "logging", "admin", "tls", NULL };
+    Sws__Settings *st = rs->settings;
     cfg_fields_t f;
     size_t mark;
 
@@ -521,6 +541,10 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
     cfg_pop(p, mark);
     mark = cfg_push(p, "admin");
     if (cfg_admin(p, cfg_field(&f, "admin"), sc->admin) < 0)
+        return -1;
+    cfg_pop(p, mark);
+    mark = cfg_push(p, "tls");
+    if (cfg_tls(p, cfg_field(&f, "tls"), rs) < 0)
         return -1;
     cfg_pop(p, mark);
     return 0;
@@ -941,7 +965,8 @@ static int cfg_route(cfg_parser_t *p, yaml_node_t *node, void *msg, cfg_set_t *s
 
 static int cfg_host(cfg_parser_t *p, yaml_node_t *node, void *msg, cfg_set_t *names)
 {
-    static const char *const keys[] = { "names", "name", "https_redirect", "routes", NULL };
+    static const char *const keys[] = { "names", "name", "https_redirect", "routes",
+                                        "certificates", NULL };
     Sws__Host *h = msg;
     cfg_fields_t f;
     size_t mark;
@@ -952,6 +977,10 @@ static int cfg_host(cfg_parser_t *p, yaml_node_t *node, void *msg, cfg_set_t *na
     mark = cfg_push(p, "routes");
     if (cfg_repeated(p, cfg_field(&f, "routes"), &sws__route__descriptor, &h->n_routes,
                      (void ***)&h->routes, cfg_route) < 0)
+        return -1;
+    cfg_pop(p, mark);
+    mark = cfg_push(p, "certificates");
+    if (cfg_host_certificates(p, cfg_field(&f, "certificates"), h) < 0)
         return -1;
     cfg_pop(p, mark);
     return 0;
@@ -1008,7 +1037,7 @@ static int cfg_build(cfg_parser_t *p, yaml_node_t *root, Sws__Config *cfg)
     if (cfg_map(p, root, keys, &f) < 0 || cfg_defaults(p, root, cfg) < 0)
         return -1;
     mark = cfg_push(p, "server");
-    if (cfg_server(p, cfg_field(&f, "server"), cfg->server, cfg->routes->settings) < 0)
+    if (cfg_server(p, cfg_field(&f, "server"), cfg->server, cfg->routes) < 0)
         return -1;
     cfg_pop(p, mark);
     p->limit = (uint64_t)CFG_MEMORY_PER_TABLE_BYTE * cfg->server->table_size;
@@ -1032,13 +1061,41 @@ static int cfg_routes_check(cfg_parser_t *p, yaml_node_t *root, const Sws__Route
 {
     sws_routeset_refusal_t why;
 
+    char path[sizeof(why.path) + sizeof("server.")];
+
     if (sws_routeset_check(rs, &why) == 0)
         return 0;
+    /* The RouteSet's tls is the file's server.tls. */
+    snprintf(path, sizeof(path), "%s%s", strncmp(why.path, "tls", 3) == 0 ? "server." : "",
+             why.path);
     cfg_pop(p, 0);
-    cfg_push(p, why.path);
-    cfg_fail(p, cfg_node_at(p, root, why.path), "%s", why.msg);
+    cfg_push(p, path);
+    cfg_fail(p, cfg_node_at(p, root, path), "%s", why.msg);
     cfg_pop(p, 0);
     return -1;
+}
+
+/* A TLS listener needs a certificate to serve (listeners are not part of
+ * the RouteSet, so its checker cannot say). */
+static int cfg_tls_listeners(cfg_parser_t *p, yaml_node_t *root, const Sws__Config *cfg)
+{
+    const Sws__ServerConfig *sc = cfg->server;
+    char path[64];
+
+    if (sws_routeset_has_certificates(cfg->routes))
+        return 0;
+    for (size_t i = 0; i < sc->n_listen; i++) {
+        if (!sc->listen[i]->tls)
+            continue;
+        snprintf(path, sizeof(path), "server.listen[%zu]", i);
+        cfg_pop(p, 0);
+        cfg_push(p, path);
+        cfg_fail(p, cfg_node_at(p, root, path), "a TLS listener needs certificates: "
+                 "hosts[].certificates or server.tls.default_certificate");
+        cfg_pop(p, 0);
+        return -1;
+    }
+    return 0;
 }
 
 /* The table the routes need must fit server.table_size: reported at the
@@ -1110,7 +1167,7 @@ static int cfg_parse_in(const char *text, size_t len, const char *name, const ch
     if (cfg == NULL)
         goto done;
     if (cfg_build(&p, root, cfg) < 0 || cfg_routes_check(&p, root, cfg->routes) < 0 ||
-        cfg_table_fits(&p, root, cfg) < 0) {
+        cfg_tls_listeners(&p, root, cfg) < 0 || cfg_table_fits(&p, root, cfg) < 0) {
         sws_config_free(cfg);
         goto done;
     }
@@ -1130,7 +1187,8 @@ int sws_config_parse(const char *text, size_t len, const char *name, Sws__Config
 
 /* The whole file into a malloc'ed buffer. Read to EOF rather than trusting
  * st_size, so that a pipe (-c /dev/stdin) works too. */
-static char *cfg_read_file(const char *path, size_t *len, char *err, size_t errlen)
+char *cfg_read_file(const char *path, const char *what, size_t max, size_t *len, char *err,
+                    size_t errlen)
 {
     size_t cap = 0, n = 0;
     char *buf = NULL;
@@ -1138,11 +1196,11 @@ static char *cfg_read_file(const char *path, size_t *len, char *err, size_t errl
     FILE *f = fopen(path, "rb");
 
     if (f == NULL) {
-        sws_errf(err, errlen, "%s: cannot open the configuration file: %s", path, strerror(errno));
+        sws_errf(err, errlen, "%s: cannot open %s: %s", path, what, strerror(errno));
         return NULL;
     }
     if (fstat(fileno(f), &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        sws_errf(err, errlen, "%s: is a directory, not a configuration file", path);
+        sws_errf(err, errlen, "%s: is a directory, not %s", path, what);
         fclose(f);
         return NULL;
     }
@@ -1160,9 +1218,9 @@ static char *cfg_read_file(const char *path, size_t *len, char *err, size_t errl
         size_t got = fread(buf + n, 1, cap - n, f);
         n += got;
         /* Checked as it grows, not at EOF: a pipe may never end. */
-        if (n > CFG_MAX_FILE_SIZE) {
-            sws_errf(err, errlen, "%s: larger than %u MiB; is it the configuration file?", path,
-                     CFG_MAX_FILE_SIZE >> 20);
+        if (n > max) {
+            sws_errf(err, errlen, "%s: larger than %zu KiB; is it %s?", path, max >> 10,
+                     what);
             break;
         }
         if (got == 0 && ferror(f)) {
@@ -1196,7 +1254,7 @@ int sws_config_load(const char *path, Sws__Config **out, char *err, size_t errle
     else
         snprintf(dir, sizeof(dir), "%.*s", (int)(slash - path), path);
 
-    text = cfg_read_file(path, &len, err, errlen);
+    text = cfg_read_file(path, "the configuration file", CFG_MAX_FILE_SIZE, &len, err, errlen);
     if (text == NULL)
         return -1;
     rc = cfg_parse_in(text, len, path, dir, out, err, errlen);

@@ -671,3 +671,19 @@ int cfg_yaml_error(cfg_parser_t *p, const yaml_parser_t *parser, const char *tex
                            parser->context_mark.line + 1, parser->context_mark.column + 1);
     return cfg_fail_at(p, mark, "%s", problem);
 }
+
+/* The one rule for every path in the file: a relative path is relative to
+ * the configuration file's directory, never to the working directory
+ * (under systemd that is /). out gets the path to use. */
+int cfg_path(cfg_parser_t *p, yaml_node_t *n, const char *path, char *out, size_t outlen)
+{
+    int len;
+
+    if (path[0] != '/' && p->base_dir != NULL)
+        len = snprintf(out, outlen, "%s/%s", p->base_dir, path);
+    else
+        len = snprintf(out, outlen, "%s", path);
+    if (len < 0 || (size_t)len >= outlen)
+        return cfg_fail(p, n, "path too long");
+    return 0;
+}

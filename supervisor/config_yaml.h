@@ -98,8 +98,9 @@ const char *cfg_quote(const yaml_node_t *n, char *buf, size_t len);
 
 int cfg_bool_text(const char *s, int *out);
 
-/* A path in the file: a relative one is relative to the configuration
- * file's directory (supervisor/config.c, beside the paths it reads). */
+/* The one rule for every path in the file: a relative path is relative to
+ * the configuration file's directory, never to the working directory (under
+ * systemd that is /). out gets the path to use. */
 int cfg_path(cfg_parser_t *p, yaml_node_t *n, const char *path, char *out, size_t outlen);
 
 /* Count bytes the result is about to take; -1 (reported at `at`) past the

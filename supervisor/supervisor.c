@@ -124,7 +124,8 @@ static int same_listen(const Sws__ServerConfig *a, const Sws__ServerConfig *b)
     if (a->n_listen != b->n_listen)
         return 0;
     for (size_t i = 0; i < a->n_listen; i++) {
-        if (strcmp(a->listen[i]->address, b->listen[i]->address) != 0)
+        if (strcmp(a->listen[i]->address, b->listen[i]->address) != 0 ||
+            a->listen[i]->tls != b->listen[i]->tls)
             return 0;
     }
     return 1;
@@ -327,10 +328,20 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
     sws_load_announce(sws_ebpf_worker(&sup->ebpf, w->index));
     sws_proctitle_set("scalwsd: worker %u", w->index);
 
+    /* The listeners' fds are in the configuration's order (open_listeners);
+     * the worker keeps the flags for its life. */
+    const Sws__ServerConfig *sc = sup->config->server;
+    uint8_t *listen_tls = calloc(sup->listen.naddrs ? sup->listen.naddrs : 1, 1);
+    if (listen_tls == NULL)
+        _exit(1);
+    for (unsigned i = 0; i < sup->listen.naddrs && i < sc->n_listen; i++)
+        listen_tls[i] = sc->listen[i]->tls ? 1 : 0;
+
     sws_worker_config_t cfg = {
         .index = w->index,
         .cpu = w->cpu,
         .listen_fds = sws_listen_worker_fds(&sup->listen, w->index),
+        .listen_tls = listen_tls,
         .nlisten = sup->listen.naddrs,
         .exclusive = sws_listen_is_shared(&sup->listen),
         .shm = &sup->shm,
@@ -689,6 +700,69 @@ static void drop_pending(sws_supervisor_t *sup)
     sup->pending_access_fd = -1;
 }
 
+/* Arm the rotation for when the current ticket key is due (at once if
+ * it is overdue: a region attached with an old key). */
+static void arm_ticket_rotation(sws_supervisor_t *sup)
+{
+    uint64_t now = sws_loop_now_ms(&sup->loop);
+    uint64_t due = sws_tickets_due_ms(sws_shm_tickets(&sup->shm));
+    sws_timer_queue_set_duration(&sup->tickets_queue, due > now ? due - now : 0);
+    sws_timer_arm(&sup->loop, &sup->tickets_queue, &sup->tickets_timer);
+}
+
+/* A failed rotation keeps the keys in force, still accepted by every
+ * worker, and tries again TICKETS_RETRY_MS later. */
+static void on_tickets_timer(sws_timer_t *t)
+{
+    sws_supervisor_t *sup = sws_container_of(t, sws_supervisor_t, tickets_timer);
+    sws_tickets_t *keys = sws_shm_tickets(&sup->shm);
+    char err[256];
+    if (sws_tickets_rotate(keys, sws_loop_now_ms(&sup->loop), err, sizeof(err)) < 0) {
+        sws_log_error("%s; the current key stays in force", err);
+        sws_timer_queue_set_duration(&sup->tickets_queue, TICKETS_RETRY_MS);
+        sws_timer_arm(&sup->loop, &sup->tickets_queue, &sup->tickets_timer);
+        return;
+    }
+    sws_log_info("TLS session-ticket key rotated");
+    arm_ticket_rotation(sup);
+}
+
+/* A reload's rotation period: sws_tickets_init keeps the keys the region
+ * holds and takes the period; the timer follows the new due time. */
+static void retime_tickets(sws_supervisor_t *sup, uint64_t period_ms)
+{
+    char err[256];
+    if (sws_tickets_init(sws_shm_tickets(&sup->shm), sws_loop_now_ms(&sup->loop), period_ms, err,
+                         sizeof(err)) < 0) {
+        sws_log_error("reload: TLS session tickets: %s; the previous rotation period stays", err);
+        return;
+    }
+    arm_ticket_rotation(sup);
+}
+
+/* server.tls.ticket_key_rotation of routes (0 or absent: the default). */
+static uint64_t ticket_period_ms(const Sws__RouteSet *routes)
+{
+    uint32_t ms = routes->tls != NULL ? routes->tls->ticket_key_rotation_ms : 0;
+    return ms != 0 ? ms : SWS_DEFAULT_TLS_TICKET_KEY_ROTATION_MS;
+}
+
+/* The keys in the region: kept if it already holds some, else a first one;
+ * rotated every server.tls.ticket_key_rotation. */
+static int start_tickets(sws_supervisor_t *sup)
+{
+    char err[256];
+    if (sws_tickets_init(sws_shm_tickets(&sup->shm), sws_loop_now_ms(&sup->loop),
+                         ticket_period_ms(sup->config->routes), err, sizeof(err)) < 0) {
+        sws_log_error("%s", err);
+        return -1;
+    }
+    sws_timer_queue_init(&sup->loop, &sup->tickets_queue, 0);
+    sws_timer_init(&sup->tickets_timer, on_tickets_timer);
+    arm_ticket_rotation(sup);
+    return 0;
+}
+
 /* Publish the pending config, or retry soon when every arena is still held
  * by a worker that has not moved on from an older generation. */
 static void publish_pending(sws_supervisor_t *sup)
@@ -709,6 +783,9 @@ static void publish_pending(sws_supervisor_t *sup)
     /* The program reads it at each SYN: a plain store applies it. */
     if (rc == 0)
         sws_ebpf_set_fountain_threshold(&sup->ebpf, sup->pending->server->fountain_threshold);
+    /* A new rotation period: the keys stay, the next rotation moves. */
+    if (rc == 0)
+        retime_tickets(sup, ticket_period_ms(sup->pending->routes));
     /* Published: the workers adopt the table at their next turn and the
      * access log's new file now (a few lines may land in the old one). */
     if (rc == 0 && sup->pending_access_fd >= 0 &&
@@ -1016,49 +1093,6 @@ static int create_table(sws_supervisor_t *sup)
         sws_log_error("publish the routing table: %s", err);
         return -1;
     }
-    return 0;
-}
-
-/* Arm the rotation for when the current ticket key is due (at once if
- * it is overdue: a region attached with an old key). */
-static void arm_ticket_rotation(sws_supervisor_t *sup)
-{
-    uint64_t now = sws_loop_now_ms(&sup->loop);
-    uint64_t due = sws_tickets_due_ms(sws_shm_tickets(&sup->shm));
-    sws_timer_queue_set_duration(&sup->tickets_queue, due > now ? due - now : 0);
-    sws_timer_arm(&sup->loop, &sup->tickets_queue, &sup->tickets_timer);
-}
-
-/* A failed rotation keeps the keys in force, still accepted by every
- * worker, and tries again TICKETS_RETRY_MS later. */
-static void on_tickets_timer(sws_timer_t *t)
-{
-    sws_supervisor_t *sup = sws_container_of(t, sws_supervisor_t, tickets_timer);
-    sws_tickets_t *keys = sws_shm_tickets(&sup->shm);
-    char err[256];
-    if (sws_tickets_rotate(keys, sws_loop_now_ms(&sup->loop), err, sizeof(err)) < 0) {
-        sws_log_error("%s; the current key stays in force", err);
-        sws_timer_queue_set_duration(&sup->tickets_queue, TICKETS_RETRY_MS);
-        sws_timer_arm(&sup->loop, &sup->tickets_queue, &sup->tickets_timer);
-        return;
-    }
-    sws_log_info("TLS session-ticket key rotated");
-    arm_ticket_rotation(sup);
-}
-
-/* The keys in the region: kept if it already holds some, else a first one.
- * TODO(lead): the period from server.tls.ticket_key_rotation once merged. */
-static int start_tickets(sws_supervisor_t *sup)
-{
-    char err[256];
-    if (sws_tickets_init(sws_shm_tickets(&sup->shm), sws_loop_now_ms(&sup->loop),
-                         SWS_TICKETS_ROTATION_DEFAULT_S * 1000ull, err, sizeof(err)) < 0) {
-        sws_log_error("%s", err);
-        return -1;
-    }
-    sws_timer_queue_init(&sup->loop, &sup->tickets_queue, 0);
-    sws_timer_init(&sup->tickets_timer, on_tickets_timer);
-    arm_ticket_rotation(sup);
     return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "worker/tls.h"
 
 /* Used until the first generation is adopted (shm/table.h). */
 const sws_settings_t sws_conn_default_settings = SWS_SETTINGS_DEFAULTS;
@@ -41,6 +42,7 @@ void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, const sws_proto_ops_
     sws_timer_queue_init(loop, &s->idle_q, s->settings->keepalive_timeout_ms);
     sws_timer_queue_init(loop, &s->send_q, s->settings->send_timeout_ms);
     sws_timer_queue_init(loop, &s->linger_q, SWS_CONN_LINGER_MS);
+    sws_timer_queue_init(loop, &s->handshake_q, SWS_DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS);
 }
 
 void sws_conn_set_configure(sws_conn_set_t *s, const sws_table_t *t, const sws_settings_t *st,
@@ -53,6 +55,8 @@ void sws_conn_set_configure(sws_conn_set_t *s, const sws_table_t *t, const sws_s
     sws_timer_queue_set_duration(&s->body_q, s->settings->body_timeout_ms);
     sws_timer_queue_set_duration(&s->idle_q, s->settings->keepalive_timeout_ms);
     sws_timer_queue_set_duration(&s->send_q, s->settings->send_timeout_ms);
+    if (t != NULL)
+        sws_timer_queue_set_duration(&s->handshake_q, sws_table_tls(t)->handshake_timeout_ms);
 }
 
 static void conn_free(sws_conn_t *c)
@@ -110,6 +114,8 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->readable = c->rdhup = c->peer_eof = c->close_after = 0;
     c->wrote = c->got_input = c->head_started = c->tls = c->want_writable = c->running = 0;
     c->input_paused = 0;
+    c->tls_handshaking = c->tls_read_wants_write = 0;
+    c->ssl = NULL;
     c->shut_wr = 0;
     c->switch_to = NULL;
     c->rpos = c->rend = c->msg_start = 0;
@@ -148,6 +154,27 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     return c;
 }
 
+sws_conn_t *sws_conn_open_tls(sws_conn_set_t *s, int fd, const struct sockaddr *peer,
+                              socklen_t peer_len)
+{
+    if (s->tls == NULL) {
+        sws_log_debug("TLS connection refused: no table generation yet");
+        close(fd);
+        return NULL;
+    }
+    sws_conn_t *c = sws_conn_open(s, fd, peer, peer_len);
+    if (c == NULL)
+        return NULL;
+    c->tls = 1;
+    if (sws_tls_conn_start(c) < 0) {
+        sws_conn_close(c);
+        return NULL;
+    }
+    /* The header timer starts when the handshake is done. */
+    conn_arm(c, &s->handshake_q);
+    return c;
+}
+
 /* A switch asked for in this turn (sws_conn_switch_proto): 1 if done. */
 static int conn_switch_pending(sws_conn_t *c)
 {
@@ -169,9 +196,12 @@ void sws_conn_close(sws_conn_t *c)
     sws_timer_disarm(&c->timer);
     c->timer_q = NULL;
     sws_defer_cancel(&c->wake);
+    sws_tls_shutdown(c); /* close_notify, when the session is whole */
     /* close() also removes the fd from epoll: a worker never dups it. */
     close(c->io.fd);
     c->io.fd = -1;
+    if (c->ssl != NULL)
+        sws_tls_conn_free(c);
     c->phase = SWS_CONN_CLOSED;
     c->want_writable = 0;
     c->proto->close(c); /* sees what of a file range was never sent */
@@ -384,7 +414,9 @@ int sws_conn_append(sws_conn_t *c, const void *p, size_t n)
 
 size_t sws_conn_write_through(sws_conn_t *c, const void *p, size_t n)
 {
-    if (c->phase != SWS_CONN_ACTIVE || c->file_left > 0 || c->sent_turn >= SWS_CONN_SEND_PER_RUN)
+    /* TLS encrypts from the output: the caller queues the bytes there. */
+    if (c->phase != SWS_CONN_ACTIVE || c->file_left > 0 || c->sent_turn >= SWS_CONN_SEND_PER_RUN ||
+        c->ssl != NULL)
         return 0;
     size_t queued = c->olen - c->osent;
     size_t room = SWS_CONN_SEND_PER_RUN - c->sent_turn;
@@ -475,13 +507,15 @@ static int conn_read(sws_conn_t *c)
         return 0;
     }
     size_t space = c->rcap - c->rend;
-    ssize_t n = read(c->io.fd, c->rbuf + c->rend, space);
+    ssize_t n = c->ssl != NULL ? sws_tls_read(c, c->rbuf + c->rend, space)
+                               : read(c->io.fd, c->rbuf + c->rend, space);
     if (n > 0) {
         c->rend += (uint32_t)n;
         c->got_input = 1;
         /* Edge-triggered: a short read drained the socket, unless the peer
-         * also shut down (then read on to see the EOF). */
-        if ((size_t)n < space && !c->rdhup)
+         * also shut down (then read on to see the EOF). Not over TLS: a read
+         * returns one record, the socket may hold more. */
+        if ((size_t)n < space && !c->rdhup && c->ssl == NULL)
             c->readable = 0;
         return 1;
     }
@@ -533,14 +567,53 @@ static int conn_yield(sws_conn_t *c)
     return -1;
 }
 
+/* The one write of the output to the socket, plain or TLS. */
+static ssize_t conn_send(sws_conn_t *c, const void *p, size_t n)
+{
+    return c->ssl != NULL ? sws_tls_write(c, p, n) : send(c->io.fd, p, n, MSG_NOSIGNAL);
+}
+
+/* TLS cannot sendfile or splice: the next piece of the file or pipe range
+ * goes into the (empty) output, to be written from there. 1 when bytes were
+ * queued, -1 closed. */
+static int conn_tls_fill(sws_conn_t *c)
+{
+    size_t want = c->file_left < SWS_CONN_TLS_PIECE ? (size_t)c->file_left : SWS_CONN_TLS_PIECE;
+    ssize_t n;
+
+    if (sws_conn_reserve(c, want) < 0) {
+        sws_log_error("client %s: no memory for a TLS piece", sws_conn_peer_text(c));
+        sws_conn_close(c);
+        return -1;
+    }
+    do
+        n = c->file_pipe ? read(c->file_fd, c->obuf + c->olen, want)
+                         : pread(c->file_fd, c->obuf + c->olen, want, c->file_off);
+    while (n < 0 && errno == EINTR);
+    if (n <= 0) {
+        /* The pipe holds the promised bytes (sws_conn_queue_pipe): none
+         * there, like a file that shrank, breaks the promised length. */
+        sws_log_debug("client %s: %s: %s", sws_conn_peer_text(c), c->file_pipe ? "pipe" : "pread",
+                      n == 0 ? "file truncated" : strerror(errno));
+        sws_conn_close(c);
+        return -1;
+    }
+    c->olen += (size_t)n;
+    c->file_left -= (uint64_t)n;
+    if (!c->file_pipe)
+        c->file_off += n;
+    return 1;
+}
+
 /* Write what is queued. 0 (all written, the socket is full, or this turn's
  * file budget is spent and the connection yielded), -1 closed. */
 static int conn_flush(sws_conn_t *c)
 {
+again:
     while (c->osent < c->olen) {
         if (c->sent_turn >= SWS_CONN_SEND_PER_RUN)
             return conn_yield(c);
-        ssize_t n = send(c->io.fd, c->obuf + c->osent, c->olen - c->osent, MSG_NOSIGNAL);
+        ssize_t n = conn_send(c, c->obuf + c->osent, c->olen - c->osent);
         if (n > 0) {
             c->osent += (size_t)n;
             c->bytes_out += (uint64_t)n;
@@ -559,6 +632,13 @@ static int conn_flush(sws_conn_t *c)
             c->obuf = p;
             c->ocap = SWS_CONN_OUT_BUF;
         }
+    }
+    if (c->ssl != NULL && c->file_left > 0) {
+        if (c->sent_turn >= SWS_CONN_SEND_PER_RUN)
+            return conn_yield(c);
+        if (conn_tls_fill(c) < 0)
+            return -1;
+        goto again;
     }
     while (c->file_left > 0) {
         /* A fast reader would otherwise take the worker for as long as the
@@ -615,6 +695,7 @@ static void conn_finish(sws_conn_t *c)
         sws_conn_close(c);
         return;
     }
+    sws_tls_shutdown(c);
     shutdown(c->io.fd, SHUT_WR);
     c->phase = SWS_CONN_LINGER;
     conn_arm(c, &c->set->linger_q);
@@ -757,12 +838,33 @@ static int conn_client_gone(sws_conn_t *c)
     return 1;
 }
 
+/* The TLS handshake before anything else: 1 done (now or before), 0
+ * waiting for the socket, -1 closed. */
+static int conn_handshake(sws_conn_t *c)
+{
+    if (!c->tls_handshaking)
+        return 1;
+    int r = sws_tls_handshake(c);
+    if (r < 0) {
+        sws_conn_close(c);
+        return -1;
+    }
+    if (r == 0)
+        return 0;
+    conn_switch_pending(c); /* ALPN chose HTTP/2 */
+    conn_arm(c, &c->set->header_q);
+    c->readable = 1; /* the first request may have come with the last flight */
+    return 1;
+}
+
 static void conn_turn(sws_conn_t *c)
 {
     if (c->phase == SWS_CONN_LINGER) {
         conn_linger_read(c);
         return;
     }
+    if (conn_handshake(c) <= 0)
+        return;
     c->wrote = 0;
     c->got_input = 0;
     c->head_started = 0;
@@ -792,6 +894,7 @@ static void conn_turn(sws_conn_t *c)
         return;
     }
     if (c->shut_wr == 1) {
+        sws_tls_shutdown(c);
         shutdown(c->io.fd, SHUT_WR);
         c->shut_wr = 2;
     }
@@ -821,6 +924,8 @@ static void conn_on_event(sws_io_t *io, uint32_t events)
         c->readable = 1;
     if (events & (EPOLLRDHUP | EPOLLHUP))
         c->rdhup = 1;
+    if ((events & EPOLLOUT) && c->tls_read_wants_write)
+        c->readable = 1; /* the read that waited for room goes on */
     conn_run(c);
 }
 
@@ -855,6 +960,11 @@ static void conn_on_timer(sws_timer_t *t)
             return;
         }
         sws_log_info("client %s: send timeout, closing", sws_conn_peer_text(c));
+        sws_conn_close(c);
+        return;
+    }
+    if (q == &s->handshake_q) {
+        sws_log_debug("client %s: TLS handshake timeout, closing", sws_conn_peer_text(c));
         sws_conn_close(c);
         return;
     }

@@ -45,6 +45,13 @@
  * frees its header buffer on idle keep-alive connections likewise), and a
  * busy connection pays two pointer moves per request, not a malloc.
  *
+ * TLS (ADR 0033): a connection opened with sws_conn_open_tls runs the
+ * handshake first (worker/tls.h, SSL on the fd, under the handshake timer),
+ * then every read and write of it goes through SSL_read/SSL_write; file and
+ * pipe ranges (sendfile, splice) are read into the output in pieces of
+ * SWS_CONN_TLS_PIECE and written from there, and sws_conn_write_through
+ * takes nothing (the caller queues it).
+ *
  * Closing: sws_conn_close() closes the fd at once but frees nothing: the
  * connection moves to the closed list and sws_conn_set_reap(), called from
  * the loop tick, recycles it. So an event batch never touches freed memory.
@@ -83,10 +90,14 @@
  * download delays its worker's other clients by at most a few ms per turn,
  * while the syscalls per MiB (one sendfile, one epoll_ctl) stay negligible. */
 #define SWS_CONN_SEND_PER_RUN (1u << 20)
+/* A file or pipe range goes out over TLS in pieces of one TLS record. */
+#define SWS_CONN_TLS_PIECE (16u * 1024)
 
 typedef struct sws_conn_set sws_conn_set_t;
 typedef struct sws_worker_ctx sws_worker_ctx_t;
 typedef struct sws_stream sws_stream_t;
+typedef struct sws_tls_gen sws_tls_gen_t;
+struct ssl_st;
 
 /* Called with a stream whose request is complete; answers it through the
  * stream's producer API (worker/stream.h). */
@@ -115,7 +126,9 @@ struct sws_conn {
     uint8_t wrote;                /* a write made progress in this run */
     uint8_t got_input;            /* a read brought bytes in this run */
     uint8_t head_started;         /* a request head began in this run */
-    uint8_t tls;                  /* roadmap 3 */
+    uint8_t tls;                  /* accepted on a TLS listener (ssl below) */
+    uint8_t tls_handshaking;      /* the handshake is not done yet */
+    uint8_t tls_read_wants_write; /* SSL_read waits for room in the socket */
     uint8_t want_writable;        /* call proto->writable once the output drains */
     uint8_t running;              /* inside its turn (conn_run) */
     uint8_t yielded;              /* this turn asked for the next (conn_yield) */
@@ -124,6 +137,7 @@ struct sws_conn {
     uint8_t shut_wr;              /* sws_conn_shutdown_write: 1 asked, 2 done */
     const sws_proto_ops_t *switch_to; /* sws_conn_switch_proto, until the protocol returns */
     void *switch_state;
+    struct ssl_st *ssl;           /* TLS: the session (worker/tls.h); NULL: plain */
 
     /* Input: rbuf[rpos, rend) is unparsed; the current request's head lives
      * in rbuf[msg_start, ...) until the request is answered. NULL (rcap 0)
@@ -173,6 +187,9 @@ struct sws_conn_set {
     sws_str_t server_name;
 
     sws_timer_queue_t header_q, body_q, idle_q, send_q, linger_q;
+    sws_timer_queue_t handshake_q;   /* TLS: the handshake must be done within */
+    sws_tls_gen_t *tls;              /* the generation's TLS contexts (the owner's);
+                                      * NULL: TLS connections are refused */
 
     /* Standard-size buffers of idle connections, for the next to read or
      * write (see "Memory of idle connections"). */
@@ -206,6 +223,12 @@ void sws_conn_set_configure(sws_conn_set_t *s, const sws_table_t *t, const sws_s
  * Returns the connection, or NULL (fd closed, error logged). */
 sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer,
                           socklen_t peer_len);
+
+/* The same for a TLS listener's connection: the handshake runs first,
+ * under the table's server.tls handshake_timeout (set->tls must be set, else
+ * the fd is closed and NULL returned). */
+sws_conn_t *sws_conn_open_tls(sws_conn_set_t *s, int fd, const struct sockaddr *peer,
+                              socklen_t peer_len);
 
 /* Graceful stop: from now on every response closes its connection; idle
  * connections are closed at once. */

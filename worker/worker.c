@@ -24,6 +24,7 @@
 #include "worker/http2.h"
 #include "worker/http1.h"
 #include "worker/load.h"
+#include "worker/tls.h"
 #include "worker/upstream_stats.h"
 
 #define ACCEPT_BATCH 64          /* accepts per listener event */
@@ -34,6 +35,7 @@
 typedef struct listener {
     sws_io_t io;
     struct sws_worker *worker;
+    int tls;                      /* its clients speak TLS */
 } listener_t;
 
 /* Everything a worker process owns; lives on sws_worker_main's stack. */
@@ -61,6 +63,7 @@ typedef struct sws_worker {
     sws_timer_t shutdown_timer;
     sws_timer_queue_t access_log_q; /* wakes an idle worker to flush the access log */
     sws_timer_t access_log_timer;
+    int serves_tls;               /* a listener is TLS: each generation gets contexts */
 } sws_worker_t;
 
 static int listeners_register(sws_worker_t *w)
@@ -136,7 +139,10 @@ static void on_listener(sws_io_t *io, uint32_t events)
         }
         w->counters->connections_accepted++;
         sws_load_accepted(&w->load);
-        sws_conn_open(&w->conns, fd, (struct sockaddr *)&ss, len);
+        if (l->tls)
+            sws_conn_open_tls(&w->conns, fd, (struct sockaddr *)&ss, len);
+        else
+            sws_conn_open(&w->conns, fd, (struct sockaddr *)&ss, len);
     }
 }
 
@@ -159,6 +165,18 @@ static void adopt_generation(sws_worker_t *w)
     sws_str_t server = { sws_table_str(t, st->server_name), st->server_name.len };
     sws_conn_set_configure(&w->conns, t, st, server);
     char err[160];
+    if (w->serves_tls) {
+        /* Connections keep the contexts they use (OpenSSL counts them). */
+        sws_tls_gen_t *g = sws_tls_gen_build(t, sws_shm_tickets(w->cfg->shm), err, sizeof(err));
+        /* On failure (out of memory: the supervisor checked the pairs) the
+         * old contexts cannot stay: their host indices are the released
+         * table's. */
+        if (g == NULL)
+            sws_log_error("generation %llu: TLS: %s: TLS connections are refused until the "
+                          "next generation", (unsigned long long)gen, err);
+        sws_tls_gen_free(w->conns.tls);
+        w->conns.tls = g;
+    }
     if (sws_upstream_pools_adopt(&w->ctx.pools, t, &w->ctx.upstreams, err, sizeof(err)) < 0)
         sws_log_error("generation %llu: %s: proxied requests keep the previous pools",
                       (unsigned long long)gen, err);
@@ -396,6 +414,8 @@ static int worker_setup(sws_worker_t *w)
     sws_timer_init(&w->shutdown_timer, on_shutdown_timeout);
     sws_timer_queue_init(&w->loop, &w->access_log_q, ACCESS_LOG_RETRY_MS);
     sws_timer_init(&w->access_log_timer, on_access_log_timer);
+    for (unsigned i = 0; cfg->listen_tls != NULL && i < cfg->nlisten; i++)
+        w->serves_tls |= cfg->listen_tls[i];
     adopt_generation(w);
     sws_load_init(&w->load, &w->loop, cfg->load, cfg->listen_fds, cfg->nlisten);
 
@@ -404,6 +424,7 @@ static int worker_setup(sws_worker_t *w)
     if (w->listeners == NULL)
         return -1;
     for (unsigned i = 0; i < cfg->nlisten; i++) {
+        w->listeners[i].tls = cfg->listen_tls != NULL && cfg->listen_tls[i];
         w->listeners[i].io.fd = cfg->listen_fds[i];
         w->listeners[i].io.cb = on_listener;
         w->listeners[i].worker = w;
@@ -442,6 +463,7 @@ int sws_worker_main(const sws_worker_config_t *cfg)
         status = 1;
     }
     sws_conn_set_destroy(&w.conns);
+    sws_tls_gen_free(w.conns.tls);
     sws_upstream_stats_close(&w.upstream_stats);
     sws_worker_ctx_close(&w.ctx);
     sws_access_log_close(&w.access_log);

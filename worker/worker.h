@@ -35,6 +35,8 @@ typedef struct sws_worker_config {
     unsigned index;          /* 0..n-1; also its reader slot in shm */
     int cpu;                 /* CPU to pin to; -1: no pinning */
     const int *listen_fds;   /* the listening sockets it accepts on (non-blocking) */
+    const uint8_t *listen_tls; /* per listening socket, 1: its clients speak TLS;
+                                * NULL: none does */
     unsigned nlisten;
     int exclusive;           /* 1: shared sockets, register with EPOLLEXCLUSIVE */
     sws_shm_t *shm;

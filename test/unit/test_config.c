@@ -17,9 +17,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "shm/table.h"
 #include "supervisor/config.h"
 #include "support/settings_assert.h"
 #include "support/test_cert.h"
+#include "support/tls_pem.h"
 
 static Sws__Config *parse_ok(const char *yaml)
 {
@@ -513,10 +515,19 @@ static void test_errors_admin_listen(void **state)
 static void test_error_form_listen_mapping(void **state)
 {
     (void)state;
-    expect_error("server:\n  listen: {a: b}\n", "t.yaml:2:11: server.listen: ",
-                 "expected an address or a list of addresses, got a mapping");
-    expect_error("server:\n  listen: [{a: b}]\n", "t.yaml:2:12: server.listen[0]: ",
-                 "expected a string, got a mapping");
+    expect_error("server:\n  listen: {a: b}\n", "t.yaml:2:12: server.listen.a: ",
+                 "unknown key (expected one of: address, tls)");
+    expect_error("server:\n  listen: [{a: b}]\n", "t.yaml:2:13: server.listen[0].a: ",
+                 "unknown key (expected one of: address, tls)");
+    expect_error("server:\n  listen: [{tls: true}]\n", "t.yaml:2:12: server.listen[0]: ",
+                 "needs address: \"HOST:PORT\"");
+    expect_error("server:\n  listen: [{address: \"127.0.0.1:1\", tls: maybe}]\n",
+                 "t.yaml:2:42: server.listen[0].tls: ", "expected true or false");
+    expect_error("server:\n  listen: [\":1\", {address: \"0.0.0.0:1\"}]\n",
+                 "t.yaml:2:28: server.listen[1].address: ", "0.0.0.0:1 is already listed");
+    /* A TLS listener needs a certificate to serve. */
+    expect_error("server:\n  listen: [\":1\", {address: \":2\", tls: true}]\n",
+                 "t.yaml:2:18: server.listen[1]: ", "a TLS listener needs certificates");
 }
 
 static void test_error_form_table_size(void **state)
@@ -755,6 +766,137 @@ static void test_static_root_relative_to_file(void **state)
     assert_int_equal(rmdir(sub), 0);
     assert_int_equal(rmdir(www), 0);
     assert_int_equal(rmdir(dir), 0);
+}
+
+/* ---- TLS ---- */
+
+static void test_tls_defaults_and_keys(void **state)
+{
+    (void)state;
+    Sws__Config *cfg = parse_ok("server:\n  listen: [\":1\", {address: \"[::1]:2\"}, "
+                                "{address: \":3\", tls: false}]\n");
+    assert_int_equal(cfg->server->n_listen, 3);
+    assert_string_equal(cfg->server->listen[1]->address, "[::1]:2");
+    assert_false(cfg->server->listen[1]->tls);
+    Sws__Tls *tls = cfg->routes->tls;
+    assert_non_null(tls);
+    assert_null(tls->default_certificate);
+    assert_int_equal(tls->n_protocols, 0); /* both */
+    assert_string_equal(tls->ciphers, SWS_DEFAULT_TLS_CIPHERS);
+    assert_string_equal(tls->ciphersuites, SWS_DEFAULT_TLS_CIPHERSUITES);
+    assert_int_equal(tls->handshake_timeout_ms, 10000);
+    assert_true(tls->session_tickets);
+    assert_int_equal(tls->ticket_key_rotation_ms, 12u * 3600 * 1000);
+    sws_config_free(cfg);
+
+    cfg = parse_ok("server:\n  tls:\n    protocols: [TLSv1.3]\n    ciphers: ECDHE-RSA-AES128-GCM-SHA256\n"
+                   "    ciphersuites: TLS_AES_128_GCM_SHA256\n    handshake_timeout: 2s\n"
+                   "    session_tickets: false\n    ticket_key_rotation: 1h\n");
+    tls = cfg->routes->tls;
+    assert_int_equal(tls->n_protocols, 1);
+    assert_int_equal(tls->protocols[0], SWS__TLS__PROTOCOL__TLSV1_3);
+    assert_string_equal(tls->ciphers, "ECDHE-RSA-AES128-GCM-SHA256");
+    assert_string_equal(tls->ciphersuites, "TLS_AES_128_GCM_SHA256");
+    assert_int_equal(tls->handshake_timeout_ms, 2000);
+    assert_false(tls->session_tickets);
+    assert_int_equal(tls->ticket_key_rotation_ms, 3600u * 1000);
+    sws_config_free(cfg);
+
+    expect_error("server:\n  tls: {protocols: [TLSv1.1]}\n", "t.yaml:2:21: server.tls.protocols[0]: ",
+                 "expected TLSv1.2 or TLSv1.3 (nothing older is offered), got \"TLSv1.1\"");
+    expect_error("server:\n  tls: {protocols: []}\n", "t.yaml:2:20: server.tls.protocols: ",
+                 "needs TLSv1.2, TLSv1.3 or both");
+    expect_error("server:\n  tls: {ciphers: RC4-NOPE}\n", "t.yaml:2:18: server.tls.ciphers: ",
+                 "no cipher OpenSSL knows in \"RC4-NOPE\"");
+    expect_error("server:\n  tls: {ocsp: true}\n", "t.yaml:2:9: server.tls.ocsp: ", "unknown key");
+    expect_error("server:\n  tls: {ticket_key_rotation: 1s}\n",
+                 "t.yaml:2:30: server.tls.ticket_key_rotation: ", "from 1m to 168h");
+    expect_error("hosts:\n  - name: a\n    certificates: [{cert: a.crt}]\n",
+                 "t.yaml:3:20: hosts[0].certificates[0]: ", "needs cert: (the PEM chain) and key:");
+    /* From memory nothing is read: the checker sees no bytes. */
+    expect_error("hosts:\n  - name: a\n    certificates: [{cert: a.crt, key: a.key}]\n",
+                 "t.yaml:3:27: hosts[0].certificates[0].cert: ", "the certificate file is empty");
+}
+
+static void write_bytes(const char *path, const char *p, size_t n)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    assert_int_equal(fwrite(p, 1, n, f), n);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The supervisor reads the files (relative to the configuration file);
+ * the RouteSet carries their bytes. */
+static void test_tls_certificates_from_files(void **state)
+{
+    (void)state;
+    char dir[64], path[160], file[160], err[1024], want[400];
+    test_pem_t rsa, ec;
+    Sws__Config *cfg = NULL;
+
+    test_pem_make(&rsa, 0, "a.test");
+    test_pem_make(&ec, 1, "a.test");
+    make_temp_dir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/rsa.crt", dir);
+    write_bytes(path, rsa.cert, rsa.cert_len);
+    snprintf(path, sizeof(path), "%s/rsa.key", dir);
+    write_bytes(path, rsa.key, rsa.key_len);
+    snprintf(path, sizeof(path), "%s/ec.crt", dir);
+    write_bytes(path, ec.cert, ec.cert_len);
+    snprintf(path, sizeof(path), "%s/ec.key", dir);
+    write_bytes(path, ec.key, ec.key_len);
+    snprintf(file, sizeof(file), "%s/scalws.yaml", dir);
+    write_file(file, "server:\n  listen: [{address: \"127.0.0.1:1\", tls: true}]\n"
+                     "  tls: {default_certificate: {cert: ec.crt, key: ec.key}}\n"
+                     "hosts:\n  - name: a.test\n"
+                     "    certificates: [{cert: rsa.crt, key: rsa.key}, {cert: ec.crt, key: ec.key}]\n");
+    if (sws_config_load(file, &cfg, err, sizeof(err)) != 0)
+        fail_msg("%s", err);
+    assert_true(cfg->server->listen[0]->tls);
+    Sws__Host *h = cfg->routes->hosts[0];
+    assert_int_equal(h->n_certificates, 2);
+    assert_int_equal(h->certificates[0]->cert_pem.len, rsa.cert_len);
+    assert_memory_equal(h->certificates[0]->cert_pem.data, rsa.cert, rsa.cert_len);
+    assert_memory_equal(h->certificates[1]->key_pem.data, ec.key, ec.key_len);
+    snprintf(path, sizeof(path), "%s/rsa.crt", dir);
+    assert_string_equal(h->certificates[0]->cert_path, path);
+    assert_memory_equal(cfg->routes->tls->default_certificate->cert_pem.data, ec.cert,
+                        ec.cert_len);
+    sws_config_free(cfg);
+
+    /* A key that is not the certificate's: at the key, naming the file. */
+    write_file(file, "hosts:\n  - name: a.test\n"
+                     "    certificates: [{cert: rsa.crt, key: ec.key}]\n");
+    assert_int_equal(sws_config_load(file, &cfg, err, sizeof(err)), -1);
+    snprintf(want, sizeof(want), "%s:3:41: hosts[0].certificates[0].key: %s/ec.key: the key does "
+             "not match the certificate", file, dir);
+    if (strncmp(err, want, strlen(want)) != 0)
+        fail_msg("got %s\nwant %s", err, want);
+
+    /* A missing file. */
+    write_file(file, "server:\n  tls:\n    default_certificate: {cert: nope.crt, key: ec.key}\n");
+    assert_int_equal(sws_config_load(file, &cfg, err, sizeof(err)), -1);
+    snprintf(want, sizeof(want), "%s:3:33: server.tls.default_certificate.cert: %s/nope.crt: "
+             "cannot open a PEM file: No such file or directory", file, dir);
+    assert_string_equal(err, want);
+
+    /* Not PEM. */
+    write_file(file, "server:\n  tls:\n    default_certificate: {cert: scalws.yaml, key: ec.key}\n");
+    assert_int_equal(sws_config_load(file, &cfg, err, sizeof(err)), -1);
+    snprintf(want, sizeof(want), "%s:3:33: server.tls.default_certificate.cert: %s/scalws.yaml: "
+             "no PEM certificate could be read", file, dir);
+    if (strncmp(err, want, strlen(want)) != 0)
+        fail_msg("got %s\nwant %s", err, want);
+
+    static const char *const names[] = { "rsa.crt", "rsa.key", "ec.crt", "ec.key", "scalws.yaml" };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+        assert_int_equal(unlink(path), 0);
+    }
+    assert_int_equal(rmdir(dir), 0);
+    test_pem_free(&rsa);
+    test_pem_free(&ec);
 }
 
 static void test_load_errors(void **state)
@@ -1068,6 +1210,8 @@ int main(void)
         cmocka_unit_test(test_alias_expansion_is_bounded),
         cmocka_unit_test(test_static_root_relative_to_file),
         cmocka_unit_test(test_load_errors),
+        cmocka_unit_test(test_tls_defaults_and_keys),
+        cmocka_unit_test(test_tls_certificates_from_files),
         cmocka_unit_test(test_pools_defaults),
         cmocka_unit_test(test_pools_full),
         cmocka_unit_test(test_pool_errors),

@@ -17,6 +17,7 @@
 #include "shm/table.h"
 #include "support/routeset_build.h"
 #include "support/test_cert.h"
+#include "support/tls_pem.h"
 
 static Sws__Member *member(Sws__Pool *pool, const char *address)
 {
@@ -712,6 +713,123 @@ static void test_table_build_refuses_what_the_checker_refuses(void **state)
                          "number from 200 to 599, got 100");
 }
 
+/* ---- TLS: certificates as PEM bytes, made once for the file ---- */
+
+static test_pem_t rsa_a, ec_a, rsa_b;
+
+static void add_cert(Sws__Host *h, const test_pem_t *cert, const test_pem_t *key)
+{
+    PUSH(h->certificates, h->n_certificates, test_pem_certificate(cert, key));
+}
+
+static Sws__Tls *tls_of(Sws__RouteSet *rs)
+{
+    if (rs->tls == NULL) {
+        rs->tls = NEW(Sws__Tls, SWS__TLS__INIT);
+        rs->tls->ciphers = strdup("");
+        rs->tls->ciphersuites = strdup("");
+    }
+    return rs->tls;
+}
+
+static int tls_setup(void **state)
+{
+    (void)state;
+    test_pem_make(&rsa_a, 0, "a.test");
+    test_pem_make(&ec_a, 1, "a.test");
+    test_pem_make(&rsa_b, 0, "b.test");
+    return 0;
+}
+
+static int tls_teardown(void **state)
+{
+    (void)state;
+    test_pem_free(&rsa_a);
+    test_pem_free(&ec_a);
+    test_pem_free(&rsa_b);
+    return 0;
+}
+
+/* Checks rs, expecting want ("PATH: MSG" start, or NULL: accepted), and
+ * frees it. */
+static void tls_expect(Sws__RouteSet *rs, const char *want)
+{
+    sws_routeset_refusal_t why;
+    char got[600];
+    int rc = sws_routeset_check(rs, &why);
+    snprintf(got, sizeof(got), "%s: %s", why.path, why.msg);
+    if (want == NULL && rc != 0)
+        fail_msg("refused: %s", got);
+    if (want != NULL && (rc == 0 || strncmp(got, want, strlen(want)) != 0))
+        fail_msg("got \"%s\", want \"%s...\"", rc == 0 ? "accepted" : got, want);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
+static void test_tls_certificates(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = fixture();
+
+    /* An RSA and an ECDSA pair for one host, a default: fine. */
+    add_cert(rs->hosts[0], &rsa_a, &rsa_a);
+    add_cert(rs->hosts[0], &ec_a, &ec_a);
+    tls_of(rs)->default_certificate = test_pem_certificate(&rsa_b, &rsa_b);
+    assert_true(sws_routeset_has_certificates(rs));
+    tls_expect(rs, NULL);
+
+    rs = fixture();
+    assert_false(sws_routeset_has_certificates(rs));
+    add_cert(rs->hosts[1], &rsa_b, &rsa_a);
+    tls_expect(rs, "hosts[1].certificates[0].key: /etc/a.key: the key does not match");
+
+    rs = fixture();
+    add_cert(rs->hosts[0], &rsa_a, &ec_a);
+    tls_expect(rs, "hosts[0].certificates[0].key: /etc/a.key: the key does not match");
+
+    rs = fixture();
+    add_cert(rs->hosts[0], &rsa_a, &rsa_a);
+    add_cert(rs->hosts[0], &rsa_b, &rsa_b);
+    tls_expect(rs, "hosts[0].certificates[1].cert: a second RSA certificate for the same names");
+
+    rs = fixture();
+    add_cert(rs->hosts[0], &rsa_a, &rsa_a);
+    rs->hosts[0]->certificates[0]->cert_pem.len = 40; /* cut inside the PEM */
+    tls_expect(rs, "hosts[0].certificates[0].cert: /etc/a.crt: no PEM certificate could be read");
+
+    rs = fixture();
+    add_cert(rs->hosts[0], &rsa_a, &rsa_a);
+    rs->hosts[0]->certificates[0]->key_pem.len = 0;
+    tls_expect(rs, "hosts[0].certificates[0].key: /etc/a.key: the key file is empty");
+
+    rs = fixture();
+    tls_of(rs)->default_certificate = test_pem_certificate(&rsa_b, &ec_a);
+    tls_expect(rs, "tls.default_certificate.key: /etc/a.key: the key does not match");
+}
+
+static void test_tls_settings(void **state)
+{
+    (void)state;
+    Sws__RouteSet *rs = fixture();
+    Sws__Tls *tls = tls_of(rs);
+    tls->protocols = calloc(1, sizeof(*tls->protocols));
+    tls->protocols[0] = (Sws__Tls__Protocol)7;
+    tls->n_protocols = 1;
+    tls_expect(rs, "tls.protocols[0]: expected TLSv1.2 or TLSv1.3");
+
+    rs = fixture();
+    set(&tls_of(rs)->ciphers, "NOT-A-CIPHER");
+    tls_expect(rs, "tls.ciphers: no cipher OpenSSL knows in \"NOT-A-CIPHER\"");
+
+    rs = fixture();
+    set(&tls_of(rs)->ciphersuites, "TLS_NOPE");
+    tls_expect(rs, "tls.ciphersuites: not a TLS 1.3 ciphersuite list");
+
+    rs = fixture();
+    set(&tls_of(rs)->ciphers, SWS_DEFAULT_TLS_CIPHERS);
+    set(&tls_of(rs)->ciphersuites, SWS_DEFAULT_TLS_CIPHERSUITES);
+    tls_expect(rs, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -722,6 +840,8 @@ int main(void)
         cmocka_unit_test(test_address_any_host_only_when_asked),
         cmocka_unit_test(test_hash_keys),
         cmocka_unit_test(test_table_build_refuses_what_the_checker_refuses),
+        cmocka_unit_test(test_tls_certificates),
+        cmocka_unit_test(test_tls_settings),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    return cmocka_run_group_tests(tests, tls_setup, tls_teardown);
 }

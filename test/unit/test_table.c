@@ -14,6 +14,7 @@
 #include "shm/table.h"
 #include "support/routeset_build.h"
 #include "support/settings_assert.h"
+#include "support/tls_pem.h"
 
 /* ---- building tables ------------------------------------------------- */
 
@@ -657,6 +658,90 @@ static void test_rejects_invalid(void **state)
     sws__route_set__free_unpacked(rs, NULL);
 }
 
+/* ---- TLS ------------------------------------------------------------ */
+
+static void assert_cert_is(const sws_table_t *t, const sws_tcert_t *c, const test_pem_t *pem)
+{
+    assert_int_equal(c->cert_pem.len, pem->cert_len);
+    assert_memory_equal(sws_table_str(t, c->cert_pem), pem->cert, pem->cert_len);
+    assert_int_equal(c->key_pem.len, pem->key_len);
+    assert_memory_equal(sws_table_str(t, c->key_pem), pem->key, pem->key_len);
+}
+
+/* SNI picks by exact name, then a wildcard of one label, never the
+ * catch-all; the PEM bytes and the server.tls defaults are in the table. */
+static void test_tls_hosts_and_certificates(void **state)
+{
+    (void)state;
+    test_pem_t a, wild, def;
+    test_pem_make(&a, 1, "a.example.com");
+    test_pem_make(&wild, 1, "*.example.com");
+    test_pem_make(&def, 1, "default");
+    Sws__RouteSet *rs = hosts_fixture(1);
+    PUSH(rs->hosts[0]->certificates, rs->hosts[0]->n_certificates, test_pem_certificate(&a, &a));
+    PUSH(rs->hosts[1]->certificates, rs->hosts[1]->n_certificates, test_pem_certificate(&wild, &wild));
+
+    built_t b = build(rs);
+    static const struct {
+        const char *name;
+        uint32_t host;
+    } cases[] = {
+        { "a.example.com", 1 }, { "A.Example.COM.", 1 }, { "x.example.com", 2 },
+        { "x.y.example.com", 0 }, /* a wildcard covers one label */
+        { "example.com", 0 },     { "x.b.example.com", 3 }, { "other.org", 3 },
+        { "nope.org", 0 },        /* the catch-all has no say */
+        { "", 0 },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        uint32_t got = sws_table_tls_host(b.t, cases[i].name, strlen(cases[i].name));
+        if (got != cases[i].host)
+            fail_msg("\"%s\": host %u, want %u", cases[i].name, got, cases[i].host);
+    }
+    uint32_t n;
+    assert_cert_is(b.t, sws_table_host_certs(b.t, 0, &n), &a);
+    assert_int_equal(n, 1);
+    assert_cert_is(b.t, sws_table_host_certs(b.t, 1, &n), &wild);
+    assert_int_equal(n, 1);
+    sws_table_host_certs(b.t, 2, &n);
+    assert_int_equal(n, 0);
+    assert_int_equal(sws_table_host_count(b.t), 4);
+    assert_null(sws_table_default_cert(b.t));
+    const sws_tls_settings_t *ts = sws_table_tls(b.t);
+    assert_int_equal(ts->protocols, SWS_TLS_PROTO_1_2 | SWS_TLS_PROTO_1_3);
+    assert_int_equal(ts->handshake_timeout_ms, SWS_DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS);
+    assert_int_equal(ts->ticket_key_rotation_ms, SWS_DEFAULT_TLS_TICKET_KEY_ROTATION_MS);
+    assert_int_equal(ts->session_tickets, 1);
+    assert_string_equal(sws_table_str(b.t, ts->ciphers), SWS_DEFAULT_TLS_CIPHERS);
+    assert_string_equal(sws_table_str(b.t, ts->ciphersuites), SWS_DEFAULT_TLS_CIPHERSUITES);
+    free(b.arena);
+
+    /* Given settings and a default certificate. */
+    rs->tls = NEW(Sws__Tls, SWS__TLS__INIT);
+    rs->tls->ciphers = strdup("ECDHE-ECDSA-AES128-GCM-SHA256");
+    rs->tls->ciphersuites = strdup("TLS_AES_256_GCM_SHA384");
+    rs->tls->protocols = calloc(1, sizeof(*rs->tls->protocols));
+    rs->tls->protocols[0] = SWS__TLS__PROTOCOL__TLSV1_3;
+    rs->tls->n_protocols = 1;
+    rs->tls->handshake_timeout_ms = 1500;
+    rs->tls->session_tickets = 0;
+    rs->tls->default_certificate = test_pem_certificate(&def, &def);
+    b = build(rs);
+    ts = sws_table_tls(b.t);
+    assert_int_equal(ts->protocols, SWS_TLS_PROTO_1_3);
+    assert_int_equal(ts->handshake_timeout_ms, 1500);
+    assert_int_equal(ts->session_tickets, 0);
+    assert_string_equal(sws_table_str(b.t, ts->ciphers), "ECDHE-ECDSA-AES128-GCM-SHA256");
+    assert_string_equal(sws_table_str(b.t, ts->ciphersuites), "TLS_AES_256_GCM_SHA384");
+    assert_non_null(sws_table_default_cert(b.t));
+    assert_cert_is(b.t, sws_table_default_cert(b.t), &def);
+    assert_cert_is(b.t, sws_table_host_certs(b.t, 0, &n), &a);
+    free(b.arena);
+    sws__route_set__free_unpacked(rs, NULL);
+    test_pem_free(&a);
+    test_pem_free(&wild);
+    test_pem_free(&def);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -675,6 +760,7 @@ int main(void)
         cmocka_unit_test(test_settings_round_trip),
         cmocka_unit_test(test_arena_too_small),
         cmocka_unit_test(test_rejects_invalid),
+        cmocka_unit_test(test_tls_hosts_and_certificates),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

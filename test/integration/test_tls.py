@@ -1,0 +1,302 @@
+"""TLS termination end to end (issue 8, ADR 0033): real clients (curl,
+openssl s_client, Python's ssl) against a TLS listener beside a plain one,
+with certificates generated at test time (certs.py)."""
+
+import hashlib
+import os
+import re
+import signal
+import socket
+import ssl
+import subprocess
+
+from certs import make_pair
+from harness import TIMEOUT, Client, free_port, poll
+from test_proxy import ProxyTestCase
+
+HOSTS = """
+hosts:
+  - names: [a.test]
+    certificates: [{cert: a-rsa.crt, key: a-rsa.key}, {cert: a-ec.crt, key: a-ec.key}]
+    routes:
+      - path: /
+        respond: {body: "hello a\\n"}
+      - path: /files/
+        static: {root: www}
+%(proxy)s
+  - names: ["*.wild.test"]
+    https_redirect: true
+    certificates: [{cert: wild.crt, key: wild.key}]
+    routes:
+      - path: /
+        respond: {body: "hello wild\\n"}
+  - name: "*"
+    routes:
+      - path: /
+        respond: {body: "hello any\\n"}
+"""
+
+
+def tls_config(tls_port, tls="", proxy_member=None):
+    """Plain listener on @PORT@, TLS on tls_port; `tls`: YAML lines of
+    server.tls (indented by four)."""
+    text = ('server:\n  listen: ["127.0.0.1:@PORT@", {address: "127.0.0.1:%d", tls: true}]\n'
+            "  event_loops: 1\n  admin: {listen: []}\n" % tls_port)
+    if tls:
+        text += "  tls:\n" + tls
+    proxy = ""
+    if proxy_member:
+        proxy = "      - path: /up/\n        proxy: {pool: up}\n"
+    text += HOSTS % {"proxy": proxy}
+    if proxy_member:
+        text += 'pools:\n  - name: up\n    members: ["%s"]\n' % proxy_member
+    return text
+
+
+def s_client(port, *args, data=b""):
+    """openssl s_client's output (stdout and stderr) and exit status."""
+    p = subprocess.run(["openssl", "s_client", "-connect", "127.0.0.1:%d" % port] + list(args),
+                       input=data, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                       timeout=TIMEOUT)
+    return p.stdout.decode("utf-8", "replace"), p.returncode
+
+
+def subject(out):
+    m = re.search(r"^subject=(.*)$", out, re.M)
+    return m.group(1) if m else None
+
+
+class TlsTestCase(ProxyTestCase):
+    def start(self, tls="", default=True, proxy_member=None):
+        """A server with its certificates: a.test (RSA O=rsa and ECDSA O=ec),
+        *.wild.test, and a default (CN=default) unless default is False."""
+        self.tls_port = free_port()
+        if default:
+            tls = "    default_certificate: {cert: def.crt, key: def.key}\n" + tls
+        srv = self.server(tls_config(self.tls_port, tls, proxy_member), start=False)
+        make_pair(srv.dir, "a-rsa", "a.test", org="rsa")
+        make_pair(srv.dir, "a-ec", "a.test", kind="ec", org="ec")
+        make_pair(srv.dir, "wild", "*.wild.test", kind="ec")
+        make_pair(srv.dir, "def", "default", kind="ec")
+        os.makedirs(os.path.join(srv.dir, "www", "files"))
+        srv.start()
+        srv.wait_ready(port=self.tls_port)
+        self.srv = srv
+        return srv
+
+    def curl(self, path, *args, host="a.test", cacert="a-ec.crt"):
+        """curl --http1.1 over TLS to host (resolved to 127.0.0.1); returns
+        the CompletedProcess (stdout: the body)."""
+        return subprocess.run(
+            ["curl", "-sS", "--http1.1", "--max-time", str(TIMEOUT),
+             "--cacert", os.path.join(self.srv.dir, cacert),
+             "--resolve", "%s:%d:127.0.0.1" % (host, self.tls_port),
+             "https://%s:%d%s" % (host, self.tls_port, path)] + list(args),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=TIMEOUT + 5)
+
+    def ssl_context(self, cafile):
+        ctx = ssl.create_default_context(cafile=os.path.join(self.srv.dir, cafile))
+        ctx.set_alpn_protocols(["http/1.1"])
+        return ctx
+
+    def assert_no_error_lines(self):
+        bad = [l for l in self.srv.log().splitlines() if "[error]" in l or "[warn]" in l
+               or "[crit]" in l]
+        self.assertEqual(bad, [])
+
+
+class Serving(TlsTestCase):
+    def test_get_and_post_with_curl(self):
+        self.start()
+        r = self.curl("/", "-w", "%{http_code} %{ssl_verify_result}")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"hello a\n200 0")
+        r = self.curl("/", "-X", "POST", "--data-binary", "x" * 5000)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"hello a\n")
+
+    def test_alpn_h2_is_chosen_and_served(self):
+        # The worker speaks HTTP/2 (set->h2_proto): ALPN picks h2 when the
+        # client offers it, and the stream is answered over HTTP/2.
+        self.start()
+        r = self.curl("/", "-v", "--http2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"ALPN: server accepted h2", r.stderr)
+        self.assertIn(b"< HTTP/2 200", r.stderr)
+        self.assertEqual(r.stdout, b"hello a\n")
+
+    def test_alpn_http11_when_offered_alone(self):
+        self.start()
+        r = self.curl("/", "-v", "--http1.1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(b"ALPN: server accepted http/1.1", r.stderr)
+        self.assertIn(b"< HTTP/1.1 200", r.stderr)
+        self.assertEqual(r.stdout, b"hello a\n")
+
+    def test_static_file_over_1mib_whole_and_exact(self):
+        srv = self.start()
+        data = os.urandom(3 * 1024 * 1024 + 12345)
+        with open(os.path.join(srv.dir, "www", "files", "big.bin"), "wb") as f:
+            f.write(data)
+        r = self.curl("/files/big.bin")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stdout), len(data))
+        self.assertEqual(hashlib.sha256(r.stdout).hexdigest(), hashlib.sha256(data).hexdigest())
+
+    def test_keep_alive_requests_on_one_tls_connection(self):
+        self.start()
+        with socket.create_connection(("127.0.0.1", self.tls_port), timeout=TIMEOUT) as raw:
+            with self.ssl_context("a-ec.crt").wrap_socket(raw, server_hostname="a.test") as s:
+                for _ in range(3):
+                    s.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+                    self.assertTrue(read_response(s).endswith(b"hello a\n"))
+
+    def test_proxied_request_says_https(self):
+        b = self.backend("up")
+        self.start(proxy_member=b.address)
+        body = os.urandom(200000)
+        path = os.path.join(self.srv.dir, "body.bin")
+        with open(path, "wb") as f:
+            f.write(body)
+        r = self.curl("/up/x", "--data-binary", "@" + path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"up POST /up/x")
+        req = b.requests[-1]
+        self.assertEqual(req.header("X-Forwarded-Proto"), "https")
+        self.assertEqual(req.body, body)
+
+    def test_https_redirect_only_on_the_plain_listener(self):
+        srv = self.start()
+        with Client(srv.port) as c:
+            r = c.get("/p?q=1", host="x.wild.test")
+            self.assertEqual(r.status, 308)
+            self.assertEqual(r.header("Location"), "https://x.wild.test/p?q=1")
+        r = self.curl("/p", host="x.wild.test", cacert="wild.crt")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, b"hello wild\n")
+
+    def test_plain_listener_still_serves_plain_http(self):
+        srv = self.start()
+        with Client(srv.port) as c:
+            r = c.get("/", host="a.test")
+            self.assertEqual((r.status, r.body), (200, b"hello a\n"))
+
+
+class Certificates(TlsTestCase):
+    def test_sni_picks_the_hosts_certificate(self):
+        self.start()
+        cases = [("a.test", "CN = a.test, O = ec"), ("x.wild.test", "CN = *.wild.test"),
+                 ("y.x.wild.test", "CN = default"),  # a wildcard covers one label
+                 ("unknown.test", "CN = default")]
+        for name, want in cases:
+            out, _ = s_client(self.tls_port, "-servername", name)
+            self.assertEqual(subject(out), want, name)
+        out, _ = s_client(self.tls_port, "-noservername")
+        self.assertEqual(subject(out), "CN = default")
+
+    def test_rsa_or_ecdsa_by_the_clients_signature_algorithms(self):
+        self.start()
+        out, _ = s_client(self.tls_port, "-servername", "a.test", "-sigalgs",
+                          "rsa_pss_rsae_sha256:RSA+SHA256")
+        self.assertEqual(subject(out), "CN = a.test, O = rsa")
+        out, _ = s_client(self.tls_port, "-servername", "a.test", "-sigalgs", "ECDSA+SHA256")
+        self.assertEqual(subject(out), "CN = a.test, O = ec")
+        # TLS 1.2 by cipher: ECDHE-RSA gets the RSA pair.
+        out, _ = s_client(self.tls_port, "-servername", "a.test", "-tls1_2", "-cipher",
+                          "ECDHE-RSA-AES128-GCM-SHA256")
+        self.assertEqual(subject(out), "CN = a.test, O = rsa")
+
+    def test_unknown_name_without_default_gets_an_alert(self):
+        self.start(default=False)
+        out, rc = s_client(self.tls_port, "-servername", "unknown.test")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("unrecognized name", out)
+        self.assertIsNone(subject(out))
+        out, rc = s_client(self.tls_port, "-noservername")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("handshake failure", out)
+        out, _ = s_client(self.tls_port, "-servername", "a.test")
+        self.assertEqual(subject(out), "CN = a.test, O = ec")
+        self.assert_no_error_lines()
+
+    def test_tls11_is_refused(self):
+        self.start()
+        # The client side is allowed TLS 1.1 (SECLEVEL=0), so the refusal is the server's.
+        out, rc = s_client(self.tls_port, "-servername", "a.test", "-tls1_1", "-cipher",
+                           "DEFAULT@SECLEVEL=0")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("alert protocol version", out)
+        out, rc = s_client(self.tls_port, "-servername", "a.test", "-tls1_2")
+        self.assertEqual(rc, 0, out)
+
+    def test_only_tls13_when_configured(self):
+        self.start(tls="    protocols: [TLSv1.3]\n")
+        out, rc = s_client(self.tls_port, "-servername", "a.test", "-tls1_2")
+        self.assertNotEqual(rc, 0)
+        self.assertIn("alert protocol version", out)
+        out, rc = s_client(self.tls_port, "-servername", "a.test", "-tls1_3")
+        self.assertEqual(rc, 0, out)
+
+    def test_reload_changes_the_certificate_and_open_connections_keep_working(self):
+        srv = self.start()
+        raw = socket.create_connection(("127.0.0.1", self.tls_port), timeout=TIMEOUT)
+        s = self.ssl_context("a-ec.crt").wrap_socket(raw, server_hostname="a.test")
+        try:
+            s.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+            self.assertTrue(read_response(s).endswith(b"hello a\n"))
+            make_pair(srv.dir, "a-ec", "a.test", kind="ec", org="ec2")
+            srv.signal(signal.SIGHUP)
+            srv.wait_log(r"generation 2 published")
+            poll(lambda: subject(s_client(self.tls_port, "-servername", "a.test")[0])
+                 == "CN = a.test, O = ec2", what="the new certificate on new connections")
+            # The connection opened before the reload goes on with its session.
+            s.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
+            self.assertTrue(read_response(s).endswith(b"hello a\n"))
+        finally:
+            s.close()
+
+
+class Misbehaving(TlsTestCase):
+    def test_stalled_handshake_is_closed_after_handshake_timeout(self):
+        self.start(tls="    handshake_timeout: 300ms\n")
+        for first in (b"", b"\x16\x03\x01\x02\x00"):  # nothing; half a record header
+            with socket.create_connection(("127.0.0.1", self.tls_port), timeout=TIMEOUT) as s:
+                s.sendall(first)
+                # Closed by the server well before the 60 s header timeout.
+                self.assertEqual(s.recv(100), b"")
+        self.assert_no_error_lines()
+
+    def test_garbage_instead_of_a_client_hello(self):
+        srv = self.start()
+        for garbage in (b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n", os.urandom(3000)):
+            with socket.create_connection(("127.0.0.1", self.tls_port), timeout=TIMEOUT) as s:
+                s.sendall(garbage)
+                try:
+                    while s.recv(4096):  # an alert at most, then the close
+                        pass
+                except ConnectionResetError:
+                    pass  # closed with some of the garbage unread
+        # The server is fine and says nothing above debug about it.
+        out, _ = s_client(self.tls_port, "-servername", "a.test")
+        self.assertEqual(subject(out), "CN = a.test, O = ec")
+        self.assert_no_error_lines()
+        self.assertTrue(srv.running())
+
+
+def read_response(s):
+    """One response with a Content-Length from a socket-like s."""
+    buf = b""
+    while b"\r\n\r\n" not in buf:
+        chunk = s.recv(4096)
+        if not chunk:
+            raise AssertionError("closed before a head: %r" % buf)
+        buf += chunk
+    head, rest = buf.split(b"\r\n\r\n", 1)
+    m = re.search(rb"(?i)content-length:\s*(\d+)", head)
+    n = int(m.group(1)) if m else 0
+    while len(rest) < n:
+        chunk = s.recv(4096)
+        if not chunk:
+            raise AssertionError("closed mid-body")
+        rest += chunk
+    return head + b"\r\n\r\n" + rest

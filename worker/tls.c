@@ -1,0 +1,312 @@
+#include "worker/tls.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "core/tls_pem.h"
+#include "worker/conn.h"
+#include "worker/tls_tickets.h"
+
+struct sws_tls_gen {
+    SSL_CTX *base;        /* settings, default certificate if any; SNI and ALPN callbacks */
+    SSL_CTX **hosts;      /* per table host; NULL: it has no certificates */
+    uint32_t nhosts;
+    int has_default;
+};
+
+/* ALPN identifiers, in the wire's length-prefixed form. */
+static const unsigned char alpn_h2[] = { 2, 'h', '2' };
+static const unsigned char alpn_http11[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
+
+/* OpenSSL's reason for the last failure; the queue is emptied so the next
+ * SSL_get_error reads this connection's state only. */
+static const char *ssl_reason(void)
+{
+    unsigned long e = ERR_peek_last_error();
+    const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
+    ERR_clear_error();
+    return r != NULL ? r : "connection closed";
+}
+
+/* SNI: the current generation (a reload may have come since this
+ * connection was accepted) picks the context; ADR 0033. */
+static int on_servername(SSL *ssl, int *alert, void *arg)
+{
+    (void)arg; /* the generation the connection started with may be gone */
+    sws_conn_t *c = SSL_get_app_data(ssl);
+    const sws_tls_gen_t *g = c->set->tls;
+    const char *name = SSL_get_servername(ssl, TLSEXT_NAMETYPE_host_name);
+    SSL_CTX *ctx = g != NULL && g->has_default ? g->base : NULL;
+
+    if (g == NULL) {
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    if (name != NULL && c->set->table != NULL) {
+        uint32_t h = sws_table_tls_host(c->set->table, name, strlen(name));
+        if (h != 0 && h <= g->nhosts && g->hosts[h - 1] != NULL)
+            ctx = g->hosts[h - 1];
+    }
+    if (ctx == NULL) {
+        *alert = name != NULL ? SSL_AD_UNRECOGNIZED_NAME : SSL_AD_HANDSHAKE_FAILURE;
+        sws_log_debug("client %s: TLS: no certificate for %s%s%s", sws_conn_peer_text(c),
+                      name != NULL ? "\"" : "", name != NULL ? name : "a client without SNI",
+                      name != NULL ? "\"" : "");
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    if (SSL_get_SSL_CTX(ssl) != ctx && SSL_set_SSL_CTX(ssl, ctx) == NULL) {
+        *alert = SSL_AD_INTERNAL_ERROR;
+        return SSL_TLSEXT_ERR_ALERT_FATAL;
+    }
+    return SSL_TLSEXT_ERR_OK;
+}
+
+/* ALPN: h2 first when the set speaks it, else http/1.1; a client that
+ * offers neither goes on without ALPN (HTTP/1.1, as nginx and h2o do). */
+static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                   const unsigned char *in, unsigned int inlen, void *arg)
+{
+    (void)arg;
+    sws_conn_t *c = SSL_get_app_data(ssl);
+    unsigned char *sel;
+
+    if (c->set->h2_proto != NULL &&
+        SSL_select_next_proto(&sel, outlen, alpn_h2, sizeof(alpn_h2), in, inlen) ==
+            OPENSSL_NPN_NEGOTIATED) {
+        *out = sel;
+        return SSL_TLSEXT_ERR_OK;
+    }
+    if (SSL_select_next_proto(&sel, outlen, alpn_http11, sizeof(alpn_http11), in, inlen) ==
+        OPENSSL_NPN_NEGOTIATED) {
+        *out = sel;
+        return SSL_TLSEXT_ERR_OK;
+    }
+    return SSL_TLSEXT_ERR_NOACK;
+}
+
+/* A context with generation t's settings; its tickets sealed with keys
+ * (the region's, shared by every worker) when t has tickets on. */
+static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *err,
+                        size_t errlen)
+{
+    const sws_tls_settings_t *ts = sws_table_tls(t);
+    SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
+
+    if (ctx == NULL) {
+        sws_errf(err, errlen, "TLS context: %s", ssl_reason());
+        return NULL;
+    }
+    SSL_CTX_set_min_proto_version(ctx, (ts->protocols & SWS_TLS_PROTO_1_2) ? TLS1_2_VERSION
+                                                                          : TLS1_3_VERSION);
+    SSL_CTX_set_max_proto_version(ctx, (ts->protocols & SWS_TLS_PROTO_1_3) ? TLS1_3_VERSION
+                                                                          : TLS1_2_VERSION);
+    /* Checked by the supervisor (sws_routeset_check). */
+    SSL_CTX_set_cipher_list(ctx, sws_table_str(t, ts->ciphers));
+    SSL_CTX_set_ciphersuites(ctx, sws_table_str(t, ts->ciphersuites));
+    /* No renegotiation (a client-driven CPU cost, CVE-2011-1473), the
+     * server's cipher order, EOF without close_notify read as an EOF (most
+     * clients do it), no compression (CRIME). */
+    SSL_CTX_set_options(ctx, SSL_OP_NO_RENEGOTIATION | SSL_OP_CIPHER_SERVER_PREFERENCE |
+                                 SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION);
+    if (!ts->session_tickets) {
+        SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
+    } else if (keys != NULL && sws_tls_tickets_attach(ctx, keys, err, errlen) < 0) {
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    /* conn.c retries a write with the rest of its output, which may have
+     * moved (a compaction); partial writes keep the loop's budget; idle
+     * keep-alive connections give their 34 KiB of record buffers back. */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
+                              SSL_MODE_RELEASE_BUFFERS);
+    /* One read(2) per batch of records instead of two per record (its
+     * header, then its body): conn.c reads until SSL_read wants more, so
+     * bytes read ahead are never left waiting for an edge. */
+    SSL_CTX_set_read_ahead(ctx, 1);
+    /* On every context: OpenSSL asks the one SNI switched to for ALPN. */
+    SSL_CTX_set_tlsext_servername_callback(ctx, on_servername);
+    SSL_CTX_set_alpn_select_cb(ctx, on_alpn, NULL);
+    return ctx;
+}
+
+/* A context holding certs[0, n). */
+static SSL_CTX *ctx_with_certs(const sws_table_t *t, const sws_tcert_t *certs, uint32_t n,
+                               SSL_CTX *ctx, char *err, size_t errlen)
+{
+    sws_tls_pem_part_t part;
+    int type;
+
+    for (uint32_t i = 0; i < n; i++) {
+        if (sws_tls_pem_use(ctx, sws_table_str(t, certs[i].cert_pem), certs[i].cert_pem.len,
+                            sws_table_str(t, certs[i].key_pem), certs[i].key_pem.len, &type,
+                            &part, err, errlen) < 0) {
+            SSL_CTX_free(ctx);
+            return NULL;
+        }
+    }
+    return ctx;
+}
+
+sws_tls_gen_t *sws_tls_gen_build(const sws_table_t *t, const sws_tickets_t *keys, char *err,
+                                 size_t errlen)
+{
+    sws_tls_gen_t *g = calloc(1, sizeof(*g));
+    const sws_tcert_t *def = sws_table_default_cert(t);
+
+    if (g == NULL) {
+        sws_errf(err, errlen, "out of memory");
+        return NULL;
+    }
+    g->nhosts = sws_table_host_count(t);
+    g->hosts = calloc(g->nhosts ? g->nhosts : 1, sizeof(*g->hosts));
+    g->base = ctx_new(t, keys, err, errlen);
+    if (g->hosts == NULL || g->base == NULL ||
+        (def != NULL && (g->base = ctx_with_certs(t, def, 1, g->base, err, errlen)) == NULL))
+        goto fail;
+    g->has_default = def != NULL;
+    for (uint32_t h = 0; h < g->nhosts; h++) {
+        uint32_t n;
+        const sws_tcert_t *certs = sws_table_host_certs(t, h, &n);
+        if (n == 0)
+            continue;
+        SSL_CTX *ctx = ctx_new(t, keys, err, errlen);
+        if (ctx == NULL || (g->hosts[h] = ctx_with_certs(t, certs, n, ctx, err, errlen)) == NULL)
+            goto fail;
+    }
+    return g;
+fail:
+    if (g->hosts == NULL)
+        sws_errf(err, errlen, "out of memory");
+    sws_tls_gen_free(g);
+    return NULL;
+}
+
+void sws_tls_gen_free(sws_tls_gen_t *g)
+{
+    if (g == NULL)
+        return;
+    for (uint32_t h = 0; g->hosts != NULL && h < g->nhosts; h++)
+        SSL_CTX_free(g->hosts[h]);
+    free(g->hosts);
+    SSL_CTX_free(g->base);
+    free(g);
+}
+
+int sws_tls_conn_start(sws_conn_t *c)
+{
+    SSL *ssl = SSL_new(c->set->tls->base);
+
+    if (ssl == NULL || SSL_set_fd(ssl, c->io.fd) != 1) {
+        sws_log_error("client %s: TLS: %s", sws_conn_peer_text(c), ssl_reason());
+        SSL_free(ssl);
+        return -1;
+    }
+    SSL_set_app_data(ssl, c);
+    SSL_set_accept_state(ssl);
+    c->ssl = ssl;
+    c->tls_handshaking = 1;
+    return 0;
+}
+
+/* After an SSL call returned r <= 0: -1 with errno EAGAIN when it waits
+ * for the socket (*wants_write: for room), else -1 with another errno, or
+ * 0 at the peer's close. */
+static ssize_t ssl_result(sws_conn_t *c, int r, const char *what, uint8_t *wants_write)
+{
+    int e = SSL_get_error(c->ssl, r);
+    int saved = errno;
+
+    switch (e) {
+    case SSL_ERROR_WANT_READ:
+    case SSL_ERROR_WANT_WRITE:
+        if (wants_write != NULL)
+            *wants_write = e == SSL_ERROR_WANT_WRITE;
+        errno = EAGAIN;
+        return -1;
+    case SSL_ERROR_ZERO_RETURN:
+        return 0;
+    case SSL_ERROR_SYSCALL:
+        ERR_clear_error();
+        if (saved == 0)
+            return 0;
+        /* After a fatal error no close_notify may be sent (SSL_shutdown). */
+        SSL_set_quiet_shutdown(c->ssl, 1);
+        sws_log_debug("client %s: TLS %s: %s", sws_conn_peer_text(c), what, strerror(saved));
+        errno = saved;
+        return -1;
+    default:
+        SSL_set_quiet_shutdown(c->ssl, 1);
+        sws_log_debug("client %s: TLS %s: %s", sws_conn_peer_text(c), what, ssl_reason());
+        errno = EPROTO;
+        return -1;
+    }
+}
+
+int sws_tls_handshake(sws_conn_t *c)
+{
+    const unsigned char *alpn;
+    unsigned alpn_len;
+
+    ERR_clear_error();
+    int r = SSL_do_handshake(c->ssl);
+    if (r != 1) {
+        ssize_t rc = ssl_result(c, r, "handshake", NULL);
+        if (rc < 0 && errno == EAGAIN)
+            return 0;
+        if (rc == 0)
+            sws_log_debug("client %s: TLS handshake: closed by the client",
+                          sws_conn_peer_text(c));
+        return -1;
+    }
+    c->tls_handshaking = 0;
+    SSL_get0_alpn_selected(c->ssl, &alpn, &alpn_len);
+    if (c->set->h2_proto != NULL && alpn_len == alpn_h2[0] &&
+        memcmp(alpn, alpn_h2 + 1, alpn_len) == 0)
+        sws_conn_switch_proto(c, c->set->h2_proto, NULL);
+    return 1;
+}
+
+ssize_t sws_tls_read(sws_conn_t *c, void *buf, size_t n)
+{
+    ERR_clear_error();
+    c->tls_read_wants_write = 0;
+    int r = SSL_read(c->ssl, buf, n > INT32_MAX ? INT32_MAX : (int)n);
+    if (r > 0)
+        return r;
+    return ssl_result(c, r, "read", &c->tls_read_wants_write);
+}
+
+ssize_t sws_tls_write(sws_conn_t *c, const void *buf, size_t n)
+{
+    ERR_clear_error();
+    int r = SSL_write(c->ssl, buf, n > INT32_MAX ? INT32_MAX : (int)n);
+    if (r > 0)
+        return r;
+    ssize_t rc = ssl_result(c, r, "write", NULL);
+    if (rc == 0)
+        errno = EPIPE; /* a write has no EOF: the client is gone */
+    return -1;
+}
+
+void sws_tls_shutdown(sws_conn_t *c)
+{
+    if (c->ssl == NULL || c->tls_handshaking || (SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN))
+        return;
+    ERR_clear_error();
+    SSL_shutdown(c->ssl); /* one try: the linger and close follow anyway */
+    ERR_clear_error();
+}
+
+void sws_tls_conn_free(sws_conn_t *c)
+{
+    SSL_free(c->ssl);
+    c->ssl = NULL;
+    c->tls_handshaking = 0;
+    c->tls_read_wants_write = 0;
+}
