@@ -20,7 +20,6 @@
 #include "shm/table.h"
 #include "supervisor/config.h"
 #include "support/settings_assert.h"
-#include "support/test_cert.h"
 #include "support/tls_pem.h"
 
 static Sws__Config *parse_ok(const char *yaml)
@@ -680,7 +679,7 @@ static void test_pool_https(void **state)
     char dir[64], ca[128], file[160], err[512];
     Sws__Config *cfg = NULL;
     size_t len = 0;
-    char *pem = sws_test_cert_pem(&len);
+    char *pem = test_pem_cert_text(&len);
 
     assert_non_null(pem);
     make_temp_dir(dir, sizeof(dir));

@@ -16,7 +16,6 @@
 #include "shm/routeset_check.h"
 #include "shm/table.h"
 #include "support/routeset_build.h"
-#include "support/test_cert.h"
 #include "support/tls_pem.h"
 
 static Sws__Member *member(Sws__Pool *pool, const char *address)
@@ -575,7 +574,7 @@ static void test_https_pool_accepted_and_tabled(void **state)
     static _Alignas(8) char arena[1 << 16];
     char err[256];
     size_t len = 0;
-    char *pem = sws_test_cert_pem(&len);
+    char *pem = test_pem_cert_text(&len);
     assert_non_null(pem);
     for (int verify = 0; verify < 2; verify++) {
         Sws__RouteSet *rs = fixture();

@@ -17,6 +17,7 @@
 #include <openssl/x509.h>
 
 #include "shm/tickets.h"
+#include "support/tls_pem.h"
 #include "worker/tls_tickets.h"
 
 #define HOUR_MS (3600u * 1000u)
@@ -41,23 +42,6 @@ static int keep_ticket(SSL *ssl, SSL_SESSION *sess)
     return 1; /* we own it now */
 }
 
-static X509 *self_signed(EVP_PKEY *pkey)
-{
-    X509 *x = X509_new();
-    assert_non_null(x);
-    X509_NAME *name = X509_get_subject_name(x);
-    assert_int_equal(ASN1_INTEGER_set(X509_get_serialNumber(x), 1), 1);
-    assert_non_null(X509_gmtime_adj(X509_getm_notBefore(x), 0));
-    assert_non_null(X509_gmtime_adj(X509_getm_notAfter(x), 3600));
-    assert_int_equal(X509_set_pubkey(x, pkey), 1);
-    assert_int_equal(X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC,
-                                                (const unsigned char *)"localhost", -1, -1, 0),
-                     1);
-    assert_int_equal(X509_set_issuer_name(x, name), 1);
-    assert_true(X509_sign(x, pkey, EVP_sha256()) > 0);
-    return x;
-}
-
 static SSL_CTX *server_ctx(fixture_t *f)
 {
     char err[256] = "";
@@ -80,9 +64,7 @@ static int setup(void **state)
     memset(f->keys, 0, sizeof(*f->keys));
     if (sws_tickets_init(f->keys, 1000, HOUR_MS, err, sizeof(err)) != 0)
         fail_msg("init: %s", err);
-    f->pkey = EVP_PKEY_Q_keygen(NULL, NULL, "EC", "P-256");
-    assert_non_null(f->pkey);
-    f->cert = self_signed(f->pkey);
+    test_cert_x509(1, "localhost", &f->cert, &f->pkey);
     f->worker_a = server_ctx(f);
     f->worker_b = server_ctx(f);
     f->client = SSL_CTX_new(TLS_client_method());

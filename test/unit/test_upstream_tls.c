@@ -17,7 +17,7 @@
 #include <openssl/pem.h>
 #include <openssl/ssl.h>
 
-#include "support/test_cert.h"
+#include "support/tls_pem.h"
 #include "worker/upstream_tls.h"
 
 typedef struct fixture {
@@ -29,27 +29,16 @@ typedef struct fixture {
     SSL *client, *server;
 } fixture_t;
 
-static char *cert_pem(X509 *x, size_t *len)
-{
-    BIO *b = BIO_new(BIO_s_mem());
-    char *data, *pem;
-    assert_int_equal(PEM_write_bio_X509(b, x), 1);
-    *len = (size_t)BIO_get_mem_data(b, &data);
-    pem = strndup(data, *len);
-    BIO_free(b);
-    return pem;
-}
-
 static int setup(void **state)
 {
     fixture_t *f = calloc(1, sizeof(*f));
     char err[256];
     size_t len;
-    assert_int_equal(sws_test_cert_make(&f->cert, &f->key), 0);
+    test_cert_x509(1, "scalws-test", &f->cert, &f->key);
     f->server_ctx = SSL_CTX_new(TLS_server_method());
     assert_int_equal(SSL_CTX_use_certificate(f->server_ctx, f->cert), 1);
     assert_int_equal(SSL_CTX_use_PrivateKey(f->server_ctx, f->key), 1);
-    char *pem = cert_pem(f->cert, &len);
+    char *pem = test_pem_x509_text(f->cert, &len);
     f->client_ctx = sws_upstream_tls_ctx_new(pem, len, 1, err, sizeof(err));
     free(pem);
     assert_non_null(f->client_ctx);

@@ -22,12 +22,11 @@ static char *bio_text(BIO *b, size_t *len)
     return out;
 }
 
-void test_pem_make(test_pem_t *out, int ec, const char *cn)
+void test_cert_x509(int ec, const char *cn, X509 **cert, EVP_PKEY **keyp)
 {
     EVP_PKEY *key = ec ? EVP_EC_gen("P-256") : EVP_RSA_gen(2048);
     X509 *x = X509_new();
     char san[300];
-    BIO *b;
 
     if (key == NULL || x == NULL)
         abort();
@@ -44,10 +43,39 @@ void test_pem_make(test_pem_t *out, int ec, const char *cn)
     if (ext == NULL || X509_add_ext(x, ext, -1) != 1 || X509_sign(x, key, EVP_sha256()) == 0)
         abort();
     X509_EXTENSION_free(ext);
-    b = BIO_new(BIO_s_mem());
-    PEM_write_bio_X509(b, x);
-    out->cert = bio_text(b, &out->cert_len);
+    *cert = x;
+    *keyp = key;
+}
+
+char *test_pem_x509_text(X509 *x, size_t *len)
+{
+    BIO *b = BIO_new(BIO_s_mem());
+    if (b == NULL || PEM_write_bio_X509(b, x) != 1)
+        abort();
+    char *out = bio_text(b, len);
     BIO_free(b);
+    return out;
+}
+
+char *test_pem_cert_text(size_t *len)
+{
+    X509 *x;
+    EVP_PKEY *key;
+    test_cert_x509(1, "scalws-test", &x, &key);
+    char *out = test_pem_x509_text(x, len);
+    X509_free(x);
+    EVP_PKEY_free(key);
+    return out;
+}
+
+void test_pem_make(test_pem_t *out, int ec, const char *cn)
+{
+    X509 *x;
+    EVP_PKEY *key;
+    BIO *b;
+
+    test_cert_x509(ec, cn, &x, &key);
+    out->cert = test_pem_x509_text(x, &out->cert_len);
     b = BIO_new(BIO_s_mem());
     PEM_write_bio_PrivateKey(b, key, NULL, NULL, 0, NULL, NULL);
     out->key = bio_text(b, &out->key_len);
