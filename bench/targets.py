@@ -1,7 +1,8 @@
 """The issues' targets, checked against the runs of bench/run.sh.
 
 Issue 7 (reverse proxy) sets ScalWS's figures against nginx's and
-HAProxy's in `proxy`, `proxy-100k` and `proxy-latency`; issue 9 (accept
+HAProxy's in `proxy`, `proxy-100k` and `proxy-latency`, issue 8 (TLS) in
+`tls-h1`, `tls-h2`, `tls-newconn` and `tls-resume`; issue 9 (accept
 policies) sets ScalWS's policies against each other. report.py prints the
 verdict under each summary (targets_line) and, for `run.sh
 accept-policies`, over its four parts (accept_policy_lines).
@@ -96,6 +97,22 @@ PROXY_TARGETS = {
 }
 
 
+# Issue 8, "What it must show" 3: CPU per request against the better of
+# nginx and HAProxy (tls-newconn is the full handshake, tls-resume the
+# resumed one), requests/s not below either.
+TLS_TARGETS = {
+    scenario: [
+        ("CPU/req / better peer", "cpu_us_per_req", ["nginx", "haproxy"], "<=", limit),
+        ("req/s / nginx", "rps", ["nginx"], ">=", 1.0),
+        ("req/s / HAProxy", "rps", ["haproxy"], ">=", 1.0),
+    ]
+    for scenario, limit in (("tls-h1", 0.8), ("tls-h2", 0.8), ("tls-newconn", 0.9), ("tls-resume", 0.7))
+}
+
+# The issue each scenario's targets come from, for the line's title.
+ISSUE_OF = {**{s: 7 for s in PROXY_TARGETS}, **{s: 8 for s in TLS_TARGETS}}
+
+
 def check(runs, server, label, key, refs, op, limit, digits=3):
     """One target as text: 'LABEL VALUE (OP LIMIT: VERDICT)'."""
     servers = {r["server"] for r in runs}
@@ -112,15 +129,16 @@ def check(runs, server, label, key, refs, op, limit, digits=3):
 
 
 def targets_line(scenario, runs):
-    """Issue 7's targets in one line, for the proxy scenarios; None for the
-    others or without a ScalWS run."""
-    targets = PROXY_TARGETS.get(scenario)
+    """The issue's targets in one line, for the proxy (issue 7) and TLS
+    (issue 8) scenarios; None for the others or without a ScalWS run."""
+    targets = PROXY_TARGETS.get(scenario) or TLS_TARGETS.get(scenario)
     scalws = next((s for s in sorted({r["server"] for r in runs}) if s.startswith("scalws")), None)
     if targets is None or scalws is None:
         return None
     parts = [check(runs, scalws, *t)[0] for t in targets]
     n = len(by_round(runs))
-    return f"**Issue 7 targets** ({scenario}, ScalWS, median of {n} per-round ratios): " + "; ".join(parts) + "."
+    return (f"**Issue {ISSUE_OF[scenario]} targets** ({scenario}, ScalWS, median of {n} per-round ratios): "
+            + "; ".join(parts) + ".")
 
 
 # Issue 9, "What it must show" 3: (part, label, server, reference, key, op,

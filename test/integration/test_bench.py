@@ -265,6 +265,21 @@ class Bench(unittest.TestCase):
         self.assertIn("p99 / nginx 1.000 (≤ 1.0: met)", line)
         self.assertIn("p99 / HAProxy n/a", line)
 
+    def test_tls_scenarios_judge_issue_8s_limits_against_the_better_peer(self):
+        # A resumed handshake: nginx 500 us, HAProxy 400 us; ScalWS 300 us
+        # is 0.75 of the better peer: above 0.7 (NOT met), below tls-h1's 0.8.
+        for scenario, verdict in (("tls-resume", "(≤ 0.7: NOT met)"), ("tls-h1", "(≤ 0.8: met)")):
+            self.results(
+                {"scenario": scenario, "runs": "1", "servers": "scalws nginx haproxy", "baseline": "nginx"},
+                NEW_HEADER,
+                [row(scenario, 1, 1, "scalws", 300, (1200, 80, "", "")),
+                 row(scenario, 1, 2, "nginx", 500, (1200, 80, "", "")),
+                 row(scenario, 1, 3, "haproxy", 400, (1200, 80, "", ""))])
+            line = next(l for l in self.report().splitlines() if l.startswith("**Issue 8 targets**"))
+            self.assertIn(f"({scenario}, ScalWS", line)
+            self.assertIn("CPU/req / better peer 0.750 " + verdict, line)
+            self.assertIn("req/s / HAProxy 1.000 (≥ 1.0: met)", line)
+
     def test_cpu_per_request_comes_from_nanoseconds_ticks_beside(self):
         self.results(
             {"scenario": "proxy", "runs": "1", "servers": "scalws nginx", "baseline": "nginx",
