@@ -133,6 +133,31 @@ class Serving(TlsTestCase):
         self.assertIn(b"< HTTP/1.1 200", r.stderr)
         self.assertEqual(r.stdout, b"hello a\n")
 
+    def test_nghttp_streams_over_tls(self):
+        # nghttp negotiates h2 by ALPN and sends its four requests as
+        # streams of one connection (no SNI to an IP: the default host).
+        self.start()
+        urls = ["https://127.0.0.1:%d/%s" % (self.tls_port, name) for name in ("", "1", "2", "3")]
+        p = subprocess.run(["nghttp", "-nv", "-t", str(TIMEOUT)] + urls,
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT + 5)
+        out = p.stdout.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("The negotiated protocol: h2", out)
+        self.assertEqual(len(re.findall(r"recv \(stream_id=\d+\) :status: 200", out)), 4, out)
+        self.assertEqual(len(set(re.findall(r"send HEADERS frame <length=\d+, flags=0x\w+, stream_id=(\d+)>",
+                                            out))), 4, out)
+
+    def test_h2load_over_tls_without_errors(self):
+        self.start()
+        p = subprocess.run(["h2load", "-n", "1000", "-c", "2", "-m", "10",
+                            "https://127.0.0.1:%d/" % self.tls_port],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=TIMEOUT + 30)
+        out = p.stdout.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 0, out)
+        self.assertIn("Application protocol: h2", out)
+        self.assertIn("1000 succeeded, 0 failed, 0 errored, 0 timeout", out)
+        self.assertIn("status codes: 1000 2xx", out)
+
     def test_static_file_over_1mib_whole_and_exact(self):
         srv = self.start()
         data = os.urandom(3 * 1024 * 1024 + 12345)
