@@ -646,6 +646,10 @@ static void conn_update_timer(sws_conn_t *c)
         if (c->timer_q != &s->body_q || c->got_input)
             conn_arm(c, &s->body_q);
         break;
+    case SWS_PROTO_WAIT_WINDOW:
+        if (c->timer_q != &s->body_q)
+            conn_arm(c, &s->body_q);
+        break;
     case SWS_PROTO_WAIT_RESPONSE:
         /* Nothing is due from the client: the producer's own timers run
          * (the proxy's upstream timeouts). */

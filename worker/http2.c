@@ -38,6 +38,11 @@ typedef struct h2_stream {
     uint8_t data_eof;    /* the producer ended: the provider sends END_STREAM */
     uint8_t want_resume; /* the sink refused bytes: resume the stream on room */
     uint8_t reset_sent;  /* we reset it (413 sent): its DATA is dropped */
+    uint8_t responding;  /* a final head with a body went to nghttp2 */
+    uint8_t end_sent;    /* our END_STREAM went out */
+    uint8_t cut;         /* we reset it: its window stalled too long */
+    uint64_t stall_ms;   /* when the client's window began to hold its
+                          * response back (loop time), 0: it does not */
     size_t unconsumed;   /* body bytes received, not yet given back to the window */
 
     char *obuf;          /* SWS_HTTP2_STREAM_BUF bytes, from the first body byte */
@@ -508,10 +513,15 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
  * wanted (RFC 9113 8.1: RST_STREAM NO_ERROR). */
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
-    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
-        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
     h2_stream_t *hs = stream_get(user, frame->hd.stream_id);
+    if (hs != NULL && frame->hd.type == NGHTTP2_DATA && frame->hd.length > 0)
+        hs->stall_ms = 0; /* bytes went: a stall that follows starts afresh */
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    if (hs != NULL)
+        hs->end_sent = 1;
     if (hs != NULL && !hs->remote_done && (hs->reset_sent || hs->early) && hs->st.body == NULL)
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, hs->id, NGHTTP2_NO_ERROR);
     return 0;
@@ -649,6 +659,7 @@ static int submit_head(h2_stream_t *hs, unsigned status, const sws_header_t *h, 
     } else {
         nghttp2_data_provider dp = { .source.ptr = hs, .read_callback = data_read };
         rc = nghttp2_submit_response(hs->h2->session, hs->id, nv, k, provider ? &dp : NULL);
+        hs->responding = (uint8_t)(rc == 0 && provider);
     }
     free(nv);
     if (rc != 0)
@@ -866,6 +877,52 @@ static void h2_drain(sws_conn_t *c)
     sws_conn_wake(c);
 }
 
+/* The client's window holds back a response we have not finished (with
+ * or without bytes waiting in the stream's buffer: the END_STREAM waits
+ * too). */
+static int stream_stalled(const sws_http2_t *h2, const h2_stream_t *hs)
+{
+    return !hs->closed && !hs->cut && hs->responding && !hs->end_sent &&
+           (nghttp2_session_get_stream_remote_window_size(h2->session, hs->id) <= 0 ||
+            nghttp2_session_get_remote_window_size(h2->session) <= 0);
+}
+
+/* Stamp when each stall began; DATA going out clears the stamp
+ * (on_frame_send), so only a stall without progress grows old. */
+static void stalls_update(sws_http2_t *h2)
+{
+    uint64_t now = sws_loop_now_ms(h2->conn->set->loop);
+    for (h2_stream_t *hs = h2->streams; hs != NULL; hs = hs->next) {
+        if (!stream_stalled(h2, hs))
+            hs->stall_ms = 0;
+        else if (hs->stall_ms == 0)
+            hs->stall_ms = now > 0 ? now : 1;
+    }
+}
+
+/* The body timer ended while responses wait for the client's window:
+ * those stalled for a whole body timeout are reset (RST_STREAM CANCEL),
+ * as HTTP/1's send timeout cuts a reader that takes nothing; the others
+ * go on. 1 when the timer was about stalls (the connection lives on if
+ * a stream does), 0 when none waits for the window. */
+static int stalls_cut(sws_conn_t *c, sws_http2_t *h2)
+{
+    uint64_t now = sws_loop_now_ms(c->set->loop);
+    int stalls = 0;
+    for (h2_stream_t *hs = h2->streams; hs != NULL; hs = hs->next) {
+        if (!stream_stalled(h2, hs))
+            continue;
+        stalls = 1;
+        if (hs->stall_ms == 0 || now - hs->stall_ms < c->set->settings->body_timeout_ms)
+            continue;
+        sws_log_info("client %s: stream %d: the client's window held its response back: reset",
+                     sws_conn_peer_text(c), hs->id);
+        hs->cut = 1;
+        nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, hs->id, NGHTTP2_CANCEL);
+    }
+    return stalls;
+}
+
 /* Send what there is, release what ended, resume what has room, until
  * nothing moves or the output is full; close once the session is over. */
 static void h2_pump(sws_conn_t *c, sws_http2_t *h2)
@@ -884,6 +941,7 @@ static void h2_pump(sws_conn_t *c, sws_http2_t *h2)
             stream_release(h2, h2->streams);
         h2->ended = 1;
     }
+    stalls_update(h2);
     if (!nghttp2_session_want_read(h2->session) && !nghttp2_session_want_write(h2->session))
         c->close_after = 1;
 }
@@ -926,9 +984,22 @@ static void http2_writable(sws_conn_t *c)
     http2_on_input(c); /* the same work: input held back is parsed now */
 }
 
+/* Streams that are neither closed nor being reset by us. */
+static unsigned streams_alive(const sws_http2_t *h2)
+{
+    unsigned n = 0;
+    for (const h2_stream_t *hs = h2->streams; hs != NULL; hs = hs->next)
+        n += !hs->closed && !hs->cut;
+    return n;
+}
+
 static void http2_fail(sws_conn_t *c, unsigned status, const char *why)
 {
     sws_http2_t *h2 = h2_of(c);
+    if (status == 408 && !h2->dead && stalls_cut(c, h2) && streams_alive(h2)) {
+        h2_pump(c, h2);
+        return;
+    }
     sws_log_info("client %s: HTTP/2: %s (%u)", sws_conn_peer_text(c),
                  status == 408 ? "a stream's head or body, or the client's window, stalled" : why,
                  status);
@@ -951,21 +1022,22 @@ static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c)
     const sws_http2_t *h2 = h2_of(c);
     if (h2 == NULL || h2->session == NULL)
         return SWS_PROTO_WAIT_NOTHING;
-    int body = 0, response = 0;
+    int body = 0, response = 0, window = 0;
     for (const h2_stream_t *hs = h2->streams; hs != NULL; hs = hs->next) {
         if (hs->closed)
             continue;
         if (!hs->head_done)
             return SWS_PROTO_WAIT_HEAD;
-        if (!hs->remote_done && !hs->st.body_full && !hs->reset_sent)
-            body = 1;
-        else if (hs->olen > 0 &&
-                 (nghttp2_session_get_stream_remote_window_size(h2->session, hs->id) <= 0 ||
-                  nghttp2_session_get_remote_window_size(h2->session) <= 0))
+        if (stream_stalled(h2, hs))
+            window = 1;
+        else if (!hs->remote_done && !hs->st.body_full && !hs->reset_sent)
             body = 1;
         else
             response = 1;
     }
+    /* A stall first: input, which re-arms the body timer, would keep it. */
+    if (window)
+        return SWS_PROTO_WAIT_WINDOW;
     if (body)
         return SWS_PROTO_WAIT_BODY;
     if (response)

@@ -40,8 +40,10 @@
  * CONTINUATION frames; nghttp2 ends a connection after 8 CONTINUATIONs),
  * max_headers fields (431), max_body_size (413, then RST_STREAM), the
  * header timeout while a stream's head is in progress, the body timeout
- * while a body is in progress or a response waits for the client's window,
- * the keep-alive timeout on a connection without streams. A client that
+ * while a body is in progress, or from when a response began to wait for
+ * the client's window (only DATA going out moves it: that stream is reset
+ * at its end, the connection closed when no other stream is left), the
+ * keep-alive timeout on a connection without streams. A client that
  * resets more than SWS_HTTP2_RESET_FLOOR streams, and more than half of
  * those it opened, gets GOAWAY ENHANCE_YOUR_CALM (rapid reset,
  * CVE-2023-44487). keepalive_requests does not apply.

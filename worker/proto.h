@@ -61,6 +61,10 @@ enum sws_proto_wait {
     SWS_PROTO_WAIT_BODY,     /* a request body is in progress */
     SWS_PROTO_WAIT_RESPONSE, /* a request is in; its response is being produced */
     SWS_PROTO_WAIT_NOTHING,  /* parsing stopped for good (a rejected request) */
+    /* A response waits for the client's flow-control window (HTTP/2): the
+     * body timer runs from when the wait began and no input moves it (a
+     * PING is no progress); at its end fail(408) cuts what stalled. */
+    SWS_PROTO_WAIT_WINDOW,
 };
 
 typedef struct sws_proto_ops {

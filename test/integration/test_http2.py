@@ -21,7 +21,7 @@ from harness import TIMEOUT, ServerTestCase, curl, make_config, poll
 try:
     import hpack
     from hyperframe.frame import (ContinuationFrame, DataFrame, HeadersFrame, PingFrame,
-                                  RstStreamFrame, SettingsFrame)
+                                  RstStreamFrame, SettingsFrame, WindowUpdateFrame)
 except ImportError:  # python3-h2 is in scripts/deps.sh's test set
     hpack = None
 
@@ -341,6 +341,33 @@ class Protections(H2TestCase):
         self.assert_well_behaved_client_served(srv)
         self.assertTrue(c.closed(), "a client that never opens its window is kept")
         self.assertFalse([f for f in c.seen if f[0] == DATA and f[3]])
+
+    def test_zero_window_reader_kept_alive_by_pings(self):
+        # A window stall's deadline moves only when DATA goes out: PINGs
+        # (any input but a WINDOW_UPDATE that lets bytes go) do not move it.
+        srv = self.start("timeouts: {body: 500ms}")
+        c = RawH2(srv.port, settings={SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+        c.send(b"".join(c.request_frame(2 * i + 1, "/big.bin") for i in range(100)))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not c.eof:
+            c.send(PingFrame(0, opaque_data=b"12345678").serialize())
+            c.closed(0.2)
+        self.assertTrue(c.eof, "100 zero-window streams kept 5 s past a 500 ms body timeout")
+
+    def test_stalled_stream_reset_while_another_goes_on(self):
+        # Only the stream the window stalls is reset at the deadline; the
+        # connection and its other streams go on.
+        srv = self.start("timeouts: {body: 500ms}")
+        self.backend.set_mode("slow")
+        self.backend.delay = 0.05  # a byte at a time: stream 3 outlives stream 1's deadline
+        c = RawH2(srv.port, settings={SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+        c.send(c.request_frame(1, "/big.bin") + c.request_frame(3, "/app/slow") +
+               WindowUpdateFrame(3, window_increment=1 << 20).serialize())
+        f = c.until(lambda f: f[0] == RST_STREAM and f[2] == 1)
+        self.assertIsNotNone(f, "the stalled stream was not reset")
+        end = c.until(lambda f: f[2] == 3 and f[1] & FLAG_END_STREAM)
+        self.assertIsNotNone(end, "the other stream did not finish")
+        self.assertFalse([f for f in c.seen if f[0] == GOAWAY])
 
     def test_streams_beyond_128_refused(self):
         srv = self.start()
