@@ -431,7 +431,11 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
         hs->reset_sent = 1;
         sws_log_info("client %s: stream %d: request body too large", sws_conn_peer_text(h2->conn),
                      id);
-        if (!sws_stream_answered(&hs->st)) {
+        /* Before the response (a proxy may be relaying the body already):
+         * the producer is dropped and 413 answers; after it, the stream
+         * can only be cut. */
+        if (hs->st.phase < SWS_STREAM_RESPONSE) {
+            sws_stream_drop_source(&hs->st);
             hs->early = 1;
             sws_stream_error(&hs->st, 413);
         } else {

@@ -398,5 +398,20 @@ class Protections(H2TestCase):
         self.assert_well_behaved_client_served(srv)
 
 
+    def test_proxied_body_over_limit_gets_413(self):
+        # The proxy took the body (it is the stream's source): still 413,
+        # not a reset.
+        srv = self.start("limits: {max_body_size: 1k}")
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1, "/app/up", "POST", end_stream=False) +
+               DataFrame(1, data=b"z" * 4000).serialize())
+        f = c.until(lambda f: f[2] == 1 and f[0] in (HEADERS, RST_STREAM))
+        self.assertIsNotNone(f)
+        self.assertEqual((f[0], f[4] and f[4][":status"]), (HEADERS, "413"),
+                         "got RST_STREAM %r" % (f[3],))
+        self.assert_well_behaved_client_served(srv)
+        srv.stop()
+        self.assertIn('"POST /app/up HTTP/2.0" 413', srv.access_log())
+
 if __name__ == "__main__":
     unittest.main()
