@@ -295,10 +295,12 @@ void sws_conn_set_drain(sws_conn_set_t *s)
     sws_conn_t *next;
     for (sws_conn_t *c = s->live; c != NULL; c = next) {
         next = c->next;
-        if (conn_is_idle(c))
-            sws_conn_close(c);
-        else if (c->proto->drain != NULL)
+        /* A protocol that can say goodbye (HTTP/2's GOAWAY) does, also
+         * on an idle connection: the client then knows not to retry. */
+        if (c->proto->drain != NULL)
             c->proto->drain(c);
+        else if (conn_is_idle(c))
+            sws_conn_close(c);
     }
 }
 
@@ -868,6 +870,11 @@ static void conn_on_timer(sws_timer_t *t)
     }
     if (q == &s->header_q || q == &s->body_q) {
         c->proto->fail(c, 408, q == &s->header_q ? "request head timeout" : "request body timeout");
+        conn_run(c);
+        return;
+    }
+    if (q == &s->idle_q && c->proto->drain != NULL) {
+        c->proto->drain(c); /* its goodbye, then close_after */
         conn_run(c);
         return;
     }

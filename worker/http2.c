@@ -56,7 +56,8 @@ struct sws_http2 {
     unsigned nstreams;
     uint64_t opened, resets; /* streams the client opened and reset, ever */
     uint8_t dead;           /* no input is parsed any more (fatal, or torn down) */
-    uint8_t goaway;         /* the graceful GOAWAY was submitted */
+    uint8_t goaway;         /* the shutdown notice (and its PING) was submitted */
+    uint8_t goaway_final;   /* the GOAWAY naming the last stream taken was */
     uint8_t ended;          /* torn down, its last frames out, every stream released:
                              * nghttp2 is not asked for frames again */
 };
@@ -475,6 +476,22 @@ static void count_reset(sws_http2_t *h2)
     }
 }
 
+/* The GOAWAY naming the last stream we took: what is in flight finishes,
+ * nothing new starts; nghttp2 then wants to read only while streams are
+ * open, so the connection closes after them (h2_pump). */
+static void goaway_final(sws_http2_t *h2)
+{
+    if (h2->goaway_final)
+        return;
+    h2->goaway_final = 1;
+    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR,
+                          NULL, 0);
+}
+
+/* The opaque data of the PING sent with the shutdown notice. */
+static const uint8_t drain_ping[8] = { 's', 'w', 's', '-', 's', 't', 'o', 'p' };
+
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
     (void)session;
@@ -495,6 +512,11 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
         break;
     case NGHTTP2_RST_STREAM:
         count_reset(h2);
+        break;
+    case NGHTTP2_PING:
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && h2->goaway &&
+            memcmp(frame->ping.opaque_data, drain_ping, sizeof(drain_ping)) == 0)
+            goaway_final(h2); /* a round trip after the notice */
         break;
     default:
         break;
@@ -866,18 +888,28 @@ static int h2_sweep(sws_http2_t *h2)
     return resumed;
 }
 
-/* Graceful stop: a shutdown notice, then GOAWAY naming the last stream we
- * took: what is in flight finishes, nothing new starts. */
+/* Graceful stop (RFC 9113 6.8): a shutdown notice (GOAWAY naming the
+ * largest stream id) with a PING; the final GOAWAY goes when the PING is
+ * acknowledged, one round trip later, so that streams the client sent
+ * before it saw the notice are taken rather than refused. A client that
+ * does not acknowledge gets it at the header timeout (http2_fail). At the
+ * keep-alive timeout (not draining) the final GOAWAY goes at once. */
 static void h2_drain(sws_conn_t *c)
 {
     sws_http2_t *h2 = h2_of(c);
-    if (h2 == NULL || h2->goaway || h2->dead)
+    if (h2 == NULL || h2->session == NULL) {
+        c->close_after = 1;
         return;
-    h2->goaway = 1;
-    nghttp2_submit_shutdown_notice(h2->session);
-    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE,
-                          nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR,
-                          NULL, 0);
+    }
+    if (h2->dead)
+        return; /* its GOAWAY is out or queued */
+    if (c->set->draining && !h2->goaway && !h2->goaway_final) {
+        h2->goaway = 1;
+        nghttp2_submit_shutdown_notice(h2->session);
+        nghttp2_submit_ping(h2->session, NGHTTP2_FLAG_NONE, drain_ping);
+    } else {
+        goaway_final(h2);
+    }
     sws_conn_wake(c);
 }
 
@@ -957,8 +989,8 @@ static void http2_on_input(sws_conn_t *c)
         sws_conn_close(c);
         return;
     }
-    if (c->set->draining)
-        h2_drain(c);
+    if (c->set->draining && !h2->goaway)
+        h2_drain(c); /* switched to while draining */
     /* A client that does not read is not read either (PING, SETTINGS and
      * their acknowledgements would pile up). */
     if (!h2->dead && c->rpos < c->rend && !sws_conn_output_blocked(c)) {
@@ -1046,7 +1078,13 @@ static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c)
         return SWS_PROTO_WAIT_BODY;
     if (response)
         return SWS_PROTO_WAIT_RESPONSE;
-    return h2->dead ? SWS_PROTO_WAIT_NOTHING : SWS_PROTO_WAIT_IDLE;
+    if (h2->dead)
+        return SWS_PROTO_WAIT_NOTHING;
+    /* The client owes the shutdown notice's PING acknowledgement: bounded
+     * like a head, by the header timeout (then http2_fail's GOAWAY). */
+    if (h2->goaway && !h2->goaway_final)
+        return SWS_PROTO_WAIT_HEAD;
+    return SWS_PROTO_WAIT_IDLE;
 }
 
 static void http2_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,

@@ -48,9 +48,11 @@
  * those it opened, gets GOAWAY ENHANCE_YOUR_CALM (rapid reset,
  * CVE-2023-44487). keepalive_requests does not apply.
  *
- * Graceful stop (the op drain): a shutdown notice, then GOAWAY with the
- * last stream id processed; streams in flight finish, then the connection
- * closes.
+ * Graceful stop (the op drain, idle connections too): a shutdown notice
+ * with a PING, then, once the PING is acknowledged (or at the header
+ * timeout), GOAWAY with the last stream id processed; streams in flight
+ * finish, then the connection closes. At the keep-alive timeout: that
+ * GOAWAY, then close.
  *
  * All functions run in the worker that owns the connection.
  */

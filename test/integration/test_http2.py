@@ -66,6 +66,7 @@ class RawH2:
         self.dec = hpack.Decoder()
         self.buf = b""
         self.eof = False
+        self.ack_pings = True  # as a real client does (the drain waits for it)
         self.sock.sendall(PREFACE + SettingsFrame(0, settings=settings or {}).serialize())
 
     def close(self):
@@ -99,6 +100,8 @@ class RawH2:
                     headers = None
                     if ftype == HEADERS:
                         headers = dict(self.dec.decode(payload))
+                    if ftype == PING and not flags & 0x1 and self.ack_pings:
+                        self.send(PingFrame(0, flags=["ACK"], opaque_data=payload).serialize())
                     return ftype, flags, stream, payload, headers
             left = deadline - time.monotonic()
             if left <= 0 or self.eof:
@@ -131,6 +134,11 @@ class RawH2:
     def goaway_code(self, timeout=TIMEOUT):
         f = self.until(lambda f: f[0] == GOAWAY, timeout)
         return None if f is None else struct.unpack(">II", f[3][:8])[1]
+
+    def goaway(self, timeout=TIMEOUT):
+        """The next GOAWAY's (last stream id, error code), or None."""
+        f = self.until(lambda f: f[0] == GOAWAY, timeout)
+        return None if f is None else struct.unpack(">II", f[3][:8])
 
     def closed(self, timeout=TIMEOUT):
         self.until(lambda f: False, timeout)
@@ -251,6 +259,55 @@ class GracefulStop(H2TestCase):
         self.assertTrue(c.closed(), "connection not closed after its last stream")
         c.close()
         srv.wait_exit()
+
+
+    def _answered(self, c, sid):
+        f = c.until(lambda f: f[2] == sid and f[1] & FLAG_END_STREAM)
+        self.assertIsNotNone(f, "stream %d not answered" % sid)
+
+    def test_idle_connection_gets_goaway_on_drain(self):
+        # The shutdown notice, then, once its PING is acknowledged, the
+        # final GOAWAY naming the last stream taken.
+        srv = self.start()
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1))
+        self._answered(c, 1)
+        srv.signal(signal.SIGQUIT)
+        self.assertEqual(c.goaway(), (0x7FFFFFFF, 0), "closed without GOAWAY")
+        self.assertEqual(c.goaway(), (1, 0))
+        self.assertTrue(c.closed())
+        c.close()
+        srv.wait_exit()
+
+    def test_stream_sent_before_the_notice_was_seen_is_taken(self):
+        # A stream the client sends between the notice and its PING's
+        # acknowledgement is answered, and the final GOAWAY names it.
+        srv = self.start()
+        c = RawH2(srv.port)
+        c.ack_pings = False
+        c.send(c.request_frame(1))
+        self._answered(c, 1)
+        srv.signal(signal.SIGQUIT)
+        self.assertEqual(c.goaway(), (0x7FFFFFFF, 0))
+        is_ping = lambda f: f[0] == PING and not f[1] & 0x1
+        ping = next(filter(is_ping, c.seen), None) or c.until(is_ping)
+        self.assertIsNotNone(ping, "no PING with the notice")
+        c.send(c.request_frame(3))
+        self._answered(c, 3)
+        self.assertFalse([f for f in c.seen if f[0] == RST_STREAM])
+        c.send(PingFrame(0, flags=["ACK"], opaque_data=ping[3]).serialize())
+        self.assertEqual(c.goaway(), (3, 0))
+        self.assertTrue(c.closed())
+        c.close()
+        srv.wait_exit()
+
+    def test_idle_connection_gets_goaway_at_keepalive_timeout(self):
+        srv = self.start("timeouts: {keepalive: 300ms}")
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1))
+        self._answered(c, 1)
+        self.assertEqual(c.goaway(), (1, 0), "closed without GOAWAY")
+        self.assertTrue(c.closed())
 
 
 class Protections(H2TestCase):
