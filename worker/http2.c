@@ -272,10 +272,11 @@ static void stream_head_done(sws_http2_t *h2, h2_stream_t *hs, int end_stream)
         r->body_length = v;
     }
     r->body_chunked = !end_stream && cl == NULL; /* a length only the end tells */
-    const sws_str_t *expect = sws_request_header(r, "expect");
     unsigned status = hs->refuse;
     if (status == 0 && cookies_join(hs) < 0)
         status = 500;
+    /* After the join, which moves fields down over the cookies it merged. */
+    const sws_str_t *expect = sws_request_header(r, "expect");
     if (status == 0 && r->host.len == 0) {
         const sws_str_t *host = sws_request_header(r, "host");
         if (host != NULL)

@@ -199,6 +199,17 @@ class Answers(H2TestCase):
         r = self.curl2(srv, "-o", "-", srv.url("/big.bin"))
         self.assertEqual(hashlib.sha256(r.stdout).hexdigest(), hashlib.sha256(BIG).hexdigest())
 
+    def test_expect_after_split_cookies_not_417(self):
+        # Cookies split into fields are joined first; Expect is read after.
+        srv = self.start()
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1, "/hello", "POST", end_stream=False,
+                               extra=[("cookie", "a=1"), ("cookie", "b=2"),
+                                      ("expect", "100-continue"), ("x-after", "zz")]))
+        f = c.until(lambda f: f[0] == HEADERS and f[2] == 1)
+        self.assertIsNotNone(f)
+        self.assertEqual(f[4][":status"], "100")
+
     def test_proxied_get_and_post_streaming_through(self):
         srv = self.start()
         r = self.curl2(srv, "-o", "-", srv.url("/app/x?y=1"))
