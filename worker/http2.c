@@ -536,8 +536,10 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
 }
 
 /* Our response ended (END_STREAM went out) before the client's request
- * did (a 413, an answer from the head): the rest of its body is not
- * wanted (RFC 9113 8.1: RST_STREAM NO_ERROR). */
+ * did (a 413, an answer from the head, a proxied answer that did not wait
+ * for the body): the rest of its body is not wanted (RFC 9113 8.1:
+ * RST_STREAM NO_ERROR), and its consumer takes no more, so the client
+ * stops sending and no body timer runs for it. */
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
@@ -549,8 +551,12 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
         return 0;
     if (hs != NULL)
         hs->end_sent = 1;
-    if (hs != NULL && !hs->remote_done && (hs->reset_sent || hs->early) && hs->st.body == NULL)
+    if (hs != NULL && !hs->remote_done) {
+        hs->reset_sent = 1;
+        hs->st.body = NULL;
+        hs->st.body_full = 0; /* what it held back is given back at the release */
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, hs->id, NGHTTP2_NO_ERROR);
+    }
     return 0;
 }
 

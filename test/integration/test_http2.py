@@ -199,6 +199,22 @@ class Answers(H2TestCase):
         r = self.curl2(srv, "-o", "-", srv.url("/big.bin"))
         self.assertEqual(hashlib.sha256(r.stdout).hexdigest(), hashlib.sha256(BIG).hexdigest())
 
+    def test_proxied_answer_before_the_body_resets_the_stream(self):
+        # The member answers (417) without the body: once our END_STREAM
+        # is out, RST_STREAM NO_ERROR tells the client to stop sending.
+        srv = self.start()
+        self.backend.set_mode("expect_reject")
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1, "/app/up", "POST", end_stream=False,
+                               extra=[("content-length", "100000"), ("expect", "100-continue")]))
+        f = c.until(lambda f: f[0] == RST_STREAM and f[2] == 1)
+        self.assertIsNotNone(f, "no RST_STREAM after the answer")
+        self.assertEqual(struct.unpack(">I", f[3])[0], 0)
+        statuses = [g[4][":status"] for g in c.seen if g[0] == HEADERS and g[2] == 1]
+        self.assertEqual(statuses, ["417"])
+        self.assertTrue([g for g in c.seen if g[2] == 1 and g[1] & FLAG_END_STREAM])
+        self.assert_well_behaved_client_served(srv)
+
     def test_expect_after_split_cookies_not_417(self):
         # Cookies split into fields are joined first; Expect is read after.
         srv = self.start()
