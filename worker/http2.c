@@ -84,9 +84,11 @@ int sws_http2_preface_match(const char *buf, size_t len)
 
 /* ---- the request ---- */
 
+/* HTTP/1's set (llhttp's HTTP methods): not RTSP's, nor PRI, which are
+ * no HTTP methods and would be forwarded to members as such. */
 static const sws_str_t method_names[64] = {
 #define SWS_METHOD_NAME(num, name, string) [num] = { #string, sizeof(#string) - 1 },
-    HTTP_ALL_METHOD_MAP(SWS_METHOD_NAME)
+    HTTP_METHOD_MAP(SWS_METHOD_NAME)
 #undef SWS_METHOD_NAME
 };
 
@@ -186,14 +188,19 @@ static h2_stream_t *stream_get(sws_http2_t *h2, int32_t id)
 }
 
 /* path and query from the :path pseudo-header (origin-form; "*" for
- * OPTIONS). 0 or -1. */
+ * OPTIONS). CONNECT has no :path (RFC 9113 8.5): its target is the
+ * authority, as HTTP/1's authority-form, and meets the same dispatch.
+ * 0 or -1. */
 static int split_target(sws_request_t *r)
 {
+    if (r->method_id == HTTP_CONNECT && r->target.len == 0)
+        r->target = r->host;
     sws_str_t t = r->target;
     if (t.len == 0)
         return -1;
     if (t.p[0] != '/') {
-        if (t.len == 1 && t.p[0] == '*' && r->method_id == HTTP_OPTIONS) {
+        if ((t.len == 1 && t.p[0] == '*' && r->method_id == HTTP_OPTIONS) ||
+            r->method_id == HTTP_CONNECT) {
             r->path = t;
             return 0;
         }
@@ -260,6 +267,13 @@ static void stream_head_done(sws_http2_t *h2, h2_stream_t *hs, int end_stream)
     sws_request_t *r = &hs->st.req;
     hs->head_done = 1;
     hs->remote_done = (uint8_t)end_stream;
+    /* CONNECT's stream stays open for a tunnel we do not make: it is
+     * answered from its head, as HTTP/1 answers it; what follows is
+     * dropped. */
+    if (r->method_id == HTTP_CONNECT) {
+        end_stream = 1;
+        hs->early = 1;
+    }
     r->version_major = 2;
     r->version_minor = 0;
     r->keep_alive = 1;

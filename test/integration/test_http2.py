@@ -215,6 +215,23 @@ class Answers(H2TestCase):
         self.assertTrue([g for g in c.seen if g[2] == 1 and g[1] & FLAG_END_STREAM])
         self.assert_well_behaved_client_served(srv)
 
+    def test_methods_as_http1(self):
+        # CONNECT (no :path in HTTP/2) is dispatched as HTTP/1's
+        # authority-form is (no route here: 404, as HTTP/1 answers), and
+        # only HTTP/1's methods are known: RTSP's and PRI get 501.
+        srv = self.start()
+        c = RawH2(srv.port)
+        block = c.enc.encode([(":method", "CONNECT"), (":authority", "t.test:443")])
+        f = HeadersFrame(1, data=block)
+        f.flags.add("END_HEADERS")
+        c.send(f.serialize())
+        c.send(c.request_frame(3, method="DESCRIBE") + c.request_frame(5, method="PRI") +
+               c.request_frame(7, method="PATCH"))
+        statuses = {}
+        c.until(lambda f: f[0] == HEADERS and statuses.update({f[2]: f[4][":status"]}) is None
+                and len(statuses) == 4)
+        self.assertEqual(statuses, {1: "404", 3: "501", 5: "501", 7: "200"})
+
     def test_expect_after_split_cookies_not_417(self):
         # Cookies split into fields are joined first; Expect is read after.
         srv = self.start()
