@@ -41,6 +41,8 @@ typedef struct h2_stream {
     uint8_t responding;  /* a final head with a body went to nghttp2 */
     uint8_t end_sent;    /* our END_STREAM went out */
     uint8_t cut;         /* we reset it: its window stalled too long */
+    uint8_t invalid;     /* nghttp2 refused one of its frames and reset it */
+    uint8_t peer_reset;  /* the client reset it */
     uint64_t stall_ms;   /* when the client's window began to hold its
                           * response back (loop time), 0: it does not */
     size_t unconsumed;   /* body bytes received, not yet given back to the window */
@@ -167,6 +169,8 @@ static void stream_unlink(sws_http2_t *h2, h2_stream_t *hs)
 static void stream_release(sws_http2_t *h2, h2_stream_t *hs)
 {
     sws_request_t *r = &hs->st.req;
+    if (hs->invalid && hs->st.phase < SWS_STREAM_RESPONSE)
+        r->status = 400; /* logged as HTTP/1 logs a malformed request */
     /* The log counts what went into frames, not bytes still held. */
     if (r->body_bytes >= hs->olen)
         r->body_bytes -= hs->olen;
@@ -359,6 +363,8 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     hs->h2 = h2;
     hs->id = frame->hd.stream_id;
     sws_stream_start(&hs->st, h2->conn, &h2_sink);
+    hs->st.req.version_major = 2; /* also for a head nghttp2 refuses */
+    hs->st.req.version_minor = 0;
     hs->next = h2->streams;
     if (h2->streams != NULL)
         h2->streams->prev = hs;
@@ -526,6 +532,8 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
             stream_body_done(h2, hs);
         break;
     case NGHTTP2_RST_STREAM:
+        if (hs != NULL)
+            hs->peer_reset = 1;
         count_reset(h2);
         break;
     case NGHTTP2_PING:
@@ -539,11 +547,36 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     return 0;
 }
 
+/* nghttp2 refused a stream's request and resets it: the exchange is
+ * logged 400 at its release unless a response had begun. One info line
+ * per stream. */
+static void stream_invalid(sws_http2_t *h2, h2_stream_t *hs, const char *why)
+{
+    if (hs->invalid)
+        return;
+    hs->invalid = 1;
+    sws_log_info("client %s: stream %d refused: %s", sws_conn_peer_text(h2->conn), hs->id, why);
+}
+
+/* A malformed head (pseudo-headers, connection-specific fields). */
+static int on_invalid_frame(nghttp2_session *session, const nghttp2_frame *frame, int lib_error,
+                            void *user)
+{
+    (void)session;
+    h2_stream_t *hs = frame->hd.stream_id != 0 ? stream_get(user, frame->hd.stream_id) : NULL;
+    if (hs != NULL)
+        stream_invalid(user, hs, nghttp2_strerror(lib_error));
+    return 0;
+}
+
 static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *user)
 {
     (void)session;
-    (void)error_code;
     h2_stream_t *hs = stream_get(user, id);
+    /* nghttp2 resets a body that disagrees with its content-length
+     * without calling on_invalid_frame. */
+    if (hs != NULL && error_code == NGHTTP2_PROTOCOL_ERROR && !hs->peer_reset)
+        stream_invalid(user, hs, "body length differs from content-length");
     if (hs != NULL)
         hs->closed = 1; /* released after nghttp2 returns: the producer may still be in a call */
     return 0;
@@ -1146,6 +1179,7 @@ static int session_new(sws_http2_t *h2)
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
         nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, on_invalid_frame);
     }
     nghttp2_option *opt;
     if (nghttp2_option_new(&opt) != 0)

@@ -232,6 +232,28 @@ class Answers(H2TestCase):
                 and len(statuses) == 4)
         self.assertEqual(statuses, {1: "404", 3: "501", 5: "501", 7: "200"})
 
+    def test_streams_nghttp2_refuses_are_logged_400(self):
+        # A head without :path, a connection-specific field, DATA beyond
+        # content-length: each stream reset by nghttp2, each logged once.
+        srv = self.start()
+        c = RawH2(srv.port)
+        block = c.enc.encode([(":method", "GET"), (":scheme", "http"), (":authority", "t.test")])
+        f = HeadersFrame(1, data=block)
+        f.flags.add("END_HEADERS")
+        f.flags.add("END_STREAM")
+        c.send(f.serialize())
+        c.send(c.request_frame(3, extra=[("connection", "close")]))
+        c.send(c.request_frame(5, "/hello", "POST", end_stream=False,
+                               extra=[("content-length", "5")]) +
+               DataFrame(5, data=b"z" * 10, flags=["END_STREAM"]).serialize())
+        rsts = set()
+        c.until(lambda f: f[0] == RST_STREAM and rsts.add(f[2]) is None and len(rsts) == 3)
+        self.assertEqual(rsts, {1, 3, 5})
+        self.assert_well_behaved_client_served(srv)
+        srv.stop()
+        lines = [l for l in srv.access_log().splitlines() if "\" 400 " in l]
+        self.assertEqual(len(lines), 3, srv.access_log())
+
     def test_expect_after_split_cookies_not_417(self):
         # Cookies split into fields are joined first; Expect is read after.
         srv = self.start()
