@@ -43,6 +43,7 @@ typedef struct h2_stream {
     uint8_t cut;         /* we reset it: its window stalled too long */
     uint8_t invalid;     /* nghttp2 refused one of its frames and reset it */
     uint8_t peer_reset;  /* the client reset it */
+    uint8_t dispatch;    /* complete with its head: handled once this read is parsed */
     uint64_t stall_ms;   /* when the client's window began to hold its
                           * response back (loop time), 0: it does not */
     size_t unconsumed;   /* body bytes received, not yet given back to the window */
@@ -56,7 +57,9 @@ struct sws_http2 {
     sws_conn_t *conn;
     h2_stream_t *streams;   /* open streams, doubly linked */
     unsigned nstreams;
-    uint64_t opened, resets; /* streams the client opened and reset, ever */
+    uint64_t opened;        /* streams the client opened, ever */
+    unsigned resets;        /* of this window's streams opened, those the client
+                             * reset before their response was complete */
     uint8_t dead;           /* no input is parsed any more (fatal, or torn down) */
     uint8_t goaway;         /* the shutdown notice (and its PING) was submitted */
     uint8_t goaway_final;   /* the GOAWAY naming the last stream taken was */
@@ -370,7 +373,9 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         h2->streams->prev = hs;
     h2->streams = hs;
     h2->nstreams++;
-    h2->opened++;
+    /* Rapid reset is judged per window of streams opened (count_reset). */
+    if (h2->opened++ % SWS_HTTP2_RESET_WINDOW == 0)
+        h2->resets = 0;
     h2->conn->head_started = 1; /* the header timer runs from here */
     nghttp2_session_set_stream_user_data(session, hs->id, hs);
     return 0;
@@ -480,18 +485,24 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     return 0;
 }
 
-/* Rapid reset (CVE-2023-44487): streams opened and reset at once cost us
- * their work and the client nothing. A client may reset some streams; one
- * that resets more than SWS_HTTP2_RESET_FLOOR, and most of those it
- * opens, is told to calm down and cut off. Counting per stream opened
- * rather than per second keeps the verdict independent of timing. */
-static void count_reset(sws_http2_t *h2)
+/* Rapid reset (CVE-2023-44487): streams opened and reset before their
+ * answer cost us their work and the client nothing. A client may reset
+ * some; one that resets more than SWS_HTTP2_RESET_FLOOR of a window of
+ * SWS_HTTP2_RESET_WINDOW streams opened is told to calm down and cut off.
+ * Only resets before our END_STREAM count, whatever the other streams do
+ * (streams answered in between do not dilute them), and counting per
+ * stream opened rather than per second keeps the verdict independent of
+ * timing. */
+static void count_reset(sws_http2_t *h2, const h2_stream_t *hs)
 {
+    if (hs == NULL || hs->end_sent)
+        return; /* answered already: it cost what a request costs */
     h2->resets++;
-    if (h2->resets > SWS_HTTP2_RESET_FLOOR && h2->resets * 2 > h2->opened && !h2->dead) {
-        sws_log_info("client %s: %llu streams reset of %llu opened: connection closed",
-                     sws_conn_peer_text(h2->conn), (unsigned long long)h2->resets,
-                     (unsigned long long)h2->opened);
+    if (h2->resets > SWS_HTTP2_RESET_FLOOR && !h2->dead) {
+        sws_log_info("client %s: %u streams reset before their answer, of %u opened: connection "
+                     "closed",
+                     sws_conn_peer_text(h2->conn), h2->resets,
+                     (unsigned)((h2->opened - 1) % SWS_HTTP2_RESET_WINDOW + 1));
         nghttp2_session_terminate_session(h2->session, NGHTTP2_ENHANCE_YOUR_CALM);
         h2->dead = 1;
     }
@@ -522,8 +533,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     case NGHTTP2_HEADERS:
         if (hs == NULL)
             break;
-        if (!hs->head_done)
-            stream_head_done(h2, hs, (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0);
+        if (!hs->head_done && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            hs->dispatch = 1; /* a RST_STREAM later in this read spares its work */
+        else if (!hs->head_done)
+            stream_head_done(h2, hs, 0);
         else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
             stream_body_done(h2, hs); /* trailers */
         break;
@@ -534,7 +547,7 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     case NGHTTP2_RST_STREAM:
         if (hs != NULL)
             hs->peer_reset = 1;
-        count_reset(h2);
+        count_reset(h2, hs);
         break;
     case NGHTTP2_PING:
         if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && h2->goaway &&
@@ -1036,6 +1049,24 @@ static void h2_pump(sws_conn_t *c, sws_http2_t *h2)
         c->close_after = 1;
 }
 
+/* The requests complete with their head that this read brought, in the
+ * order they came (the list is newest first), but those the client reset
+ * in the same read: a rapid reset costs no handler's work (a proxy
+ * connect). */
+static void streams_dispatch(sws_http2_t *h2)
+{
+    h2_stream_t *hs = h2->streams;
+    while (hs != NULL && hs->next != NULL)
+        hs = hs->next;
+    for (; hs != NULL; hs = hs->prev) {
+        if (!hs->dispatch)
+            continue;
+        hs->dispatch = 0;
+        if (!hs->closed && !h2->dead)
+            stream_head_done(h2, hs, 1);
+    }
+}
+
 static void http2_on_input(sws_conn_t *c)
 {
     sws_http2_t *h2 = h2_of(c);
@@ -1058,6 +1089,7 @@ static void http2_on_input(sws_conn_t *c)
             if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC && n != NGHTTP2_ERR_FLOODED)
                 nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
         }
+        streams_dispatch(h2);
         c->rpos = c->rend = c->msg_start = 0;
     }
     if (h2->dead)
