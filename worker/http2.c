@@ -1106,6 +1106,8 @@ static void http2_writable(sws_conn_t *c)
     http2_on_input(c); /* the same work: input held back is parsed now */
 }
 
+static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c);
+
 /* Streams that are neither closed nor being reset by us. */
 static unsigned streams_alive(const sws_http2_t *h2)
 {
@@ -1118,7 +1120,10 @@ static unsigned streams_alive(const sws_http2_t *h2)
 static void http2_fail(sws_conn_t *c, unsigned status, const char *why)
 {
     sws_http2_t *h2 = h2_of(c);
-    if (status == 408 && !h2->dead && stalls_cut(c, h2) && streams_alive(h2)) {
+    /* Only the body timer armed for a stall spares the connection (not a
+     * header timeout, which a stall must not extend). */
+    if (status == 408 && !h2->dead && http2_waiting_for(c) == SWS_PROTO_WAIT_WINDOW &&
+        stalls_cut(c, h2) && streams_alive(h2)) {
         h2_pump(c, h2);
         return;
     }
