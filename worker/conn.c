@@ -325,10 +325,12 @@ void sws_conn_set_drain(sws_conn_set_t *s)
     sws_conn_t *next;
     for (sws_conn_t *c = s->live; c != NULL; c = next) {
         next = c->next;
-        if (conn_is_idle(c))
-            sws_conn_close(c);
-        else if (c->proto->drain != NULL)
+        /* A protocol that can say goodbye (HTTP/2's GOAWAY) does, also
+         * on an idle connection: the client then knows not to retry. */
+        if (c->proto->drain != NULL)
             c->proto->drain(c);
+        else if (conn_is_idle(c))
+            sws_conn_close(c);
     }
 }
 
@@ -727,6 +729,10 @@ static void conn_update_timer(sws_conn_t *c)
         if (c->timer_q != &s->body_q || c->got_input)
             conn_arm(c, &s->body_q);
         break;
+    case SWS_PROTO_WAIT_WINDOW:
+        if (c->timer_q != &s->body_q)
+            conn_arm(c, &s->body_q);
+        break;
     case SWS_PROTO_WAIT_RESPONSE:
         /* Nothing is due from the client: the producer's own timers run
          * (the proxy's upstream timeouts). */
@@ -974,6 +980,11 @@ static void conn_on_timer(sws_timer_t *t)
     }
     if (q == &s->header_q || q == &s->body_q) {
         c->proto->fail(c, 408, q == &s->header_q ? "request head timeout" : "request body timeout");
+        conn_run(c);
+        return;
+    }
+    if (q == &s->idle_q && c->proto->drain != NULL) {
+        c->proto->drain(c); /* its goodbye, then close_after */
         conn_run(c);
         return;
     }

@@ -38,6 +38,14 @@ typedef struct h2_stream {
     uint8_t data_eof;    /* the producer ended: the provider sends END_STREAM */
     uint8_t want_resume; /* the sink refused bytes: resume the stream on room */
     uint8_t reset_sent;  /* we reset it (413 sent): its DATA is dropped */
+    uint8_t responding;  /* a final head with a body went to nghttp2 */
+    uint8_t end_sent;    /* our END_STREAM went out */
+    uint8_t cut;         /* we reset it: its window stalled too long */
+    uint8_t invalid;     /* nghttp2 refused one of its frames and reset it */
+    uint8_t peer_reset;  /* the client reset it */
+    uint8_t dispatch;    /* complete with its head: handled once this read is parsed */
+    uint64_t stall_ms;   /* when the client's window began to hold its
+                          * response back (loop time), 0: it does not */
     size_t unconsumed;   /* body bytes received, not yet given back to the window */
 
     char *obuf;          /* SWS_HTTP2_STREAM_BUF bytes, from the first body byte */
@@ -49,9 +57,12 @@ struct sws_http2 {
     sws_conn_t *conn;
     h2_stream_t *streams;   /* open streams, doubly linked */
     unsigned nstreams;
-    uint64_t opened, resets; /* streams the client opened and reset, ever */
+    uint64_t opened;        /* streams the client opened, ever */
+    unsigned resets;        /* of this window's streams opened, those the client
+                             * reset before their response was complete */
     uint8_t dead;           /* no input is parsed any more (fatal, or torn down) */
-    uint8_t goaway;         /* the graceful GOAWAY was submitted */
+    uint8_t goaway;         /* the shutdown notice (and its PING) was submitted */
+    uint8_t goaway_final;   /* the GOAWAY naming the last stream taken was */
     uint8_t ended;          /* torn down, its last frames out, every stream released:
                              * nghttp2 is not asked for frames again */
 };
@@ -78,9 +89,11 @@ int sws_http2_preface_match(const char *buf, size_t len)
 
 /* ---- the request ---- */
 
+/* HTTP/1's set (llhttp's HTTP methods): not RTSP's, nor PRI, which are
+ * no HTTP methods and would be forwarded to members as such. */
 static const sws_str_t method_names[64] = {
 #define SWS_METHOD_NAME(num, name, string) [num] = { #string, sizeof(#string) - 1 },
-    HTTP_ALL_METHOD_MAP(SWS_METHOD_NAME)
+    HTTP_METHOD_MAP(SWS_METHOD_NAME)
 #undef SWS_METHOD_NAME
 };
 
@@ -159,6 +172,8 @@ static void stream_unlink(sws_http2_t *h2, h2_stream_t *hs)
 static void stream_release(sws_http2_t *h2, h2_stream_t *hs)
 {
     sws_request_t *r = &hs->st.req;
+    if (hs->invalid && hs->st.phase < SWS_STREAM_RESPONSE)
+        r->status = 400; /* logged as HTTP/1 logs a malformed request */
     /* The log counts what went into frames, not bytes still held. */
     if (r->body_bytes >= hs->olen)
         r->body_bytes -= hs->olen;
@@ -180,14 +195,19 @@ static h2_stream_t *stream_get(sws_http2_t *h2, int32_t id)
 }
 
 /* path and query from the :path pseudo-header (origin-form; "*" for
- * OPTIONS). 0 or -1. */
+ * OPTIONS). CONNECT has no :path (RFC 9113 8.5): its target is the
+ * authority, as HTTP/1's authority-form, and meets the same dispatch.
+ * 0 or -1. */
 static int split_target(sws_request_t *r)
 {
+    if (r->method_id == HTTP_CONNECT && r->target.len == 0)
+        r->target = r->host;
     sws_str_t t = r->target;
     if (t.len == 0)
         return -1;
     if (t.p[0] != '/') {
-        if (t.len == 1 && t.p[0] == '*' && r->method_id == HTTP_OPTIONS) {
+        if ((t.len == 1 && t.p[0] == '*' && r->method_id == HTTP_OPTIONS) ||
+            r->method_id == HTTP_CONNECT) {
             r->path = t;
             return 0;
         }
@@ -254,6 +274,13 @@ static void stream_head_done(sws_http2_t *h2, h2_stream_t *hs, int end_stream)
     sws_request_t *r = &hs->st.req;
     hs->head_done = 1;
     hs->remote_done = (uint8_t)end_stream;
+    /* CONNECT's stream stays open for a tunnel we do not make: it is
+     * answered from its head, as HTTP/1 answers it; what follows is
+     * dropped. */
+    if (r->method_id == HTTP_CONNECT) {
+        end_stream = 1;
+        hs->early = 1;
+    }
     r->version_major = 2;
     r->version_minor = 0;
     r->keep_alive = 1;
@@ -266,10 +293,11 @@ static void stream_head_done(sws_http2_t *h2, h2_stream_t *hs, int end_stream)
         r->body_length = v;
     }
     r->body_chunked = !end_stream && cl == NULL; /* a length only the end tells */
-    const sws_str_t *expect = sws_request_header(r, "expect");
     unsigned status = hs->refuse;
     if (status == 0 && cookies_join(hs) < 0)
         status = 500;
+    /* After the join, which moves fields down over the cookies it merged. */
+    const sws_str_t *expect = sws_request_header(r, "expect");
     if (status == 0 && r->host.len == 0) {
         const sws_str_t *host = sws_request_header(r, "host");
         if (host != NULL)
@@ -338,12 +366,16 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     hs->h2 = h2;
     hs->id = frame->hd.stream_id;
     sws_stream_start(&hs->st, h2->conn, &h2_sink);
+    hs->st.req.version_major = 2; /* also for a head nghttp2 refuses */
+    hs->st.req.version_minor = 0;
     hs->next = h2->streams;
     if (h2->streams != NULL)
         h2->streams->prev = hs;
     h2->streams = hs;
     h2->nstreams++;
-    h2->opened++;
+    /* Rapid reset is judged per window of streams opened (count_reset). */
+    if (h2->opened++ % SWS_HTTP2_RESET_WINDOW == 0)
+        h2->resets = 0;
     h2->conn->head_started = 1; /* the header timer runs from here */
     nghttp2_session_set_stream_user_data(session, hs->id, hs);
     return 0;
@@ -426,7 +458,11 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
         hs->reset_sent = 1;
         sws_log_info("client %s: stream %d: request body too large", sws_conn_peer_text(h2->conn),
                      id);
-        if (!sws_stream_answered(&hs->st)) {
+        /* Before the response (a proxy may be relaying the body already):
+         * the producer is dropped and 413 answers; after it, the stream
+         * can only be cut. */
+        if (hs->st.phase < SWS_STREAM_RESPONSE) {
+            sws_stream_drop_source(&hs->st);
             hs->early = 1;
             sws_stream_error(&hs->st, 413);
         } else {
@@ -449,22 +485,44 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
     return 0;
 }
 
-/* Rapid reset (CVE-2023-44487): streams opened and reset at once cost us
- * their work and the client nothing. A client may reset some streams; one
- * that resets more than SWS_HTTP2_RESET_FLOOR, and most of those it
- * opens, is told to calm down and cut off. Counting per stream opened
- * rather than per second keeps the verdict independent of timing. */
-static void count_reset(sws_http2_t *h2)
+/* Rapid reset (CVE-2023-44487): streams opened and reset before their
+ * answer cost us their work and the client nothing. A client may reset
+ * some; one that resets more than SWS_HTTP2_RESET_FLOOR of a window of
+ * SWS_HTTP2_RESET_WINDOW streams opened is told to calm down and cut off.
+ * Only resets before our END_STREAM count, whatever the other streams do
+ * (streams answered in between do not dilute them), and counting per
+ * stream opened rather than per second keeps the verdict independent of
+ * timing. */
+static void count_reset(sws_http2_t *h2, const h2_stream_t *hs)
 {
+    if (hs == NULL || hs->end_sent)
+        return; /* answered already: it cost what a request costs */
     h2->resets++;
-    if (h2->resets > SWS_HTTP2_RESET_FLOOR && h2->resets * 2 > h2->opened && !h2->dead) {
-        sws_log_info("client %s: %llu streams reset of %llu opened: connection closed",
-                     sws_conn_peer_text(h2->conn), (unsigned long long)h2->resets,
-                     (unsigned long long)h2->opened);
+    if (h2->resets > SWS_HTTP2_RESET_FLOOR && !h2->dead) {
+        sws_log_info("client %s: %u streams reset before their answer, of %u opened: connection "
+                     "closed",
+                     sws_conn_peer_text(h2->conn), h2->resets,
+                     (unsigned)((h2->opened - 1) % SWS_HTTP2_RESET_WINDOW + 1));
         nghttp2_session_terminate_session(h2->session, NGHTTP2_ENHANCE_YOUR_CALM);
         h2->dead = 1;
     }
 }
+
+/* The GOAWAY naming the last stream we took: what is in flight finishes,
+ * nothing new starts; nghttp2 then wants to read only while streams are
+ * open, so the connection closes after them (h2_pump). */
+static void goaway_final(sws_http2_t *h2)
+{
+    if (h2->goaway_final)
+        return;
+    h2->goaway_final = 1;
+    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE,
+                          nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR,
+                          NULL, 0);
+}
+
+/* The opaque data of the PING sent with the shutdown notice. */
+static const uint8_t drain_ping[8] = { 's', 'w', 's', '-', 's', 't', 'o', 'p' };
 
 static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
@@ -475,8 +533,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     case NGHTTP2_HEADERS:
         if (hs == NULL)
             break;
-        if (!hs->head_done)
-            stream_head_done(h2, hs, (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0);
+        if (!hs->head_done && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+            hs->dispatch = 1; /* a RST_STREAM later in this read spares its work */
+        else if (!hs->head_done)
+            stream_head_done(h2, hs, 0);
         else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
             stream_body_done(h2, hs); /* trailers */
         break;
@@ -485,7 +545,14 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
             stream_body_done(h2, hs);
         break;
     case NGHTTP2_RST_STREAM:
-        count_reset(h2);
+        if (hs != NULL)
+            hs->peer_reset = 1;
+        count_reset(h2, hs);
+        break;
+    case NGHTTP2_PING:
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) && h2->goaway &&
+            memcmp(frame->ping.opaque_data, drain_ping, sizeof(drain_ping)) == 0)
+            goaway_final(h2); /* a round trip after the notice */
         break;
     default:
         break;
@@ -493,27 +560,63 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     return 0;
 }
 
+/* nghttp2 refused a stream's request and resets it: the exchange is
+ * logged 400 at its release unless a response had begun. One info line
+ * per stream. */
+static void stream_invalid(sws_http2_t *h2, h2_stream_t *hs, const char *why)
+{
+    if (hs->invalid)
+        return;
+    hs->invalid = 1;
+    sws_log_info("client %s: stream %d refused: %s", sws_conn_peer_text(h2->conn), hs->id, why);
+}
+
+/* A malformed head (pseudo-headers, connection-specific fields). */
+static int on_invalid_frame(nghttp2_session *session, const nghttp2_frame *frame, int lib_error,
+                            void *user)
+{
+    (void)session;
+    h2_stream_t *hs = frame->hd.stream_id != 0 ? stream_get(user, frame->hd.stream_id) : NULL;
+    if (hs != NULL)
+        stream_invalid(user, hs, nghttp2_strerror(lib_error));
+    return 0;
+}
+
 static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_code, void *user)
 {
     (void)session;
-    (void)error_code;
     h2_stream_t *hs = stream_get(user, id);
+    /* nghttp2 resets a body that disagrees with its content-length
+     * without calling on_invalid_frame. */
+    if (hs != NULL && error_code == NGHTTP2_PROTOCOL_ERROR && !hs->peer_reset)
+        stream_invalid(user, hs, "body length differs from content-length");
     if (hs != NULL)
         hs->closed = 1; /* released after nghttp2 returns: the producer may still be in a call */
     return 0;
 }
 
 /* Our response ended (END_STREAM went out) before the client's request
- * did (a 413, an answer from the head): the rest of its body is not
- * wanted (RFC 9113 8.1: RST_STREAM NO_ERROR). */
+ * did (a 413, an answer from the head, a proxied answer that did not wait
+ * for the body): the rest of its body is not wanted (RFC 9113 8.1:
+ * RST_STREAM NO_ERROR), and its consumer takes no more, so the client
+ * stops sending and no body timer runs for it. */
 static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user)
 {
-    if ((frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA) ||
-        !(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+    if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
     h2_stream_t *hs = stream_get(user, frame->hd.stream_id);
-    if (hs != NULL && !hs->remote_done && (hs->reset_sent || hs->early) && hs->st.body == NULL)
+    if (hs != NULL && frame->hd.type == NGHTTP2_DATA && frame->hd.length > 0)
+        hs->stall_ms = 0; /* bytes went: a stall that follows starts afresh */
+    if (!(frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        return 0;
+    if (hs != NULL)
+        hs->end_sent = 1;
+    if (hs != NULL && !hs->remote_done) {
+        hs->reset_sent = 1;
+        hs->st.body = NULL;
+        hs->st.body_full = 0; /* what it held back is given back at the release */
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, hs->id, NGHTTP2_NO_ERROR);
+    }
     return 0;
 }
 
@@ -649,6 +752,7 @@ static int submit_head(h2_stream_t *hs, unsigned status, const sws_header_t *h, 
     } else {
         nghttp2_data_provider dp = { .source.ptr = hs, .read_callback = data_read };
         rc = nghttp2_submit_response(hs->h2->session, hs->id, nv, k, provider ? &dp : NULL);
+        hs->responding = (uint8_t)(rc == 0 && provider);
     }
     free(nv);
     if (rc != 0)
@@ -851,19 +955,75 @@ static int h2_sweep(sws_http2_t *h2)
     return resumed;
 }
 
-/* Graceful stop: a shutdown notice, then GOAWAY naming the last stream we
- * took: what is in flight finishes, nothing new starts. */
+/* Graceful stop (RFC 9113 6.8): a shutdown notice (GOAWAY naming the
+ * largest stream id) with a PING; the final GOAWAY goes when the PING is
+ * acknowledged, one round trip later, so that streams the client sent
+ * before it saw the notice are taken rather than refused. A client that
+ * does not acknowledge gets it at the header timeout (http2_fail). At the
+ * keep-alive timeout (not draining) the final GOAWAY goes at once. */
 static void h2_drain(sws_conn_t *c)
 {
     sws_http2_t *h2 = h2_of(c);
-    if (h2 == NULL || h2->goaway || h2->dead)
+    if (h2 == NULL || h2->session == NULL) {
+        c->close_after = 1;
         return;
-    h2->goaway = 1;
-    nghttp2_submit_shutdown_notice(h2->session);
-    nghttp2_submit_goaway(h2->session, NGHTTP2_FLAG_NONE,
-                          nghttp2_session_get_last_proc_stream_id(h2->session), NGHTTP2_NO_ERROR,
-                          NULL, 0);
+    }
+    if (h2->dead)
+        return; /* its GOAWAY is out or queued */
+    if (c->set->draining && !h2->goaway && !h2->goaway_final) {
+        h2->goaway = 1;
+        nghttp2_submit_shutdown_notice(h2->session);
+        nghttp2_submit_ping(h2->session, NGHTTP2_FLAG_NONE, drain_ping);
+    } else {
+        goaway_final(h2);
+    }
     sws_conn_wake(c);
+}
+
+/* The client's window holds back a response we have not finished (with
+ * or without bytes waiting in the stream's buffer: the END_STREAM waits
+ * too). */
+static int stream_stalled(const sws_http2_t *h2, const h2_stream_t *hs)
+{
+    return !hs->closed && !hs->cut && hs->responding && !hs->end_sent &&
+           (nghttp2_session_get_stream_remote_window_size(h2->session, hs->id) <= 0 ||
+            nghttp2_session_get_remote_window_size(h2->session) <= 0);
+}
+
+/* Stamp when each stall began; DATA going out clears the stamp
+ * (on_frame_send), so only a stall without progress grows old. */
+static void stalls_update(sws_http2_t *h2)
+{
+    uint64_t now = sws_loop_now_ms(h2->conn->set->loop);
+    for (h2_stream_t *hs = h2->streams; hs != NULL; hs = hs->next) {
+        if (!stream_stalled(h2, hs))
+            hs->stall_ms = 0;
+        else if (hs->stall_ms == 0)
+            hs->stall_ms = now > 0 ? now : 1;
+    }
+}
+
+/* The body timer ended while responses wait for the client's window:
+ * those stalled for a whole body timeout are reset (RST_STREAM CANCEL),
+ * as HTTP/1's send timeout cuts a reader that takes nothing; the others
+ * go on. 1 when the timer was about stalls (the connection lives on if
+ * a stream does), 0 when none waits for the window. */
+static int stalls_cut(sws_conn_t *c, sws_http2_t *h2)
+{
+    uint64_t now = sws_loop_now_ms(c->set->loop);
+    int stalls = 0;
+    for (h2_stream_t *hs = h2->streams; hs != NULL; hs = hs->next) {
+        if (!stream_stalled(h2, hs))
+            continue;
+        stalls = 1;
+        if (hs->stall_ms == 0 || now - hs->stall_ms < c->set->settings->body_timeout_ms)
+            continue;
+        sws_log_info("client %s: stream %d: the client's window held its response back: reset",
+                     sws_conn_peer_text(c), hs->id);
+        hs->cut = 1;
+        nghttp2_submit_rst_stream(h2->session, NGHTTP2_FLAG_NONE, hs->id, NGHTTP2_CANCEL);
+    }
+    return stalls;
 }
 
 /* Send what there is, release what ended, resume what has room, until
@@ -884,8 +1044,27 @@ static void h2_pump(sws_conn_t *c, sws_http2_t *h2)
             stream_release(h2, h2->streams);
         h2->ended = 1;
     }
+    stalls_update(h2);
     if (!nghttp2_session_want_read(h2->session) && !nghttp2_session_want_write(h2->session))
         c->close_after = 1;
+}
+
+/* The requests complete with their head that this read brought, in the
+ * order they came (the list is newest first), but those the client reset
+ * in the same read: a rapid reset costs no handler's work (a proxy
+ * connect). */
+static void streams_dispatch(sws_http2_t *h2)
+{
+    h2_stream_t *hs = h2->streams;
+    while (hs != NULL && hs->next != NULL)
+        hs = hs->next;
+    for (; hs != NULL; hs = hs->prev) {
+        if (!hs->dispatch)
+            continue;
+        hs->dispatch = 0;
+        if (!hs->closed && !h2->dead)
+            stream_head_done(h2, hs, 1);
+    }
 }
 
 static void http2_on_input(sws_conn_t *c)
@@ -895,8 +1074,8 @@ static void http2_on_input(sws_conn_t *c)
         sws_conn_close(c);
         return;
     }
-    if (c->set->draining)
-        h2_drain(c);
+    if (c->set->draining && !h2->goaway)
+        h2_drain(c); /* switched to while draining */
     /* A client that does not read is not read either (PING, SETTINGS and
      * their acknowledgements would pile up). */
     if (!h2->dead && c->rpos < c->rend && !sws_conn_output_blocked(c)) {
@@ -910,6 +1089,7 @@ static void http2_on_input(sws_conn_t *c)
             if (n != NGHTTP2_ERR_BAD_CLIENT_MAGIC && n != NGHTTP2_ERR_FLOODED)
                 nghttp2_session_terminate_session(h2->session, NGHTTP2_PROTOCOL_ERROR);
         }
+        streams_dispatch(h2);
         c->rpos = c->rend = c->msg_start = 0;
     }
     if (h2->dead)
@@ -926,9 +1106,27 @@ static void http2_writable(sws_conn_t *c)
     http2_on_input(c); /* the same work: input held back is parsed now */
 }
 
+static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c);
+
+/* Streams that are neither closed nor being reset by us. */
+static unsigned streams_alive(const sws_http2_t *h2)
+{
+    unsigned n = 0;
+    for (const h2_stream_t *hs = h2->streams; hs != NULL; hs = hs->next)
+        n += !hs->closed && !hs->cut;
+    return n;
+}
+
 static void http2_fail(sws_conn_t *c, unsigned status, const char *why)
 {
     sws_http2_t *h2 = h2_of(c);
+    /* Only the body timer armed for a stall spares the connection (not a
+     * header timeout, which a stall must not extend). */
+    if (status == 408 && !h2->dead && http2_waiting_for(c) == SWS_PROTO_WAIT_WINDOW &&
+        stalls_cut(c, h2) && streams_alive(h2)) {
+        h2_pump(c, h2);
+        return;
+    }
     sws_log_info("client %s: HTTP/2: %s (%u)", sws_conn_peer_text(c),
                  status == 408 ? "a stream's head or body, or the client's window, stalled" : why,
                  status);
@@ -951,26 +1149,33 @@ static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c)
     const sws_http2_t *h2 = h2_of(c);
     if (h2 == NULL || h2->session == NULL)
         return SWS_PROTO_WAIT_NOTHING;
-    int body = 0, response = 0;
+    int body = 0, response = 0, window = 0;
     for (const h2_stream_t *hs = h2->streams; hs != NULL; hs = hs->next) {
         if (hs->closed)
             continue;
         if (!hs->head_done)
             return SWS_PROTO_WAIT_HEAD;
-        if (!hs->remote_done && !hs->st.body_full && !hs->reset_sent)
-            body = 1;
-        else if (hs->olen > 0 &&
-                 (nghttp2_session_get_stream_remote_window_size(h2->session, hs->id) <= 0 ||
-                  nghttp2_session_get_remote_window_size(h2->session) <= 0))
+        if (stream_stalled(h2, hs))
+            window = 1;
+        else if (!hs->remote_done && !hs->st.body_full && !hs->reset_sent)
             body = 1;
         else
             response = 1;
     }
+    /* A stall first: input, which re-arms the body timer, would keep it. */
+    if (window)
+        return SWS_PROTO_WAIT_WINDOW;
     if (body)
         return SWS_PROTO_WAIT_BODY;
     if (response)
         return SWS_PROTO_WAIT_RESPONSE;
-    return h2->dead ? SWS_PROTO_WAIT_NOTHING : SWS_PROTO_WAIT_IDLE;
+    if (h2->dead)
+        return SWS_PROTO_WAIT_NOTHING;
+    /* The client owes the shutdown notice's PING acknowledgement: bounded
+     * like a head, by the header timeout (then http2_fail's GOAWAY). */
+    if (h2->goaway && !h2->goaway_final)
+        return SWS_PROTO_WAIT_HEAD;
+    return SWS_PROTO_WAIT_IDLE;
 }
 
 static void http2_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
@@ -1011,6 +1216,7 @@ static int session_new(sws_http2_t *h2)
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, on_frame_recv);
         nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, on_frame_send);
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, on_stream_close);
+        nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks, on_invalid_frame);
     }
     nghttp2_option *opt;
     if (nghttp2_option_new(&opt) != 0)

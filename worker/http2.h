@@ -40,15 +40,20 @@
  * CONTINUATION frames; nghttp2 ends a connection after 8 CONTINUATIONs),
  * max_headers fields (431), max_body_size (413, then RST_STREAM), the
  * header timeout while a stream's head is in progress, the body timeout
- * while a body is in progress or a response waits for the client's window,
- * the keep-alive timeout on a connection without streams. A client that
- * resets more than SWS_HTTP2_RESET_FLOOR streams, and more than half of
- * those it opened, gets GOAWAY ENHANCE_YOUR_CALM (rapid reset,
- * CVE-2023-44487). keepalive_requests does not apply.
+ * while a body is in progress, or from when a response began to wait for
+ * the client's window (only DATA going out moves it: that stream is reset
+ * at its end, the connection closed when no other stream is left), the
+ * keep-alive timeout on a connection without streams. A client that
+ * resets more than SWS_HTTP2_RESET_FLOOR streams before their answer
+ * within a window of SWS_HTTP2_RESET_WINDOW streams opened gets GOAWAY
+ * ENHANCE_YOUR_CALM (rapid reset, CVE-2023-44487); a request reset in the
+ * read that brought it is not handled. keepalive_requests does not apply.
  *
- * Graceful stop (the op drain): a shutdown notice, then GOAWAY with the
- * last stream id processed; streams in flight finish, then the connection
- * closes.
+ * Graceful stop (the op drain, idle connections too): a shutdown notice
+ * with a PING, then, once the PING is acknowledged (or at the header
+ * timeout), GOAWAY with the last stream id processed; streams in flight
+ * finish, then the connection closes. At the keep-alive timeout: that
+ * GOAWAY, then close.
  *
  * All functions run in the worker that owns the connection.
  */
@@ -64,7 +69,8 @@
 #define SWS_HTTP2_MAX_STREAMS 128u        /* SETTINGS_MAX_CONCURRENT_STREAMS */
 #define SWS_HTTP2_WINDOW 65535u           /* initial stream and connection windows */
 #define SWS_HTTP2_STREAM_BUF (16u * 1024) /* response body bytes held per stream */
-#define SWS_HTTP2_RESET_FLOOR 100u        /* client resets always tolerated */
+#define SWS_HTTP2_RESET_FLOOR 100u        /* resets before the answer tolerated... */
+#define SWS_HTTP2_RESET_WINDOW 400u       /* ...per this many streams opened */
 
 /* HTTP/2 as a protocol of worker/proto.h (state_size 0: its state is its
  * own allocation, made in init). */

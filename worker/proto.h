@@ -39,9 +39,12 @@
  *     closes the connection at once (close releases the stream, logged
  *     499 when nothing was answered). 0: the response goes on (a local
  *     answer being sent is finished, as before).
- *   - drain (optional): a graceful stop began and the connection is not
- *     idle: a protocol that can tell its client so (HTTP/2's GOAWAY) does,
- *     lets the exchanges in flight finish and closes after them.
+ *   - drain (optional): a graceful stop began (c->set->draining; called
+ *     for every connection, idle or not), or an idle connection's
+ *     keep-alive timer ended: a protocol that can tell its client so
+ *     (HTTP/2's GOAWAY) does, lets the exchanges in flight finish and
+ *     sets close_after once none is left. Without it an idle connection
+ *     is closed at once.
  * A protocol never closes the fd or frees the connection itself: it sets
  * close_after (or calls sws_conn_close on a fatal error) and returns.
  */
@@ -61,6 +64,10 @@ enum sws_proto_wait {
     SWS_PROTO_WAIT_BODY,     /* a request body is in progress */
     SWS_PROTO_WAIT_RESPONSE, /* a request is in; its response is being produced */
     SWS_PROTO_WAIT_NOTHING,  /* parsing stopped for good (a rejected request) */
+    /* A response waits for the client's flow-control window (HTTP/2): the
+     * body timer runs from when the wait began and no input moves it (a
+     * PING is no progress); at its end fail(408) cuts what stalled. */
+    SWS_PROTO_WAIT_WINDOW,
 };
 
 typedef struct sws_proto_ops {

@@ -336,6 +336,18 @@ void sws_stream_set_source(sws_stream_t *st, const sws_stream_source_t *src, voi
     st->source_data = data;
 }
 
+void sws_stream_drop_source(sws_stream_t *st)
+{
+    if (st->phase >= SWS_STREAM_RESPONSE)
+        return;
+    if (st->source != NULL && st->source->dispose != NULL)
+        st->source->dispose(st);
+    st->source = NULL;
+    st->source_data = NULL;
+    st->body = NULL;
+    st->body_full = 0;
+}
+
 /* The head, with a hint of the body bytes about to follow. */
 static int stream_head(sws_stream_t *st, unsigned status, const sws_header_t *h, unsigned n,
                        uint64_t length, size_t room)

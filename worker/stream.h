@@ -310,6 +310,13 @@ void sws_stream_body_resume(sws_stream_t *st);
 /* A producer that makes its body piece by piece (see the top). */
 void sws_stream_set_source(sws_stream_t *st, const sws_stream_source_t *src, void *data);
 
+/* The protocol refuses a request whose producer took it but has not
+ * answered yet (HTTP/2: a body over max_body_size while the proxy relays
+ * it): the source is disposed of (the proxy drops its upstream) and
+ * forgotten with the body consumer, so that an error can answer instead.
+ * Nothing once the head went to the sink. */
+void sws_stream_drop_source(sws_stream_t *st);
+
 /* Whether the action answered or will (a head, or a source that will). */
 static inline int sws_stream_answered(const sws_stream_t *st)
 {

@@ -21,7 +21,7 @@ from harness import TIMEOUT, ServerTestCase, curl, make_config, poll
 try:
     import hpack
     from hyperframe.frame import (ContinuationFrame, DataFrame, HeadersFrame, PingFrame,
-                                  RstStreamFrame, SettingsFrame)
+                                  RstStreamFrame, SettingsFrame, WindowUpdateFrame)
 except ImportError:  # python3-h2 is in scripts/deps.sh's test set
     hpack = None
 
@@ -66,6 +66,7 @@ class RawH2:
         self.dec = hpack.Decoder()
         self.buf = b""
         self.eof = False
+        self.ack_pings = True  # as a real client does (the drain waits for it)
         self.sock.sendall(PREFACE + SettingsFrame(0, settings=settings or {}).serialize())
 
     def close(self):
@@ -99,6 +100,8 @@ class RawH2:
                     headers = None
                     if ftype == HEADERS:
                         headers = dict(self.dec.decode(payload))
+                    if ftype == PING and not flags & 0x1 and self.ack_pings:
+                        self.send(PingFrame(0, flags=["ACK"], opaque_data=payload).serialize())
                     return ftype, flags, stream, payload, headers
             left = deadline - time.monotonic()
             if left <= 0 or self.eof:
@@ -131,6 +134,11 @@ class RawH2:
     def goaway_code(self, timeout=TIMEOUT):
         f = self.until(lambda f: f[0] == GOAWAY, timeout)
         return None if f is None else struct.unpack(">II", f[3][:8])[1]
+
+    def goaway(self, timeout=TIMEOUT):
+        """The next GOAWAY's (last stream id, error code), or None."""
+        f = self.until(lambda f: f[0] == GOAWAY, timeout)
+        return None if f is None else struct.unpack(">II", f[3][:8])
 
     def closed(self, timeout=TIMEOUT):
         self.until(lambda f: False, timeout)
@@ -190,6 +198,72 @@ class Answers(H2TestCase):
         srv = self.start()
         r = self.curl2(srv, "-o", "-", srv.url("/big.bin"))
         self.assertEqual(hashlib.sha256(r.stdout).hexdigest(), hashlib.sha256(BIG).hexdigest())
+
+    def test_proxied_answer_before_the_body_resets_the_stream(self):
+        # The member answers (417) without the body: once our END_STREAM
+        # is out, RST_STREAM NO_ERROR tells the client to stop sending.
+        srv = self.start()
+        self.backend.set_mode("expect_reject")
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1, "/app/up", "POST", end_stream=False,
+                               extra=[("content-length", "100000"), ("expect", "100-continue")]))
+        f = c.until(lambda f: f[0] == RST_STREAM and f[2] == 1)
+        self.assertIsNotNone(f, "no RST_STREAM after the answer")
+        self.assertEqual(struct.unpack(">I", f[3])[0], 0)
+        statuses = [g[4][":status"] for g in c.seen if g[0] == HEADERS and g[2] == 1]
+        self.assertEqual(statuses, ["417"])
+        self.assertTrue([g for g in c.seen if g[2] == 1 and g[1] & FLAG_END_STREAM])
+        self.assert_well_behaved_client_served(srv)
+
+    def test_methods_as_http1(self):
+        # CONNECT (no :path in HTTP/2) is dispatched as HTTP/1's
+        # authority-form is (no route here: 404, as HTTP/1 answers), and
+        # only HTTP/1's methods are known: RTSP's and PRI get 501.
+        srv = self.start()
+        c = RawH2(srv.port)
+        block = c.enc.encode([(":method", "CONNECT"), (":authority", "t.test:443")])
+        f = HeadersFrame(1, data=block)
+        f.flags.add("END_HEADERS")
+        c.send(f.serialize())
+        c.send(c.request_frame(3, method="DESCRIBE") + c.request_frame(5, method="PRI") +
+               c.request_frame(7, method="PATCH"))
+        statuses = {}
+        c.until(lambda f: f[0] == HEADERS and statuses.update({f[2]: f[4][":status"]}) is None
+                and len(statuses) == 4)
+        self.assertEqual(statuses, {1: "404", 3: "501", 5: "501", 7: "200"})
+
+    def test_streams_nghttp2_refuses_are_logged_400(self):
+        # A head without :path, a connection-specific field, DATA beyond
+        # content-length: each stream reset by nghttp2, each logged once.
+        srv = self.start()
+        c = RawH2(srv.port)
+        block = c.enc.encode([(":method", "GET"), (":scheme", "http"), (":authority", "t.test")])
+        f = HeadersFrame(1, data=block)
+        f.flags.add("END_HEADERS")
+        f.flags.add("END_STREAM")
+        c.send(f.serialize())
+        c.send(c.request_frame(3, extra=[("connection", "close")]))
+        c.send(c.request_frame(5, "/hello", "POST", end_stream=False,
+                               extra=[("content-length", "5")]) +
+               DataFrame(5, data=b"z" * 10, flags=["END_STREAM"]).serialize())
+        rsts = set()
+        c.until(lambda f: f[0] == RST_STREAM and rsts.add(f[2]) is None and len(rsts) == 3)
+        self.assertEqual(rsts, {1, 3, 5})
+        self.assert_well_behaved_client_served(srv)
+        srv.stop()
+        lines = [l for l in srv.access_log().splitlines() if "\" 400 " in l]
+        self.assertEqual(len(lines), 3, srv.access_log())
+
+    def test_expect_after_split_cookies_not_417(self):
+        # Cookies split into fields are joined first; Expect is read after.
+        srv = self.start()
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1, "/hello", "POST", end_stream=False,
+                               extra=[("cookie", "a=1"), ("cookie", "b=2"),
+                                      ("expect", "100-continue"), ("x-after", "zz")]))
+        f = c.until(lambda f: f[0] == HEADERS and f[2] == 1)
+        self.assertIsNotNone(f)
+        self.assertEqual(f[4][":status"], "100")
 
     def test_proxied_get_and_post_streaming_through(self):
         srv = self.start()
@@ -251,6 +325,55 @@ class GracefulStop(H2TestCase):
         self.assertTrue(c.closed(), "connection not closed after its last stream")
         c.close()
         srv.wait_exit()
+
+
+    def _answered(self, c, sid):
+        f = c.until(lambda f: f[2] == sid and f[1] & FLAG_END_STREAM)
+        self.assertIsNotNone(f, "stream %d not answered" % sid)
+
+    def test_idle_connection_gets_goaway_on_drain(self):
+        # The shutdown notice, then, once its PING is acknowledged, the
+        # final GOAWAY naming the last stream taken.
+        srv = self.start()
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1))
+        self._answered(c, 1)
+        srv.signal(signal.SIGQUIT)
+        self.assertEqual(c.goaway(), (0x7FFFFFFF, 0), "closed without GOAWAY")
+        self.assertEqual(c.goaway(), (1, 0))
+        self.assertTrue(c.closed())
+        c.close()
+        srv.wait_exit()
+
+    def test_stream_sent_before_the_notice_was_seen_is_taken(self):
+        # A stream the client sends between the notice and its PING's
+        # acknowledgement is answered, and the final GOAWAY names it.
+        srv = self.start()
+        c = RawH2(srv.port)
+        c.ack_pings = False
+        c.send(c.request_frame(1))
+        self._answered(c, 1)
+        srv.signal(signal.SIGQUIT)
+        self.assertEqual(c.goaway(), (0x7FFFFFFF, 0))
+        is_ping = lambda f: f[0] == PING and not f[1] & 0x1
+        ping = next(filter(is_ping, c.seen), None) or c.until(is_ping)
+        self.assertIsNotNone(ping, "no PING with the notice")
+        c.send(c.request_frame(3))
+        self._answered(c, 3)
+        self.assertFalse([f for f in c.seen if f[0] == RST_STREAM])
+        c.send(PingFrame(0, flags=["ACK"], opaque_data=ping[3]).serialize())
+        self.assertEqual(c.goaway(), (3, 0))
+        self.assertTrue(c.closed())
+        c.close()
+        srv.wait_exit()
+
+    def test_idle_connection_gets_goaway_at_keepalive_timeout(self):
+        srv = self.start("timeouts: {keepalive: 300ms}")
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1))
+        self._answered(c, 1)
+        self.assertEqual(c.goaway(), (1, 0), "closed without GOAWAY")
+        self.assertTrue(c.closed())
 
 
 class Protections(H2TestCase):
@@ -342,6 +465,33 @@ class Protections(H2TestCase):
         self.assertTrue(c.closed(), "a client that never opens its window is kept")
         self.assertFalse([f for f in c.seen if f[0] == DATA and f[3]])
 
+    def test_zero_window_reader_kept_alive_by_pings(self):
+        # A window stall's deadline moves only when DATA goes out: PINGs
+        # (any input but a WINDOW_UPDATE that lets bytes go) do not move it.
+        srv = self.start("timeouts: {body: 500ms}")
+        c = RawH2(srv.port, settings={SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+        c.send(b"".join(c.request_frame(2 * i + 1, "/big.bin") for i in range(100)))
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and not c.eof:
+            c.send(PingFrame(0, opaque_data=b"12345678").serialize())
+            c.closed(0.2)
+        self.assertTrue(c.eof, "100 zero-window streams kept 5 s past a 500 ms body timeout")
+
+    def test_stalled_stream_reset_while_another_goes_on(self):
+        # Only the stream the window stalls is reset at the deadline; the
+        # connection and its other streams go on.
+        srv = self.start("timeouts: {body: 500ms}")
+        self.backend.set_mode("slow")
+        self.backend.delay = 0.05  # a byte at a time: stream 3 outlives stream 1's deadline
+        c = RawH2(srv.port, settings={SettingsFrame.INITIAL_WINDOW_SIZE: 0})
+        c.send(c.request_frame(1, "/big.bin") + c.request_frame(3, "/app/slow") +
+               WindowUpdateFrame(3, window_increment=1 << 20).serialize())
+        f = c.until(lambda f: f[0] == RST_STREAM and f[2] == 1)
+        self.assertIsNotNone(f, "the stalled stream was not reset")
+        end = c.until(lambda f: f[2] == 3 and f[1] & FLAG_END_STREAM)
+        self.assertIsNotNone(end, "the other stream did not finish")
+        self.assertFalse([f for f in c.seen if f[0] == GOAWAY])
+
     def test_streams_beyond_128_refused(self):
         srv = self.start()
         c = RawH2(srv.port)
@@ -370,6 +520,21 @@ class Protections(H2TestCase):
         self.assertEqual(f[4][":status"], "413")
         self.assert_well_behaved_client_served(srv)
 
+
+    def test_proxied_body_over_limit_gets_413(self):
+        # The proxy took the body (it is the stream's source): still 413,
+        # not a reset.
+        srv = self.start("limits: {max_body_size: 1k}")
+        c = RawH2(srv.port)
+        c.send(c.request_frame(1, "/app/up", "POST", end_stream=False) +
+               DataFrame(1, data=b"z" * 4000).serialize())
+        f = c.until(lambda f: f[2] == 1 and f[0] in (HEADERS, RST_STREAM))
+        self.assertIsNotNone(f)
+        self.assertEqual((f[0], f[4] and f[4][":status"]), (HEADERS, "413"),
+                         "got RST_STREAM %r" % (f[3],))
+        self.assert_well_behaved_client_served(srv)
+        srv.stop()
+        self.assertIn('"POST /app/up HTTP/2.0" 413', srv.access_log())
 
 if __name__ == "__main__":
     unittest.main()

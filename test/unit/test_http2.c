@@ -51,6 +51,7 @@ typedef struct fixture {
     char raw[512];             /* the first bytes the server sent */
     size_t raw_len;
     sws_stream_t *held;        /* /hold's stream, not answered yet */
+    unsigned handled;          /* requests the handler saw */
 } fixture_t;
 
 static fixture_t *current;
@@ -66,6 +67,7 @@ static const sws_stream_source_t hold_source = { 0 };
 static void handler(sws_stream_t *st)
 {
     const sws_request_t *r = &st->req;
+    current->handled++;
     if (sws_str_eq(r->path, SWS_STR("/hold"))) {
         sws_stream_set_source(st, &hold_source, NULL); /* answers later */
         current->held = st;
@@ -517,6 +519,41 @@ static void test_some_resets_are_fine(void **state)
     assert_int_equal(f->goaway, 0);
 }
 
+/* Answered streams in between do not dilute the resets (the old rule,
+ * more than half of the streams opened, never tripped on this). */
+static void test_resets_between_answered_streams_get_enhance_your_calm(void **state)
+{
+    fixture_t *f = *state;
+    client_new(f, NULL, 0);
+    pump(f);
+    for (unsigned i = 0; i < SWS_HTTP2_RESET_WINDOW && !f->goaway; i++) {
+        request(f, "GET", "/x", NULL);
+        int32_t id = request(f, "GET", "/hold", NULL);
+        nghttp2_session_send(f->client);
+        pump(f);
+        nghttp2_submit_rst_stream(f->client, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+        pump(f);
+    }
+    assert_int_equal(f->goaway, 1);
+    assert_int_equal(f->goaway_error, NGHTTP2_ENHANCE_YOUR_CALM);
+}
+
+/* A request and its reset in one read: the handler never runs. */
+static void test_request_reset_in_its_read_not_handled(void **state)
+{
+    fixture_t *f = *state;
+    client_new(f, NULL, 0);
+    pump(f);
+    int32_t id = request(f, "GET", "/hold", NULL);
+    nghttp2_session_send(f->client); /* in the socket, not read yet */
+    nghttp2_submit_rst_stream(f->client, NGHTTP2_FLAG_NONE, id, NGHTTP2_CANCEL);
+    int32_t next = request(f, "GET", "/x", NULL);
+    pump(f);
+    assert_int_equal(f->handled, 1);
+    assert_null(f->held);
+    assert_int_equal(reply_of(f, next)->status, 200);
+}
+
 static void test_drain_sends_goaway_and_finishes_streams(void **state)
 {
     fixture_t *f = *state;
@@ -584,6 +621,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_streams_beyond_the_limit_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_rapid_reset_gets_enhance_your_calm, setup, teardown),
         cmocka_unit_test_setup_teardown(test_some_resets_are_fine, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_resets_between_answered_streams_get_enhance_your_calm,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_reset_in_its_read_not_handled, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_drain_sends_goaway_and_finishes_streams, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_zero_window_reader_closed_by_timeout, setup,
