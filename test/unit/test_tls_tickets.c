@@ -196,6 +196,21 @@ static void resumes_on_another_worker(void **state, int version)
     SSL_SESSION_free(sess);
 }
 
+/* TLS 1.3: a resumption under the current key gets a new ticket too
+ * (single-use tickets; and the client's request is not held by Nagle for
+ * our delayed ACK). TLS 1.2 keeps its ticket. */
+static void test_tls13_resumption_gets_a_new_ticket(void **state)
+{
+    fixture_t *f = *state;
+    assert_int_equal(connect_once(f, f->worker_a, NULL, TLS1_3_VERSION), 0);
+    SSL_SESSION *first = take_ticket();
+    assert_int_equal(connect_once(f, f->worker_b, first, TLS1_3_VERSION), 1);
+    SSL_SESSION *second = take_ticket();
+    assert_ptr_not_equal(first, second);
+    SSL_SESSION_free(first);
+    SSL_SESSION_free(second);
+}
+
 static void test_tls13_session_resumes_on_another_worker(void **state)
 {
     resumes_on_another_worker(state, TLS1_3_VERSION);
@@ -287,6 +302,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_tls13_session_resumes_on_another_worker),
         T(test_tls12_session_resumes_on_another_worker),
+        T(test_tls13_resumption_gets_a_new_ticket),
         T(test_tls12_ticket_under_previous_key_resumes_and_is_renewed),
         T(test_tls13_ticket_under_previous_key_resumes_and_is_renewed),
         T(test_tls13_ticket_whose_key_left_the_ring_gets_a_full_handshake),
