@@ -17,6 +17,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "core/err.h"
 #include "core/log.h"
 #include "core/http_token.h"
 #include "core/str.h"
@@ -447,29 +448,18 @@ const char *sws_routeset_sni_problem(const char *name)
     return sws_routeset_host_name_problem(name);
 }
 
-const char *sws_routeset_ca_pem_problem(const void *pem, size_t len)
+/* A pool's tls.ca_pem, through the loader the worker uses
+ * (core/tls_pem.h), into a scratch store. */
+static int ca_pem_check(const void *pem, size_t len, char *err, size_t errlen)
 {
-    const char *problem = NULL;
-    unsigned count = 0;
-    BIO *in;
+    X509_STORE *store = X509_STORE_new();
+    int rc;
 
-    if (len == 0)
-        return "verifying the members needs CA certificates";
-    if (len > INT32_MAX || (in = BIO_new_mem_buf(pem, (int)len)) == NULL)
-        return "out of memory";
-    ERR_clear_error();
-    for (X509 *x; (x = PEM_read_bio_X509(in, NULL, NULL, NULL)) != NULL; count++)
-        X509_free(x);
-    /* The loop ends at the end of the text ("no start line") or at a
-     * certificate that does not parse. */
-    unsigned long e = ERR_peek_last_error();
-    if (ERR_GET_LIB(e) != ERR_LIB_PEM || ERR_GET_REASON(e) != PEM_R_NO_START_LINE)
-        problem = "a certificate in it does not parse (expected PEM certificates)";
-    else if (count == 0)
-        problem = "holds no PEM certificate";
-    ERR_clear_error();
-    BIO_free(in);
-    return problem;
+    if (store == NULL)
+        return sws_errf(err, errlen, "out of memory");
+    rc = sws_tls_pem_ca_load(store, pem, len, err, errlen);
+    X509_STORE_free(store);
+    return rc;
 }
 
 /* protocol, and tls only with https: verification needs trust anchors,
@@ -477,6 +467,7 @@ const char *sws_routeset_ca_pem_problem(const void *pem, size_t len)
 static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_refusal_t *why)
 {
     const Sws__Pool__Tls *tls = pool->tls;
+    char ca_problem[128];
     const char *problem;
 
     if (pool->protocol != SWS__POOL__PROTOCOL__HTTP && pool->protocol != SWS__POOL__PROTOCOL__HTTPS)
@@ -484,13 +475,11 @@ static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_ref
                       (int)pool->protocol);
     if (pool->protocol == SWS__POOL__PROTOCOL__HTTP)
         return tls == NULL ? 0 : refuse(at(why, "%s.tls", p), "tls needs protocol: https");
-    if (tls == NULL || !tls->skip_verify) {
-        problem = sws_routeset_ca_pem_problem(tls ? tls->ca_pem.data : NULL,
-                                              tls ? tls->ca_pem.len : 0);
-        if (problem != NULL)
-            return refuse(at(why, "%s.tls.ca", p), "%s%s%s", tls && tls->ca[0] ? tls->ca : "",
-                          tls && tls->ca[0] ? ": " : "", problem);
-    }
+    if ((tls == NULL || !tls->skip_verify) &&
+        ca_pem_check(tls ? tls->ca_pem.data : NULL, tls ? tls->ca_pem.len : 0, ca_problem,
+                     sizeof(ca_problem)) < 0)
+        return refuse(at(why, "%s.tls.ca", p), "%s%s%s", tls && tls->ca[0] ? tls->ca : "",
+                      tls && tls->ca[0] ? ": " : "", ca_problem);
     if (tls != NULL && tls->sni[0] != '\0' && (problem = sws_routeset_sni_problem(tls->sni)) != NULL)
         return refuse(at(why, "%s.tls.sni", p), "\"%s\": %s", tls->sni, problem);
     return 0;
