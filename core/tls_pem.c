@@ -8,22 +8,13 @@
 #include <openssl/x509.h>
 
 #include "core/err.h"
-
-/* OpenSSL's reason for the last failure, and its error queue emptied, so
- * the next call on this thread starts clean. */
-static const char *ssl_reason(void)
-{
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
-    ERR_clear_error();
-    return r != NULL ? r : "unknown error";
-}
+#include "core/tls_err.h"
 
 static int fail(sws_tls_pem_part_t *part, sws_tls_pem_part_t which, char *err, size_t errlen,
                 const char *what)
 {
     *part = which;
-    return sws_errf(err, errlen, "%s (%s)", what, ssl_reason());
+    return sws_errf(err, errlen, "%s (%s)", what, sws_tls_reason("unknown error"));
 }
 
 /* The leaf and then each intermediate, chained to the leaf just added. */
@@ -124,7 +115,7 @@ int sws_tls_pem_ca_load(X509_STORE *store, const void *pem, size_t len, char *er
     }
     BIO_free(in);
     if (added != 1)
-        return sws_errf(err, errlen, "a certificate cannot be trusted (%s)", ssl_reason());
+        return sws_errf(err, errlen, "a certificate cannot be trusted (%s)", sws_tls_reason("unknown error"));
     /* The loop ends at the end of the text ("no start line") or at a
      * certificate that does not parse. */
     e = ERR_peek_last_error();
