@@ -684,6 +684,12 @@ static void build_cert(table_writer_t *w, const Sws__Certificate *c, sws_tcert_t
     out->key_pem = put_bytes(w, c->key_pem.data, c->key_pem.len);
 }
 
+uint32_t sws_table_ticket_key_rotation_ms(const Sws__Tls *tls)
+{
+    return tls != NULL && tls->ticket_key_rotation_ms != 0 ? tls->ticket_key_rotation_ms
+                                                          : SWS_DEFAULT_TLS_TICKET_KEY_ROTATION_MS;
+}
+
 /* The TLS settings, and the default certificate after the hosts' ones. */
 static void build_tls(table_writer_t *w, struct sws_table *t, const Sws__Tls *tls,
                       uint32_t next_cert)
@@ -700,9 +706,7 @@ static void build_tls(table_writer_t *w, struct sws_table *t, const Sws__Tls *tl
     out->handshake_timeout_ms = tls != NULL && tls->handshake_timeout_ms != 0
                                     ? tls->handshake_timeout_ms
                                     : SWS_DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS;
-    out->ticket_key_rotation_ms = tls != NULL && tls->ticket_key_rotation_ms != 0
-                                      ? tls->ticket_key_rotation_ms
-                                      : SWS_DEFAULT_TLS_TICKET_KEY_ROTATION_MS;
+    out->ticket_key_rotation_ms = sws_table_ticket_key_rotation_ms(tls);
     out->session_tickets = tls == NULL || tls->session_tickets;
     out->ciphers = put_bytes(w, tls_ciphers(tls), strlen(tls_ciphers(tls)));
     out->ciphersuites = put_bytes(w, tls_ciphersuites(tls), strlen(tls_ciphersuites(tls)));

@@ -107,7 +107,8 @@ static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *e
                                  SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION);
     if (!ts->session_tickets) {
         SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
-    } else if (keys != NULL && sws_tls_tickets_attach(ctx, keys, err, errlen) < 0) {
+    } else if (keys != NULL &&
+               sws_tls_tickets_attach(ctx, keys, ts->ticket_key_rotation_ms, err, errlen) < 0) {
         SSL_CTX_free(ctx);
         return NULL;
     }
