@@ -815,10 +815,7 @@ static int check_certificates(Sws__Certificate *const *certs, size_t n, const ch
     if (ctx == NULL)
         return refuse(at(why, "%s", at_set), "out of memory for a TLS context");
     for (size_t i = 0; i < n && rc == 0; i++) {
-        if (n == 1 && strcmp(at_set, "tls.default_certificate") == 0)
-            snprintf(at_cert, sizeof(at_cert), "%s", at_set);
-        else
-            snprintf(at_cert, sizeof(at_cert), "%s[%zu]", at_set, i);
+        snprintf(at_cert, sizeof(at_cert), "%s[%zu]", at_set, i);
         rc = check_certificate(ctx, certs[i], at_cert, &types, why);
     }
     SSL_CTX_free(ctx);
@@ -828,6 +825,7 @@ static int check_certificates(Sws__Certificate *const *certs, size_t n, const ch
 static int check_tls(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
 {
     const Sws__Tls *tls = rs->tls;
+    unsigned types = 0;
     int rc = 0;
 
     for (size_t h = 0; h < rs->n_hosts; h++) {
@@ -839,9 +837,6 @@ static int check_tls(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
     }
     if (tls == NULL)
         return 0;
-    if (tls->default_certificate != NULL &&
-        check_certificates(&tls->default_certificate, 1, "tls.default_certificate", why) < 0)
-        return -1;
     for (size_t i = 0; i < tls->n_protocols; i++)
         if (tls->protocols[i] != SWS__TLS__PROTOCOL__TLSV1_2 &&
             tls->protocols[i] != SWS__TLS__PROTOCOL__TLSV1_3)
@@ -849,13 +844,19 @@ static int check_tls(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
     if (tls->handshake_timeout_ms > SWS_ROUTESET_POOL_TIMEOUT_MAX_MS)
         return refuse(at(why, "tls.handshake_timeout"), "expected at most a day, got %u ms",
                       tls->handshake_timeout_ms);
-    /* OpenSSL says whether it knows a list: the one judge of it. */
+    /* One context for the default pair (a set of one, named without an
+     * index as in the YAML) and the cipher lists: OpenSSL says whether it
+     * knows a list, the one judge of it. */
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == NULL)
         return refuse(at(why, "tls"), "out of memory for a TLS context");
-    if (tls->ciphers[0] != '\0' && SSL_CTX_set_cipher_list(ctx, tls->ciphers) != 1)
+    if (tls->default_certificate != NULL)
+        rc = check_certificate(ctx, tls->default_certificate, "tls.default_certificate", &types,
+                               why);
+    if (rc == 0 && tls->ciphers[0] != '\0' && SSL_CTX_set_cipher_list(ctx, tls->ciphers) != 1)
         rc = refuse(at(why, "tls.ciphers"), "no cipher OpenSSL knows in \"%s\"", tls->ciphers);
-    else if (tls->ciphersuites[0] != '\0' && SSL_CTX_set_ciphersuites(ctx, tls->ciphersuites) != 1)
+    else if (rc == 0 && tls->ciphersuites[0] != '\0' &&
+             SSL_CTX_set_ciphersuites(ctx, tls->ciphersuites) != 1)
         rc = refuse(at(why, "tls.ciphersuites"), "not a TLS 1.3 ciphersuite list OpenSSL knows: "
                     "\"%s\"", tls->ciphersuites);
     SSL_CTX_free(ctx);
