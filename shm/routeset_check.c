@@ -25,7 +25,6 @@
 #include "core/path.h"
 #include "core/tls_pem.h"
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 /* ---- refusals ---- */

@@ -609,6 +609,8 @@ static void build_pool(table_writer_t *w, const Sws__Pool *pool, sws_pool_t *out
     const Sws__Pool__Health *he = pool->health ? pool->health : &default_health;
     unsigned kind;
     const char *name = pool_hash_name(pool, &kind);
+    const ProtobufCBinaryData *ca = pool_tls_ca(pool);
+    const char *sni = pool_tls_sni(pool);
 
     memset(out, 0, sizeof(*out));
     out->name = put_bytes(w, pool->name, strlen(pool->name));
@@ -628,8 +630,8 @@ static void build_pool(table_writer_t *w, const Sws__Pool *pool, sws_pool_t *out
     out->protocol = (uint8_t)pool->protocol;
     out->tls_verify = pool->protocol == SWS__POOL__PROTOCOL__HTTPS &&
                       (pool->tls == NULL || !pool->tls->skip_verify);
-    out->tls_ca_pem = put_bytes(w, (const char *)pool_tls_ca(pool)->data, pool_tls_ca(pool)->len);
-    out->tls_sni = put_bytes(w, pool_tls_sni(pool), strlen(pool_tls_sni(pool)));
+    out->tls_ca_pem = put_bytes(w, (const char *)ca->data, ca->len);
+    out->tls_sni = put_bytes(w, sni, strlen(sni));
 }
 
 /* Pools and members are checked (sws_routeset_check). */
@@ -697,7 +699,6 @@ static void build_tls(table_writer_t *w, struct sws_table *t, const Sws__Tls *tl
     sws_tls_settings_t *out = &t->tls;
 
     memset(out, 0, sizeof(*out));
-    out->protocols = 0;
     for (size_t i = 0; tls != NULL && i < tls->n_protocols; i++)
         out->protocols |= tls->protocols[i] == SWS__TLS__PROTOCOL__TLSV1_2 ? SWS_TLS_PROTO_1_2
                                                                          : SWS_TLS_PROTO_1_3;
