@@ -8,22 +8,13 @@
 #include <openssl/x509.h>
 
 #include "core/err.h"
-
-/* OpenSSL's reason for the last failure, and its error queue emptied, so
- * the next call on this thread starts clean. */
-static const char *ssl_reason(void)
-{
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
-    ERR_clear_error();
-    return r != NULL ? r : "unknown error";
-}
+#include "core/tls_err.h"
 
 static int fail(sws_tls_pem_part_t *part, sws_tls_pem_part_t which, char *err, size_t errlen,
                 const char *what)
 {
     *part = which;
-    return sws_errf(err, errlen, "%s (%s)", what, ssl_reason());
+    return sws_errf(err, errlen, "%s (%s)", what, sws_tls_reason("unknown error"));
 }
 
 /* The leaf and then each intermediate, chained to the leaf just added. */
@@ -98,6 +89,42 @@ int sws_tls_pem_use(SSL_CTX *ctx, const void *cert, size_t cert_len, const void 
         return fail(part, SWS_TLS_PEM_KEY, err, errlen, "the key does not match the certificate");
     if (SSL_CTX_check_private_key(ctx) != 1)
         return fail(part, SWS_TLS_PEM_KEY, err, errlen, "the key does not match the certificate");
+    return 0;
+}
+
+int sws_tls_pem_ca_load(X509_STORE *store, const void *pem, size_t len, char *err,
+                        size_t errlen)
+{
+    unsigned count = 0;
+    unsigned long e;
+    int added = 1;
+    BIO *in;
+    X509 *x;
+
+    if (len == 0)
+        return sws_errf(err, errlen, "verifying the members needs CA certificates");
+    if (len > INT_MAX)
+        return sws_errf(err, errlen, "larger than 2 GiB");
+    ERR_clear_error();
+    if ((in = BIO_new_mem_buf(pem, (int)len)) == NULL)
+        return sws_errf(err, errlen, "out of memory");
+    while (added == 1 && (x = PEM_read_bio_X509(in, NULL, NULL, NULL)) != NULL) {
+        added = X509_STORE_add_cert(store, x); /* takes its own reference */
+        X509_free(x);
+        count += added == 1;
+    }
+    BIO_free(in);
+    if (added != 1)
+        return sws_errf(err, errlen, "a certificate cannot be trusted (%s)", sws_tls_reason("unknown error"));
+    /* The loop ends at the end of the text ("no start line") or at a
+     * certificate that does not parse. */
+    e = ERR_peek_last_error();
+    ERR_clear_error();
+    if (ERR_GET_LIB(e) != ERR_LIB_PEM || ERR_GET_REASON(e) != PEM_R_NO_START_LINE)
+        return sws_errf(err, errlen, "a certificate in it does not parse (expected PEM "
+                        "certificates)");
+    if (count == 0)
+        return sws_errf(err, errlen, "holds no PEM certificate");
     return 0;
 }
 

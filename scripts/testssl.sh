@@ -47,11 +47,17 @@ hosts:
 YAML
 "$BIN" -c "$dir/scalws.yaml" >"$dir/access.log" 2>"$dir/error.log" &
 pid=$!
+listening=0
 for _ in $(seq 100); do
-    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then break; fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then listening=1; break; fi
     kill -0 "$pid" 2>/dev/null || { cat "$dir/error.log" >&2; exit 2; }
     sleep 0.1
 done
+if [ "$listening" != 1 ]; then
+    echo "testssl.sh: scalwsd did not listen on 127.0.0.1:$port within 10 s" >&2
+    cat "$dir/error.log" >&2
+    exit 2
+fi
 
 # --ip: "localhost" (the SNI name) is tested on 127.0.0.1 only.
 testssl --quiet --color 0 --warnings batch --ip 127.0.0.1 --jsonfile "$dir/testssl.json" \

@@ -17,6 +17,7 @@
 #include <openssl/pem.h>
 #include <openssl/x509.h>
 
+#include "core/err.h"
 #include "core/log.h"
 #include "core/http_token.h"
 #include "core/str.h"
@@ -24,7 +25,6 @@
 #include "core/path.h"
 #include "core/tls_pem.h"
 
-#include <openssl/err.h>
 #include <openssl/ssl.h>
 
 /* ---- refusals ---- */
@@ -447,29 +447,18 @@ const char *sws_routeset_sni_problem(const char *name)
     return sws_routeset_host_name_problem(name);
 }
 
-const char *sws_routeset_ca_pem_problem(const void *pem, size_t len)
+/* A pool's tls.ca_pem, through the loader the worker uses
+ * (core/tls_pem.h), into a scratch store. */
+static int ca_pem_check(const void *pem, size_t len, char *err, size_t errlen)
 {
-    const char *problem = NULL;
-    unsigned count = 0;
-    BIO *in;
+    X509_STORE *store = X509_STORE_new();
+    int rc;
 
-    if (len == 0)
-        return "verifying the members needs CA certificates";
-    if (len > INT32_MAX || (in = BIO_new_mem_buf(pem, (int)len)) == NULL)
-        return "out of memory";
-    ERR_clear_error();
-    for (X509 *x; (x = PEM_read_bio_X509(in, NULL, NULL, NULL)) != NULL; count++)
-        X509_free(x);
-    /* The loop ends at the end of the text ("no start line") or at a
-     * certificate that does not parse. */
-    unsigned long e = ERR_peek_last_error();
-    if (ERR_GET_LIB(e) != ERR_LIB_PEM || ERR_GET_REASON(e) != PEM_R_NO_START_LINE)
-        problem = "a certificate in it does not parse (expected PEM certificates)";
-    else if (count == 0)
-        problem = "holds no PEM certificate";
-    ERR_clear_error();
-    BIO_free(in);
-    return problem;
+    if (store == NULL)
+        return sws_errf(err, errlen, "out of memory");
+    rc = sws_tls_pem_ca_load(store, pem, len, err, errlen);
+    X509_STORE_free(store);
+    return rc;
 }
 
 /* protocol, and tls only with https: verification needs trust anchors,
@@ -477,6 +466,7 @@ const char *sws_routeset_ca_pem_problem(const void *pem, size_t len)
 static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_refusal_t *why)
 {
     const Sws__Pool__Tls *tls = pool->tls;
+    char ca_problem[128];
     const char *problem;
 
     if (pool->protocol != SWS__POOL__PROTOCOL__HTTP && pool->protocol != SWS__POOL__PROTOCOL__HTTPS)
@@ -484,13 +474,11 @@ static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_ref
                       (int)pool->protocol);
     if (pool->protocol == SWS__POOL__PROTOCOL__HTTP)
         return tls == NULL ? 0 : refuse(at(why, "%s.tls", p), "tls needs protocol: https");
-    if (tls == NULL || !tls->skip_verify) {
-        problem = sws_routeset_ca_pem_problem(tls ? tls->ca_pem.data : NULL,
-                                              tls ? tls->ca_pem.len : 0);
-        if (problem != NULL)
-            return refuse(at(why, "%s.tls.ca", p), "%s%s%s", tls && tls->ca[0] ? tls->ca : "",
-                          tls && tls->ca[0] ? ": " : "", problem);
-    }
+    if ((tls == NULL || !tls->skip_verify) &&
+        ca_pem_check(tls ? tls->ca_pem.data : NULL, tls ? tls->ca_pem.len : 0, ca_problem,
+                     sizeof(ca_problem)) < 0)
+        return refuse(at(why, "%s.tls.ca", p), "%s%s%s", tls && tls->ca[0] ? tls->ca : "",
+                      tls && tls->ca[0] ? ": " : "", ca_problem);
     if (tls != NULL && tls->sni[0] != '\0' && (problem = sws_routeset_sni_problem(tls->sni)) != NULL)
         return refuse(at(why, "%s.tls.sni", p), "\"%s\": %s", tls->sni, problem);
     return 0;
@@ -826,10 +814,7 @@ static int check_certificates(Sws__Certificate *const *certs, size_t n, const ch
     if (ctx == NULL)
         return refuse(at(why, "%s", at_set), "out of memory for a TLS context");
     for (size_t i = 0; i < n && rc == 0; i++) {
-        if (n == 1 && strcmp(at_set, "tls.default_certificate") == 0)
-            snprintf(at_cert, sizeof(at_cert), "%s", at_set);
-        else
-            snprintf(at_cert, sizeof(at_cert), "%s[%zu]", at_set, i);
+        snprintf(at_cert, sizeof(at_cert), "%s[%zu]", at_set, i);
         rc = check_certificate(ctx, certs[i], at_cert, &types, why);
     }
     SSL_CTX_free(ctx);
@@ -839,6 +824,7 @@ static int check_certificates(Sws__Certificate *const *certs, size_t n, const ch
 static int check_tls(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
 {
     const Sws__Tls *tls = rs->tls;
+    unsigned types = 0;
     int rc = 0;
 
     for (size_t h = 0; h < rs->n_hosts; h++) {
@@ -850,9 +836,6 @@ static int check_tls(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
     }
     if (tls == NULL)
         return 0;
-    if (tls->default_certificate != NULL &&
-        check_certificates(&tls->default_certificate, 1, "tls.default_certificate", why) < 0)
-        return -1;
     for (size_t i = 0; i < tls->n_protocols; i++)
         if (tls->protocols[i] != SWS__TLS__PROTOCOL__TLSV1_2 &&
             tls->protocols[i] != SWS__TLS__PROTOCOL__TLSV1_3)
@@ -860,13 +843,19 @@ static int check_tls(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
     if (tls->handshake_timeout_ms > SWS_ROUTESET_POOL_TIMEOUT_MAX_MS)
         return refuse(at(why, "tls.handshake_timeout"), "expected at most a day, got %u ms",
                       tls->handshake_timeout_ms);
-    /* OpenSSL says whether it knows a list: the one judge of it. */
+    /* One context for the default pair (a set of one, named without an
+     * index as in the YAML) and the cipher lists: OpenSSL says whether it
+     * knows a list, the one judge of it. */
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
     if (ctx == NULL)
         return refuse(at(why, "tls"), "out of memory for a TLS context");
-    if (tls->ciphers[0] != '\0' && SSL_CTX_set_cipher_list(ctx, tls->ciphers) != 1)
+    if (tls->default_certificate != NULL)
+        rc = check_certificate(ctx, tls->default_certificate, "tls.default_certificate", &types,
+                               why);
+    if (rc == 0 && tls->ciphers[0] != '\0' && SSL_CTX_set_cipher_list(ctx, tls->ciphers) != 1)
         rc = refuse(at(why, "tls.ciphers"), "no cipher OpenSSL knows in \"%s\"", tls->ciphers);
-    else if (tls->ciphersuites[0] != '\0' && SSL_CTX_set_ciphersuites(ctx, tls->ciphersuites) != 1)
+    else if (rc == 0 && tls->ciphersuites[0] != '\0' &&
+             SSL_CTX_set_ciphersuites(ctx, tls->ciphersuites) != 1)
         rc = refuse(at(why, "tls.ciphersuites"), "not a TLS 1.3 ciphersuite list OpenSSL knows: "
                     "\"%s\"", tls->ciphersuites);
     SSL_CTX_free(ctx);

@@ -81,8 +81,6 @@ int sws_routeset_field_value_ok(const char *value);
 /* A pool's tls.sni: a host name, neither a wildcard nor an IP literal. */
 const char *sws_routeset_sni_problem(const char *name);
 
-/* A pool's tls.ca_pem: one or more PEM certificates, each parsing. */
-const char *sws_routeset_ca_pem_problem(const void *pem, size_t len);
 
 /* The pseudonym a proxy route's `via: true` stands for, and the longest
  * one accepted (RFC 9110 7.6.3: a token). */

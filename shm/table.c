@@ -609,6 +609,8 @@ static void build_pool(table_writer_t *w, const Sws__Pool *pool, sws_pool_t *out
     const Sws__Pool__Health *he = pool->health ? pool->health : &default_health;
     unsigned kind;
     const char *name = pool_hash_name(pool, &kind);
+    const ProtobufCBinaryData *ca = pool_tls_ca(pool);
+    const char *sni = pool_tls_sni(pool);
 
     memset(out, 0, sizeof(*out));
     out->name = put_bytes(w, pool->name, strlen(pool->name));
@@ -628,8 +630,8 @@ static void build_pool(table_writer_t *w, const Sws__Pool *pool, sws_pool_t *out
     out->protocol = (uint8_t)pool->protocol;
     out->tls_verify = pool->protocol == SWS__POOL__PROTOCOL__HTTPS &&
                       (pool->tls == NULL || !pool->tls->skip_verify);
-    out->tls_ca_pem = put_bytes(w, (const char *)pool_tls_ca(pool)->data, pool_tls_ca(pool)->len);
-    out->tls_sni = put_bytes(w, pool_tls_sni(pool), strlen(pool_tls_sni(pool)));
+    out->tls_ca_pem = put_bytes(w, (const char *)ca->data, ca->len);
+    out->tls_sni = put_bytes(w, sni, strlen(sni));
 }
 
 /* Pools and members are checked (sws_routeset_check). */
@@ -684,6 +686,12 @@ static void build_cert(table_writer_t *w, const Sws__Certificate *c, sws_tcert_t
     out->key_pem = put_bytes(w, c->key_pem.data, c->key_pem.len);
 }
 
+uint32_t sws_table_ticket_key_rotation_ms(const Sws__Tls *tls)
+{
+    return tls != NULL && tls->ticket_key_rotation_ms != 0 ? tls->ticket_key_rotation_ms
+                                                          : SWS_DEFAULT_TLS_TICKET_KEY_ROTATION_MS;
+}
+
 /* The TLS settings, and the default certificate after the hosts' ones. */
 static void build_tls(table_writer_t *w, struct sws_table *t, const Sws__Tls *tls,
                       uint32_t next_cert)
@@ -691,7 +699,6 @@ static void build_tls(table_writer_t *w, struct sws_table *t, const Sws__Tls *tl
     sws_tls_settings_t *out = &t->tls;
 
     memset(out, 0, sizeof(*out));
-    out->protocols = 0;
     for (size_t i = 0; tls != NULL && i < tls->n_protocols; i++)
         out->protocols |= tls->protocols[i] == SWS__TLS__PROTOCOL__TLSV1_2 ? SWS_TLS_PROTO_1_2
                                                                          : SWS_TLS_PROTO_1_3;
@@ -700,9 +707,7 @@ static void build_tls(table_writer_t *w, struct sws_table *t, const Sws__Tls *tl
     out->handshake_timeout_ms = tls != NULL && tls->handshake_timeout_ms != 0
                                     ? tls->handshake_timeout_ms
                                     : SWS_DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS;
-    out->ticket_key_rotation_ms = tls != NULL && tls->ticket_key_rotation_ms != 0
-                                      ? tls->ticket_key_rotation_ms
-                                      : SWS_DEFAULT_TLS_TICKET_KEY_ROTATION_MS;
+    out->ticket_key_rotation_ms = sws_table_ticket_key_rotation_ms(tls);
     out->session_tickets = tls == NULL || tls->session_tickets;
     out->ciphers = put_bytes(w, tls_ciphers(tls), strlen(tls_ciphers(tls)));
     out->ciphersuites = put_bytes(w, tls_ciphersuites(tls), strlen(tls_ciphersuites(tls)));

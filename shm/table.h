@@ -239,6 +239,11 @@ uint64_t sws_member_resolved_id(const char *pool, const char *name_key, const ch
 #define SWS_DEFAULT_TLS_CIPHERSUITES                                           \
     "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"
 
+/* server.tls.ticket_key_rotation of a RouteSet's tls (NULL or 0: the
+ * default): the period the supervisor rotates the ticket keys with and
+ * the one the table carries to the workers, so both read it alike. */
+uint32_t sws_table_ticket_key_rotation_ms(const Sws__Tls *tls);
+
 typedef struct sws_tls_settings {
     uint32_t protocols;            /* SWS_TLS_PROTO_* bits, never 0 */
     uint32_t handshake_timeout_ms;

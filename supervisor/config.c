@@ -1065,8 +1065,9 @@ static int cfg_routes_check(cfg_parser_t *p, yaml_node_t *root, const Sws__Route
 
     if (sws_routeset_check(rs, &why) == 0)
         return 0;
-    /* The RouteSet's tls is the file's server.tls. */
-    snprintf(path, sizeof(path), "%s%s", strncmp(why.path, "tls", 3) == 0 ? "server." : "",
+    /* The RouteSet's tls is the file's server.tls (not a "tlsx" key). */
+    snprintf(path, sizeof(path), "%s%s",
+             strcmp(why.path, "tls") == 0 || strncmp(why.path, "tls.", 4) == 0 ? "server." : "",
              why.path);
     cfg_pop(p, 0);
     cfg_push(p, path);

@@ -5,18 +5,14 @@
  */
 #include "supervisor/config_pools.h"
 
-#include <errno.h>
-#include <fcntl.h>
-#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/socket.h>
-#include <sys/stat.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "shm/routeset_check.h"
 #include "shm/table.h"
+#include "supervisor/config_tls.h"
 #include "supervisor/resolve.h"
 
 #define CFG_BALANCE_HASH_NEEDS_KEY \
@@ -120,55 +116,6 @@ static int cfg_pool_protocol(cfg_parser_t *p, const cfg_fields_t *f, Sws__Pool *
     return 0;
 }
 
-/* The CA file, read whole into ca_pem (the supervisor reads it at start
- * and on every reload: workers get the bytes in the table and never open
- * it). Its certificates are checked here, where the node is. */
-static int cfg_pool_ca(cfg_parser_t *p, yaml_node_t *at, Sws__Pool__Tls *tls)
-{
-    char path[PATH_MAX];
-    const char *problem;
-    struct stat sb;
-    ssize_t got = 0;
-    int fd;
-
-    if (cfg_path(p, at, tls->ca, path, sizeof(path)) < 0)
-        return -1;
-    fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return cfg_fail(p, at, "%s: cannot open the CA file: %s", path, strerror(errno));
-    if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > SWS_ROUTESET_CA_PEM_MAX) {
-        close(fd);
-        return cfg_fail(p, at, "%s: not a CA file (a regular file of at most %u KiB)", path,
-                        SWS_ROUTESET_CA_PEM_MAX >> 10);
-    }
-    if (cfg_charge(p, at, (size_t)sb.st_size) < 0) {
-        close(fd);
-        return -1;
-    }
-    tls->ca_pem.data = malloc(sb.st_size > 0 ? (size_t)sb.st_size : 1);
-    if (tls->ca_pem.data == NULL) {
-        close(fd);
-        return cfg_oom(p, at);
-    }
-    while ((size_t)got < (size_t)sb.st_size) {
-        ssize_t n = read(fd, tls->ca_pem.data + got, (size_t)sb.st_size - (size_t)got);
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            close(fd);
-            return cfg_fail(p, at, "%s: cannot read: %s", path,
-                            n < 0 ? strerror(errno) : "shorter than it was");
-        }
-        got += n;
-    }
-    close(fd);
-    tls->ca_pem.len = (size_t)got;
-    problem = sws_routeset_ca_pem_problem(tls->ca_pem.data, tls->ca_pem.len);
-    if (problem != NULL)
-        return cfg_fail(p, at, "%s: %s", path, problem);
-    return 0;
-}
-
 /* tls: {verify, ca, sni}, for protocol https only; there the message is
  * always present with every default filled (verify on, the system's CA
  * file). node is the key's value (NULL: absent), at the pool. */
@@ -177,10 +124,8 @@ static int cfg_pool_tls(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, Sws
     static const char *const keys[] = { "verify", "ca", "sni", NULL };
     protobuf_c_boolean verify = 1;
     Sws__Pool__Tls *tls;
-    const char *problem;
     yaml_node_t *n;
     cfg_fields_t f;
-    size_t mark;
 
     if (pool->protocol != SWS__POOL__PROTOCOL__HTTPS)
         return node == NULL ? 0 : cfg_fail(p, node, "tls needs protocol: https");
@@ -189,11 +134,6 @@ static int cfg_pool_tls(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, Sws
         cfg_string(p, &f, "ca", &tls->ca) < 0 || cfg_string(p, &f, "sni", &tls->sni) < 0)
         return -1;
     tls->skip_verify = !verify;
-    if ((n = cfg_field(&f, "sni")) != NULL && tls->sni[0] != '\0' &&
-        (problem = sws_routeset_sni_problem(tls->sni)) != NULL) {
-        mark = cfg_push(p, "sni");
-        return cfg_fail(p, n, "\"%s\": %s", tls->sni, problem);
-    }
     /* Without verification the CA is never used: not read, so that
      * turning verify off for a test needs no other edit. */
     if (!verify)
@@ -201,11 +141,11 @@ static int cfg_pool_tls(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, Sws
     n = cfg_field(&f, "ca");
     if (tls->ca[0] == '\0' && cfg_set_str(p, at, &tls->ca, SWS_DEFAULT_POOL_TLS_CA) < 0)
         return -1;
-    mark = cfg_push(p, "ca");
-    if (cfg_pool_ca(p, n != NULL ? n : node != NULL ? node : at, tls) < 0)
-        return -1;
-    cfg_pop(p, mark);
-    return 0;
+    /* The supervisor reads it at start and on every reload: workers get
+     * the bytes in the table and never open it. Whether they hold
+     * certificates is the RouteSet checker's, at pools[i].tls.ca. */
+    return cfg_pem_file(p, n != NULL ? n : node != NULL ? node : at, "ca", &tls->ca,
+                        &tls->ca_pem, "the CA file", SWS_ROUTESET_CA_PEM_MAX);
 }
 
 /* A name is resolved when the file is read as a start reads it (start,

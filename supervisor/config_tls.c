@@ -12,26 +12,18 @@
 
 #define CFG_DAY_MS (24ull * 3600 * 1000)
 
-/* One file of a pair, read into *pem (only from a file on disk: a text
- * given to sws_config_parse has no directory, and the fuzzer must not open
- * what its input names; the checker then refuses the empty bytes). */
-static int cfg_pem_file(cfg_parser_t *p, const cfg_fields_t *f, const char *key, char **path,
-                        ProtobufCBinaryData *pem)
+int cfg_pem_file(cfg_parser_t *p, yaml_node_t *n, const char *key, char **path,
+                 ProtobufCBinaryData *pem, const char *what, size_t max)
 {
-    yaml_node_t *n = cfg_field(f, key);
     char full[PATH_MAX], err[PATH_MAX + 128];
     size_t mark, len;
     char *bytes;
 
-    if (n == NULL)
-        return -1; /* the caller names what is missing */
-    if (cfg_string(p, f, key, path) < 0)
-        return -1;
     mark = cfg_push(p, key);
     if (cfg_path(p, n, *path, full, sizeof(full)) < 0 || cfg_set_str(p, n, path, full) < 0)
         return -1;
     if (p->check_system) {
-        bytes = cfg_read_file(full, "a PEM file", CFG_MAX_PEM_SIZE, &len, err, sizeof(err));
+        bytes = cfg_read_file(full, what, max, &len, err, sizeof(err));
         if (bytes == NULL)
             return cfg_fail(p, n, "%s", err);
         if (cfg_charge(p, n, len) < 0) {
@@ -43,6 +35,15 @@ static int cfg_pem_file(cfg_parser_t *p, const cfg_fields_t *f, const char *key,
     }
     cfg_pop(p, mark);
     return 0;
+}
+
+/* One file of a pair: a path that must be given. */
+static int cfg_pair_file(cfg_parser_t *p, const cfg_fields_t *f, const char *key, char **path,
+                         ProtobufCBinaryData *pem)
+{
+    if (cfg_string(p, f, key, path) < 0)
+        return -1;
+    return cfg_pem_file(p, cfg_field(f, key), key, path, pem, "a PEM file", CFG_MAX_PEM_SIZE);
 }
 
 /* {cert: PATH, key: PATH} */
@@ -59,8 +60,8 @@ static int cfg_certificate(cfg_parser_t *p, yaml_node_t *node, void *msg, cfg_se
         return -1;
     if (cfg_field(&f, "cert") == NULL || cfg_field(&f, "key") == NULL)
         return cfg_fail(p, node, "needs cert: (the PEM chain) and key: (its PEM private key)");
-    if (cfg_pem_file(p, &f, "cert", &c->cert_path, &c->cert_pem) < 0 ||
-        cfg_pem_file(p, &f, "key", &c->key_path, &c->key_pem) < 0)
+    if (cfg_pair_file(p, &f, "cert", &c->cert_path, &c->cert_pem) < 0 ||
+        cfg_pair_file(p, &f, "key", &c->key_path, &c->key_pem) < 0)
         return -1;
     return 0;
 }

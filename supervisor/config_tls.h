@@ -28,6 +28,15 @@ int cfg_tls(cfg_parser_t *p, yaml_node_t *node, Sws__RouteSet *rs);
  * none). */
 int cfg_host_certificates(cfg_parser_t *p, yaml_node_t *node, Sws__Host *h);
 
+/* The PEM file *path names (relative to the configuration file's
+ * directory; *path becomes the full path), read whole into *pem (at most
+ * max bytes; what names it in messages). Only from a file on disk: a text
+ * given to sws_config_parse has no directory, and the fuzzer must not open
+ * what its input names; the RouteSet checker then refuses the empty
+ * bytes. Errors at n, under key. */
+int cfg_pem_file(cfg_parser_t *p, yaml_node_t *n, const char *key, char **path,
+                 ProtobufCBinaryData *pem, const char *what, size_t max);
+
 /* The whole file at path into a malloc'ed buffer (at most max bytes);
  * what names it in messages ("the configuration file"). NULL with err. */
 char *cfg_read_file(const char *path, const char *what, size_t max, size_t *len, char *err,

@@ -743,8 +743,7 @@ static void retime_tickets(sws_supervisor_t *sup, uint64_t period_ms)
 /* server.tls.ticket_key_rotation of routes (0 or absent: the default). */
 static uint64_t ticket_period_ms(const Sws__RouteSet *routes)
 {
-    uint32_t ms = routes->tls != NULL ? routes->tls->ticket_key_rotation_ms : 0;
-    return ms != 0 ? ms : SWS_DEFAULT_TLS_TICKET_KEY_ROTATION_MS;
+    return sws_table_ticket_key_rotation_ms(routes->tls);
 }
 
 /* The keys in the region: kept if it already holds some, else a first one;

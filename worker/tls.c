@@ -9,6 +9,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/tls_err.h"
 #include "core/tls_pem.h"
 #include "worker/conn.h"
 #include "worker/tls_tickets.h"
@@ -23,16 +24,6 @@ struct sws_tls_gen {
 /* ALPN identifiers, in the wire's length-prefixed form. */
 static const unsigned char alpn_h2[] = { 2, 'h', '2' };
 static const unsigned char alpn_http11[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
-
-/* OpenSSL's reason for the last failure; the queue is emptied so the next
- * SSL_get_error reads this connection's state only. */
-static const char *ssl_reason(void)
-{
-    unsigned long e = ERR_peek_last_error();
-    const char *r = e != 0 ? ERR_reason_error_string(e) : NULL;
-    ERR_clear_error();
-    return r != NULL ? r : "connection closed";
-}
 
 /* SNI: the current generation (a reload may have come since this
  * connection was accepted) picks the context; ADR 0033. */
@@ -99,7 +90,7 @@ static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *e
     SSL_CTX *ctx = SSL_CTX_new(TLS_server_method());
 
     if (ctx == NULL) {
-        sws_errf(err, errlen, "TLS context: %s", ssl_reason());
+        sws_errf(err, errlen, "TLS context: %s", sws_tls_reason("unknown error"));
         return NULL;
     }
     SSL_CTX_set_min_proto_version(ctx, (ts->protocols & SWS_TLS_PROTO_1_2) ? TLS1_2_VERSION
@@ -116,7 +107,8 @@ static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *e
                                  SSL_OP_IGNORE_UNEXPECTED_EOF | SSL_OP_NO_COMPRESSION);
     if (!ts->session_tickets) {
         SSL_CTX_set_options(ctx, SSL_OP_NO_TICKET);
-    } else if (keys != NULL && sws_tls_tickets_attach(ctx, keys, err, errlen) < 0) {
+    } else if (keys != NULL &&
+               sws_tls_tickets_attach(ctx, keys, ts->ticket_key_rotation_ms, err, errlen) < 0) {
         SSL_CTX_free(ctx);
         return NULL;
     }
@@ -203,7 +195,7 @@ int sws_tls_conn_start(sws_conn_t *c)
     SSL *ssl = SSL_new(c->set->tls->base);
 
     if (ssl == NULL || SSL_set_fd(ssl, c->io.fd) != 1) {
-        sws_log_error("client %s: TLS: %s", sws_conn_peer_text(c), ssl_reason());
+        sws_log_error("client %s: TLS: %s", sws_conn_peer_text(c), sws_tls_reason("unknown error"));
         SSL_free(ssl);
         return -1;
     }
@@ -219,33 +211,18 @@ int sws_tls_conn_start(sws_conn_t *c)
  * 0 at the peer's close. */
 static ssize_t ssl_result(sws_conn_t *c, int r, const char *what, uint8_t *wants_write)
 {
-    int e = SSL_get_error(c->ssl, r);
+    const char *why;
+    /* A client gone without close_notify reads as a close. */
+    ssize_t rc = sws_tls_io_result(c->ssl, r, 0, wants_write, &why);
     int saved = errno;
 
-    switch (e) {
-    case SSL_ERROR_WANT_READ:
-    case SSL_ERROR_WANT_WRITE:
-        if (wants_write != NULL)
-            *wants_write = e == SSL_ERROR_WANT_WRITE;
-        errno = EAGAIN;
-        return -1;
-    case SSL_ERROR_ZERO_RETURN:
-        return 0;
-    case SSL_ERROR_SYSCALL:
-        ERR_clear_error();
-        if (saved == 0)
-            return 0;
+    if (rc < 0 && saved != EAGAIN) {
         /* After a fatal error no close_notify may be sent (SSL_shutdown). */
         SSL_set_quiet_shutdown(c->ssl, 1);
-        sws_log_debug("client %s: TLS %s: %s", sws_conn_peer_text(c), what, strerror(saved));
+        sws_log_debug("client %s: TLS %s: %s", sws_conn_peer_text(c), what, why);
         errno = saved;
-        return -1;
-    default:
-        SSL_set_quiet_shutdown(c->ssl, 1);
-        sws_log_debug("client %s: TLS %s: %s", sws_conn_peer_text(c), what, ssl_reason());
-        errno = EPROTO;
-        return -1;
     }
+    return rc;
 }
 
 int sws_tls_handshake(sws_conn_t *c)

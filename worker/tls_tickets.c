@@ -84,18 +84,16 @@ static int ticket_cb(SSL *ssl, unsigned char name[16], unsigned char *iv, EVP_CI
     return rc;
 }
 
-int sws_tls_tickets_attach(SSL_CTX *ctx, const sws_tickets_t *keys, char *err, size_t errlen)
+int sws_tls_tickets_attach(SSL_CTX *ctx, const sws_tickets_t *keys, uint64_t period_ms,
+                           char *err, size_t errlen)
 {
+    uint64_t lifetime_s = sws_tickets_lifetime_ms(period_ms) / 1000u;
+
     if (keys_index < 0) {
         keys_index = SSL_CTX_get_ex_new_index(0, NULL, NULL, NULL, NULL);
         if (keys_index < 0)
             return sws_errf(err, errlen, "TLS tickets: no SSL_CTX ex_data index");
     }
-    sws_tickets_snapshot_t snap;
-    if (sws_tickets_read(keys, &snap) != 0)
-        return sws_errf(err, errlen, "TLS tickets: the shared key ring is empty");
-    uint64_t lifetime_s = sws_tickets_lifetime_ms(snap.period_ms) / 1000u;
-    sws_tickets_forget(&snap);
     if (SSL_CTX_set_ex_data(ctx, keys_index, (void *)keys) != 1 ||
         SSL_CTX_set_tlsext_ticket_key_evp_cb(ctx, ticket_cb) != 1)
         return sws_errf(err, errlen, "TLS tickets: cannot install the ticket callback");

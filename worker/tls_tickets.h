@@ -20,13 +20,15 @@
 #include "shm/tickets.h"
 
 /* Seal and open ctx's session tickets with keys, which must outlive ctx
- * (the region does). New tickets use the current key; a ticket under an
+ * (the region does), rotated every period_ms (the table's
+ * ticket_key_rotation_ms, the period the supervisor gives the ring). New tickets use the current key; a ticket under an
  * older key still in the ring resumes and is replaced by a new one; a
  * ticket under an unknown key, or a ring being rewritten at that moment,
  * costs a full handshake, never a failed one. Also: the session lifetime
- * is the ring's (sws_tickets_lifetime_ms), and the per-process session
+ * is the ring's (sws_tickets_lifetime_ms of period_ms), and the per-process session
  * cache is off, so a client resumes the same way on every worker.
  * 0, or -1 with a message in err. */
-int sws_tls_tickets_attach(SSL_CTX *ctx, const sws_tickets_t *keys, char *err, size_t errlen);
+int sws_tls_tickets_attach(SSL_CTX *ctx, const sws_tickets_t *keys, uint64_t period_ms,
+                           char *err, size_t errlen);
 
 #endif

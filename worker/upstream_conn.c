@@ -83,6 +83,11 @@ static void bucket_forget_session(sws_upstream_bucket_t *b)
  * us several times a resumed one). */
 static void bucket_keep_session(sws_upstream_bucket_t *b, SSL *ssl)
 {
+    /* Every put comes here: a connection that resumed the kept session
+     * (or was put before) holds it still, and keeping it again would cost
+     * two up-refs and two frees per proxied request for nothing. */
+    if (SSL_get0_session(ssl) == b->session && SSL_get_SSL_CTX(ssl) == b->session_ctx)
+        return;
     SSL_SESSION *sess = sws_upstream_tls_session(ssl);
     if (sess == NULL)
         return;

@@ -3,46 +3,15 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <limits.h>
 #include <string.h>
 
 #include <openssl/err.h>
-#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
 #include "core/err.h"
-
-/* The last OpenSSL error of this thread as text, the queue emptied (it is
- * the thread's: a stale entry would be blamed on the next connection). */
-static const char *last_error(char *buf, size_t len)
-{
-    unsigned long e = ERR_peek_last_error();
-    if (e == 0)
-        snprintf(buf, len, "unknown error");
-    else
-        ERR_error_string_n(e, buf, len);
-    ERR_clear_error();
-    return buf;
-}
-
-static int add_certs(SSL_CTX *ctx, const char *pem, size_t len)
-{
-    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
-    BIO *in = BIO_new_mem_buf(pem, len > INT_MAX ? INT_MAX : (int)len);
-    unsigned count = 0;
-    X509 *x;
-    if (in == NULL)
-        return -1;
-    while ((x = PEM_read_bio_X509(in, NULL, NULL, NULL)) != NULL) {
-        if (X509_STORE_add_cert(store, x) == 1)
-            count++;
-        X509_free(x);
-    }
-    ERR_clear_error(); /* the end of the text reads as "no start line" */
-    BIO_free(in);
-    return count > 0 ? 0 : -1;
-}
+#include "core/tls_err.h"
+#include "core/tls_pem.h"
 
 SSL_CTX *sws_upstream_tls_ctx_new(const char *ca_pem, size_t len, int verify, char *err,
                                   size_t errlen)
@@ -50,7 +19,7 @@ SSL_CTX *sws_upstream_tls_ctx_new(const char *ca_pem, size_t len, int verify, ch
     char why[256];
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (ctx == NULL)
-        return sws_errf(err, errlen, "SSL_CTX_new: %s", last_error(why, sizeof(why))), NULL;
+        return sws_errf(err, errlen, "SSL_CTX_new: %s", sws_tls_reason("unknown error")), NULL;
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     /* A member that closes without close_notify reads as a close: the
      * HTTP framing tells a whole response from a cut one, as over TCP. */
@@ -67,9 +36,11 @@ SSL_CTX *sws_upstream_tls_ctx_new(const char *ca_pem, size_t len, int verify, ch
         return ctx;
     }
     SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-    if (add_certs(ctx, ca_pem, len) < 0) {
+    /* The RouteSet checker accepted these bytes through the same loader. */
+    if (sws_tls_pem_ca_load(SSL_CTX_get_cert_store(ctx), ca_pem, len, why, sizeof(why)) < 0) {
         SSL_CTX_free(ctx);
-        return sws_errf(err, errlen, "no CA certificate to verify the members with"), NULL;
+        return sws_errf(err, errlen, "no CA certificate to verify the members with: %s", why),
+               NULL;
     }
     return ctx;
 }
@@ -88,7 +59,6 @@ static int is_ip(const char *name)
 SSL *sws_upstream_tls_new(const sws_upstream_tls_t *t, int fd, SSL_SESSION *session, char *err,
                           size_t errlen)
 {
-    char why[256];
     ERR_clear_error();
     SSL *ssl = SSL_new(t->ctx);
     if (ssl == NULL || SSL_set_fd(ssl, fd) != 1 ||
@@ -106,7 +76,7 @@ SSL *sws_upstream_tls_new(const sws_upstream_tls_t *t, int fd, SSL_SESSION *sess
     ERR_clear_error();
     return ssl;
 fail:
-    sws_errf(err, errlen, "TLS setup: %s", last_error(why, sizeof(why)));
+    sws_errf(err, errlen, "TLS setup: %s", sws_tls_reason("unknown error"));
     SSL_free(ssl);
     return NULL;
 }
@@ -124,7 +94,6 @@ void sws_upstream_tls_free(SSL *ssl)
 
 int sws_upstream_tls_handshake(SSL *ssl, char *err, size_t errlen)
 {
-    char why[256];
     ERR_clear_error();
     int rc = SSL_do_handshake(ssl);
     if (rc == 1)
@@ -149,30 +118,16 @@ int sws_upstream_tls_handshake(SSL *ssl, char *err, size_t errlen)
         return sws_errf(err, errlen, "TLS handshake: certificate verify failed: %s",
                         X509_verify_cert_error_string(v));
     }
-    return sws_errf(err, errlen, "TLS handshake: %s", last_error(why, sizeof(why)));
+    return sws_errf(err, errlen, "TLS handshake: %s", sws_tls_reason("unknown error"));
 }
 
 /* Whether an SSL call that failed only waits for the socket: errno
  * EAGAIN. Otherwise errno says what broke (EPROTO for TLS itself). */
 static ssize_t failed_io(SSL *ssl, int rc)
 {
-    int e = SSL_get_error(ssl, rc);
-    int saved = errno;
-    ERR_clear_error();
-    switch (e) {
-    case SSL_ERROR_WANT_READ:
-    case SSL_ERROR_WANT_WRITE:
-        errno = EAGAIN;
-        return -1;
-    case SSL_ERROR_ZERO_RETURN:
-        return 0;
-    case SSL_ERROR_SYSCALL:
-        errno = saved != 0 ? saved : ECONNRESET;
-        return -1;
-    default:
-        errno = EPROTO;
-        return -1;
-    }
+    /* A member gone without close_notify mid-record is a reset (a clean
+     * end is a close: SSL_OP_IGNORE_UNEXPECTED_EOF). */
+    return sws_tls_io_result(ssl, rc, ECONNRESET, NULL, NULL);
 }
 
 ssize_t sws_upstream_tls_read(SSL *ssl, void *buf, size_t len)

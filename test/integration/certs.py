@@ -1,6 +1,6 @@
 """Test certificates, generated at test time with `openssl req` into a
 directory of the test's (never committed): self-signed, for one subject and
-its DNS names. Other test files may copy the few lines they need."""
+its DNS names."""
 
 import os
 import subprocess

@@ -384,7 +384,9 @@ class Client:
     # end fails the test instead of filling memory.
     READ_LIMIT = 64 << 20
 
-    def __init__(self, port, host="127.0.0.1", timeout=TIMEOUT, rcvbuf=None):
+    def __init__(self, port, host="127.0.0.1", timeout=TIMEOUT, rcvbuf=None, wrap=None):
+        """wrap, when given, takes the connected socket and returns the one
+        to talk over (e.g. an ssl.SSLContext's wrap_socket)."""
         self.timeout = timeout
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         self.sock = socket.socket(family, socket.SOCK_STREAM)
@@ -392,6 +394,8 @@ class Client:
             self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
         self.sock.settimeout(timeout)
         self.sock.connect((host, port))
+        if wrap is not None:
+            self.sock = wrap(self.sock)
         self.buf = b""
         self.eof = False
         self.reset = False

@@ -99,6 +99,15 @@ class TlsTestCase(ProxyTestCase):
         ctx.set_alpn_protocols(["http/1.1"])
         return ctx
 
+    def tls_client(self):
+        """A harness Client over TLS to a.test (its EC certificate trusted)."""
+        ctx = self.ssl_context("a-ec.crt")
+        return Client(self.tls_port,
+                      wrap=lambda s: ctx.wrap_socket(s, server_hostname="a.test"))
+
+    def assert_hello_a(self, r):
+        self.assertEqual((r.status, r.body), (200, b"hello a\n"))
+
     def assert_no_error_lines(self):
         bad = [l for l in self.srv.log().splitlines() if "[error]" in l or "[warn]" in l
                or "[crit]" in l]
@@ -170,11 +179,9 @@ class Serving(TlsTestCase):
 
     def test_keep_alive_requests_on_one_tls_connection(self):
         self.start()
-        with socket.create_connection(("127.0.0.1", self.tls_port), timeout=TIMEOUT) as raw:
-            with self.ssl_context("a-ec.crt").wrap_socket(raw, server_hostname="a.test") as s:
-                for _ in range(3):
-                    s.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
-                    self.assertTrue(read_response(s).endswith(b"hello a\n"))
+        with self.tls_client() as c:
+            for _ in range(3):
+                self.assert_hello_a(c.get("/", host="a.test"))
 
     def test_proxied_request_says_https(self):
         b = self.backend("up")
@@ -264,21 +271,15 @@ class Certificates(TlsTestCase):
 
     def test_reload_changes_the_certificate_and_open_connections_keep_working(self):
         srv = self.start()
-        raw = socket.create_connection(("127.0.0.1", self.tls_port), timeout=TIMEOUT)
-        s = self.ssl_context("a-ec.crt").wrap_socket(raw, server_hostname="a.test")
-        try:
-            s.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
-            self.assertTrue(read_response(s).endswith(b"hello a\n"))
+        with self.tls_client() as c:
+            self.assert_hello_a(c.get("/", host="a.test"))
             make_pair(srv.dir, "a-ec", "a.test", kind="ec", org="ec2")
             srv.signal(signal.SIGHUP)
             srv.wait_log(r"generation 2 published")
             poll(lambda: subject(s_client(self.tls_port, "-servername", "a.test")[0])
                  == "CN = a.test, O = ec2", what="the new certificate on new connections")
             # The connection opened before the reload goes on with its session.
-            s.sendall(b"GET / HTTP/1.1\r\nHost: a.test\r\n\r\n")
-            self.assertTrue(read_response(s).endswith(b"hello a\n"))
-        finally:
-            s.close()
+            self.assert_hello_a(c.get("/", host="a.test"))
 
 
 class Misbehaving(TlsTestCase):
@@ -307,21 +308,3 @@ class Misbehaving(TlsTestCase):
         self.assert_no_error_lines()
         self.assertTrue(srv.running())
 
-
-def read_response(s):
-    """One response with a Content-Length from a socket-like s."""
-    buf = b""
-    while b"\r\n\r\n" not in buf:
-        chunk = s.recv(4096)
-        if not chunk:
-            raise AssertionError("closed before a head: %r" % buf)
-        buf += chunk
-    head, rest = buf.split(b"\r\n\r\n", 1)
-    m = re.search(rb"(?i)content-length:\s*(\d+)", head)
-    n = int(m.group(1)) if m else 0
-    while len(rest) < n:
-        chunk = s.recv(4096)
-        if not chunk:
-            raise AssertionError("closed mid-body")
-        rest += chunk
-    return head + b"\r\n\r\n" + rest

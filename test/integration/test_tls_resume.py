@@ -12,6 +12,7 @@ import shutil
 import signal
 import subprocess
 
+from certs import make_pair
 from harness import TIMEOUT, ServerTestCase, binary
 
 CONFIG = """server:
@@ -20,7 +21,7 @@ CONFIG = """server:
   accept_policy: reuseport
   admin: {listen: []}
   tls:
-    default_certificate: {cert: "@DIR@/cert.pem", key: "@DIR@/key.pem"}
+    default_certificate: {cert: "@DIR@/cert.crt", key: "@DIR@/cert.key"}
 hosts:
   - name: "*"
     routes:
@@ -36,22 +37,13 @@ RESUMES = 8
 REQUEST = b"GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
 
 
-def make_certificate(directory):
-    """A self-signed P-256 certificate for localhost, made for this test."""
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt",
-                    "ec_paramgen_curve:P-256", "-nodes", "-days", "1", "-subj", "/CN=localhost",
-                    "-keyout", os.path.join(directory, "key.pem"),
-                    "-out", os.path.join(directory, "cert.pem")],
-                   check=True, capture_output=True, timeout=TIMEOUT)
-
-
 class TlsResume(ServerTestCase):
     def setUp(self):
         super().setUp()
         if shutil.which("openssl") is None:
             self.skipTest("no openssl command")
         self.srv = self.server(CONFIG, start=False)
-        make_certificate(self.srv.dir)
+        make_pair(self.srv.dir, "cert", "localhost", kind="ec")
         check = subprocess.run([binary(), "-t", "-c", self.srv.config_path],
                                capture_output=True, timeout=TIMEOUT, cwd=self.srv.dir)
         if check.returncode != 0:

@@ -697,7 +697,7 @@ static void test_pool_https(void **state)
     Sws__Pool **pools = cfg->routes->pools;
     assert_int_equal(pools[0]->protocol, SWS__POOL__PROTOCOL__HTTPS);
     assert_false(pools[0]->tls->skip_verify);
-    assert_string_equal(pools[0]->tls->ca, "ca.pem");
+    assert_string_equal(pools[0]->tls->ca, ca); /* relative to the file */
     assert_string_equal(pools[0]->tls->sni, "api.test");
     assert_int_equal(pools[0]->tls->ca_pem.len, len);
     assert_memory_equal(pools[0]->tls->ca_pem.data, pem, len);
@@ -706,6 +706,27 @@ static void test_pool_https(void **state)
     assert_int_equal(pools[2]->protocol, SWS__POOL__PROTOCOL__HTTP);
     assert_null(pools[2]->tls);
     sws_config_free(cfg);
+
+    /* Read from a file, the CA file is opened: its refusals at tls.ca. */
+    static const struct {
+        const char *ca, *more;
+    } bad[] = {
+        { "/nonexistent-sws/ca.pem",
+          "/nonexistent-sws/ca.pem: cannot open the CA file: No such file or directory" },
+        { "/etc/passwd", "/etc/passwd: holds no PEM certificate" },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char yaml[256], want[256];
+
+        snprintf(yaml, sizeof(yaml), "pools:\n  - {name: a, protocol: https, tls: {ca: %s}}\n",
+                 bad[i].ca);
+        write_file(file, yaml);
+        snprintf(want, sizeof(want), "%s:2:42: pools[0].tls.ca: %s", file, bad[i].more);
+        cfg = (Sws__Config *)1;
+        assert_int_equal(sws_config_load(file, &cfg, err, sizeof(err)), -1);
+        assert_null(cfg);
+        assert_string_equal(err, want);
+    }
     unlink(file);
     unlink(ca);
     rmdir(dir);
@@ -1028,11 +1049,12 @@ static void test_pool_errors(void **state)
           "tls needs protocol: https" },
         { "pools:\n  - {name: a, protocol: https, tls: {verify: maybe}}\n",
           "t.yaml:2:46: pools[0].tls.verify: ", "expected true or false" },
-        { "pools:\n  - {name: a, protocol: https, tls: {ca: /nonexistent-sws/ca.pem}}\n",
-          "t.yaml:2:42: pools[0].tls.ca: ",
-          "/nonexistent-sws/ca.pem: cannot open the CA file: No such file or directory" },
+        /* Parsed from text, the CA file is not opened (test_pool_https
+         * reads one): were it read, the checker would say "holds no PEM
+         * certificate". */
         { "pools:\n  - {name: a, protocol: https, tls: {ca: /etc/passwd}}\n",
-          "t.yaml:2:42: pools[0].tls.ca: ", "/etc/passwd: holds no PEM certificate" },
+          "t.yaml:2:42: pools[0].tls.ca: ",
+          "/etc/passwd: verifying the members needs CA certificates" },
         { "pools:\n  - {name: a, protocol: https, tls: {verify: false, sni: \"*.a.test\"}}\n",
           "t.yaml:2:58: pools[0].tls.sni: ", "a wildcard names no one host" },
         { "pools:\n  - {name: a, protocol: https, tls: {verify: false, sni: \"[::1]\"}}\n",

@@ -161,13 +161,48 @@ static void test_rotate_makes_a_new_random_current_key(void **state)
     assert_int_equal(sws_tickets_due_ms(t), 20 + 2 * HOUR_MS);
 }
 
-/* A ticket issued just before a rotation must stay accepted for the whole
- * session lifetime a worker announces. */
-static void test_lifetime_is_covered_by_the_ring(void **state)
+/* The supervisor's rotations, each at its due time, up to to_ms. */
+static void rotate_until(sws_tickets_t *t, uint64_t to_ms)
 {
-    (void)state;
-    assert_true(sws_tickets_lifetime_ms(HOUR_MS) >= HOUR_MS);
-    assert_true(sws_tickets_lifetime_ms(HOUR_MS) <= (SWS_TICKETS_KEYS - 1) * (uint64_t)HOUR_MS);
+    char err[256] = "";
+    while (sws_tickets_due_ms(t) <= to_ms)
+        if (sws_tickets_rotate(t, sws_tickets_due_ms(t), err, sizeof(err)) != 0)
+            fail_msg("rotate: %s", err);
+}
+
+/* Whether a ticket sealed under the key named name opens now. */
+static int opens(const sws_tickets_t *t, const uint8_t name[SWS_TICKET_NAME_LEN])
+{
+    sws_tickets_snapshot_t s;
+    read_ok(t, &s);
+    int found = sws_tickets_find(&s, name) != NULL;
+    sws_tickets_forget(&s);
+    return found;
+}
+
+/* A ticket sealed at any moment of its key's period, up to just before
+ * the next rotation, still opens at the end of the session lifetime a
+ * worker announces (SSL_CTX_set_timeout), and no longer two periods on. */
+static void test_a_ticket_opens_for_the_announced_lifetime_only(void **state)
+{
+    static const uint64_t sealed_after[] = { 0, HOUR_MS / 2, HOUR_MS - 1 };
+    const uint64_t lifetime = sws_tickets_lifetime_ms(HOUR_MS);
+    uint8_t name[SWS_TICKET_NAME_LEN];
+    sws_tickets_snapshot_t s;
+
+    for (size_t i = 0; i < sizeof(sealed_after) / sizeof(sealed_after[0]); i++) {
+        sws_tickets_t *t = ring(state, 1); /* the first key made at 10 ms */
+        uint64_t sealed = 10 + sealed_after[i];
+
+        read_ok(t, &s);
+        memcpy(name, s.keys[0].name, sizeof(name)); /* the key sealing now */
+        sws_tickets_forget(&s);
+        rotate_until(t, sealed + lifetime);
+        assert_true(opens(t, name));
+        rotate_until(t, sealed + 2 * (uint64_t)HOUR_MS);
+        assert_false(opens(t, name));
+        sws_tickets_wipe(t);
+    }
 }
 
 /* seq odd: the supervisor is in the middle of a rotation. */
@@ -291,7 +326,7 @@ int main(void)
         T(test_init_keeps_the_keys_of_an_attached_region),
         T(test_rotation_keeps_the_previous_key_then_drops_it),
         T(test_rotate_makes_a_new_random_current_key),
-        T(test_lifetime_is_covered_by_the_ring),
+        T(test_a_ticket_opens_for_the_announced_lifetime_only),
         T(test_ring_being_rewritten_is_never_used),
         T(test_wipe_leaves_no_key),
         T(test_keys_are_left_out_of_core_dumps),

@@ -49,7 +49,7 @@ static SSL_CTX *server_ctx(fixture_t *f)
     assert_non_null(ctx);
     assert_int_equal(SSL_CTX_use_certificate(ctx, f->cert), 1);
     assert_int_equal(SSL_CTX_use_PrivateKey(ctx, f->pkey), 1);
-    if (sws_tls_tickets_attach(ctx, f->keys, err, sizeof(err)) != 0)
+    if (sws_tls_tickets_attach(ctx, f->keys, HOUR_MS, err, sizeof(err)) != 0)
         fail_msg("attach: %s", err);
     return ctx;
 }

@@ -106,10 +106,26 @@ static void server_write(fixture_t *f, const char *p, size_t n)
 
 static void test_refuses_a_ca_without_certificates(void **state)
 {
-    (void)state;
-    char err[128] = "";
+    fixture_t *f = *state;
+    char err[128] = "", *broken;
+    size_t len;
+    char *pem = test_pem_x509_text(f->cert, &len);
+    static const char bad[] = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+
     assert_null(sws_upstream_tls_ctx_new("nothing\n", 8, 1, err, sizeof(err)));
-    assert_string_equal(err, "no CA certificate to verify the members with");
+    assert_string_equal(err, "no CA certificate to verify the members with: "
+                             "holds no PEM certificate");
+    /* A good certificate then a broken one: refused, as the RouteSet
+     * checker refuses it (one loader, core/tls_pem.h). */
+    broken = malloc(len + sizeof(bad));
+    assert_non_null(broken);
+    memcpy(broken, pem, len);
+    memcpy(broken + len, bad, sizeof(bad));
+    assert_null(sws_upstream_tls_ctx_new(broken, len + sizeof(bad) - 1, 1, err, sizeof(err)));
+    assert_string_equal(err, "no CA certificate to verify the members with: a certificate in "
+                             "it does not parse (expected PEM certificates)");
+    free(broken);
+    free(pem);
     SSL_CTX *ctx = sws_upstream_tls_ctx_new("", 0, 0, err, sizeof(err));
     assert_non_null(ctx); /* verify off: no CA needed */
     sws_upstream_tls_ctx_free(ctx);
@@ -186,7 +202,7 @@ static void test_session_resumes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_refuses_a_ca_without_certificates),
+        cmocka_unit_test_setup_teardown(test_refuses_a_ca_without_certificates, setup, teardown),
         cmocka_unit_test_setup_teardown(test_read_drains_the_socket_or_fills_the_buffer, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_wrong_name_fails_the_handshake_with_the_reason,
