@@ -1655,11 +1655,6 @@ static struct switched {
     char got[64];
 } sw;
 
-static void sw_nothing(sws_conn_t *c)
-{
-    (void)c;
-}
-
 static void sw_init(sws_conn_t *c)
 {
     sw.inits++;
@@ -1691,11 +1686,6 @@ static enum sws_proto_wait sw_waiting(const sws_conn_t *c)
     return SWS_PROTO_WAIT_RESPONSE;
 }
 
-static void sw_moved(sws_conn_t *c, uintptr_t a, size_t b, const char *d, size_t e)
-{
-    (void)c, (void)a, (void)b, (void)d, (void)e;
-}
-
 static sws_shm_counters_t *sw_counters;
 
 static void sw_close(sws_conn_t *c)
@@ -1706,8 +1696,12 @@ static void sw_close(sws_conn_t *c)
 }
 
 static const sws_proto_ops_t switched_proto = {
-    0, sw_nothing, sw_init, sw_input, sw_input, sw_fail, sw_waiting, sw_moved, sw_close,
-    sw_nothing, NULL, NULL,
+    .init = sw_init,
+    .on_input = sw_input,
+    .writable = sw_input,
+    .fail = sw_fail,
+    .waiting_for = sw_waiting,
+    .close = sw_close,
 };
 
 static void switching_handler(sws_stream_t *st)
