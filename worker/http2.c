@@ -161,6 +161,27 @@ static int hbuf_slice(h2_stream_t *hs, const uint8_t *p, size_t n, sws_str_t *ou
     return 0;
 }
 
+/* Count a field into the header list's size (RFC 9113 6.5.2: its name,
+ * its value and 32); 1 once the list is over max_header_size. */
+static int hsize_over(h2_stream_t *hs, const sws_settings_t *st, size_t namelen, size_t valuelen)
+{
+    hs->hsize += namelen + valuelen + 32;
+    return hs->hsize > st->max_header_size;
+}
+
+/* A field's name and value into the header buffer, for hd (the next of
+ * the head's or the trailers'). Room for both first: a growth between
+ * the two would leave the name behind (hd is not counted yet, so no
+ * slice_move follows it). 0 or -1. */
+static int field_add(h2_stream_t *hs, sws_header_t *hd, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen)
+{
+    if (hbuf_reserve(hs, namelen + valuelen) < 0 || hbuf_slice(hs, name, namelen, &hd->name) < 0 ||
+        hbuf_slice(hs, value, valuelen, &hd->value) < 0)
+        return -1;
+    return 0;
+}
+
 static void stream_unlink(sws_http2_t *h2, h2_stream_t *hs)
 {
     if (hs->prev != NULL)
@@ -406,19 +427,15 @@ static int trailer_field(sws_http2_t *h2, h2_stream_t *hs, const uint8_t *name, 
 {
     sws_request_t *r = &hs->st.req;
     const sws_settings_t *st = h2->conn->set->settings;
-    unsigned limit = st->max_headers < SWS_REQUEST_MAX_HEADERS ? st->max_headers
-                                                                : SWS_REQUEST_MAX_HEADERS;
-    hs->hsize += namelen + valuelen + 32; /* RFC 9113 6.5.2, as for the head */
+    int over = hsize_over(hs, st, namelen, valuelen); /* as for the head */
     if (hs->reset_sent)
         return 0;
-    if (hs->hsize > st->max_header_size || r->nheaders + r->ntrailers >= limit) {
+    if (over || r->nheaders + r->ntrailers >= sws_request_max_fields(st)) {
         sws_log_info("client %s: stream %d: request trailers too large",
                      sws_conn_peer_text(h2->conn), hs->id);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
-    sws_header_t *t = &r->headers[r->nheaders + r->ntrailers];
-    if (hbuf_reserve(hs, namelen + valuelen) < 0 || hbuf_slice(hs, name, namelen, &t->name) < 0 ||
-        hbuf_slice(hs, value, valuelen, &t->value) < 0)
+    if (field_add(hs, &r->headers[r->nheaders + r->ntrailers], name, namelen, value, valuelen) < 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     r->ntrailers++;
     return 0;
@@ -438,9 +455,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     (void)session;
     sws_request_t *r = &hs->st.req;
     const sws_settings_t *st = h2->conn->set->settings;
-    /* RFC 9113 6.5.2: each field counts its name, its value and 32. */
-    hs->hsize += namelen + valuelen + 32;
-    if (hs->hsize > st->max_header_size)
+    if (hsize_over(hs, st, namelen, valuelen))
         hs->refuse = 431;
     if (hs->refuse != 0)
         return 0; /* decoded (the HPACK state must follow) but not kept */
@@ -458,17 +473,11 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         }
         return rc < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
     }
-    unsigned limit = st->max_headers < SWS_REQUEST_MAX_HEADERS ? st->max_headers
-                                                                : SWS_REQUEST_MAX_HEADERS;
-    if (r->nheaders >= limit) {
+    if (r->nheaders >= sws_request_max_fields(st)) {
         hs->refuse = 431;
         return 0;
     }
-    /* Room for both first: a growth between the two would leave the name
-     * behind (it is not in nheaders yet). */
-    sws_header_t *hd = &r->headers[r->nheaders];
-    if (hbuf_reserve(hs, namelen + valuelen) < 0 || hbuf_slice(hs, name, namelen, &hd->name) < 0 ||
-        hbuf_slice(hs, value, valuelen, &hd->value) < 0)
+    if (field_add(hs, &r->headers[r->nheaders], name, namelen, value, valuelen) < 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     r->nheaders++;
     return 0;
