@@ -22,6 +22,9 @@
 #include "worker/http1.h"
 #include "worker/stream.h"
 
+/* 50 bytes, for heads padded past a size. */
+#define PAD50 "01234567890123456789012345678901234567890123456789"
+
 typedef struct fixture {
     sws_loop_t loop;
     sws_conn_set_t set;
@@ -623,14 +626,12 @@ static void test_limits_before_later_faults_any_cut(void **state)
         CASE("bare LF after", "GET /0123456789012345678901234567890123456789012345678901234567890"
              " HTTP/1.1\r\nHost: a\nX: y\r\n\r\n"),
     };
-#define PAD50 "01234567890123456789012345678901234567890123456789"
     static const bytes_case_t big_head[] = {
         CASE("bad field name after", "GET / HTTP/1.1\r\nHost: a\r\nX-Pad: " PAD50 PAD50 PAD50 PAD50 PAD50
              "\r\nB\xff" "d: x\r\n\r\n"),
         CASE("bare LF after", "GET / HTTP/1.1\r\nHost: a\r\nX-Pad: " PAD50 PAD50 PAD50 PAD50 PAD50
              "\nY: z\r\n\r\n"),
     };
-#undef PAD50
     for (size_t i = 0; i < NCASES(long_line); i++)
         for (int split = 0; split < 2; split++)
             expect_case_answered_with(&long_line[i], split, 414, &st);
@@ -654,10 +655,8 @@ static void test_callback_refusals_any_cut(void **state)
         "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nCC\x01: 3\r\n\r\n");
     static const bytes_case_t too_many = CASE("one field too many",
         "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nCC: 3\r\n\r\n");
-#define PAD50 "01234567890123456789012345678901234567890123456789"
     static const bytes_case_t big_trailer = CASE("bad byte past the trailer limit",
         TE_CHUNKED "1\r\nx\r\n0\r\nT: " PAD50 PAD50 PAD50 PAD50 PAD50 PAD50 "\x01\r\n\r\n");
-#undef PAD50
     for (int split = 0; split < 2; split++) {
         expect_case_answered_with(&bad_name, split, 400, &st);
         expect_case_answered_with(&too_many, split, 431, &st);
