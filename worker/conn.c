@@ -471,8 +471,9 @@ void sws_conn_queue_pipe(sws_conn_t *c, int fd, uint64_t len)
 /* The protocol's input_moved, when it keeps slices into the read buffer.
  * Not inlined: GCC then takes the old base, an integer, for a use of the
  * freed pointer (-Wuse-after-free). */
-static __attribute__((noinline)) void conn_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
-                             const char *new_base, size_t shift)
+__attribute__((noinline)) static void conn_input_moved(sws_conn_t *c, uintptr_t old_base,
+                                                       size_t old_cap, const char *new_base,
+                                                       size_t shift)
 {
     if (c->proto->input_moved != NULL)
         c->proto->input_moved(c, old_base, old_cap, new_base, shift);
