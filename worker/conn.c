@@ -61,7 +61,8 @@ void sws_conn_set_configure(sws_conn_set_t *s, const sws_table_t *t, const sws_s
 
 static void conn_free(sws_conn_t *c)
 {
-    c->proto->destroy(c);
+    if (c->proto->destroy != NULL)
+        c->proto->destroy(c);
     free(c->rbuf);
     free(c->obuf);
     free(c);
@@ -85,7 +86,8 @@ static sws_conn_t *conn_alloc(sws_conn_set_t *s)
         return NULL;
     c->proto = s->proto;
     c->proto_state = (char *)c + CONN_STATE_OFFSET;
-    c->proto->setup(c);
+    if (c->proto->setup != NULL)
+        c->proto->setup(c);
     return c; /* buffers come when it first reads or writes */
 }
 
@@ -466,13 +468,24 @@ void sws_conn_queue_pipe(sws_conn_t *c, int fd, uint64_t len)
     c->file_pipe = 1;
 }
 
+/* The protocol's input_moved, when it keeps slices into the read buffer.
+ * Not inlined: GCC then takes the old base, an integer, for a use of the
+ * freed pointer (-Wuse-after-free). */
+__attribute__((noinline)) static void conn_input_moved(sws_conn_t *c, uintptr_t old_base,
+                                                       size_t old_cap, const char *new_base,
+                                                       size_t shift)
+{
+    if (c->proto->input_moved != NULL)
+        c->proto->input_moved(c, old_base, old_cap, new_base, shift);
+}
+
 /* The read buffer is full: drop what earlier requests used, or grow up to
  * what the settings allow a head. 0, or -1 when the head cannot fit. */
 static int conn_make_room(sws_conn_t *c)
 {
     if (c->msg_start > 0) {
         uint32_t shift = c->msg_start;
-        c->proto->input_moved(c, (uintptr_t)c->rbuf, c->rcap, c->rbuf, shift);
+        conn_input_moved(c, (uintptr_t)c->rbuf, c->rcap, c->rbuf, shift);
         memmove(c->rbuf, c->rbuf + shift, c->rend - shift);
         c->rpos -= shift;
         c->rend -= shift;
@@ -489,7 +502,7 @@ static int conn_make_room(sws_conn_t *c)
     char *p = realloc(c->rbuf, cap);
     if (p == NULL)
         return -1;
-    c->proto->input_moved(c, old, c->rcap, p, 0);
+    conn_input_moved(c, old, c->rcap, p, 0);
     c->rbuf = p;
     c->rcap = (uint32_t)cap;
     return 0;
@@ -690,6 +703,14 @@ static void conn_linger_read(sws_conn_t *c)
     conn_yield(c);
 }
 
+/* Our side ends (the peer may still send): TLS's close_notify first, so
+ * that it goes before the FIN. */
+static void conn_shut_wr(sws_conn_t *c)
+{
+    sws_tls_shutdown(c);
+    shutdown(c->io.fd, SHUT_WR);
+}
+
 /* Everything is written and the connection must end. */
 static void conn_finish(sws_conn_t *c)
 {
@@ -697,8 +718,7 @@ static void conn_finish(sws_conn_t *c)
         sws_conn_close(c);
         return;
     }
-    sws_tls_shutdown(c);
-    shutdown(c->io.fd, SHUT_WR);
+    conn_shut_wr(c);
     c->phase = SWS_CONN_LINGER;
     conn_arm(c, &c->set->linger_q);
     conn_linger_read(c);
@@ -900,8 +920,7 @@ static void conn_turn(sws_conn_t *c)
         return;
     }
     if (c->shut_wr == 1) {
-        sws_tls_shutdown(c);
-        shutdown(c->io.fd, SHUT_WR);
+        conn_shut_wr(c);
         c->shut_wr = 2;
     }
     if (c->close_after) {

@@ -207,10 +207,7 @@ static int on_header_field(llhttp_t *p, const char *at, size_t len)
             return 0;
         }
     }
-    unsigned limit = c->set->settings->max_headers;
-    if (limit > SWS_REQUEST_MAX_HEADERS)
-        limit = SWS_REQUEST_MAX_HEADERS;
-    if (r->nheaders >= limit) {
+    if (r->nheaders >= sws_request_max_fields(c->set->settings)) {
         h->over_headers = 1; /* refused where the name ends, wherever reads end */
         return 0;
     }

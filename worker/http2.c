@@ -44,6 +44,7 @@ typedef struct h2_stream {
     uint8_t invalid;     /* nghttp2 refused one of its frames and reset it */
     uint8_t peer_reset;  /* the client reset it */
     uint8_t dispatch;    /* complete with its head: handled once this read is parsed */
+    uint8_t swept;       /* counted in h2->nsweep: closed, a window or a resume owed */
     uint64_t stall_ms;   /* when the client's window began to hold its
                           * response back (loop time), 0: it does not */
     size_t unconsumed;   /* body bytes received, not yet given back to the window */
@@ -55,8 +56,11 @@ typedef struct h2_stream {
 struct sws_http2 {
     nghttp2_session *session;
     sws_conn_t *conn;
-    h2_stream_t *streams;   /* open streams, doubly linked */
-    unsigned nstreams;
+    h2_stream_t *streams;   /* open streams, doubly linked, newest first */
+    h2_stream_t *oldest;    /* the list's tail: dispatch walks from it */
+    /* Streams the sweep has work for, and those marked for dispatch: the
+     * pump and every read test these, not every stream. */
+    unsigned nsweep, ndispatch;
     uint64_t opened;        /* streams the client opened, ever */
     unsigned resets;        /* of this window's streams opened, those the client
                              * reset before their response was complete */
@@ -157,6 +161,27 @@ static int hbuf_slice(h2_stream_t *hs, const uint8_t *p, size_t n, sws_str_t *ou
     return 0;
 }
 
+/* Count a field into the header list's size (RFC 9113 6.5.2: its name,
+ * its value and 32); 1 once the list is over max_header_size. */
+static int hsize_over(h2_stream_t *hs, const sws_settings_t *st, size_t namelen, size_t valuelen)
+{
+    hs->hsize += namelen + valuelen + 32;
+    return hs->hsize > st->max_header_size;
+}
+
+/* A field's name and value into the header buffer, for hd (the next of
+ * the head's or the trailers'). Room for both first: a growth between
+ * the two would leave the name behind (hd is not counted yet, so no
+ * slice_move follows it). 0 or -1. */
+static int field_add(h2_stream_t *hs, sws_header_t *hd, const uint8_t *name, size_t namelen,
+                     const uint8_t *value, size_t valuelen)
+{
+    if (hbuf_reserve(hs, namelen + valuelen) < 0 || hbuf_slice(hs, name, namelen, &hd->name) < 0 ||
+        hbuf_slice(hs, value, valuelen, &hd->value) < 0)
+        return -1;
+    return 0;
+}
+
 static void stream_unlink(sws_http2_t *h2, h2_stream_t *hs)
 {
     if (hs->prev != NULL)
@@ -165,7 +190,19 @@ static void stream_unlink(sws_http2_t *h2, h2_stream_t *hs)
         h2->streams = hs->next;
     if (hs->next != NULL)
         hs->next->prev = hs->prev;
-    h2->nstreams--;
+    else
+        h2->oldest = hs->prev;
+    h2->nsweep -= hs->swept;
+    h2->ndispatch -= hs->dispatch;
+}
+
+/* The stream has work for the next sweep (h2_sweep). */
+static void sweep_mark(h2_stream_t *hs)
+{
+    if (!hs->swept) {
+        hs->swept = 1;
+        hs->h2->nsweep++;
+    }
 }
 
 /* Count and log the exchange, give back its unconsumed window, free it. */
@@ -281,9 +318,7 @@ static void stream_head_done(sws_http2_t *h2, h2_stream_t *hs, int end_stream)
         end_stream = 1;
         hs->early = 1;
     }
-    r->version_major = 2;
-    r->version_minor = 0;
-    r->keep_alive = 1;
+    r->keep_alive = 1; /* the version was set when the stream began */
     r->is_head = r->method_id == HTTP_HEAD;
     const sws_str_t *cl = sws_request_header(r, "content-length");
     if (cl != NULL) {
@@ -371,8 +406,9 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     hs->next = h2->streams;
     if (h2->streams != NULL)
         h2->streams->prev = hs;
+    else
+        h2->oldest = hs;
     h2->streams = hs;
-    h2->nstreams++;
     /* Rapid reset is judged per window of streams opened (count_reset). */
     if (h2->opened++ % SWS_HTTP2_RESET_WINDOW == 0)
         h2->resets = 0;
@@ -391,19 +427,15 @@ static int trailer_field(sws_http2_t *h2, h2_stream_t *hs, const uint8_t *name, 
 {
     sws_request_t *r = &hs->st.req;
     const sws_settings_t *st = h2->conn->set->settings;
-    unsigned limit = st->max_headers < SWS_REQUEST_MAX_HEADERS ? st->max_headers
-                                                                : SWS_REQUEST_MAX_HEADERS;
-    hs->hsize += namelen + valuelen + 32; /* RFC 9113 6.5.2, as for the head */
+    int over = hsize_over(hs, st, namelen, valuelen); /* as for the head */
     if (hs->reset_sent)
         return 0;
-    if (hs->hsize > st->max_header_size || r->nheaders + r->ntrailers >= limit) {
+    if (over || r->nheaders + r->ntrailers >= sws_request_max_fields(st)) {
         sws_log_info("client %s: stream %d: request trailers too large",
                      sws_conn_peer_text(h2->conn), hs->id);
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
-    sws_header_t *t = &r->headers[r->nheaders + r->ntrailers];
-    if (hbuf_reserve(hs, namelen + valuelen) < 0 || hbuf_slice(hs, name, namelen, &t->name) < 0 ||
-        hbuf_slice(hs, value, valuelen, &t->value) < 0)
+    if (field_add(hs, &r->headers[r->nheaders + r->ntrailers], name, namelen, value, valuelen) < 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     r->ntrailers++;
     return 0;
@@ -423,9 +455,7 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     (void)session;
     sws_request_t *r = &hs->st.req;
     const sws_settings_t *st = h2->conn->set->settings;
-    /* RFC 9113 6.5.2: each field counts its name, its value and 32. */
-    hs->hsize += namelen + valuelen + 32;
-    if (hs->hsize > st->max_header_size)
+    if (hsize_over(hs, st, namelen, valuelen))
         hs->refuse = 431;
     if (hs->refuse != 0)
         return 0; /* decoded (the HPACK state must follow) but not kept */
@@ -443,17 +473,11 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
         }
         return rc < 0 ? NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE : 0;
     }
-    unsigned limit = st->max_headers < SWS_REQUEST_MAX_HEADERS ? st->max_headers
-                                                                : SWS_REQUEST_MAX_HEADERS;
-    if (r->nheaders >= limit) {
+    if (r->nheaders >= sws_request_max_fields(st)) {
         hs->refuse = 431;
         return 0;
     }
-    /* Room for both first: a growth between the two would leave the name
-     * behind (it is not in nheaders yet). */
-    sws_header_t *hd = &r->headers[r->nheaders];
-    if (hbuf_reserve(hs, namelen + valuelen) < 0 || hbuf_slice(hs, name, namelen, &hd->name) < 0 ||
-        hbuf_slice(hs, value, valuelen, &hd->value) < 0)
+    if (field_add(hs, &r->headers[r->nheaders], name, namelen, value, valuelen) < 0)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     r->nheaders++;
     return 0;
@@ -508,9 +532,10 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
      * room: a full consumer holds the client to the window it has. */
     if (hs->st.body->data(&hs->st, (const char *)data, len))
         hs->st.body_full = 1;
-    if (hs->st.body_full)
+    if (hs->st.body_full) {
         hs->unconsumed += len;
-    else
+        sweep_mark(hs); /* given back once the consumer resumes */
+    } else
         window_give(h2, hs, len);
     return 0;
 }
@@ -563,8 +588,10 @@ static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, v
     case NGHTTP2_HEADERS:
         if (hs == NULL)
             break;
-        if (!hs->head_done && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM))
+        if (!hs->head_done && (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)) {
+            h2->ndispatch += !hs->dispatch;
             hs->dispatch = 1; /* a RST_STREAM later in this read spares its work */
+        }
         else if (!hs->head_done)
             stream_head_done(h2, hs, 0);
         else if (frame->hd.flags & NGHTTP2_FLAG_END_STREAM)
@@ -620,8 +647,10 @@ static int on_stream_close(nghttp2_session *session, int32_t id, uint32_t error_
      * without calling on_invalid_frame. */
     if (hs != NULL && error_code == NGHTTP2_PROTOCOL_ERROR && !hs->peer_reset)
         stream_invalid(user, hs, "body length differs from content-length");
-    if (hs != NULL)
+    if (hs != NULL) {
         hs->closed = 1; /* released after nghttp2 returns: the producer may still be in a call */
+        sweep_mark(hs);
+    }
     return 0;
 }
 
@@ -791,11 +820,18 @@ static int submit_head(h2_stream_t *hs, unsigned status, const sws_header_t *h, 
     return 0;
 }
 
+/* Bytes for a stream whose client is gone are taken and dropped, so that
+ * no producer waits on it. */
+static int sink_gone(const h2_stream_t *hs)
+{
+    return hs->st.req.conn->phase == SWS_CONN_CLOSED || hs->closed;
+}
+
 static int sink_head(sws_stream_t *st, const sws_header_t *h, unsigned n, size_t body_room)
 {
     (void)body_room;
     h2_stream_t *hs = h2s_of(st);
-    if (st->req.conn->phase == SWS_CONN_CLOSED || hs->closed)
+    if (sink_gone(hs))
         return 0;
     unsigned status = st->req.status;
     int body = !st->no_body && st->length != 0 && status != 204 && status != 304;
@@ -814,11 +850,12 @@ static size_t out_room(h2_stream_t *hs)
     return SWS_HTTP2_STREAM_BUF - hs->olen;
 }
 
-/* Bytes for a stream whose client is gone are taken and dropped, so that
- * no producer waits on it. */
-static int sink_gone(const h2_stream_t *hs)
+/* The sink refused bytes: the sweep resumes the producer once there is
+ * room. */
+static void resume_owed(h2_stream_t *hs)
 {
-    return hs->st.req.conn->phase == SWS_CONN_CLOSED || hs->closed;
+    hs->want_resume = 1;
+    sweep_mark(hs);
 }
 
 static size_t sink_data(sws_stream_t *st, const char *p, size_t n)
@@ -829,7 +866,7 @@ static size_t sink_data(sws_stream_t *st, const char *p, size_t n)
     size_t room = out_room(hs);
     size_t take = n < room ? n : room;
     if (take < n)
-        hs->want_resume = 1;
+        resume_owed(hs);
     if (take == 0)
         return 0;
     memcpy(hs->obuf + hs->olen, p, take);
@@ -846,7 +883,7 @@ static size_t sink_room(const sws_stream_t *st)
         return SIZE_MAX;
     size_t room = out_room(hs);
     if (room == 0)
-        hs->want_resume = 1;
+        resume_owed(hs);
     return room;
 }
 
@@ -860,7 +897,7 @@ static int64_t sink_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
     size_t room = out_room(hs);
     size_t want = len < room ? (size_t)len : room;
     if (want < len)
-        hs->want_resume = 1;
+        resume_owed(hs);
     if (want == 0)
         return 0;
     ssize_t n = pread(fd, hs->obuf + hs->olen, want, off);
@@ -966,8 +1003,10 @@ static int h2_sweep(sws_http2_t *h2)
 {
     int resumed = 0;
     h2_stream_t *next;
-    for (h2_stream_t *hs = h2->streams; hs != NULL; hs = next) {
+    for (h2_stream_t *hs = h2->streams; hs != NULL && h2->nsweep > 0; hs = next) {
         next = hs->next;
+        if (!hs->swept)
+            continue;
         if (hs->closed) {
             stream_release(h2, hs);
             continue;
@@ -978,8 +1017,14 @@ static int h2_sweep(sws_http2_t *h2)
         }
         if (hs->want_resume && hs->olen < SWS_HTTP2_STREAM_BUF) {
             hs->want_resume = 0;
-            sws_stream_resume(&hs->st);
+            sws_stream_resume(&hs->st); /* may refuse again: resume_owed marks it anew */
             resumed = 1;
+        }
+        /* Unmarked once nothing is owed; closed during the resume, it
+         * stays marked for its release. */
+        if (!hs->closed && hs->unconsumed == 0 && !hs->want_resume) {
+            hs->swept = 0;
+            h2->nsweep--;
         }
     }
     return resumed;
@@ -1085,13 +1130,11 @@ static void h2_pump(sws_conn_t *c, sws_http2_t *h2)
  * connect). */
 static void streams_dispatch(sws_http2_t *h2)
 {
-    h2_stream_t *hs = h2->streams;
-    while (hs != NULL && hs->next != NULL)
-        hs = hs->next;
-    for (; hs != NULL; hs = hs->prev) {
+    for (h2_stream_t *hs = h2->oldest; hs != NULL && h2->ndispatch > 0; hs = hs->prev) {
         if (!hs->dispatch)
             continue;
         hs->dispatch = 0;
+        h2->ndispatch--;
         if (!hs->closed && !h2->dead)
             stream_head_done(h2, hs, 1);
     }
@@ -1122,18 +1165,13 @@ static void http2_on_input(sws_conn_t *c)
         streams_dispatch(h2);
         c->rpos = c->rend = c->msg_start = 0;
     }
-    if (h2->dead)
-        c->rpos = c->rend = c->msg_start = 0;
-    if (h2->dead)
+    if (h2->dead) {
+        c->rpos = c->rend = c->msg_start = 0; /* what a dead session left is dropped */
         c->input_paused = 1;
+    }
     h2_pump(c, h2);
     if (c->phase == SWS_CONN_ACTIVE && h2->dead && !nghttp2_session_want_write(h2->session))
         c->close_after = 1;
-}
-
-static void http2_writable(sws_conn_t *c)
-{
-    http2_on_input(c); /* the same work: input held back is parsed now */
 }
 
 static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c);
@@ -1185,7 +1223,10 @@ static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c)
             continue;
         if (!hs->head_done)
             return SWS_PROTO_WAIT_HEAD;
-        if (stream_stalled(h2, hs))
+        /* Stamped by stalls_update at the end of the pump that every
+         * change of a window or of the stream's state ends with (a read,
+         * a write, a producer's wake-up, a timer): no window lookup. */
+        if (hs->stall_ms != 0)
             window = 1;
         else if (!hs->remote_done && !hs->st.body_full && !hs->reset_sent)
             body = 1;
@@ -1208,16 +1249,6 @@ static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c)
     return SWS_PROTO_WAIT_IDLE;
 }
 
-static void http2_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
-                              const char *new_base, size_t shift)
-{
-    (void)c;
-    (void)old_base;
-    (void)old_cap;
-    (void)new_base;
-    (void)shift; /* nothing points into the read buffer */
-}
-
 /* A producer waiting on someone else (the proxy) is cancelled when the
  * client is gone, as HTTP/1 does (ADR 0025). */
 static int http2_client_gone(sws_conn_t *c)
@@ -1226,11 +1257,6 @@ static int http2_client_gone(sws_conn_t *c)
         if (hs->st.source != NULL && !sws_stream_ended(&hs->st))
             return 1;
     return 0;
-}
-
-static void http2_nothing(sws_conn_t *c)
-{
-    (void)c;
 }
 
 static nghttp2_session_callbacks *callbacks;
@@ -1270,21 +1296,18 @@ static int session_new(sws_http2_t *h2)
     return nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
 }
 
-/* Switched to (worker/http2.h): the state is ours to make. A failure
- * leaves a state without a session, which on_input closes. */
+/* Switched to (worker/http2.h) with no state: the state is ours to make.
+ * A failure leaves a state without a session, which on_input closes. */
 static void http2_init(sws_conn_t *c)
 {
-    sws_http2_t *h2 = c->proto_state;
+    sws_http2_t *h2 = calloc(1, sizeof(*h2));
     if (h2 == NULL) {
-        h2 = calloc(1, sizeof(*h2));
-        if (h2 == NULL) {
-            static sws_http2_t none;
-            sws_log_error("client %s: no memory for HTTP/2", sws_conn_peer_text(c));
-            c->proto_state = &none;
-            return;
-        }
-        c->proto_state = h2;
+        static sws_http2_t none;
+        sws_log_error("client %s: no memory for HTTP/2", sws_conn_peer_text(c));
+        c->proto_state = &none;
+        return;
     }
+    c->proto_state = h2;
     h2->conn = c;
     if (session_new(h2) < 0)
         sws_log_error("client %s: cannot start an HTTP/2 session", sws_conn_peer_text(c));
@@ -1304,15 +1327,13 @@ static void http2_close(sws_conn_t *c)
 
 const sws_proto_ops_t sws_http2_proto = {
     .state_size = 0,
-    .setup = http2_nothing,
     .init = http2_init,
     .on_input = http2_on_input,
-    .writable = http2_writable,
+    .writable = http2_on_input, /* the same work: input held back is parsed now */
     .fail = http2_fail,
     .waiting_for = http2_waiting_for,
-    .input_moved = http2_input_moved,
+    /* no input_moved: nothing points into the read buffer (on_input) */
     .close = http2_close,
-    .destroy = http2_nothing,
     .client_gone = http2_client_gone,
     .drain = h2_drain,
 };

@@ -8,7 +8,7 @@
  * for the protocol with each connection (c->proto_state, allocated and
  * freed with the connection, reused with it) and calls the protocol
  * through these operations, always from the worker's thread:
- *   - setup: once, when the connection's memory is allocated (make the
+ *   - setup (optional): once, when the connection's memory is allocated (make the
  *     state valid; destroy frees what setup or later calls allocated);
  *   - init: when a connection opens on that memory (a fresh exchange);
  *   - on_input: the bytes rbuf[rpos, rend) are new; parse and answer what is
@@ -23,14 +23,15 @@
  *   - waiting_for: what the protocol waits for now, so that conn.c arms the
  *     matching timer and knows an idle connection (which a graceful stop
  *     may close at once);
- *   - input_moved: the read buffer's bytes moved (compaction drops
+ *   - input_moved (optional: a protocol that keeps nothing pointing into
+ *     the read buffer needs none): the read buffer's bytes moved (compaction drops
  *     rbuf[0, shift) and moves the rest to the front; growth moves them to
  *     new memory): the protocol re-points what it keeps into them, with
  *     sws_proto_slice_move();
  *   - close: the connection is closing (its fd is already closed): release
  *     every stream still open (each is logged as cut short) and trim the
  *     state's memory for reuse;
- *   - destroy: the connection's memory is freed: free what the state holds;
+ *   - destroy (optional): the connection's memory is freed: free what the state holds;
  *   - client_gone (optional): the client closed its side (a FIN or a reset
  *     seen, also while its input is paused) while waiting_for says
  *     WAIT_RESPONSE. 1 when the protocol gives the exchange up (a producer

@@ -33,6 +33,13 @@ typedef struct sws_header {
 
 #define SWS_REQUEST_MAX_HEADERS 128 /* hard cap; settings may set less */
 
+/* How many fields a request may carry: the settings' max_headers, within
+ * the room of sws_request_t.headers (HTTP/2 counts trailers in too). */
+static inline unsigned sws_request_max_fields(const sws_settings_t *st)
+{
+    return st->max_headers < SWS_REQUEST_MAX_HEADERS ? st->max_headers : SWS_REQUEST_MAX_HEADERS;
+}
+
 #define SWS_REQUEST_UPSTREAM_TEXT 160
 
 typedef struct sws_request_upstream {

@@ -244,6 +244,16 @@ void sws_stream_resume(sws_stream_t *st)
         st->source->proceed(st);
 }
 
+/* The producer is done with: it frees what it holds, and no callback of
+ * it is made again. */
+static void source_forget(sws_stream_t *st)
+{
+    if (st->source != NULL && st->source->dispose != NULL)
+        st->source->dispose(st);
+    st->source = NULL;
+    st->source_data = NULL;
+}
+
 void sws_stream_release(sws_stream_t *st)
 {
     sws_request_t *r = &st->req;
@@ -256,9 +266,7 @@ void sws_stream_release(sws_stream_t *st)
      * upstream fields. */
     if (r->status == 0 && st->source != NULL)
         r->status = SWS_STATUS_CLIENT_CLOSED;
-    if (st->source != NULL && st->source->dispose != NULL)
-        st->source->dispose(st);
-    st->source = NULL;
+    source_forget(st);
     if (r->status != 0) {
         sws_conn_t *c = r->conn;
         sws_conn_set_t *s = c->set;
@@ -341,10 +349,7 @@ void sws_stream_drop_source(sws_stream_t *st)
 {
     if (st->phase >= SWS_STREAM_RESPONSE)
         return;
-    if (st->source != NULL && st->source->dispose != NULL)
-        st->source->dispose(st);
-    st->source = NULL;
-    st->source_data = NULL;
+    source_forget(st);
     st->body = NULL;
     st->body_full = 0;
 }

@@ -274,11 +274,6 @@ void sws_tunnel_free(sws_tunnel_t *t)
 
 /* ---- the client connection's protocol (worker/proto.h) ---- */
 
-static void tunnel_nothing(sws_conn_t *c)
-{
-    (void)c; /* setup and destroy: the tunnel's memory is its own, not the set's */
-}
-
 /* The switch: bytes the client sent after its request head are the
  * tunnel's first, the upstream's early bytes go out after the 101. */
 static void tunnel_init(sws_conn_t *c)
@@ -320,14 +315,6 @@ static enum sws_proto_wait tunnel_waiting_for(const sws_conn_t *c)
     return SWS_PROTO_WAIT_RESPONSE;
 }
 
-static void tunnel_input_moved(sws_conn_t *c, uintptr_t old_base, size_t old_cap,
-                               const char *new_base, size_t shift)
-{
-    /* conn.c moves input only when it reads, and it reads nothing while
-     * input_paused is set. */
-    (void)c, (void)old_base, (void)old_cap, (void)new_base, (void)shift;
-}
-
 /* The connection closed: so does the upstream's; the log counts what
  * reached the client's socket, not what was still queued. */
 static void tunnel_close(sws_conn_t *c)
@@ -342,13 +329,13 @@ static void tunnel_close(sws_conn_t *c)
 
 const sws_proto_ops_t sws_tunnel_proto = {
     .state_size = 0,
-    .setup = tunnel_nothing,
+    /* No setup nor destroy: the tunnel's memory is its own, not the
+     * set's. No input_moved: conn.c moves input only when it reads, and
+     * it reads nothing while input_paused is set. */
     .init = tunnel_init,
     .on_input = tunnel_on_input,
     .writable = tunnel_on_input,
     .fail = tunnel_fail,
     .waiting_for = tunnel_waiting_for,
-    .input_moved = tunnel_input_moved,
     .close = tunnel_close,
-    .destroy = tunnel_nothing,
 };

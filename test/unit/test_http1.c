@@ -22,6 +22,9 @@
 #include "worker/http1.h"
 #include "worker/stream.h"
 
+/* 50 bytes, for heads padded past a size. */
+#define PAD50 "01234567890123456789012345678901234567890123456789"
+
 typedef struct fixture {
     sws_loop_t loop;
     sws_conn_set_t set;
@@ -623,14 +626,12 @@ static void test_limits_before_later_faults_any_cut(void **state)
         CASE("bare LF after", "GET /0123456789012345678901234567890123456789012345678901234567890"
              " HTTP/1.1\r\nHost: a\nX: y\r\n\r\n"),
     };
-#define PAD50 "01234567890123456789012345678901234567890123456789"
     static const bytes_case_t big_head[] = {
         CASE("bad field name after", "GET / HTTP/1.1\r\nHost: a\r\nX-Pad: " PAD50 PAD50 PAD50 PAD50 PAD50
              "\r\nB\xff" "d: x\r\n\r\n"),
         CASE("bare LF after", "GET / HTTP/1.1\r\nHost: a\r\nX-Pad: " PAD50 PAD50 PAD50 PAD50 PAD50
              "\nY: z\r\n\r\n"),
     };
-#undef PAD50
     for (size_t i = 0; i < NCASES(long_line); i++)
         for (int split = 0; split < 2; split++)
             expect_case_answered_with(&long_line[i], split, 414, &st);
@@ -654,10 +655,8 @@ static void test_callback_refusals_any_cut(void **state)
         "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nCC\x01: 3\r\n\r\n");
     static const bytes_case_t too_many = CASE("one field too many",
         "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 2\r\nCC: 3\r\n\r\n");
-#define PAD50 "01234567890123456789012345678901234567890123456789"
     static const bytes_case_t big_trailer = CASE("bad byte past the trailer limit",
         TE_CHUNKED "1\r\nx\r\n0\r\nT: " PAD50 PAD50 PAD50 PAD50 PAD50 PAD50 "\x01\r\n\r\n");
-#undef PAD50
     for (int split = 0; split < 2; split++) {
         expect_case_answered_with(&bad_name, split, 400, &st);
         expect_case_answered_with(&too_many, split, 431, &st);
@@ -1655,11 +1654,6 @@ static struct switched {
     char got[64];
 } sw;
 
-static void sw_nothing(sws_conn_t *c)
-{
-    (void)c;
-}
-
 static void sw_init(sws_conn_t *c)
 {
     sw.inits++;
@@ -1691,11 +1685,6 @@ static enum sws_proto_wait sw_waiting(const sws_conn_t *c)
     return SWS_PROTO_WAIT_RESPONSE;
 }
 
-static void sw_moved(sws_conn_t *c, uintptr_t a, size_t b, const char *d, size_t e)
-{
-    (void)c, (void)a, (void)b, (void)d, (void)e;
-}
-
 static sws_shm_counters_t *sw_counters;
 
 static void sw_close(sws_conn_t *c)
@@ -1706,8 +1695,12 @@ static void sw_close(sws_conn_t *c)
 }
 
 static const sws_proto_ops_t switched_proto = {
-    0, sw_nothing, sw_init, sw_input, sw_input, sw_fail, sw_waiting, sw_moved, sw_close,
-    sw_nothing, NULL, NULL,
+    .init = sw_init,
+    .on_input = sw_input,
+    .writable = sw_input,
+    .fail = sw_fail,
+    .waiting_for = sw_waiting,
+    .close = sw_close,
 };
 
 static void switching_handler(sws_stream_t *st)

@@ -51,6 +51,7 @@ typedef struct fixture {
     char raw[512];             /* the first bytes the server sent */
     size_t raw_len;
     sws_stream_t *held;        /* /hold's stream, not answered yet */
+    int hold_window;           /* the client gives its window back only when told */
     unsigned handled;          /* requests the handler saw */
 } fixture_t;
 
@@ -174,6 +175,7 @@ static void client_new(fixture_t *f, const nghttp2_settings_entry *iv, size_t ni
     /* Until the server's SETTINGS arrive the client would hold itself to
      * 100 streams: a test of the server's own limit needs more. */
     nghttp2_option_set_peer_max_concurrent_streams(opt, 1000);
+    nghttp2_option_set_no_auto_window_update(opt, f->hold_window);
     assert_int_equal(nghttp2_session_callbacks_new(&cb), 0);
     nghttp2_session_callbacks_set_send_callback(cb, client_send);
     nghttp2_session_callbacks_set_on_header_callback(cb, client_header);
@@ -656,13 +658,26 @@ static void test_zero_window_reader_closed_by_timeout(void **state)
 
 static void test_large_response_paced_by_the_window(void **state)
 {
+    enum { WINDOW = 16384 };
     fixture_t *f = *state;
-    client_new(f, NULL, 0);
+    f->hold_window = 1;
+    nghttp2_settings_entry iv[] = { { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, WINDOW } };
+    client_new(f, iv, 1);
     int32_t id = request(f, "GET", "/big", NULL);
-    for (int i = 0; i < 50 && !reply_of(f, id)->closed; i++)
+    reply_t *r = reply_of(f, id);
+    uint64_t given = 0; /* bytes the client gave back to its window */
+    for (int i = 0; i < 2 * 200000 / WINDOW + 10 && !r->closed; i++) {
         pump(f);
-    assert_int_equal(reply_of(f, id)->body_total, 200000);
-    assert_int_equal(reply_of(f, id)->close_error, NGHTTP2_NO_ERROR);
+        /* Held, the window lets a window's worth out, and the server fills
+         * it: no more (paced), no less (the stream resumed). */
+        assert_true(r->body_total <= given + WINDOW);
+        assert_true(r->closed || r->body_total == given + WINDOW);
+        assert_int_equal(nghttp2_session_consume(f->client, id, r->body_total - given), 0);
+        given = r->body_total;
+    }
+    assert_true(r->closed);
+    assert_int_equal(r->body_total, 200000);
+    assert_int_equal(r->close_error, NGHTTP2_NO_ERROR);
 }
 
 int main(void)
