@@ -8,6 +8,7 @@ int sws_loop_init(sws_loop_t *loop)
 {
     memset(loop, 0, sizeof(*loop));
     loop->deferred.prev = loop->deferred.next = &loop->deferred;
+    loop->max_wait_ms = -1;
     loop->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (loop->epfd < 0)
         return -1;
@@ -190,25 +191,38 @@ static void run_deferred(sws_loop_t *loop)
     }
 }
 
+/* This iteration's epoll_wait timeout. After an iteration that had work,
+ * look once more without sleeping: under load the next events are usually
+ * already there, and going to sleep and being woken costs both sides far
+ * more than this extra epoll_wait (docs/adr/0005-poll-once-before-sleeping.md).
+ * Only a sleep needs the timers' next deadline. */
+static int wait_ms(sws_loop_t *loop)
+{
+    int wait = 0;
+    if (!loop->busy && loop->deferred.next == &loop->deferred) {
+        wait = next_timeout(loop);
+        if (loop->max_wait_ms >= 0 && (wait < 0 || loop->max_wait_ms < wait))
+            wait = loop->max_wait_ms;
+    }
+    return wait;
+}
+
+int sws_loop_will_block(sws_loop_t *loop)
+{
+    return wait_ms(loop) != 0;
+}
+
 int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
 {
+    /* Before the tick, which may ask sws_loop_will_block. */
+    loop->max_wait_ms = max_wait_ms;
     if (loop->tick != NULL)
         loop->tick(loop, loop->tick_data);
     /* The tick may decide the loop is done (a drained worker): return
      * before blocking in epoll_wait until some unrelated timer fires. */
     if (loop->stop)
         return 0;
-    /* After an iteration that had work, look once more without sleeping:
-     * under load the next events are usually already there, and going to
-     * sleep and being woken costs both sides far more than this extra
-     * epoll_wait (docs/adr/0005-poll-once-before-sleeping.md). Only a
-     * sleep needs the timers' next deadline. */
-    int wait = 0;
-    if (!loop->busy && loop->deferred.next == &loop->deferred) {
-        wait = next_timeout(loop);
-        if (max_wait_ms >= 0 && (wait < 0 || max_wait_ms < wait))
-            wait = max_wait_ms;
-    }
+    int wait = wait_ms(loop);
     int n = epoll_wait(loop->epfd, loop->events, SWS_LOOP_MAX_EVENTS, wait);
     loop->busy = n > 0;
     sws_loop_update_time(loop);
