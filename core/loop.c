@@ -9,6 +9,7 @@ int sws_loop_init(sws_loop_t *loop)
     memset(loop, 0, sizeof(*loop));
     loop->deferred.prev = loop->deferred.next = &loop->deferred;
     loop->max_wait_ms = -1;
+    loop->next_expiry_ms = UINT64_MAX; /* no timer armed */
     loop->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (loop->epfd < 0)
         return -1;
@@ -112,8 +113,8 @@ void sws_timer_arm(sws_loop_t *loop, sws_timer_queue_t *q, sws_timer_t *t)
 }
 
 /* The earliest deadline among the queue heads (each queue is in deadline
- * order), UINT64_MAX when no timer is armed; remembered in next_expiry_ms. */
-static uint64_t earliest_deadline(sws_loop_t *loop)
+ * order), UINT64_MAX when no timer is armed: into next_expiry_ms. */
+static void earliest_deadline(sws_loop_t *loop)
 {
     uint64_t best = UINT64_MAX;
     for (const sws_timer_queue_t *q = loop->queues; q != NULL; q = q->next_queue) {
@@ -122,13 +123,15 @@ static uint64_t earliest_deadline(sws_loop_t *loop)
             best = t->deadline_ms;
     }
     loop->next_expiry_ms = best;
-    return best;
 }
 
-/* Milliseconds until the earliest queue head fires; -1 when none armed. */
+/* Milliseconds until next_expiry_ms; -1 when no timer is armed. No walk:
+ * it is a lower bound of every armed deadline (an arm lowers it, the walk
+ * in expire_timers sets it exactly), so the loop never sleeps past one;
+ * after a disarm it may wake early, for one walk that finds nothing due. */
 static int next_timeout(sws_loop_t *loop)
 {
-    uint64_t at = earliest_deadline(loop);
+    uint64_t at = loop->next_expiry_ms;
     if (at == UINT64_MAX)
         return -1;
     if (at <= loop->now_ms)
