@@ -33,18 +33,9 @@ def proxy_config(*members, pool="app", extra="", weights=None):
 
 
 class ProxyTestCase(ServerTestCase):
-    def setUp(self):
-        super().setUp()
-        self.backends = []
-
-    def tearDown(self):
-        for b in self.backends:
-            b.stop()
-        super().tearDown()
-
     def backend(self, name, mode="ok"):
         b = Backend(name, mode)
-        self.backends.append(b)
+        self.addCleanup(b.stop)
         return b
 
     def proxy(self, *backends, **kw):
