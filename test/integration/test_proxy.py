@@ -33,9 +33,18 @@ def proxy_config(*members, pool="app", extra="", weights=None):
 
 
 class ProxyTestCase(ServerTestCase):
+    def setUp(self):
+        super().setUp()
+        self.backends = []
+
+    def tearDown(self):
+        for b in self.backends:
+            b.stop()
+        super().tearDown()
+
     def backend(self, name, mode="ok"):
         b = Backend(name, mode)
-        self.addCleanup(b.stop)
+        self.backends.append(b)
         return b
 
     def proxy(self, *backends, **kw):
