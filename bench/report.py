@@ -96,7 +96,6 @@ def figures(row):
     cpu_ns, backend_ns = optional(row, "cpu_ns"), optional(row, "backend_cpu_ns")
     cpu_s = cpu_ns / 1e9 if cpu_ns is not None else tick_s
     backend_s = backend_ns / 1e9 if backend_ns is not None else backend_tick_s
-    syscalls, syscall_requests = optional(row, "syscalls"), optional(row, "syscall_requests")
     return {
         "run": int(row["run"]),
         "slot": int(row["slot"]),
@@ -111,7 +110,7 @@ def figures(row):
         "p999_ms": p999 / 1000 if p999 is not None else None,
         "cpu_us_per_req": cpu_s * 1e6 / requests,
         "cpu_tick_us_per_req": tick_s * 1e6 / requests if cpu_ns is not None else None,
-        "syscalls_per_req": syscalls / syscall_requests if syscalls is not None and syscall_requests else None,
+        "syscalls_per_req": per_syscall_request(row, "syscalls"),
         "polls_per_req": per_syscall_request(row, "syscall_polls"),
         "switches_per_req": per_syscall_request(row, "syscall_switches"),
         "backend_cpu_us_per_req": backend_s * 1e6 / requests if backend_s is not None else None,
@@ -211,13 +210,17 @@ def setup_line(meta, runs, servers):
         placing = f"One worker per server, every server process on CPU {meta.get('server_cpu')}"
     else:
         placing = f"{workers} workers per server, each pinned to one of CPUs {meta.get('server_cpu')}"
+    # The client as run.sh names it, without its version's details: the
+    # TLS scenarios run h2load or bench/tlsresume.py, not wrk.
     if meta.get("load") == "rate":
         rate_from = meta.get("rate_from", "given")
         load = (f"fixed rate {meta.get('rate')} requests/s{'' if rate_from == 'given' else ' (' + rate_from + ')'} "
                 f"({meta.get('wrk', 'bench/fixedrate.py').split(' (')[0]}, open loop, latency from "
                 f"the moment each request was due) over {meta.get('connections')} keep-alive connections")
     else:
-        load = f"wrk -t1 -c{meta.get('connections')}"
+        client = meta.get("wrk", "wrk").split(" (")[0]
+        load = (f"wrk -t1 -c{meta.get('connections')}" if client.startswith("wrk")
+                else f"{client} over {meta.get('connections')} connections")
     backend = ""
     if meta.get("backend"):
         backend = (f"; every server proxies to one backend, {meta['backend']}, whose CPU is reported apart "

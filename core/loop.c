@@ -8,6 +8,8 @@ int sws_loop_init(sws_loop_t *loop)
 {
     memset(loop, 0, sizeof(*loop));
     loop->deferred.prev = loop->deferred.next = &loop->deferred;
+    loop->max_wait_ms = -1;
+    loop->next_expiry_ms = UINT64_MAX; /* no timer armed */
     loop->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (loop->epfd < 0)
         return -1;
@@ -111,8 +113,8 @@ void sws_timer_arm(sws_loop_t *loop, sws_timer_queue_t *q, sws_timer_t *t)
 }
 
 /* The earliest deadline among the queue heads (each queue is in deadline
- * order), UINT64_MAX when no timer is armed; remembered in next_expiry_ms. */
-static uint64_t earliest_deadline(sws_loop_t *loop)
+ * order), UINT64_MAX when no timer is armed: into next_expiry_ms. */
+static void earliest_deadline(sws_loop_t *loop)
 {
     uint64_t best = UINT64_MAX;
     for (const sws_timer_queue_t *q = loop->queues; q != NULL; q = q->next_queue) {
@@ -121,13 +123,15 @@ static uint64_t earliest_deadline(sws_loop_t *loop)
             best = t->deadline_ms;
     }
     loop->next_expiry_ms = best;
-    return best;
 }
 
-/* Milliseconds until the earliest queue head fires; -1 when none armed. */
+/* Milliseconds until next_expiry_ms; -1 when no timer is armed. No walk:
+ * it is a lower bound of every armed deadline (an arm lowers it, the walk
+ * in expire_timers sets it exactly), so the loop never sleeps past one;
+ * after a disarm it may wake early, for one walk that finds nothing due. */
 static int next_timeout(sws_loop_t *loop)
 {
-    uint64_t at = earliest_deadline(loop);
+    uint64_t at = loop->next_expiry_ms;
     if (at == UINT64_MAX)
         return -1;
     if (at <= loop->now_ms)
@@ -190,25 +194,38 @@ static void run_deferred(sws_loop_t *loop)
     }
 }
 
+/* This iteration's epoll_wait timeout. After an iteration that had work,
+ * look once more without sleeping: under load the next events are usually
+ * already there, and going to sleep and being woken costs both sides far
+ * more than this extra epoll_wait (docs/adr/0005-poll-once-before-sleeping.md).
+ * Only a sleep needs the timers' next deadline. */
+static int wait_ms(sws_loop_t *loop)
+{
+    int wait = 0;
+    if (!loop->busy && loop->deferred.next == &loop->deferred) {
+        wait = next_timeout(loop);
+        if (loop->max_wait_ms >= 0 && (wait < 0 || loop->max_wait_ms < wait))
+            wait = loop->max_wait_ms;
+    }
+    return wait;
+}
+
+int sws_loop_will_block(sws_loop_t *loop)
+{
+    return wait_ms(loop) != 0;
+}
+
 int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
 {
+    /* Before the tick, which may ask sws_loop_will_block. */
+    loop->max_wait_ms = max_wait_ms;
     if (loop->tick != NULL)
         loop->tick(loop, loop->tick_data);
     /* The tick may decide the loop is done (a drained worker): return
      * before blocking in epoll_wait until some unrelated timer fires. */
     if (loop->stop)
         return 0;
-    /* After an iteration that had work, look once more without sleeping:
-     * under load the next events are usually already there, and going to
-     * sleep and being woken costs both sides far more than this extra
-     * epoll_wait (docs/adr/0005-poll-once-before-sleeping.md). Only a
-     * sleep needs the timers' next deadline. */
-    int wait = 0;
-    if (!loop->busy && loop->deferred.next == &loop->deferred) {
-        wait = next_timeout(loop);
-        if (max_wait_ms >= 0 && (wait < 0 || max_wait_ms < wait))
-            wait = max_wait_ms;
-    }
+    int wait = wait_ms(loop);
     int n = epoll_wait(loop->epfd, loop->events, SWS_LOOP_MAX_EVENTS, wait);
     loop->busy = n > 0;
     sws_loop_update_time(loop);

@@ -87,6 +87,8 @@ struct sws_loop {
     uint64_t next_expiry_ms;      /* no timer is due before this: an arm lowers
                                    * it, a disarm leaves it early (one walk
                                    * too many, never a timer late) */
+    int max_wait_ms;              /* this iteration's bound (-1: none), for
+                                   * sws_loop_will_block */
     sws_tick_cb tick;             /* called once per iteration, before waiting */
     void *tick_data;
     sws_tick_cb wake;             /* called once per iteration, after waiting */
@@ -109,6 +111,12 @@ int sws_loop_del(sws_loop_t *loop, sws_io_t *io);
 /* The tick runs once per iteration, before epoll_wait: flush buffered logs,
  * adopt a new table generation, reap closed connections. */
 void sws_loop_set_tick(sws_loop_t *loop, sws_tick_cb cb, void *data);
+
+/* Whether this iteration's epoll_wait will sleep (a timeout other than 0),
+ * as far as the loop's state says now: for the tick, the last thing to run
+ * before it. After a busy iteration the loop only polls, and a worker that
+ * claimed to be asleep then would misinform the accept policy (load.h). */
+int sws_loop_will_block(sws_loop_t *loop);
 
 /* The wake callback runs once per iteration as soon as epoll_wait returns,
  * before any event or timer is handled: what the tick did before a long

@@ -141,8 +141,7 @@ struct sws_ebpf_scan {
     __u32 eligible; /* fountain: eligible workers */
     __u64 total;    /* fountain: their load */
     __u64 best;     /* sort key of the best so far, ending with its slot */
-    __u32 awake_only; /* least-loaded: only workers not in epoll_wait ... */
-    __u64 within;     /* ... holding at most this load */
+    __u64 best_awake; /* lightest: the same among workers not in epoll_wait */
 };
 
 #define SWS_EBPF_KEY_NONE (~0ull)
@@ -168,8 +167,7 @@ static inline void sws_ebpf_scan_init(struct sws_ebpf_scan *c, const struct sws_
     c->eligible = 0;
     c->total = 0;
     c->best = SWS_EBPF_KEY_NONE;
-    c->awake_only = 0;
-    c->within = 0;
+    c->best_awake = SWS_EBPF_KEY_NONE;
 }
 
 /* Worker i if it is in use and eligible, else NULL. */
@@ -206,21 +204,20 @@ static inline __u64 sws_ebpf_light_key(const struct sws_ebpf_scan *c, const stru
 
 #define SWS_EBPF_KEY_LOAD(key) ((key) >> 19)
 
-/* Among the workers pinned to c->cpu (any: ~0u), and with awake_only those
- * not in epoll_wait with a load of at most c->within (least-loaded's second
- * walk), the lightest. */
+/* Among the workers pinned to c->cpu (any: ~0u), the lightest, and the
+ * lightest of those not in epoll_wait: least-loaded chooses between the two
+ * after this one walk, rather than walking again when the lightest sleeps. */
 static inline long sws_ebpf_visit_lightest(__u32 i, void *ctx)
 {
     struct sws_ebpf_scan *c = ctx;
     const struct sws_ebpf_worker *w = sws_ebpf_scan_worker(c, i);
-    if (w == 0 || (c->cpu != ~0u && w->cpu != c->cpu) || (c->awake_only && w->asleep))
+    if (w == 0 || (c->cpu != ~0u && w->cpu != c->cpu))
         return 0;
-    __u64 load = sws_ebpf_load(w);
-    if (c->awake_only && load > c->within)
-        return 0;
-    __u64 key = sws_ebpf_light_key(c, w, load, i);
+    __u64 key = sws_ebpf_light_key(c, w, sws_ebpf_load(w), i);
     if (key < c->best)
         c->best = key;
+    if (w->asleep == 0 && key < c->best_awake)
+        c->best_awake = key;
     return 0;
 }
 
@@ -268,6 +265,7 @@ static inline long sws_ebpf_visit_fountain(__u32 i, void *ctx)
 static inline int sws_ebpf_pick_lightest(struct sws_ebpf_scan *c)
 {
     c->best = SWS_EBPF_KEY_NONE;
+    c->best_awake = SWS_EBPF_KEY_NONE;
     SWS_EBPF_SCAN(sws_ebpf_visit_lightest, c);
     return sws_ebpf_key_slot(c->best);
 }
@@ -279,7 +277,8 @@ static inline int sws_ebpf_pick(const struct sws_ebpf_state *s, __u32 hash, __u3
                                 __u64 now_ms)
 {
     struct sws_ebpf_scan c;
-    int slot, awake;
+    int slot;
+    __u64 bound;
     sws_ebpf_scan_init(&c, s, hash, ~0u, now_ms);
     switch (s->config.policy) {
     case SWS_EBPF_HASH:
@@ -289,15 +288,16 @@ static inline int sws_ebpf_pick(const struct sws_ebpf_state *s, __u32 hash, __u3
         /* A sleeping worker costs a wake-up per request it is given; one
          * already running takes it in the same turn. So the lightest
          * awake worker, if it is close to the least loaded; else the
-         * lightest (ADR 0032). */
+         * lightest (ADR 0032). The lightest awake worker overall is also
+         * the lightest awake one within the bound, if any is. */
         slot = sws_ebpf_pick_lightest(&c);
         if (slot < 0 || c.s->w[slot & (SWS_EBPF_MAX_WORKERS - 1)].asleep == 0)
             return slot;
-        c.within = SWS_EBPF_KEY_LOAD(c.best);
-        c.within += (c.within >> SWS_EBPF_AWAKE_SHIFT) + 1;
-        c.awake_only = 1;
-        awake = sws_ebpf_pick_lightest(&c);
-        return awake >= 0 ? awake : slot;
+        bound = SWS_EBPF_KEY_LOAD(c.best);
+        bound += (bound >> SWS_EBPF_AWAKE_SHIFT) + 1;
+        if (c.best_awake != SWS_EBPF_KEY_NONE && SWS_EBPF_KEY_LOAD(c.best_awake) <= bound)
+            return sws_ebpf_key_slot(c.best_awake);
+        return slot;
     case SWS_EBPF_FOUNTAIN:
         SWS_EBPF_SCAN(sws_ebpf_visit_total, &c);
         SWS_EBPF_SCAN(sws_ebpf_visit_fountain, &c);

@@ -312,4 +312,11 @@ static inline int sws_conn_output_blocked(const sws_conn_t *c)
     return c->file_left > 0 || c->olen - c->osent >= SWS_CONN_OUT_HWM;
 }
 
+/* Bytes that may still go into the output before it blocks; 0 when it is
+ * blocked. What a producer reads at most, so the mark holds. */
+static inline size_t sws_conn_out_room(const sws_conn_t *c)
+{
+    return sws_conn_output_blocked(c) ? 0 : SWS_CONN_OUT_HWM - (c->olen - c->osent);
+}
+
 #endif

@@ -191,9 +191,9 @@ static size_t sink_room_bytes(const sws_stream_t *st)
     sws_conn_t *c = st->req.conn;
     if (c->phase == SWS_CONN_CLOSED)
         return SIZE_MAX;
-    if (!sink_room(c))
+    size_t room = sws_conn_out_room(c);
+    if (room == 0)
         return 0;
-    size_t room = SWS_CONN_OUT_HWM - (c->olen - c->osent);
     /* Chunk framing goes into the output too. Bytes read from a chunked
      * upstream carry their own framing, about as long as ours, except for
      * the first piece (the rest of a chunk begun in an earlier read) and

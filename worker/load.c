@@ -112,8 +112,10 @@ void sws_load_tick(sws_load_t *l, uint64_t now_ms, unsigned live, unsigned infli
     rec->live = live;
     rec->inflight = inflight;
     /* Last, just before epoll_wait: least-loaded prefers a worker that is
-     * awake (policy.h). Also set before a wait that will not sleep; the
-     * wake hook clears it a moment later. */
+     * awake (policy.h). Only before a wait that sleeps: the poll after a
+     * busy iteration is work, neither asleep nor idle time. */
+    if (!sws_loop_will_block(l->loop))
+        return;
     rec->asleep = 1;
     l->slept_at_ns = mono_ns();
 }

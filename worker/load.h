@@ -9,7 +9,8 @@
  *   sws_load_woke      after epoll_wait returns (the loop's wake hook):
  *                      clears asleep
  *   sws_load_tick      before epoll_wait (the loop's tick hook): heartbeat,
- *                      live connections, requests in flight, asleep
+ *                      live connections, requests in flight, and asleep
+ *                      if the wait will sleep (sws_loop_will_block)
  *   sws_load_accepted  after each accept
  *   sws_load_draining  when the worker stops taking connections
  *

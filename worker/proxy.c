@@ -82,8 +82,6 @@ typedef struct proxy {
     const char *why;              /* ... and why */
     char why_buf[48];
     uint8_t picked;               /* a member was picked and not yet told how it went */
-    uint8_t reopened;             /* this attempt met a stale pooled connection and went
-                                   * on a new one (stale()) */
     uint8_t logged;               /* the attempt is in the request's upstream fields */
     uint8_t has_key;              /* the request has a hash key */
     unsigned attempts;            /* retries made */
@@ -440,7 +438,6 @@ static int reopen(proxy_t *p, const char *why)
     sws_log_info("proxy: pool %s member %s: pooled connection %s: sending again on a new "
                  "connection", p->pool, member_text(p), why);
     log_attempt(p);
-    p->reopened = 1;
     p->cur_hint = i;
     exchange(p, pool, &pool->members[i], 1);
     return 0;
@@ -458,7 +455,9 @@ static void failed(proxy_t *p, enum fail_kind kind, const char *why)
         sws_upstream_close(p->u);
         p->u = NULL;
     }
-    if (was_stale && !p->reopened && may_resend(p, kind) && reopen(p, why) == 0)
+    /* A reopened attempt's connection is new, never reused: not stale
+     * again, so a member is reopened at most once per pick. */
+    if (was_stale && may_resend(p, kind) && reopen(p, why) == 0)
         return;
     report(p, fail_outcome(kind, was_stale));
     if (kind == F_CLIENT) {
@@ -769,7 +768,9 @@ static void body_sent(proxy_t *p)
     sws_stream_body_resume(p->st);
 }
 
-static void send_request(proxy_t *p)
+/* readable: the caller's event brought an EPOLLIN edge for this connection
+ * that nobody read yet. */
+static void send_request(proxy_t *p, int readable)
 {
     const char *at;
     size_t *sent, left;
@@ -798,14 +799,14 @@ static void send_request(proxy_t *p)
         }
     }
     /* The response comes with the next EPOLLIN edge, unless the upstream
-     * answered while we were still waiting to send: that edge is gone
-     * (edge-triggered), so look now. */
+     * answered while we were still waiting to send, or with the event that
+     * finished the send: that edge is gone (edge-triggered), so look now. */
     p->phase = PH_READ;
     /* A response paused for a slow client is the client's pace: its send
      * timer runs, not our read timer (proceed arms it again). */
     if (!p->paused)
         sws_upstream_arm(p->u, SWS_UPSTREAM_T_READ);
-    if (p->send_waited)
+    if (p->send_waited || readable)
         read_response(p);
 }
 
@@ -825,17 +826,16 @@ static void on_upstream_event(sws_upstream_conn_t *u, uint32_t events)
         if (rc > 0)
             return; /* the handshake waits for the member, under the connect timer */
         p->phase = PH_SEND;
-        send_request(p);
+        send_request(p, 0);
         return;
     }
     if (p->phase == PH_SEND) {
-        uint8_t waited = p->send_waited;
-        send_request(p);
-        /* The event's EPOLLIN edge is ours to use: while still sending, or
-         * when this call finished the request without reading (send_request
-         * reads itself only after a send that waited). */
-        if ((p->phase == PH_SEND || (p->phase == PH_READ && !waited && !p->send_waited)) &&
-            p->u == u && !p->paused && (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+        /* The event's EPOLLIN edge is ours to use: send_request reads when
+         * it finishes the request, and while still sending we do. */
+        int readable = p->u == u && !p->paused &&
+                       (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0;
+        send_request(p, readable);
+        if (p->phase == PH_SEND && p->u == u && readable)
             read_response(p);
         return;
     }
@@ -878,7 +878,6 @@ static void attempt(proxy_t *p)
         return;
     }
     p->picked = 1;
-    p->reopened = 0;
     p->cur_id = pool->bal.peers[i].id;
     p->cur_hint = i;
     sws_upstream_tried_add(&p->tried, p->cur_id);
@@ -920,7 +919,7 @@ static void exchange(proxy_t *p, const sws_upstream_pool_t *pool,
         return;
     }
     p->phase = PH_SEND;
-    send_request(p);
+    send_request(p, 0);
 }
 
 /* ---- the stream's source ---- */
@@ -968,7 +967,7 @@ static void body_kick(sws_defer_t *d)
 {
     proxy_t *p = sws_container_of(d, proxy_t, kick);
     if (p->phase == PH_SEND) /* connected: a full socket answers EAGAIN, EPOLLOUT follows */
-        send_request(p);
+        send_request(p, 0);
 }
 
 static int body_append(proxy_t *p, const char *a, size_t n)

@@ -92,13 +92,13 @@ static enum sws_tunnel_pump_result pump_down(sws_tunnel_t *t, int *progress)
 {
     sws_conn_t *c = t->c;
     for (unsigned i = 0; !t->down_eof && t->down_readable; i++) {
-        if (sws_conn_output_blocked(c)) {
+        size_t want = sws_conn_out_room(c);
+        if (want == 0) {
             c->want_writable = 1;
             return SWS_TUNNEL_WAIT;
         }
         if (i == SWS_TUNNEL_READS_PER_RUN)
             return SWS_TUNNEL_MORE;
-        size_t want = SWS_CONN_OUT_HWM - (c->olen - c->osent);
         if (want > SWS_TUNNEL_BUF)
             want = SWS_TUNNEL_BUF;
         if (sws_conn_reserve(c, want) < 0)

@@ -27,18 +27,12 @@ def pool(members, retries, balance="round_robin"):
 
 
 class InFlightTestCase(AdminTestCase):
-    def setUp(self):
-        super().setUp()
-        self.backends = []
-
-    def tearDown(self):
-        for b in self.backends:
-            b.stop()
-        super().tearDown()
-
     def backend(self, mode, **kw):
+        # Each test has its own instance: the list starts with its first backend.
+        self.backends = getattr(self, "backends", [])
         b = Backend("b%d" % len(self.backends), mode=mode, **kw)
         self.backends.append(b)
+        self.addCleanup(b.stop)
         return b
 
     def start(self, members, retries=0, balance="round_robin"):
@@ -113,9 +107,9 @@ class ClientAbort(InFlightTestCase):
             c.send(request("GET", "/app/one") + request("GET", "/app/two"))
             self.assertEqual(c.read_response().body, b"b0 GET /app/one")
             self.assertEqual(c.read_response().body, b"b0 GET /app/two")
-        lines = self.access_lines(srv)
         poll(lambda: len(self.access_lines(srv)) == 2, what="two access lines")
-        self.assertEqual([x["status"] for x in self.access_lines(srv)], [200, 200], lines)
+        lines = self.access_lines(srv)
+        self.assertEqual([x["status"] for x in lines], [200, 200], lines)
         m = self.wait_member(srv, slow.address, {"in_flight": 0, "requests": 2}, "both ended")
         self.assertEqual(m["failures"], 0)
 

@@ -6,6 +6,8 @@
 #include <cmocka.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
 #include <netinet/in.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -93,6 +95,72 @@ static void test_asleep_from_tick_to_wake(void **state)
     assert_int_equal(f->rec.asleep, 0);
 }
 
+/* The loop's tick hook for the test below: the record as the tick left it,
+ * just before epoll_wait. */
+typedef struct tick_seen {
+    fixture_t *f;
+    uint32_t asleep;
+    uint64_t slept_at_ns;
+} tick_seen_t;
+
+static void on_tick_publish(sws_loop_t *loop, void *data)
+{
+    tick_seen_t *seen = data;
+    sws_load_tick(&seen->f->load, sws_loop_now_ms(loop), 0, 0);
+    seen->asleep = seen->f->rec.asleep;
+    seen->slept_at_ns = seen->f->load.slept_at_ns;
+}
+
+static void on_wake_publish(sws_loop_t *loop, void *data)
+{
+    (void)loop;
+    sws_load_woke(&((tick_seen_t *)data)->f->load);
+}
+
+static void on_readable(sws_io_t *io, uint32_t events)
+{
+    (void)io;
+    (void)events;
+}
+
+/* After an iteration with events the loop polls without sleeping (ADR
+ * 0005): the worker is working then, so it must not claim to be asleep,
+ * nor count the poll as idle time. */
+static void test_a_poll_that_will_not_sleep_is_not_asleep(void **state)
+{
+    fixture_t *f = *state;
+    start(f, 0, 0);
+    int p[2];
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    assert_int_equal(write(p[1], "x", 1), 1);
+    sws_io_t io = { .fd = p[0], .cb = on_readable };
+    assert_int_equal(sws_loop_add(&f->loop, &io, EPOLLIN), 0); /* level: ready every time */
+    tick_seen_t seen = { .f = f };
+    sws_loop_set_tick(&f->loop, on_tick_publish, &seen);
+    sws_loop_set_wake(&f->loop, on_wake_publish, &seen); /* as worker.c hooks them */
+
+    /* Idle before: this wait may sleep (the pipe wakes it at once). */
+    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
+    assert_int_equal(seen.asleep, 1);
+    assert_true(seen.slept_at_ns != 0);
+    assert_int_equal(f->rec.asleep, 0);
+    uint64_t idle_after_sleep = f->load.idle_ns;
+
+    /* Busy before: a zero-timeout poll. */
+    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
+    assert_int_equal(seen.asleep, 0);
+    assert_int_equal(seen.slept_at_ns, 0);
+    assert_int_equal(f->load.idle_ns, idle_after_sleep);
+
+    /* A caller's bound of 0 is a poll too, busy or not. */
+    assert_int_equal(sws_loop_del(&f->loop, &io), 0);
+    assert_int_equal(sws_loop_run_once(&f->loop, 0), 0); /* nothing: idle again */
+    assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+    assert_int_equal(seen.asleep, 0);
+    close(p[0]);
+    close(p[1]);
+}
+
 /* Between two ticks a worker may accept a whole batch: each accept moves
  * the connection from queued to live at once, so its load never dips. */
 static void test_accept_moves_a_connection_from_queued_to_live(void **state)
@@ -152,6 +220,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_init_marks_the_worker_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tick_publishes_heartbeat_live_and_inflight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_asleep_from_tick_to_wake, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_poll_that_will_not_sleep_is_not_asleep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_accept_moves_a_connection_from_queued_to_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_beat_resyncs_the_queue_only_when_idle_and_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_a_record_nothing_is_written, setup, teardown),

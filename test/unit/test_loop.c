@@ -168,6 +168,59 @@ static void on_timer(sws_timer_t *t)
     c->order = ++fire_seq;
 }
 
+/* The loop's sleep is bounded by next_expiry_ms alone (no walk before
+ * waiting): it must stay at or below every armed deadline however timers
+ * are disarmed and re-armed, else the loop would sleep past one. */
+static void assert_expiry_bounds(const sws_loop_t *loop, const counted_timer_t *ts, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (sws_timer_is_armed(&ts[i].timer))
+            assert_true(loop->next_expiry_ms <= ts[i].timer.deadline_ms);
+}
+
+static void test_disarm_and_rearm_never_let_the_loop_sleep_past_a_deadline(void **state)
+{
+    (void)state;
+    sws_loop_t loop;
+    sws_timer_queue_t slow, quick;
+    counted_timer_t t[2] = { 0 }; /* t[0] on slow, t[1] on quick */
+    assert_int_equal(sws_loop_init(&loop), 0);
+    assert_int_equal(loop.next_expiry_ms, UINT64_MAX); /* nothing armed: no wake-up */
+    sws_timer_queue_init(&loop, &slow, 3600 * 1000);
+    sws_timer_queue_init(&loop, &quick, 20);
+    sws_timer_init(&t[0].timer, on_timer);
+    sws_timer_init(&t[1].timer, on_timer);
+    fire_seq = 0;
+
+    sws_timer_arm(&loop, &quick, &t[1].timer);
+    sws_timer_arm(&loop, &slow, &t[0].timer);
+    assert_expiry_bounds(&loop, t, 2);
+    sws_timer_disarm(&t[1].timer); /* the earliest goes: the bound stays early */
+    assert_expiry_bounds(&loop, t, 2);
+    /* A turn that fires nothing recomputes it; the quick one comes back. */
+    assert_int_equal(sws_loop_run_once(&loop, 0), 0);
+    assert_expiry_bounds(&loop, t, 2);
+    sws_timer_arm(&loop, &quick, &t[1].timer);
+    assert_expiry_bounds(&loop, t, 2);
+    sws_timer_arm(&loop, &quick, &t[1].timer); /* re-armed later */
+    assert_expiry_bounds(&loop, t, 2);
+
+    /* No bound from the caller: only the quick deadline ends each sleep. A
+     * loop sleeping to the slow one would not return for a minute (its
+     * cap), and then not with the quick one fired alone. */
+    for (int i = 0; i < 100 && t[1].fired == 0; i++) {
+        assert_int_equal(sws_loop_run_once(&loop, -1), 0);
+        assert_expiry_bounds(&loop, t, 2);
+    }
+    assert_int_equal(t[1].fired, 1);
+    assert_int_equal(t[0].fired, 0);
+    assert_int_equal(loop.next_expiry_ms, t[0].timer.deadline_ms); /* exact after a walk */
+    sws_timer_disarm(&t[0].timer);
+    sws_timer_queue_remove(&loop, &quick);
+    sws_timer_queue_remove(&loop, &slow);
+    sws_loop_close(&loop);
+}
+
 static void test_timer_queue_fires_in_arm_order_and_rearm_moves(void **state)
 {
     (void)state;
@@ -363,6 +416,7 @@ int main(void)
         cmocka_unit_test(test_io_pending_names_events_later_in_the_batch),
         cmocka_unit_test(test_wake_runs_after_waiting_before_events),
         cmocka_unit_test(test_timer_queue_fires_in_arm_order_and_rearm_moves),
+        cmocka_unit_test(test_disarm_and_rearm_never_let_the_loop_sleep_past_a_deadline),
         cmocka_unit_test(test_timer_not_due_does_not_fire),
         cmocka_unit_test(test_timer_armed_before_the_remembered_deadline_fires),
         cmocka_unit_test(test_deferred_work_runs_once_per_queueing),

@@ -1443,6 +1443,24 @@ static void test_tunnel_output_stays_within_the_mark(void **state)
     close(ufd);
 }
 
+/* Fire the one armed timer of the member connections now, as the loop
+ * would at its deadline: a test then decides when an expiry comes, not
+ * the wall clock (moving a deadline earlier would not do: the loop
+ * sleeps by its cached next_expiry_ms). */
+static void fire_upstream_timer(fixture_t *f)
+{
+    sws_upstream_set_t *s = &f->ctx.upstreams;
+    for (unsigned i = 0; i < s->nq; i++) {
+        sws_timer_t *t = s->q[i].head.next;
+        if (t != &s->q[i].head) {
+            sws_timer_disarm(t);
+            t->cb(t);
+            return;
+        }
+    }
+    fail_msg("no member connection has a timer armed");
+}
+
 /* A slow reader keeps a busy tunnel open: bytes it takes from the
  * kernel's buffers are movement, though the tunnel reads nothing until the
  * output drains below its mark. Once nothing moves, the idle timer ends
@@ -1451,23 +1469,26 @@ static void test_tunnel_draining_to_a_slow_reader_is_not_idle(void **state)
 {
     fixture_t *f = *state;
     static char b[40 * 1024]; /* more than a socket buffer's piece (skb) */
-    /* The loop's clock is the real one: the idle timeout is long enough
-     * (1 s, each read half a timeout from the expiries around it) that
-     * only a test process stalled for 500 ms could see an expiry move. */
-    int ufd = tunnel_open(f, 1000, SWS_DEFAULT_POOL_READ_TIMEOUT_MS);
+    /* The idle timeout is the default (minutes): every expiry below is
+     * fired by the test. */
+    int ufd = tunnel_open(f, SWS_DEFAULT_POOL_IDLE_TIMEOUT_MS, SWS_DEFAULT_POOL_READ_TIMEOUT_MS);
     tunnel_fill(f, ufd);
-    /* The client takes 40 KiB before each of two expiries (1 s after the
-     * tunnel's last read, then 1 s later): too little for the socket to
-     * take more of the output, so the tunnel reads nothing. */
-    assert_int_equal(read(f->client, b, sizeof(b)), (ssize_t)sizeof(b));
-    run_for(f, 1500);
-    assert_false(up_closed(ufd));
-    assert_int_equal(read(f->client, b, sizeof(b)), (ssize_t)sizeof(b));
-    run_for(f, 1000);
-    assert_false(up_closed(ufd));
+    /* The client takes 40 KiB before each of two expiries: too little for
+     * the socket to take more of the output, so the tunnel reads nothing. */
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(read(f->client, b, sizeof(b)), (ssize_t)sizeof(b));
+        pump_opt(f, 0); /* whatever the read lets move, before the expiry */
+        fire_upstream_timer(f);
+        pump_opt(f, 0);
+        /* Ended, the tunnel would close once the client's output drains
+         * (it never does here): the connection's mark says it at once. */
+        assert_false(f->conn->close_after);
+    }
     assert_int_equal(queued(f), SWS_CONN_OUT_HWM); /* the tunnel moved nothing itself */
-    for (int i = 0; i < 80 && !up_closed(ufd); i++) /* nothing moves: the third ends it */
-        run_for(f, 50);
+    fire_upstream_timer(f); /* nothing moved since the last: idle */
+    assert_true(f->conn->close_after);
+    for (int i = 0; i < 100 && !up_closed(ufd); i++) /* the client reads: all goes */
+        pump(f);
     assert_true(up_closed(ufd));
     close(ufd);
 }
