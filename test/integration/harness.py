@@ -177,7 +177,12 @@ class Server:
         poll(accepts, what="scalwsd to accept on port %d" % (port or self.port))
         # The port opens before the supervisor has set up its signal
         # handling; a worker exists only after that. Tests send signals.
-        poll(self.worker_pids, what="a worker process")
+        def a_worker():
+            if not self.running():
+                raise AssertionError("scalwsd exited with %s before starting a worker:\n%s"
+                                     % (self.wait_exit(0), self.log_tail()))
+            return self.worker_pids()
+        poll(a_worker, what=lambda: "a worker process; the log ends:\n" + self.log_tail())
 
     def worker_pids(self):
         """The supervisor's children, from /proc (a dead worker not yet reaped
