@@ -72,6 +72,8 @@ struct sws_http2 {
     size_t held;            /* request-body bytes the streams' consumers hold, all
                              * streams: at most SWS_HTTP2_BODY_BUDGET */
     size_t held_peak;       /* the most they held at once (logged at the close) */
+    uint64_t taken;         /* bytes of the client's given to nghttp2 (logged at the
+                             * close: a flood's tests judge by it) */
     uint8_t budget_met;     /* the client's window ran out on the budget (logged once) */
     uint8_t dead;           /* no input is parsed any more (fatal, or torn down) */
     uint8_t goaway;         /* the shutdown notice (and its PING) was submitted */
@@ -1200,6 +1202,7 @@ static void http2_on_input(sws_conn_t *c)
     if (!h2->dead && c->rpos < c->rend && !sws_conn_output_blocked(c)) {
         /* nghttp2 takes all of it: header bytes are copied, body bytes
          * go to their consumer, so nothing points into the buffer. */
+        h2->taken += c->rend - c->rpos;
         ssize_t n = nghttp2_session_mem_recv(h2->session, (const uint8_t *)c->rbuf + c->rpos,
                                              c->rend - c->rpos);
         if (n < 0) {
@@ -1373,10 +1376,10 @@ static void http2_close(sws_conn_t *c)
         return;
     while (h2->streams != NULL)
         stream_release(h2, h2->streams);
-    if (h2->held_peak > 0)
-        sws_log_debug("client %s: HTTP/2: request bodies held at most %zu bytes at once "
-                      "(budget %u)",
-                      sws_conn_peer_text(c), h2->held_peak, SWS_HTTP2_BODY_BUDGET);
+    sws_log_debug("client %s: HTTP/2: closed after taking %llu bytes from the client; request "
+                  "bodies held at most %zu bytes at once (budget %u)",
+                  sws_conn_peer_text(c), (unsigned long long)h2->taken, h2->held_peak,
+                  SWS_HTTP2_BODY_BUDGET);
     nghttp2_session_del(h2->session);
     free(h2);
     c->proto_state = NULL;
