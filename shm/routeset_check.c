@@ -468,6 +468,15 @@ const char *sws_routeset_ca_pem_problem(const void *pem, size_t len)
     return problem;
 }
 
+const char *sws_routeset_pool_tls_problem(int protocol)
+{
+    if (protocol == SWS__POOL__PROTOCOL__HTTPS)
+        return NULL;
+    if (protocol == SWS__POOL__PROTOCOL__H2 || protocol == SWS__POOL__PROTOCOL__GRPC)
+        return "HTTP/2 over TLS to the members is not supported yet (h2 and grpc are h2c)";
+    return "tls needs protocol: https";
+}
+
 /* protocol, and tls only with https: verification needs trust anchors,
  * and an sni is a host name. Paths as the YAML keys (tls.ca). */
 static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_refusal_t *why)
@@ -475,11 +484,12 @@ static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_ref
     const Sws__Pool__Tls *tls = pool->tls;
     const char *problem;
 
-    if (pool->protocol != SWS__POOL__PROTOCOL__HTTP && pool->protocol != SWS__POOL__PROTOCOL__HTTPS)
-        return refuse(at(why, "%s.protocol", p), "expected http or https, got %d",
+    if (pool->protocol != SWS__POOL__PROTOCOL__HTTP && pool->protocol != SWS__POOL__PROTOCOL__HTTPS &&
+        pool->protocol != SWS__POOL__PROTOCOL__H2 && pool->protocol != SWS__POOL__PROTOCOL__GRPC)
+        return refuse(at(why, "%s.protocol", p), "expected http, https, h2 or grpc, got %d",
                       (int)pool->protocol);
-    if (pool->protocol == SWS__POOL__PROTOCOL__HTTP)
-        return tls == NULL ? 0 : refuse(at(why, "%s.tls", p), "tls needs protocol: https");
+    if ((problem = sws_routeset_pool_tls_problem(pool->protocol)) != NULL)
+        return tls == NULL ? 0 : refuse(at(why, "%s.tls", p), "%s", problem);
     if (tls == NULL || !tls->skip_verify) {
         problem = sws_routeset_ca_pem_problem(tls ? tls->ca_pem.data : NULL,
                                               tls ? tls->ca_pem.len : 0);

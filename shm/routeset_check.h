@@ -76,6 +76,10 @@ const char *sws_routeset_sni_problem(const char *name);
 /* A pool's tls.ca_pem: one or more PEM certificates, each parsing. */
 const char *sws_routeset_ca_pem_problem(const void *pem, size_t len);
 
+/* Why a pool of this protocol (Sws__Pool__Protocol) may not carry tls,
+ * or NULL when it may (https only; h2 and grpc are h2c, ADR 0033). */
+const char *sws_routeset_pool_tls_problem(int protocol);
+
 /* The pseudonym a proxy route's `via: true` stands for, and the longest
  * one accepted (RFC 9110 7.6.3: a token). */
 #define SWS_VIA_PSEUDONYM_DEFAULT "scalws"
