@@ -115,7 +115,7 @@ static int hbuf_reserve(h2_stream_t *hs, size_t n)
     sws_str_t *slices[] = { &r->method, &r->target, &r->path, &r->query, &r->host };
     for (size_t i = 0; i < sizeof(slices) / sizeof(slices[0]); i++)
         sws_proto_slice_move(slices[i], old, hs->hcap, b, 0);
-    for (unsigned i = 0; i < r->nheaders; i++) {
+    for (unsigned i = 0; i < r->nheaders + r->ntrailers; i++) {
         sws_proto_slice_move(&r->headers[i].name, old, hs->hcap, b, 0);
         sws_proto_slice_move(&r->headers[i].value, old, hs->hcap, b, 0);
     }
@@ -349,6 +349,34 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     return 0;
 }
 
+/* A field of the request's trailers, kept after the head's fields (a
+ * proxy to an HTTP/2 member passes them on: gRPC). The head's limits
+ * bound head and trailers together; beyond them, or out of memory, the
+ * stream is reset (nghttp2: INTERNAL_ERROR), not cut silently: a
+ * trailer may carry the meaning of the body. */
+static int trailer_field(sws_http2_t *h2, h2_stream_t *hs, const uint8_t *name, size_t namelen,
+                         const uint8_t *value, size_t valuelen)
+{
+    sws_request_t *r = &hs->st.req;
+    const sws_settings_t *st = h2->conn->set->settings;
+    unsigned limit = st->max_headers < SWS_REQUEST_MAX_HEADERS ? st->max_headers
+                                                                : SWS_REQUEST_MAX_HEADERS;
+    hs->hsize += namelen + valuelen + 32; /* RFC 9113 6.5.2, as for the head */
+    if (hs->reset_sent)
+        return 0;
+    if (hs->hsize > st->max_header_size || r->nheaders + r->ntrailers >= limit) {
+        sws_log_info("client %s: stream %d: request trailers too large",
+                     sws_conn_peer_text(h2->conn), hs->id);
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    sws_header_t *t = &r->headers[r->nheaders + r->ntrailers];
+    if (hbuf_reserve(hs, namelen + valuelen) < 0 || hbuf_slice(hs, name, namelen, &t->name) < 0 ||
+        hbuf_slice(hs, value, valuelen, &t->value) < 0)
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    r->ntrailers++;
+    return 0;
+}
+
 static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
                      size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
                      void *user)
@@ -356,8 +384,10 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
     (void)flags;
     sws_http2_t *h2 = user;
     h2_stream_t *hs = stream_get(h2, frame->hd.stream_id);
-    if (hs == NULL || hs->head_done) /* trailers: dropped, as HTTP/1 does */
+    if (hs == NULL)
         return 0;
+    if (hs->head_done)
+        return trailer_field(h2, hs, name, namelen, value, valuelen);
     (void)session;
     sws_request_t *r = &hs->st.req;
     const sws_settings_t *st = h2->conn->set->settings;

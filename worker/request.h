@@ -65,6 +65,11 @@ typedef struct sws_request {
 
     sws_header_t headers[SWS_REQUEST_MAX_HEADERS];
     unsigned nheaders;
+    /* The request's trailers (HTTP/2 only; HTTP/1 drops them), after the
+     * head's fields: headers[nheaders .. nheaders + ntrailers), sharing
+     * the array's bound. Complete when the body consumer's end() or the
+     * handler of a request with a body is called. */
+    unsigned ntrailers;
 
     /* The body's framing, as the protocol checked it (HTTP/1: a single
      * chunked Transfer-Encoding, or one valid Content-Length). */

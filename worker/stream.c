@@ -62,6 +62,7 @@ void sws_stream_start(sws_stream_t *st, sws_conn_t *c, const sws_stream_sink_t *
     r->query = SWS_STR("");
     r->host = SWS_STR("");
     r->nheaders = 0;
+    r->ntrailers = 0;
     r->body_chunked = 0;
     r->body_length = 0;
     r->start_ms = sws_loop_now_ms(c->set->loop);

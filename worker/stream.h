@@ -145,7 +145,8 @@ typedef struct sws_stream_body_ops {
      * client until sws_stream_body_resume() (and runs no body timer
      * meanwhile: the wait is the consumer's), else 0. */
     int (*data)(sws_stream_t *st, const char *p, size_t n);
-    /* The body is complete (trailers are dropped). */
+    /* The body is complete; its trailers, if any, are in st->req
+     * (ntrailers: HTTP/2 keeps them, HTTP/1 drops them). */
     void (*end)(sws_stream_t *st);
 } sws_stream_body_ops_t;
 

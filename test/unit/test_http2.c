@@ -86,6 +86,12 @@ static void handler(sws_stream_t *st)
             n += snprintf(body + n, sizeof(body) - (size_t)n, "%s%.*s:%zu", i == 0 ? " fields=" : ",",
                           (int)r->headers[i].name.len, r->headers[i].name.p,
                           r->headers[i].value.len);
+    for (unsigned i = 0; i < r->ntrailers && n < 200; i++) {
+        const sws_header_t *t = &r->headers[r->nheaders + i];
+        int shown = t->value.len > 16 ? 0 : (int)t->value.len; /* a long one: its length */
+        n += snprintf(body + n, sizeof(body) - (size_t)n, "%s%.*s:%.*s#%zu", i == 0 ? " trailers=" : ",",
+                      (int)t->name.len, t->name.p, shown, t->value.p, t->value.len);
+    }
     const sws_str_t *cookie = sws_request_header(r, "cookie");
     if (cookie != NULL && n < 200)
         n += snprintf(body + n, sizeof(body) - (size_t)n, " cookie=%.*s", (int)cookie->len,
@@ -362,6 +368,44 @@ static void test_concurrent_streams_on_one_connection(void **state)
     assert_int_equal(f->set.inflight, 0);
 }
 
+/* body_read, then the trailers a gRPC client sends after its message
+ * (the stream ends with them, not with the last DATA). */
+static ssize_t body_read_trailers(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                                  uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    ssize_t n = body_read(s, id, buf, len, flags, src, user);
+    if (*flags & NGHTTP2_DATA_FLAG_EOF) {
+        static char pad[1500]; /* grows the header buffer after the first two */
+        memset(pad, 'p', sizeof(pad));
+        const nghttp2_nv t[] = {
+            { (uint8_t *)"grpc-status", (uint8_t *)"0", 11, 1, 0 },
+            { (uint8_t *)"x-checksum", (uint8_t *)"abc", 10, 3, 0 },
+            { (uint8_t *)"x-pad", (uint8_t *)pad, 5, sizeof(pad), 0 },
+        };
+        *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        assert_int_equal(nghttp2_submit_trailer(s, id, t, 3), 0); /* copies */
+    }
+    return n;
+}
+
+/* The request's trailers reach the handler after its fields (a proxy to
+ * an HTTP/2 member passes them on), across a header buffer that grows. */
+static void test_request_trailers_are_kept(void **state)
+{
+    fixture_t *f = *state;
+    client_new(f, NULL, 0);
+    nghttp2_data_provider dp = { .read_callback = body_read_trailers };
+    body_left = 3 * SWS_HTTP2_WINDOW;
+    int32_t id = request(f, "POST", "/up", &dp);
+    pump(f);
+    assert_int_equal(reply_of(f, id)->status, 200);
+    char want[128];
+    snprintf(want, sizeof(want),
+             "POST /up host=a.test body=%u trailers=grpc-status:0#1,x-checksum:abc#3,x-pad:#1500",
+             3 * SWS_HTTP2_WINDOW);
+    assert_string_equal(reply_of(f, id)->body, want);
+}
+
 static void test_request_body_larger_than_the_window(void **state)
 {
     fixture_t *f = *state;
@@ -576,6 +620,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_request_body_larger_than_the_window, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_request_trailers_are_kept, setup, teardown),
         cmocka_unit_test_setup_teardown(test_body_over_max_body_size_413, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_list_over_max_header_size_431, setup,
                                         teardown),
