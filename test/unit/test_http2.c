@@ -406,6 +406,27 @@ static void test_request_trailers_are_kept(void **state)
     assert_string_equal(reply_of(f, id)->body, want);
 }
 
+/* Trailers beyond the head's limits (max_header_size counts head and
+ * trailers together) reset their stream, never cut: the connection
+ * serves the next request. */
+static void test_request_trailers_over_the_limit_reset_the_stream(void **state)
+{
+    fixture_t *f = *state;
+    f->st.max_header_size = 1024;
+    apply(f);
+    client_new(f, NULL, 0);
+    nghttp2_data_provider dp = { .read_callback = body_read_trailers };
+    body_left = 10;
+    int32_t id = request(f, "POST", "/up", &dp);
+    pump(f);
+    assert_true(reply_of(f, id)->closed);
+    assert_int_equal(reply_of(f, id)->close_error, NGHTTP2_INTERNAL_ERROR);
+    assert_int_equal(reply_of(f, id)->status, 0);
+    int32_t id2 = request(f, "GET", "/next", NULL);
+    pump(f);
+    assert_int_equal(reply_of(f, id2)->status, 200);
+}
+
 static void test_request_body_larger_than_the_window(void **state)
 {
     fixture_t *f = *state;
@@ -621,6 +642,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_request_body_larger_than_the_window, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_request_trailers_are_kept, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_request_trailers_over_the_limit_reset_the_stream,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_body_over_max_body_size_413, setup, teardown),
         cmocka_unit_test_setup_teardown(test_header_list_over_max_header_size_431, setup,
                                         teardown),
