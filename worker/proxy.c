@@ -1051,6 +1051,30 @@ static int request_key(const sws_upstream_pool_t *pool, const sws_request_t *r, 
     return sws_upstream_key_get(&pool->key, r->headers, r->nheaders, client, key);
 }
 
+/* A pool that speaks HTTP/2 to its members (ADR 0033): grpc is for
+ * HTTP/2 clients only (gRPC needs trailers end to end, which an HTTP/1
+ * response rarely carries to a client), answered 426 (the client's
+ * mistake: logged as info, like other refused requests); and the HTTP/2
+ * client to the members is not in this build yet, answered 502, so that
+ * a member is never spoken to in the wrong protocol. 1 when answered. */
+static int protocol_refused(const sws_pool_t *tpool, const sws_request_t *r,
+                            const sws_str_t *name, const char *peer, sws_stream_t *st)
+{
+    if (tpool->protocol == SWS__POOL__PROTOCOL__GRPC && r->version_major != 2) {
+        sws_log_info("proxy: pool %.*s (grpc): client %s spoke HTTP/%u.%u, gRPC needs HTTP/2 (426)",
+                     (int)name->len, name->p, peer, r->version_major, r->version_minor);
+        sws_stream_error(st, 426);
+        return 1;
+    }
+    if (tpool->protocol == SWS__POOL__PROTOCOL__H2 || tpool->protocol == SWS__POOL__PROTOCOL__GRPC) {
+        sws_log_error("proxy: pool %.*s: HTTP/2 to the members is not implemented yet (502)",
+                      (int)name->len, name->p);
+        sws_stream_error(st, 502);
+        return 1;
+    }
+    return 0;
+}
+
 /* The action; streams_body: called from the head handler, the body
  * still to come through the stream's body consumer. */
 static void proxy_start(sws_stream_t *st, int streams_body)
@@ -1081,6 +1105,8 @@ static void proxy_start(sws_stream_t *st, int streams_body)
         return;
     }
     const char *peer = sws_conn_peer_text(r->conn);
+    if (protocol_refused(tpool, r, &name, peer, st))
+        return;
     sws_proxy_req_opts_t o = {
         .host_header = { sws_table_str(t, r->route->host_header), r->route->host_header.len },
         .client_ip = { peer, strlen(peer) },
