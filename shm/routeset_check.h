@@ -83,7 +83,7 @@ const char *sws_routeset_sni_problem(const char *name);
 
 
 /* Why a pool of this protocol (Sws__Pool__Protocol) may not carry tls,
- * or NULL when it may (https only; h2 and grpc are h2c, ADR 0033). */
+ * or NULL when it may (https only; h2 and grpc are h2c, ADR 0034). */
 const char *sws_routeset_pool_tls_problem(int protocol);
 
 /* The pseudonym a proxy route's `via: true` stands for, and the longest

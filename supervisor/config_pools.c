@@ -96,7 +96,7 @@ static int cfg_pool_health(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, 
 
 /* protocol: http (the default), https, h2 or grpc; the words are in the
  * order of the enum. h2 and grpc are cleartext (prior knowledge): their
- * tls is refused by cfg_pool_tls (ADR 0033). */
+ * tls is refused by cfg_pool_tls (ADR 0034). */
 static int cfg_pool_protocol(cfg_parser_t *p, const cfg_fields_t *f, Sws__Pool *pool)
 {
     static const char *const protocols[] = { "http", "https", "h2", "grpc", NULL };
@@ -115,6 +115,7 @@ static int cfg_pool_tls(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, Sws
 {
     static const char *const keys[] = { "verify", "ca", "sni", NULL };
     protobuf_c_boolean verify = 1;
+    const char *problem;
     Sws__Pool__Tls *tls;
     yaml_node_t *n;
     cfg_fields_t f;

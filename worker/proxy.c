@@ -1051,7 +1051,7 @@ static int request_key(const sws_upstream_pool_t *pool, const sws_request_t *r, 
     return sws_upstream_key_get(&pool->key, r->headers, r->nheaders, client, key);
 }
 
-/* A pool that speaks HTTP/2 to its members (ADR 0033): grpc is for
+/* A pool that speaks HTTP/2 to its members (ADR 0034): grpc is for
  * HTTP/2 clients only (gRPC needs trailers end to end, which an HTTP/1
  * response rarely carries to a client), answered 426 (the client's
  * mistake: logged as info, like other refused requests); and the HTTP/2

@@ -1,5 +1,5 @@
 """Pools that speak HTTP/2 to their members: `protocol: h2` and `grpc`
-(docs/adr/0033). The configuration is accepted; until the HTTP/2 client
+(docs/adr/0034). The configuration is accepted; until the HTTP/2 client
 to the members (worker/upstream_h2.c) is in, a request to such a pool is
 answered by scalwsd itself and the member never sees a byte in the wrong
 protocol. A grpc pool refuses HTTP/1 clients with 426 either way."""

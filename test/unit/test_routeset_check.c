@@ -612,7 +612,7 @@ static void test_https_pool_accepted_and_tabled(void **state)
     free(pem);
 }
 
-/* h2 and grpc pools (h2c, ADR 0033) pass without tls and keep their
+/* h2 and grpc pools (h2c, ADR 0034) pass without tls and keep their
  * protocol in the table, where the worker reads it; no TLS strings. */
 static void test_h2_pools_accepted_and_tabled(void **state)
 {
