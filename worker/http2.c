@@ -998,7 +998,8 @@ static int h2_send(sws_conn_t *c, sws_http2_t *h2)
 
 /* Streams nghttp2 closed are released; those whose sink refused bytes
  * and has room again are resumed. 1 when one was resumed (it may have
- * more to send). */
+ * more to send) or a window was given back (its WINDOW_UPDATE is still
+ * to send: else a client held to its window would wait for it forever). */
 static int h2_sweep(sws_http2_t *h2)
 {
     int resumed = 0;
@@ -1014,6 +1015,7 @@ static int h2_sweep(sws_http2_t *h2)
         if (hs->st.body_full == 0 && hs->unconsumed > 0) {
             window_give(h2, hs, hs->unconsumed); /* the consumer resumed */
             hs->unconsumed = 0;
+            resumed = 1;
         }
         if (hs->want_resume && hs->olen < SWS_HTTP2_STREAM_BUF) {
             hs->want_resume = 0;
