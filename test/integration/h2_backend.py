@@ -79,6 +79,7 @@ class H2Backend:
         self.goaways = 0
         self.received = 0  # request body bytes, all streams
         self.waiting = []  # (conn_state, request) held by gather
+        self.gathered = False  # ... until this many were open at once
         self.stopped = False
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -197,12 +198,10 @@ class H2Backend:
         if self.mode.startswith("gather:"):
             with self.lock:
                 if len(self.waiting) >= int(self.mode.split(":")[1]):
-                    mine = [r for st, r in self.waiting if st is state]
-                    if len(mine) == len(self.waiting):
-                        self.waiting = []
-                    else:
-                        self.waiting = [(st, r) for st, r in self.waiting if st is not state]
-                    state["answer"].extend(mine)
+                    self.gathered = True
+                if self.gathered:
+                    state["answer"].extend(r for st, r in self.waiting if st is state)
+                    self.waiting = [(st, r) for st, r in self.waiting if st is not state]
         while state["answer"]:
             self._respond(state, state["answer"].pop(0))
 
