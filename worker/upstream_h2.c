@@ -670,39 +670,62 @@ static nghttp2_session *session_new(sws_upstream_h2_conn_t *c)
     return ng;
 }
 
-static sws_upstream_h2_conn_t *conn_open(sws_upstream_h2_set_t *s, uint64_t member_id,
-                                         const sws_upstream_addr_t *addr,
-                                         const sws_upstream_conf_t *conf, char *err,
-                                         size_t errlen)
+/* A connection on u (held, its events ours from now on). NULL with err
+ * set (u is closed). */
+static sws_upstream_h2_conn_t *conn_new(sws_upstream_h2_set_t *s, sws_upstream_conn_t *u,
+                                        const sws_upstream_conf_t *conf, char *err,
+                                        size_t errlen)
 {
     sws_upstream_h2_conn_t *c = calloc(1, sizeof(*c));
-    if (c == NULL) {
+    if (c == NULL || (c->ng = session_new(c)) == NULL) {
+        free(c);
+        sws_upstream_close(u);
         sws_errf(err, errlen, "out of memory for an HTTP/2 connection");
         return NULL;
     }
     c->set = s;
-    c->member_id = member_id;
+    c->u = u;
+    c->member_id = u->member_id;
     c->timer = NO_TIMER;
-    if ((c->ng = session_new(c)) == NULL) {
-        sws_errf(err, errlen, "out of memory for an HTTP/2 session");
-        free(c);
-        return NULL;
-    }
-    /* Always a new socket: an idle one of the set speaks HTTP/1. */
-    c->u = sws_upstream_open(s->ups, member_id, addr, NULL, &conn_ops, c, err, errlen);
-    if (c->u == NULL) {
-        nghttp2_session_del(c->ng);
-        free(c);
-        return NULL;
-    }
-    sws_upstream_configure(c->u, conf);
-    c->connecting = c->u->connecting;
+    u->ops = &conn_ops;
+    u->data = c;
+    sws_upstream_configure(u, conf);
+    c->connecting = u->connecting;
     sws_defer_init(&c->kick, conn_kick);
     c->next = s->conns;
     if (s->conns != NULL)
         s->conns->prev = c;
     s->conns = c;
     return c;
+}
+
+static sws_upstream_h2_conn_t *conn_open(sws_upstream_h2_set_t *s, uint64_t member_id,
+                                         const sws_upstream_addr_t *addr,
+                                         const sws_upstream_conf_t *conf, char *err,
+                                         size_t errlen)
+{
+    /* Always a new socket: an idle one of the set speaks HTTP/1. */
+    sws_upstream_conn_t *u =
+        sws_upstream_open(s->ups, member_id, addr, NULL, &conn_ops, NULL, err, errlen);
+    return u == NULL ? NULL : conn_new(s, u, conf, err, errlen);
+}
+
+int sws_upstream_h2_adopt(sws_upstream_h2_set_t *s, uint64_t member_id, int fd,
+                          const sws_upstream_conf_t *conf)
+{
+    char err[128];
+    sws_upstream_addr_t none = { .len = 0 };
+    if (sws_upstream_adopt(s->ups, member_id, fd) < 0)
+        return -1;
+    sws_upstream_conn_t *u =
+        sws_upstream_get(s->ups, member_id, &none, &conn_ops, NULL, err, sizeof(err));
+    if (u == NULL)
+        return -1;
+    sws_upstream_h2_conn_t *c = conn_new(s, u, conf, err, sizeof(err));
+    if (c == NULL)
+        return -1;
+    sws_loop_defer(s->ups->loop, &c->kick); /* its preface */
+    return 0;
 }
 
 /* An open connection to the member that takes one more stream. */

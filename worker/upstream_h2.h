@@ -152,6 +152,12 @@ void sws_upstream_h2_consumed(sws_upstream_h2_stream_t *hs);
  * without taking new streams (it left the table). */
 void sws_upstream_h2_close_idle(sws_upstream_h2_set_t *s, uint64_t member_id);
 
+/* Take a connected, non-blocking fd as an HTTP/2 connection to
+ * member_id without a stream (tests and the fuzz target: one end of a
+ * socketpair stands for a member). 0, or -1 (fd closed). */
+int sws_upstream_h2_adopt(sws_upstream_h2_set_t *s, uint64_t member_id, int fd,
+                          const sws_upstream_conf_t *conf);
+
 /* Open connections to member_id, and how many of them are idle (tests). */
 unsigned sws_upstream_h2_count(const sws_upstream_h2_set_t *s, uint64_t member_id,
                                unsigned *idle);
