@@ -1200,7 +1200,7 @@ static void test_proxy_example_config(void **state)
     if (sws_config_load("conf/proxy.yaml", &cfg, err, sizeof(err)) != 0)
         print_error("%s\n", err);
     assert_non_null(cfg);
-    assert_int_equal(cfg->routes->n_pools, 3);
+    assert_int_equal(cfg->routes->n_pools, 4);
     assert_int_equal(cfg->routes->pools[0]->n_members, 3);
     assert_int_equal(cfg->routes->pools[0]->members[1]->weight, 2);
     assert_int_equal(cfg->routes->pools[0]->members[2]->state, SWS__MEMBER__STATE__DRAINING);
@@ -1210,6 +1210,7 @@ static void test_proxy_example_config(void **state)
                         "sessions.internal");
     assert_int_equal(cfg->routes->pools[2]->protocol, SWS__POOL__PROTOCOL__HTTPS);
     assert_true(cfg->routes->pools[2]->tls->ca_pem.len > 0); /* the system's store */
+    assert_int_equal(cfg->routes->pools[3]->protocol, SWS__POOL__PROTOCOL__GRPC);
     sws_config_free(cfg);
 }
 
