@@ -116,7 +116,7 @@ typedef struct proxy {
     sws_pipe_t pipe;              /* rd -1: none taken */
     size_t in_pipe;               /* bytes put into it since it was last empty */
     uint64_t body_left;           /* splicing: body bytes still in the upstream's socket */
-    char *rbuf;                   /* SWS_PROXY_BUF bytes */
+    char *rbuf;                   /* SWS_PROXY_BUF bytes; none for an h2 pool (nghttp2 reads) */
     size_t rlen;                  /* rbuf[0, rlen) was handed to llhttp and is still referenced */
     unsigned nfields;
     /* Last: 4 KiB that proxy_start does not clear (fields[0, nfields) are
@@ -1306,9 +1306,10 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     /* The head is written once, into room that holds it (the size hint);
      * only a hint too small (never seen) costs a second walk. */
     size_t room = sws_proxy_req_size_hint(r, &o), req_len = 0;
+    size_t rbuf_len = h2 ? 0 : SWS_PROXY_BUF;
     proxy_t *p = NULL;
     for (int tries = 0; tries < 2; tries++) {
-        p = malloc(sizeof(*p) + room + SWS_PROXY_BUF + name.len + 1 + key.len + via_len);
+        p = malloc(sizeof(*p) + room + rbuf_len + name.len + 1 + key.len + via_len);
         if (p == NULL)
             break;
         req_len = sws_proxy_req_write_in((char *)(p + 1), room, r, &o);
@@ -1327,7 +1328,7 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     p->req = (char *)(p + 1);
     p->req_len = req_len;
     p->rbuf = p->req + room;
-    p->pool = p->rbuf + SWS_PROXY_BUF;
+    p->pool = p->rbuf + rbuf_len;
     memcpy(p->pool, name.p, name.len);
     p->pool[name.len] = '\0';
     p->pool_len = name.len;
