@@ -15,6 +15,8 @@ request is answered, once its stream ended, by `mode`:
     goaway      GOAWAY with a last-stream-id below the request's, then the
                 connection closes: the request was not processed
     hold        no answer (until the proxy resets the stream or leaves)
+    reset       RST_STREAM INTERNAL_ERROR once the request ended (it was
+                processed: not to be sent again unless idempotent)
 
 What it saw: `connections`, `streams` (requests begun), `requests` (a list
 of Request: headers as (name, value) str pairs, body, trailers),
@@ -186,6 +188,9 @@ class H2Backend:
             self.requests.append(r)
         mode = self.mode
         if mode == "hold":
+            return
+        if mode == "reset":
+            state["conn"].reset_stream(r.stream_id, error_code=2)
             return
         if mode.startswith("gather:"):
             with self.lock:

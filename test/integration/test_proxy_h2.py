@@ -132,6 +132,33 @@ class H2Pools(ServerTestCase):
         self.assertEqual(r.status, 502)
         self.assertEqual(len(away.requests), 0)
 
+    def two_calls(self, srv, method):
+        statuses = []
+        for i in range(2):  # round robin: one of them meets the reset
+            c = self.h2client(srv)
+            body = b"\0\0\0\0\x01x" if method == "POST" else b""
+            statuses.append(c.response(c.start("/rpc/pkg.Svc/Call", method=method, body=body,
+                                               headers=GRPC_HEADERS)).status)
+        return sorted(statuses)
+
+    def test_stream_reset_after_processing_is_not_sent_again_for_a_post(self):
+        bad = self.backend("bad", mode="reset")
+        ok = self.backend("ok")
+        srv = self.start([bad, ok], rpc_extra=", retries: 1")
+        self.assertEqual(self.two_calls(srv, "POST"), [200, 502])
+        self.assertEqual(len(bad.requests), 1)
+        self.assertEqual(len(ok.requests), 1)  # the reset POST was not sent again
+        srv.wait_log(r"proxy: pool rpc member %s: stream reset \(INTERNAL_ERROR\) \(502\)"
+                     % bad.address.replace(".", r"\."))
+
+    def test_stream_reset_is_retried_for_a_get(self):
+        bad = self.backend("bad", mode="reset")
+        ok = self.backend("ok")
+        srv = self.start([bad, ok], rpc_extra=", retries: 1")
+        self.assertEqual(self.two_calls(srv, "GET"), [200, 200])
+        self.assertEqual(len(bad.requests), 1)
+        self.assertEqual(len(ok.requests), 2)
+
     def test_http1_client_to_an_h2_pool(self):
         m = self.backend()
         srv = self.start([m])
