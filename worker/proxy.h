@@ -1,7 +1,7 @@
 /*
  * The proxy action: one request relayed to a member of the route's pool
- * over HTTP/1.1 (or HTTP/2, below), its response relayed back through the request's stream
- * (ADR 0008; docs/adr/0014-proxy-relay.md).
+ * over HTTP/1.1 (or HTTP/2, below), its response relayed back through the
+ * request's stream (ADR 0008; docs/adr/0014-proxy-relay.md).
  *
  * sws_proxy_handle() runs as the route's action, in the worker, inside
  * the protocol's call. It copies what it needs from the table generation
