@@ -454,6 +454,15 @@ static int ca_pem_check(const void *pem, size_t len, char *err, size_t errlen)
     return rc;
 }
 
+const char *sws_routeset_pool_tls_problem(int protocol)
+{
+    if (protocol == SWS__POOL__PROTOCOL__HTTPS)
+        return NULL;
+    if (protocol == SWS__POOL__PROTOCOL__H2 || protocol == SWS__POOL__PROTOCOL__GRPC)
+        return "HTTP/2 over TLS to the members is not supported yet (h2 and grpc are h2c)";
+    return "tls needs protocol: https";
+}
+
 /* protocol, and tls only with https: verification needs trust anchors,
  * and an sni is a host name. Paths as the YAML keys (tls.ca). */
 static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_refusal_t *why)
@@ -462,11 +471,12 @@ static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_ref
     char ca_problem[128];
     const char *problem;
 
-    if (pool->protocol != SWS__POOL__PROTOCOL__HTTP && pool->protocol != SWS__POOL__PROTOCOL__HTTPS)
-        return refuse(at(why, "%s.protocol", p), "expected http or https, got %d",
+    if (pool->protocol != SWS__POOL__PROTOCOL__HTTP && pool->protocol != SWS__POOL__PROTOCOL__HTTPS &&
+        pool->protocol != SWS__POOL__PROTOCOL__H2 && pool->protocol != SWS__POOL__PROTOCOL__GRPC)
+        return refuse(at(why, "%s.protocol", p), "expected http, https, h2 or grpc, got %d",
                       (int)pool->protocol);
-    if (pool->protocol == SWS__POOL__PROTOCOL__HTTP)
-        return tls == NULL ? 0 : refuse(at(why, "%s.tls", p), "tls needs protocol: https");
+    if ((problem = sws_routeset_pool_tls_problem(pool->protocol)) != NULL)
+        return tls == NULL ? 0 : refuse(at(why, "%s.tls", p), "%s", problem);
     if ((tls == NULL || !tls->skip_verify) &&
         ca_pem_check(tls ? tls->ca_pem.data : NULL, tls ? tls->ca_pem.len : 0, ca_problem,
                      sizeof(ca_problem)) < 0)

@@ -82,6 +82,10 @@ int sws_routeset_field_value_ok(const char *value);
 const char *sws_routeset_sni_problem(const char *name);
 
 
+/* Why a pool of this protocol (Sws__Pool__Protocol) may not carry tls,
+ * or NULL when it may (https only; h2 and grpc are h2c, ADR 0034). */
+const char *sws_routeset_pool_tls_problem(int protocol);
+
 /* The pseudonym a proxy route's `via: true` stands for, and the longest
  * one accepted (RFC 9110 7.6.3: a token). */
 #define SWS_VIA_PSEUDONYM_DEFAULT "scalws"

@@ -147,7 +147,7 @@ typedef struct sws_pool {
     uint32_t nmembers;
     uint8_t balance;         /* sws_balance_t */
     uint8_t hash_kind;       /* sws_hash_kind_t */
-    uint8_t protocol;        /* Sws__Pool__Protocol: HTTP, HTTPS */
+    uint8_t protocol;        /* Sws__Pool__Protocol: HTTP, HTTPS, H2, GRPC */
     uint8_t tls_verify;      /* HTTPS: 1 = the member's certificate is verified */
     sws_tstr_t hash_name;    /* header or cookie name; "" otherwise */
     uint32_t keepalive;      /* idle connections per member per worker */

@@ -94,24 +94,16 @@ static int cfg_pool_health(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, 
     return 0;
 }
 
-/* protocol: http (the default) or https; the others the issue names are
- * refused by name, so that an operator reads "not yet", not a typo. */
+/* protocol: http (the default), https, h2 or grpc; the words are in the
+ * order of the enum. h2 and grpc are cleartext (prior knowledge): their
+ * tls is refused by cfg_pool_tls (ADR 0034). */
 static int cfg_pool_protocol(cfg_parser_t *p, const cfg_fields_t *f, Sws__Pool *pool)
 {
     static const char *const protocols[] = { "http", "https", "h2", "grpc", NULL };
     int protocol = SWS__POOL__PROTOCOL__HTTP;
-    size_t mark;
 
     if (cfg_word(p, f, "protocol", protocols, &protocol) < 0)
         return -1;
-    if (protocol > SWS__POOL__PROTOCOL__HTTPS) {
-        mark = cfg_push(p, "protocol");
-        cfg_fail(p, cfg_field(f, "protocol"), "%s to the members is not supported yet "
-                 "(http or https)", protocols[protocol]);
-        cfg_pop(p, mark);
-        return -1;
-    }
-    /* The words are in the order of the enum. */
     pool->protocol = (Sws__Pool__Protocol)protocol;
     return 0;
 }
@@ -123,12 +115,13 @@ static int cfg_pool_tls(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, Sws
 {
     static const char *const keys[] = { "verify", "ca", "sni", NULL };
     protobuf_c_boolean verify = 1;
+    const char *problem;
     Sws__Pool__Tls *tls;
     yaml_node_t *n;
     cfg_fields_t f;
 
-    if (pool->protocol != SWS__POOL__PROTOCOL__HTTPS)
-        return node == NULL ? 0 : cfg_fail(p, node, "tls needs protocol: https");
+    if ((problem = sws_routeset_pool_tls_problem(pool->protocol)) != NULL)
+        return node == NULL ? 0 : cfg_fail(p, node, "%s", problem);
     if ((tls = pool->tls = cfg_new(p, at, &sws__pool__tls__descriptor)) == NULL ||
         cfg_map(p, node, keys, &f) < 0 || cfg_bool(p, &f, "verify", &verify) < 0 ||
         cfg_string(p, &f, "ca", &tls->ca) < 0 || cfg_string(p, &f, "sni", &tls->sni) < 0)

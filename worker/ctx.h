@@ -24,6 +24,7 @@
 #include "worker/request.h"
 #include "worker/static_open.h"
 #include "worker/upstream_conn.h"
+#include "worker/upstream_h2.h"
 #include "worker/upstream_pools.h"
 
 typedef struct sws_worker_ctx {
@@ -34,6 +35,8 @@ typedef struct sws_worker_ctx {
                                       * balancers' state: sws_upstream_pools_adopt
                                       * at each generation */
     sws_pipe_cache_t pipes;          /* the proxy's empty pipes for splice */
+    sws_upstream_h2_set_t h2;        /* the proxy's HTTP/2 connections to members, on
+                                      * `upstreams`: sws_upstream_h2_set_init once */
 } sws_worker_ctx_t;
 
 /* The context of the worker serving r. Never NULL in a worker; a test's
@@ -48,6 +51,7 @@ static inline sws_worker_ctx_t *sws_worker_ctx(const sws_request_t *r)
 static inline void sws_worker_ctx_close(sws_worker_ctx_t *ctx)
 {
     sws_static_roots_close(&ctx->static_roots);
+    sws_upstream_h2_set_close(&ctx->h2); /* its connections are the set's */
     sws_upstream_set_close(&ctx->upstreams);
     sws_upstream_pools_free(&ctx->pools);
     sws_pipe_cache_close(&ctx->pipes);

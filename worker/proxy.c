@@ -20,6 +20,7 @@
 #include "worker/tunnel.h"
 #include "worker/upstream_balance.h"
 #include "worker/upstream_conn.h"
+#include "worker/upstream_h2.h"
 #include "worker/upstream_key.h"
 #include "worker/upstream_pools.h"
 
@@ -51,13 +52,21 @@ enum fail_kind {
     F_STATUS,          /* answered 502, 503 or 504 */
     F_INVALID,         /* not HTTP/1: never retried (it would answer the same) */
     F_CLIENT,          /* the client's stream refused what we gave: it is cut already */
+    F_REFUSED,         /* HTTP/2: the member did not process it (REFUSED_STREAM, GOAWAY) */
 };
+
+/* The HTTP/2 client hands us its response fields in p->fields. */
+_Static_assert(SWS_UPSTREAM_H2_MAX_FIELDS <= SWS_PROXY_MAX_FIELDS, "h2 fields fit p->fields");
 
 typedef struct proxy {
     sws_stream_t *st;
     sws_upstream_set_t *ups;
     sws_upstream_pools_t *pools;  /* the worker's view: the pool is found again by name */
     sws_upstream_conn_t *u;       /* the attempt's connection; NULL between attempts */
+    sws_upstream_h2_set_t *h2set; /* the worker's HTTP/2 client */
+    sws_upstream_h2_stream_t *h2s; /* an h2 pool's attempt: its stream; NULL between */
+    uint8_t h2;                   /* the pool speaks HTTP/2 to its members */
+    uint8_t te_trailers;          /* ... and the request says `te: trailers` (gRPC) */
     llhttp_t parser;
     uint8_t phase;                /* enum phase */
     uint8_t idempotent;
@@ -107,7 +116,7 @@ typedef struct proxy {
     sws_pipe_t pipe;              /* rd -1: none taken */
     size_t in_pipe;               /* bytes put into it since it was last empty */
     uint64_t body_left;           /* splicing: body bytes still in the upstream's socket */
-    char *rbuf;                   /* SWS_PROXY_BUF bytes */
+    char *rbuf;                   /* SWS_PROXY_BUF bytes; none for an h2 pool (nghttp2 reads) */
     size_t rlen;                  /* rbuf[0, rlen) was handed to llhttp and is still referenced */
     unsigned nfields;
     /* Last: 4 KiB that proxy_start does not clear (fields[0, nfields) are
@@ -219,6 +228,7 @@ static int may_resend(const proxy_t *p, enum fail_kind kind)
     switch (kind) {
     case F_CONNECT:
     case F_CONNECT_TIMEOUT:
+    case F_REFUSED: /* RFC 9113 8.7: not processed, safe to send again */
         return 1;
     case F_SEND:
     case F_SEND_TIMEOUT:
@@ -251,6 +261,46 @@ static int stale(const proxy_t *p, enum fail_kind kind)
     return p->u != NULL && p->u->reused && !p->got_byte && (kind == F_SEND || kind == F_BROKEN);
 }
 
+/* An interim answer (1xx, not 101) in p->fields to the client: 0, or -1
+ * (refused: p->why). */
+static int give_interim(proxy_t *p, unsigned status)
+{
+    /* Interim answers (100 Continue to the Expect we forwarded, 103
+     * Early Hints) go to the client as they come. The stream has no
+     * head yet, so a refusal (no memory) must still answer: as an
+     * invalid answer does (F_CLIENT would leave the client waiting). */
+    sws_header_t out[SWS_PROXY_MAX_FIELDS];
+    unsigned n = relayed_fields(p, out);
+    if (sws_stream_interim(p->st, status, out, n) < 0)
+        return refuse(p, F_INVALID, "the client's stream refused an interim answer");
+    p->interim = 1;
+    p->nfields = 0;
+    return 0;
+}
+
+/* The final head in p->fields to the client, whichever wire it came
+ * by: 0, or -1 (refused, or a 502-504 to retry: p->why). */
+static int give_head(proxy_t *p, unsigned status, uint64_t length)
+{
+    p->status = status;
+    if ((status == 502 || status == 503 || status == 504) && can_retry(p, F_STATUS)) {
+        snprintf(p->why_buf, sizeof(p->why_buf), "answered %u", status);
+        return refuse(p, F_STATUS, p->why_buf);
+    }
+    sws_header_t out[RELAYED_MAX];
+    unsigned n = add_via(p, out, relayed_fields(p, out));
+    p->head_given = 1;
+    p->nfields = 0;
+    /* An answer before the whole body (417, 401, 413 to an Expect): the
+     * rest of the body will not be read, so the client's connection ends
+     * after it, and says so. */
+    if (p->has_body && !p->body_ended)
+        p->st->req.keep_alive = 0;
+    if (sws_stream_head(p->st, status, out, n, length) < 0)
+        return refuse(p, F_CLIENT, "the client's stream refused the head");
+    return 0;
+}
+
 static int on_headers_complete(llhttp_t *hp)
 {
     proxy_t *p = hp->data;
@@ -264,37 +314,12 @@ static int on_headers_complete(llhttp_t *hp)
     }
     if (status < 100)
         return refuse(p, F_INVALID, "a status below 100");
-    if (status < 200) {
-        /* Interim answers (100 Continue to the Expect we forwarded, 103
-         * Early Hints) go to the client as they come. The stream has no
-         * head yet, so a refusal (no memory) must still answer: as an
-         * invalid answer does (F_CLIENT would leave the client waiting). */
-        sws_header_t out[SWS_PROXY_MAX_FIELDS];
-        unsigned n = relayed_fields(p, out);
-        if (sws_stream_interim(p->st, status, out, n) < 0)
-            return refuse(p, F_INVALID, "the client's stream refused an interim answer");
-        p->interim = 1;
-        p->nfields = 0;
-        return 0;
-    }
-    p->status = status;
-    if ((status == 502 || status == 503 || status == 504) && can_retry(p, F_STATUS)) {
-        snprintf(p->why_buf, sizeof(p->why_buf), "answered %u", status);
-        return refuse(p, F_STATUS, p->why_buf);
-    }
-    sws_header_t out[RELAYED_MAX];
-    unsigned n = add_via(p, out, relayed_fields(p, out));
+    if (status < 200)
+        return give_interim(p, status);
     uint64_t length = (hp->flags & F_CONTENT_LENGTH) ? hp->content_length
                                                      : SWS_STREAM_LENGTH_UNKNOWN;
-    p->head_given = 1;
-    p->nfields = 0;
-    /* An answer before the whole body (417, 401, 413 to an Expect): the
-     * rest of the body will not be read, so the client's connection ends
-     * after it, and says so. */
-    if (p->has_body && !p->body_ended)
-        p->st->req.keep_alive = 0;
-    if (sws_stream_head(p->st, status, out, n, length) < 0)
-        return refuse(p, F_CLIENT, "the client's stream refused the head");
+    if (give_head(p, status, length) < 0)
+        return -1;
     if (p->is_head)
         return 1; /* llhttp expects no body */
     if (length != SWS_STREAM_LENGTH_UNKNOWN && length >= SPLICE_MIN)
@@ -410,8 +435,11 @@ static void report(proxy_t *p, sws_upstream_outcome_t outcome)
  * refusal or a stale pooled connection say nothing of its health. */
 static sws_upstream_outcome_t fail_outcome(enum fail_kind kind, int was_stale)
 {
-    return kind == F_INVALID || kind == F_CLIENT || was_stale ? SWS_UPSTREAM_NEUTRAL
-                                                              : SWS_UPSTREAM_FAILED;
+    /* A refused stream is a member going away in order (GOAWAY) or
+     * full: not a failure either. */
+    return kind == F_INVALID || kind == F_CLIENT || kind == F_REFUSED || was_stale
+               ? SWS_UPSTREAM_NEUTRAL
+               : SWS_UPSTREAM_FAILED;
 }
 
 /* Nothing worked: the client gets status. Its body may still be on the
@@ -455,6 +483,8 @@ static void failed(proxy_t *p, enum fail_kind kind, const char *why)
         sws_upstream_close(p->u);
         p->u = NULL;
     }
+    sws_upstream_h2_cancel(p->h2s);
+    p->h2s = NULL;
     /* A reopened attempt's connection is new, never reused: not stale
      * again, so a member is reopened at most once per pick. */
     if (was_stale && may_resend(p, kind) && reopen(p, why) == 0)
@@ -864,6 +894,133 @@ static const sws_upstream_ops_t upstream_ops = {
     .on_timeout = on_upstream_timeout,
 };
 
+/* ---- an h2 or grpc pool: the attempt over HTTP/2 (worker/upstream_h2.h) ---- */
+
+static int h2_head(void *data, unsigned status, const sws_header_t *h, unsigned n,
+                   uint64_t length)
+{
+    proxy_t *p = data;
+    p->got_byte = 1;
+    memcpy(p->fields, h, n * sizeof(*h));
+    p->nfields = n;
+    if ((status < 200 ? give_interim(p, status) : give_head(p, status, length)) == 0)
+        return 0;
+    failed(p, (enum fail_kind)p->fail_kind, p->why); /* cancels the stream */
+    return -1;
+}
+
+/* Body bytes go to the client's stream as they come; what it holds (the
+ * client is slower) keeps the member's window shut until proceed(). */
+static int h2_data(void *data, const char *at, size_t n)
+{
+    proxy_t *p = data;
+    if (sws_stream_write(p->st, at, n) < 0) {
+        failed(p, F_CLIENT, "the client's stream refused the body");
+        return -1;
+    }
+    p->paused = (uint8_t)sws_stream_blocked(p->st);
+    return p->paused;
+}
+
+static void h2_end(void *data, const sws_header_t *t, unsigned n)
+{
+    proxy_t *p = data;
+    p->h2s = NULL;
+    memcpy(p->fields, t, n * sizeof(*t));
+    p->nfields = n;
+    sws_header_t out[SWS_PROXY_MAX_FIELDS];
+    unsigned k = relayed_fields(p, out);
+    p->ended = 1;
+    p->phase = PH_DONE;
+    log_attempt(p); /* the end may log the request at once */
+    if (sws_stream_end(p->st, out, k) < 0) {
+        failed(p, F_CLIENT, "the client's stream refused the end");
+        return;
+    }
+    /* A 502-504 relayed (no retry was left) is the member's failure too. */
+    report(p, p->status >= 502 && p->status <= 504 ? SWS_UPSTREAM_FAILED : SWS_UPSTREAM_OK);
+}
+
+static void h2_failed(void *data, sws_upstream_h2_fail_t kind, const char *why)
+{
+    static const uint8_t kinds[] = {
+        [SWS_UPSTREAM_H2_CONNECT] = F_CONNECT,
+        [SWS_UPSTREAM_H2_CONNECT_TIMEOUT] = F_CONNECT_TIMEOUT,
+        [SWS_UPSTREAM_H2_REFUSED] = F_REFUSED,
+        [SWS_UPSTREAM_H2_SEND_TIMEOUT] = F_SEND_TIMEOUT,
+        [SWS_UPSTREAM_H2_BROKEN] = F_BROKEN,
+        [SWS_UPSTREAM_H2_READ_TIMEOUT] = F_READ_TIMEOUT,
+        [SWS_UPSTREAM_H2_INVALID] = F_INVALID,
+    };
+    proxy_t *p = data;
+    p->h2s = NULL;
+    failed(p, (enum fail_kind)kinds[kind], why);
+}
+
+/* The client's body held (body_data), as the member's window takes it. */
+static size_t h2_body(void *data, char *buf, size_t len, int *eof)
+{
+    proxy_t *p = data;
+    size_t n = p->blen - p->bsent;
+    if (n > len)
+        n = len;
+    memcpy(buf, p->bbuf + p->bsent, n);
+    p->bsent += n;
+    /* A small body (a unary gRPC call's) is kept, so that a stream the
+     * member refused unprocessed goes again whole; a larger one is let go
+     * as it is sent, as over HTTP/1. */
+    if (n > 0 && p->bsent == p->blen) {
+        if (p->blen >= BODY_HWM)
+            body_sent(p);
+        else
+            sws_stream_body_resume(p->st);
+    }
+    *eof = p->body_ended && p->bsent == p->blen;
+    return n;
+}
+
+/* The client's trailers (an HTTP/2 client's; HTTP/1 drops them). */
+static unsigned h2_trailers(void *data, const sws_header_t **t)
+{
+    proxy_t *p = data;
+    const sws_request_t *r = &p->st->req;
+    *t = &r->headers[r->nheaders];
+    return r->ntrailers;
+}
+
+static const sws_upstream_h2_ops_t h2_ops = {
+    .head = h2_head,
+    .data = h2_data,
+    .end = h2_end,
+    .failed = h2_failed,
+    .body = h2_body,
+    .trailers = h2_trailers,
+};
+
+/* The request as a stream to member m, on a connection with room. The
+ * head proxy_req.c wrote is mapped onto HTTP/2 there; the body is chunked
+ * by nobody (body_chunked is clear): HTTP/2 frames it. */
+static void h2_exchange(proxy_t *p, const sws_upstream_member_t *m)
+{
+    char err[128];
+    sws_upstream_h2_req_t req = {
+        .head = p->req,
+        .head_len = p->req_len,
+        .has_body = p->has_body,
+        .te_trailers = p->te_trailers,
+    };
+    p->phase = PH_SEND;
+    p->h2s = sws_upstream_h2_submit(p->h2set, p->cur_id, &m->addr, &p->conf, &req, &h2_ops, p,
+                                    err, sizeof(err));
+    if (p->h2s == NULL) {
+        failed(p, F_CONNECT, err);
+        return;
+    }
+    /* Queued: from now on it may reach the member (only a refusal says
+     * it did not). */
+    p->req_sent = p->req_len;
+}
+
 /* One attempt, on the member the pool's balancer picks: one not tried
  * yet when another may take it (upstream_balance.h). */
 static void attempt(proxy_t *p)
@@ -901,6 +1058,10 @@ static void exchange(proxy_t *p, const sws_upstream_pool_t *pool,
     p->nfields = 0;
     p->got_byte = p->interim = p->in_trailers = p->paused = p->send_waited = 0;
     p->why = NULL;
+    if (p->h2) {
+        h2_exchange(p, m);
+        return;
+    }
     llhttp_init(&p->parser, HTTP_RESPONSE, &parser_settings);
     p->parser.data = p;
     const sws_upstream_tls_t *tls = pool->tls_ctx ? &m->tls : NULL;
@@ -927,6 +1088,11 @@ static void exchange(proxy_t *p, const sws_upstream_pool_t *pool,
 static void proxy_proceed(sws_stream_t *st)
 {
     proxy_t *p = st->source_data;
+    if (p->h2s != NULL && p->paused) { /* the client took what the stream held */
+        p->paused = 0;
+        sws_upstream_h2_consumed(p->h2s);
+        return;
+    }
     if (p->pipe_wait) { /* the sink emptied the pipe */
         p->pipe_wait = 0;
         p->in_pipe = 0;
@@ -942,6 +1108,7 @@ static void proxy_dispose(sws_stream_t *st)
     proxy_t *p = st->source_data;
     if (p->u != NULL)
         sws_upstream_close(p->u); /* the client left mid-exchange */
+    sws_upstream_h2_cancel(p->h2s); /* ... the member gets RST_STREAM */
     /* A tunnel ending is the end of its member's answer; anything else
      * still picked here was cut by the client's side. */
     report(p, p->switching ? SWS_UPSTREAM_OK : SWS_UPSTREAM_NEUTRAL);
@@ -966,7 +1133,9 @@ static const sws_stream_source_t proxy_source = {
 static void body_kick(sws_defer_t *d)
 {
     proxy_t *p = sws_container_of(d, proxy_t, kick);
-    if (p->phase == PH_SEND) /* connected: a full socket answers EAGAIN, EPOLLOUT follows */
+    if (p->h2s != NULL)
+        sws_upstream_h2_resume(p->h2s);
+    else if (p->phase == PH_SEND) /* connected: a full socket answers EAGAIN, EPOLLOUT follows */
         send_request(p, 0);
 }
 
@@ -1051,6 +1220,31 @@ static int request_key(const sws_upstream_pool_t *pool, const sws_request_t *r, 
     return sws_upstream_key_get(&pool->key, r->headers, r->nheaders, client, key);
 }
 
+/* A grpc pool is for HTTP/2 clients only (ADR 0034: gRPC needs
+ * trailers end to end, which an HTTP/1 response rarely carries to a
+ * client), answered 426 (the client's mistake: logged as info, like other
+ * refused requests). 1 when answered. */
+static int protocol_refused(const sws_pool_t *tpool, const sws_request_t *r,
+                            const sws_str_t *name, const char *peer, sws_stream_t *st)
+{
+    if (tpool->protocol == SWS__POOL__PROTOCOL__GRPC && r->version_major != 2) {
+        sws_log_info("proxy: pool %.*s (grpc): client %s spoke HTTP/%u.%u, gRPC needs HTTP/2 (426)",
+                     (int)name->len, name->p, peer, r->version_major, r->version_minor);
+        sws_stream_error(st, 426);
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether the request asks for trailers in the answer: gRPC's does
+ * (`te: trailers`, the only TE an HTTP/2 request may carry). */
+static int wants_trailers(const sws_pool_t *tpool, const sws_request_t *r)
+{
+    const sws_str_t *te = sws_request_header(r, "te");
+    return tpool->protocol == SWS__POOL__PROTOCOL__GRPC ||
+           (te != NULL && sws_str_caseeq_lit(*te, "trailers"));
+}
+
 /* The action; streams_body: called from the head handler, the body
  * still to come through the stream's body consumer. */
 static void proxy_start(sws_stream_t *st, int streams_body)
@@ -1081,6 +1275,10 @@ static void proxy_start(sws_stream_t *st, int streams_body)
         return;
     }
     const char *peer = sws_conn_peer_text(r->conn);
+    if (protocol_refused(tpool, r, &name, peer, st))
+        return;
+    int h2 = tpool->protocol == SWS__POOL__PROTOCOL__H2 ||
+             tpool->protocol == SWS__POOL__PROTOCOL__GRPC;
     sws_proxy_req_opts_t o = {
         .host_header = { sws_table_str(t, r->route->host_header), r->route->host_header.len },
         .client_ip = { peer, strlen(peer) },
@@ -1096,10 +1294,11 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     /* A switch is tunnelled when asked for without a body (what would
      * follow the body on the connection is not ours to frame); an upgrade
      * with a body is an ordinary request, its Upgrade dropped. */
-    int upgrade = !streams_body && sws_proxy_req_upgrade(r, &o.upgrade);
+    int upgrade = !streams_body && !h2 && sws_proxy_req_upgrade(r, &o.upgrade);
     /* The client waits for a 100: the upstream's is the one to give it
-     * (it may answer 417 or 401 instead, and the body never comes). */
-    o.expect_continue = streams_body && st->expect_continue;
+     * (it may answer 417 or 401 instead, and the body never comes). Over
+     * HTTP/2 the body goes as the window allows: the protocol answers 100. */
+    o.expect_continue = streams_body && st->expect_continue && !h2;
     if (o.expect_continue)
         st->expect_continue = 0;
     static const char via_version[] = "1.1 ";
@@ -1107,9 +1306,10 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     /* The head is written once, into room that holds it (the size hint);
      * only a hint too small (never seen) costs a second walk. */
     size_t room = sws_proxy_req_size_hint(r, &o), req_len = 0;
+    size_t rbuf_len = h2 ? 0 : SWS_PROXY_BUF;
     proxy_t *p = NULL;
     for (int tries = 0; tries < 2; tries++) {
-        p = malloc(sizeof(*p) + room + SWS_PROXY_BUF + name.len + 1 + key.len + via_len);
+        p = malloc(sizeof(*p) + room + rbuf_len + name.len + 1 + key.len + via_len);
         if (p == NULL)
             break;
         req_len = sws_proxy_req_write_in((char *)(p + 1), room, r, &o);
@@ -1128,7 +1328,7 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     p->req = (char *)(p + 1);
     p->req_len = req_len;
     p->rbuf = p->req + room;
-    p->pool = p->rbuf + SWS_PROXY_BUF;
+    p->pool = p->rbuf + rbuf_len;
     memcpy(p->pool, name.p, name.len);
     p->pool[name.len] = '\0';
     p->pool_len = name.len;
@@ -1155,11 +1355,14 @@ static void proxy_start(sws_stream_t *st, int streams_body)
     p->idempotent = (uint8_t)method_idempotent(r->method_id);
     p->is_head = r->is_head;
     p->upgrade = (uint8_t)upgrade;
+    p->h2 = (uint8_t)h2;
+    p->h2set = &ctx->h2;
+    p->te_trailers = (uint8_t)(h2 && wants_trailers(tpool, r));
     sws_defer_init(&p->kick, body_kick);
     sws_stream_set_source(st, &proxy_source, p);
     if (streams_body) {
         p->has_body = 1;
-        p->body_chunked = (uint8_t)o.chunked;
+        p->body_chunked = (uint8_t)(o.chunked && !h2);
         sws_stream_set_body(st, &proxy_body);
     }
     attempt(p);

@@ -1,7 +1,7 @@
 /*
  * The proxy action: one request relayed to a member of the route's pool
- * over HTTP/1.1, its response relayed back through the request's stream
- * (ADR 0008; docs/adr/0014-proxy-relay.md).
+ * over HTTP/1.1 (or HTTP/2, below), its response relayed back through the
+ * request's stream (ADR 0008; docs/adr/0014-proxy-relay.md).
  *
  * sws_proxy_handle() runs as the route's action, in the worker, inside
  * the protocol's call. It copies what it needs from the table generation
@@ -66,6 +66,14 @@
  * The response is read while the request body still streams, once the
  * head is written: a 100, or a final answer that makes the rest of the
  * body moot (then the client's connection closes after it).
+ *
+ * A pool whose protocol is h2 or grpc (ADR 0034) is spoken to over
+ * HTTP/2 (worker/upstream_h2.h): the same pick, retry rules, passive
+ * health and access log; the head above mapped onto HTTP/2 fields, the
+ * body framed by HTTP/2 (not chunked), trailers both ways, no tunnel and
+ * no forwarded Expect; a stream the member refused unprocessed (F_REFUSED)
+ * is retried whatever the method and says nothing of its health. A grpc
+ * pool answers HTTP/1 clients 426.
  *
  * Memory: one allocation per proxied request (state, request head, read
  * buffer) and one for a request body, freed when the stream is released

@@ -403,6 +403,8 @@ void sws_upstream_close_idle(sws_upstream_set_t *s, uint64_t member_id)
         conn_free(b->head);
     if (b != NULL)
         bucket_forget_session(b);
+    if (s->close_idle_hook != NULL)
+        s->close_idle_hook(s->close_idle_arg, member_id);
 }
 
 void sws_upstream_arm(sws_upstream_conn_t *u, enum sws_upstream_timer which)

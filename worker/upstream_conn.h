@@ -141,6 +141,11 @@ struct sws_upstream_set {
     unsigned nidle, nopen;         /* idle; all open (held and idle) */
     sws_upstream_conn_t *closed;   /* closed in this iteration, freed by `reap` */
     sws_defer_t reap;
+    /* Told by sws_upstream_close_idle, after the set's own idle ones: the
+     * HTTP/2 client's (worker/upstream_h2.h) idle connections, which it
+     * holds rather than this pool. NULL: none. */
+    void (*close_idle_hook)(void *arg, uint64_t member_id);
+    void *close_idle_arg;
 };
 
 /* Zero-initialised memory is an empty set; init registers the timer
@@ -207,7 +212,8 @@ static inline int sws_upstream_can_splice(const sws_upstream_conn_t *u)
 void sws_upstream_configure(sws_upstream_conn_t *u, const sws_upstream_conf_t *conf);
 
 /* Close the idle connections of a member and forget its TLS session
- * (removed from the table: they would only wait for their idle timeout). */
+ * (removed from the table: they would only wait for their idle timeout);
+ * then the close_idle_hook's. */
 void sws_upstream_close_idle(sws_upstream_set_t *s, uint64_t member_id);
 
 /* Arm (or re-arm) the connection's one timer for `which`; disarm. */

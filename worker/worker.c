@@ -406,6 +406,7 @@ static int worker_setup(sws_worker_t *w)
     w->conns.head_handler = sws_handlers_dispatch_head;
     w->conns.h2_proto = &sws_http2_proto;
     sws_upstream_set_init(&w->ctx.upstreams, &w->loop);
+    sws_upstream_h2_set_init(&w->ctx.h2, &w->ctx.upstreams);
     sws_upstream_stats_init(&w->upstream_stats, &w->loop, cfg->shm, cfg->index, &w->ctx.pools,
                             &w->ctx.upstreams);
     sws_timer_queue_init(&w->loop, &w->accept_q, ACCEPT_PAUSE_MS);

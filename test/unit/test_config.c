@@ -672,7 +672,7 @@ static void write_file(const char *path, const char *text)
 
 /* protocol https: verification on by default against the CA file, read
  * by the configuration reader (relative to the file) into the RouteSet;
- * with verify: false nothing is read. */
+ * with verify: false nothing is read. h2 and grpc: h2c, no tls. */
 static void test_pool_https(void **state)
 {
     (void)state;
@@ -691,6 +691,8 @@ static void test_pool_https(void **state)
                      "     members: [\"127.0.0.1:443\"]}\n"
                      "  - {name: b, protocol: https, tls: {verify: false, ca: nope.pem}}\n"
                      "  - {name: c}\n"
+                     "  - {name: d, protocol: h2}\n"
+                     "  - {name: e, protocol: grpc}\n"
                      "hosts: []\n");
     if (sws_config_load(file, &cfg, err, sizeof(err)) != 0)
         fail_msg("%s", err);
@@ -705,6 +707,10 @@ static void test_pool_https(void **state)
     assert_int_equal(pools[1]->tls->ca_pem.len, 0);
     assert_int_equal(pools[2]->protocol, SWS__POOL__PROTOCOL__HTTP);
     assert_null(pools[2]->tls);
+    assert_int_equal(pools[3]->protocol, SWS__POOL__PROTOCOL__H2);
+    assert_null(pools[3]->tls);
+    assert_int_equal(pools[4]->protocol, SWS__POOL__PROTOCOL__GRPC);
+    assert_null(pools[4]->tls);
     sws_config_free(cfg);
 
     /* Read from a file, the CA file is opened: its refusals at tls.ca. */
@@ -1039,10 +1045,11 @@ static void test_pool_errors(void **state)
         { "pools:\n  - {name: a, colour: red}\n", "t.yaml:2:15: pools[0].colour: ",
           "unknown key (expected one of: name, members, balance, hash_key, keepalive, retries, "
           "max_conns, timeouts, health, protocol, tls)" },
-        { "pools:\n  - {name: a, protocol: h2}\n", "t.yaml:2:25: pools[0].protocol: ",
-          "h2 to the members is not supported yet (http or https)" },
-        { "pools:\n  - {name: a, protocol: grpc}\n", "t.yaml:2:25: pools[0].protocol: ",
-          "grpc to the members is not supported yet" },
+        { "pools:\n  - {name: a, protocol: h2, tls: {verify: false}}\n",
+          "t.yaml:2:34: pools[0].tls: ",
+          "HTTP/2 over TLS to the members is not supported yet (h2 and grpc are h2c)" },
+        { "pools:\n  - {name: a, protocol: grpc, tls: {verify: false}}\n",
+          "t.yaml:2:36: pools[0].tls: ", "HTTP/2 over TLS to the members is not supported yet" },
         { "pools:\n  - {name: a, protocol: ftp}\n", "t.yaml:2:25: pools[0].protocol: ",
           "expected http, https, h2 or grpc, got \"ftp\"" },
         { "pools:\n  - {name: a, tls: {verify: false}}\n", "t.yaml:2:20: pools[0].tls: ",
@@ -1193,7 +1200,7 @@ static void test_proxy_example_config(void **state)
     if (sws_config_load("conf/proxy.yaml", &cfg, err, sizeof(err)) != 0)
         print_error("%s\n", err);
     assert_non_null(cfg);
-    assert_int_equal(cfg->routes->n_pools, 3);
+    assert_int_equal(cfg->routes->n_pools, 4);
     assert_int_equal(cfg->routes->pools[0]->n_members, 3);
     assert_int_equal(cfg->routes->pools[0]->members[1]->weight, 2);
     assert_int_equal(cfg->routes->pools[0]->members[2]->state, SWS__MEMBER__STATE__DRAINING);
@@ -1203,6 +1210,7 @@ static void test_proxy_example_config(void **state)
                         "sessions.internal");
     assert_int_equal(cfg->routes->pools[2]->protocol, SWS__POOL__PROTOCOL__HTTPS);
     assert_true(cfg->routes->pools[2]->tls->ca_pem.len > 0); /* the system's store */
+    assert_int_equal(cfg->routes->pools[3]->protocol, SWS__POOL__PROTOCOL__GRPC);
     sws_config_free(cfg);
 }
 

@@ -273,6 +273,16 @@ static void protocol_unknown(Sws__RouteSet *rs)
 {
     rs->pools[0]->protocol = (Sws__Pool__Protocol)5;
 }
+static void tls_with_h2(Sws__RouteSet *rs)
+{
+    https(rs, NULL)->skip_verify = 1;
+    rs->pools[0]->protocol = SWS__POOL__PROTOCOL__H2;
+}
+static void tls_with_grpc(Sws__RouteSet *rs)
+{
+    https(rs, NULL)->skip_verify = 1;
+    rs->pools[0]->protocol = SWS__POOL__PROTOCOL__GRPC;
+}
 static void tls_without_https(Sws__RouteSet *rs)
 {
     https(rs, NULL)->skip_verify = 1;
@@ -473,8 +483,13 @@ static const struct refusal_case {
       "/etc/x.pem: holds no PEM certificate" },
     { "CA that does not parse", https_ca_broken, "pools[0].tls.ca",
       "a certificate in it does not parse (expected PEM certificates)" },
-    { "unknown protocol", protocol_unknown, "pools[0].protocol", "expected http or https, got 5" },
+    { "unknown protocol", protocol_unknown, "pools[0].protocol",
+      "expected http, https, h2 or grpc, got 5" },
     { "tls without https", tls_without_https, "pools[0].tls", "tls needs protocol: https" },
+    { "tls with h2", tls_with_h2, "pools[0].tls",
+      "HTTP/2 over TLS to the members is not supported yet (h2 and grpc are h2c)" },
+    { "tls with grpc", tls_with_grpc, "pools[0].tls",
+      "HTTP/2 over TLS to the members is not supported yet (h2 and grpc are h2c)" },
     { "sni wildcard", sni_wildcard, "pools[0].tls.sni",
       "\"*.example\": a wildcard names no one host" },
     { "sni IP", sni_ip, "pools[0].tls.sni",
@@ -596,6 +611,32 @@ static void test_https_pool_accepted_and_tabled(void **state)
         sws__route_set__free_unpacked(rs, NULL);
     }
     free(pem);
+}
+
+/* h2 and grpc pools (h2c, ADR 0034) pass without tls and keep their
+ * protocol in the table, where the worker reads it; no TLS strings. */
+static void test_h2_pools_accepted_and_tabled(void **state)
+{
+    (void)state;
+    static _Alignas(8) char arena[1 << 16];
+    static const Sws__Pool__Protocol protocols[] = { SWS__POOL__PROTOCOL__H2,
+                                                     SWS__POOL__PROTOCOL__GRPC };
+    char err[256];
+    for (size_t i = 0; i < sizeof(protocols) / sizeof(protocols[0]); i++) {
+        Sws__RouteSet *rs = fixture();
+        rs->pools[0]->protocol = protocols[i];
+        sws_routeset_refusal_t why;
+        if (sws_routeset_check(rs, &why) != 0)
+            fail_msg("protocol %d refused: %s: %s", (int)protocols[i], why.path, why.msg);
+        assert_int_equal(sws_table_build(arena, sizeof(arena), 1, rs, err, sizeof(err)), 0);
+        const sws_table_t *t = (const sws_table_t *)arena;
+        const sws_pool_t *tp = sws_table_pool(t, 0);
+        assert_int_equal(tp->protocol, protocols[i]);
+        assert_int_equal(tp->tls_verify, 0);
+        assert_int_equal(tp->tls_sni.len, 0);
+        assert_int_equal(tp->tls_ca_pem.len, 0);
+        sws__route_set__free_unpacked(rs, NULL);
+    }
 }
 
 /* Addresses in their canonical form: the key member ids derive from. */
@@ -836,6 +877,7 @@ int main(void)
         cmocka_unit_test(test_fixture_is_valid),
         cmocka_unit_test(test_each_refusal),
         cmocka_unit_test(test_https_pool_accepted_and_tabled),
+        cmocka_unit_test(test_h2_pools_accepted_and_tabled),
         cmocka_unit_test(test_address_forms),
         cmocka_unit_test(test_address_any_host_only_when_asked),
         cmocka_unit_test(test_hash_keys),

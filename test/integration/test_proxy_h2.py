@@ -1,0 +1,201 @@
+"""Pools that speak HTTP/2 to their members: `protocol: h2` and `grpc`
+(docs/adr/0034, worker/upstream_h2.c), against a gRPC-style HTTP/2
+backend of our own (h2_backend.py): request bodies and trailers through
+to the member, its grpc-status trailer back to the client, streams
+multiplexed on one upstream connection, a GOAWAY's refused stream sent
+again elsewhere, a client's reset passed on, HTTP/1 clients to an h2
+pool, and a grpc pool refusing HTTP/1 clients with 426."""
+
+import os
+import unittest
+
+from h2_backend import H2Backend, H2Client
+from harness import Client, ServerTestCase, make_config, poll, request
+
+HOSTS = """
+- name: "*"
+  routes:
+    - path: /h2/
+      proxy: {pool: plain}
+    - path: /rpc/
+      proxy: {pool: rpc}
+"""
+
+GRPC_HEADERS = [("content-type", "application/grpc"), ("te", "trailers")]
+MIB = os.urandom(1 << 20)
+
+
+class H2Pools(ServerTestCase):
+    def backend(self, name="m", mode="echo"):
+        b = H2Backend(name, mode)
+        self.addCleanup(b.stop)
+        return b
+
+    def start(self, members, rpc_extra="", plain_members=None):
+        rpc = ", ".join('"%s"' % m.address for m in members)
+        plain = ", ".join('"%s"' % m.address for m in (plain_members or members))
+        pools = ("pools:\n"
+                 '  - {name: plain, protocol: h2, members: [%s]}\n'
+                 '  - {name: rpc, protocol: grpc, members: [%s]%s}\n'
+                 % (plain, rpc, rpc_extra))
+        return self.server(make_config(HOSTS) + pools)
+
+    def h2client(self, srv):
+        c = H2Client(srv.port)
+        self.addCleanup(c.close)
+        return c
+
+    def test_grpc_call_body_and_trailers_both_ways(self):
+        m = self.backend()
+        srv = self.start([m])
+        c = self.h2client(srv)
+        msg = b"\0\0\0\0\x05hello"
+        sid = c.start("/rpc/pkg.Svc/Call", body=msg, headers=GRPC_HEADERS,
+                      trailers=[("x-client-sum", "42"), ("x-client-note", "last")])
+        r = c.response(sid)
+        self.assertIsNone(r.reset)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.header("content-type"), "application/grpc")
+        self.assertEqual(bytes(r.body), msg)
+        self.assertEqual(r.trailer("grpc-status"), "0")
+        self.assertEqual(r.trailer("grpc-message"), "ok")
+        self.assertEqual(len(m.requests), 1)
+        got = m.requests[0]
+        self.assertEqual(bytes(got.body), msg)
+        self.assertEqual(got.trailers, [("x-client-sum", "42"), ("x-client-note", "last")])
+        self.assertEqual(got.header(":method"), "POST")
+        self.assertEqual(got.header(":path"), "/rpc/pkg.Svc/Call")
+        self.assertEqual(got.header(":authority"), "x")
+        self.assertEqual(got.header("te"), "trailers")
+        self.assertEqual(got.header("x-forwarded-for"), "127.0.0.1")
+        self.assertEqual(got.header("x-forwarded-proto"), "http")
+
+    def test_non_zero_grpc_status_reaches_the_client_as_a_trailer(self):
+        m = self.backend(mode="status:5")
+        srv = self.start([m])
+        c = self.h2client(srv)
+        r = c.response(c.start("/rpc/pkg.Svc/Missing", body=b"\0\0\0\0\0",
+                               headers=GRPC_HEADERS))
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.trailer("grpc-status"), "5")
+        self.assertEqual(r.trailer("grpc-message"), "failed 5")
+        self.assertIsNone(r.header("grpc-status"))
+
+    def test_concurrent_streams_share_one_upstream_connection(self):
+        n = 6
+        m = self.backend(mode="gather:%d" % n)
+        srv = self.start([m])
+        c = self.h2client(srv)
+        sids = [c.start("/rpc/pkg.Svc/Call", body=b"\0\0\0\0\x01%d" % i, headers=GRPC_HEADERS)
+                for i in range(n)]
+        for i, sid in enumerate(sids):
+            r = c.response(sid)
+            self.assertEqual(bytes(r.body), b"\0\0\0\0\x01%d" % i)
+            self.assertEqual(r.trailer("grpc-status"), "0")
+        # The backend answered none until all six were open at once.
+        self.assertEqual(m.streams, n)
+        self.assertEqual(m.connections, 1)
+
+    def test_one_mib_bodies_both_ways_exact(self):
+        m = self.backend()
+        srv = self.start([m])
+        c = self.h2client(srv)
+        r = c.response(c.start("/rpc/pkg.Svc/Big", body=MIB, headers=GRPC_HEADERS,
+                               trailers=[("x-end", "1")]), timeout=30)
+        self.assertEqual(len(r.body), len(MIB))
+        self.assertTrue(bytes(r.body) == MIB, "the echoed body differs")
+        self.assertEqual(r.trailer("grpc-status"), "0")
+        self.assertTrue(bytes(m.requests[0].body) == MIB, "the member got another body")
+        self.assertEqual(m.requests[0].trailers, [("x-end", "1")])
+
+    def test_goaway_refused_stream_goes_to_another_member(self):
+        away = self.backend("away", mode="goaway")
+        ok = self.backend("ok")
+        srv = self.start([away, ok], rpc_extra=", retries: 1")
+        for i in range(2):  # round robin: one of them meets the GOAWAY
+            c = self.h2client(srv)
+            r = c.response(c.start("/rpc/pkg.Svc/Call", body=b"\0\0\0\0\x01x",
+                                   headers=GRPC_HEADERS))
+            self.assertEqual(r.status, 200)
+            self.assertEqual(r.trailer("grpc-status"), "0")
+        self.assertGreaterEqual(away.goaways, 1)
+        self.assertEqual(len(away.requests), 0)
+        self.assertEqual(len(ok.requests), 2)  # a POST, sent again: it was not processed
+        srv.wait_log(r"proxy: pool rpc member %s: stream refused \(GOAWAY\): retrying"
+                     % away.address.replace(".", r"\."))
+
+    def test_goaway_without_retries_left_is_502(self):
+        away = self.backend("away", mode="goaway")
+        srv = self.start([away])
+        c = self.h2client(srv)
+        r = c.response(c.start("/rpc/pkg.Svc/Call", body=b"\0\0\0\0\0", headers=GRPC_HEADERS))
+        self.assertEqual(r.status, 502)
+        self.assertEqual(len(away.requests), 0)
+
+    def two_calls(self, srv, method):
+        statuses = []
+        for i in range(2):  # round robin: one of them meets the reset
+            c = self.h2client(srv)
+            body = b"\0\0\0\0\x01x" if method == "POST" else b""
+            statuses.append(c.response(c.start("/rpc/pkg.Svc/Call", method=method, body=body,
+                                               headers=GRPC_HEADERS)).status)
+        return sorted(statuses)
+
+    def test_stream_reset_after_processing_is_not_sent_again_for_a_post(self):
+        bad = self.backend("bad", mode="reset")
+        ok = self.backend("ok")
+        srv = self.start([bad, ok], rpc_extra=", retries: 1")
+        self.assertEqual(self.two_calls(srv, "POST"), [200, 502])
+        self.assertEqual(len(bad.requests), 1)
+        self.assertEqual(len(ok.requests), 1)  # the reset POST was not sent again
+        srv.wait_log(r"proxy: pool rpc member %s: stream reset \(INTERNAL_ERROR\) \(502\)"
+                     % bad.address.replace(".", r"\."))
+
+    def test_stream_reset_is_retried_for_a_get(self):
+        bad = self.backend("bad", mode="reset")
+        ok = self.backend("ok")
+        srv = self.start([bad, ok], rpc_extra=", retries: 1")
+        self.assertEqual(self.two_calls(srv, "GET"), [200, 200])
+        self.assertEqual(len(bad.requests), 1)
+        self.assertEqual(len(ok.requests), 2)
+
+    def test_http1_client_to_an_h2_pool(self):
+        m = self.backend()
+        srv = self.start([m])
+        with Client(srv.port) as cl:
+            cl.send(request("GET", "/h2/x"))
+            r = cl.read_response()
+            self.assertEqual((r.status, r.body), (200, b"m GET /h2/x"))
+            cl.send(request("POST", "/h2/echo", body=b"posted",
+                            headers=[("Content-Length", "6")]))
+            r = cl.read_response()
+            self.assertEqual((r.status, r.body), (200, b"posted"))
+        self.assertEqual(m.connections, 1)
+        self.assertIsNone(m.requests[0].header("te"))
+
+    def test_client_reset_cancels_the_upstream_stream(self):
+        m = self.backend(mode="hold")
+        srv = self.start([m])
+        c = self.h2client(srv)
+        sid = c.start("/rpc/pkg.Svc/Wait", body=b"\0\0\0\0\0", headers=GRPC_HEADERS)
+        poll(lambda: len(m.requests) == 1, what="the member has the request")
+        c.reset(sid)
+        poll(lambda: len(m.resets) == 1, what="the member sees RST_STREAM")
+        self.assertEqual(m.resets, [m.requests[0].stream_id])
+
+    def test_grpc_from_an_http1_client_is_426_with_a_log_line(self):
+        m = self.backend()
+        srv = self.start([m])
+        with Client(srv.port) as cl:
+            cl.send(request("POST", "/rpc/pkg.Svc/Call", body=b"\0\0\0\0\0",
+                            headers=[("Content-Type", "application/grpc"),
+                                     ("Content-Length", "5")]))
+            r = cl.read_response()
+        self.assertEqual(r.status, 426)
+        srv.wait_log(r"proxy: pool rpc \(grpc\): client 127\.0\.0\.1 spoke HTTP/1\.1, "
+                     r"gRPC needs HTTP/2 \(426\)")
+        self.assertEqual(m.connections, 0)
+
+
+if __name__ == "__main__":
+    unittest.main()
