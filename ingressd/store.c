@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "core/err.h"
+#include "core/fmt.h"
 #include "core/log.h"
 #include "core/tls_pem.h"
 
@@ -800,14 +801,22 @@ unsigned sws_ingress_store_take_changes(sws_ingress_store_t *st)
     return c;
 }
 
+/* Not snprintf: a translation makes a key for every backend. */
+size_t sws_ingress_key(char *out, const char *ns, const char *name)
+{
+    char *o = sws_put(SWS_PUT_LIT(sws_put(out, ns, strlen(ns)), "/"), name, strlen(name));
+    *o = '\0';
+    return (size_t)(o - out);
+}
+
 const void *sws_ingress_store_get(const sws_ingress_store_t *st, sws_kube_kind_t kind,
                                   const char *ns, const char *name)
 {
-    char key[2 * SWS_INGRESS_NAME_MAX + 2];
-    int n = snprintf(key, sizeof(key), "%s/%s", ns, name);
-    if ((unsigned)kind >= SWS_KUBE_KINDS || n < 0 || (size_t)n >= sizeof(key))
+    char key[SWS_INGRESS_KEY_MAX];
+    if ((unsigned)kind >= SWS_KUBE_KINDS || strlen(ns) > SWS_INGRESS_NAME_MAX ||
+        strlen(name) > SWS_INGRESS_NAME_MAX)
         return NULL;
-    return sws_ingress_map_get(&st->objs[kind], key, (size_t)n);
+    return sws_ingress_map_get(&st->objs[kind], key, sws_ingress_key(key, ns, name));
 }
 
 const void *sws_ingress_store_next(const sws_ingress_store_t *st, sws_kube_kind_t kind,

@@ -168,6 +168,11 @@ unsigned sws_ingress_store_take_changes(sws_ingress_store_t *st);
 const void *sws_ingress_store_get(const sws_ingress_store_t *st, sws_kube_kind_t kind,
                                   const char *ns, const char *name);
 
+/* "NS/NAME", the key of an object, into out (SWS_INGRESS_KEY_MAX bytes);
+ * its length. ns and name at most SWS_INGRESS_NAME_MAX bytes each. */
+#define SWS_INGRESS_KEY_MAX (2 * SWS_INGRESS_NAME_MAX + 2)
+size_t sws_ingress_key(char *out, const char *ns, const char *name);
+
 /* The objects of kind, in no order: *it starts at 0; NULL after the last. */
 const void *sws_ingress_store_next(const sws_ingress_store_t *st, sws_kube_kind_t kind,
                                    size_t *it);

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fmt.h"
 #include "core/log.h"
 #include "core/path.h"
 #include "shm/routeset_check.h"
@@ -127,10 +128,13 @@ static int older_first(const void *a, const void *b)
 void sws_ingress_pool_name(const char *ns, const char *service, uint32_t port, char *out,
                            size_t outsize)
 {
-    char full[2 * SWS_INGRESS_NAME_MAX + 16];
-    int n = snprintf(full, sizeof(full), "%s_%s_%" PRIu32, ns, service, port);
-    if (n >= 0 && (size_t)n <= SWS_ROUTESET_POOL_NAME_MAX) {
-        snprintf(out, outsize, "%s", full);
+    char full[SWS_INGRESS_KEY_MAX + 1 + SWS_FMT_U64_MAX];
+    char *o = sws_ingress_key(full, ns, service) + full;
+    full[strlen(ns)] = '_';
+    o = sws_put_u64(SWS_PUT_LIT(o, "_"), port);
+    *o = '\0';
+    if ((size_t)(o - full) <= SWS_ROUTESET_POOL_NAME_MAX && (size_t)(o - full) < outsize) {
+        memcpy(out, full, (size_t)(o - full) + 1);
         return;
     }
     /* Cut, and keep it unique with a hash of the whole name. */
@@ -142,18 +146,18 @@ static int index_slices(tr_t *t)
 {
     const sws_ingress_slice_t *s;
     size_t it = 0;
-    char key[2 * SWS_INGRESS_NAME_MAX + 2];
+    char key[SWS_INGRESS_KEY_MAX];
     while ((s = sws_ingress_store_next(t->st, SWS_KUBE_ENDPOINTSLICE, &it)) != NULL) {
         if (s->service[0] == '\0' || s->nendpoints == 0)
             continue;
-        int n = snprintf(key, sizeof(key), "%s/%s", s->obj.ns, s->service);
-        slices_t *v = sws_ingress_map_get(&t->slices, key, (size_t)n);
+        size_t n = sws_ingress_key(key, s->obj.ns, s->service);
+        slices_t *v = sws_ingress_map_get(&t->slices, key, n);
         if (v == NULL) {
             /* The key lives with the list: one allocation. */
-            if ((v = calloc(1, sizeof(*v) + (size_t)n + 1)) == NULL)
+            if ((v = calloc(1, sizeof(*v) + n + 1)) == NULL)
                 return t->oom = 1, -1;
-            memcpy(v + 1, key, (size_t)n + 1);
-            if (sws_ingress_map_put(&t->slices, (const char *)(v + 1), (size_t)n, v) < 0) {
+            memcpy(v + 1, key, n + 1);
+            if (sws_ingress_map_put(&t->slices, (const char *)(v + 1), n, v) < 0) {
                 free(v);
                 return t->oom = 1, -1;
             }
@@ -184,10 +188,15 @@ static void add_members(tr_t *t, Sws__Pool *pool, const slices_t *sl, const char
                                                          : SWS__MEMBER__STATE__DOWN;
             if (state == SWS__MEMBER__STATE__DOWN)
                 continue; /* not ready and not going: not a member */
-            int n = snprintf(addr, sizeof(addr), "%s:%" PRIu32, ep->address, port);
+            /* Not snprintf: it was half of a large translation's time. */
+            char *o = sws_put(addr, ep->address, strnlen(ep->address, sizeof(ep->address)));
+            o = sws_put_u64(SWS_PUT_LIT(o, ":"), port);
+            size_t n = (size_t)(o - addr);
+            *o = '\0';
             /* An endpoint in two slices (while one replaces the other) is
-             * one member, up if either says so. */
-            Sws__Member *m = sws_ingress_map_get(&seen, addr, (size_t)n);
+             * one member, up if either says so. One slice never repeats
+             * an address (the API validates it): no map then. */
+            Sws__Member *m = sl->n > 1 ? sws_ingress_map_get(&seen, addr, n) : NULL;
             if (m != NULL) {
                 if (state == SWS__MEMBER__STATE__UP)
                     m->state = state;
@@ -200,7 +209,7 @@ static void add_members(tr_t *t, Sws__Pool *pool, const slices_t *sl, const char
             m->state = state;
             m->weight = SWS_DEFAULT_POOL_WEIGHT;
             if ((m->address = dup(t, addr)) == NULL ||
-                sws_ingress_map_put(&seen, m->address, (size_t)n, m) < 0) {
+                (sl->n > 1 && sws_ingress_map_put(&seen, m->address, n, m) < 0)) {
                 t->oom = 1;
                 break;
             }
@@ -217,7 +226,7 @@ static const char *backend_pool(tr_t *t, const sws_ingress_ingress_t *in,
 {
     const sws_ingress_service_t *svc;
     const sws_ingress_port_t *sp = NULL;
-    char name[SWS_ROUTESET_POOL_NAME_MAX + 1], key[2 * SWS_INGRESS_NAME_MAX + 2];
+    char name[SWS_ROUTESET_POOL_NAME_MAX + 1], key[SWS_INGRESS_KEY_MAX];
 
     if (b->service == NULL)
         return snprintf(why, whylen, "a resource backend is not supported"), NULL;
@@ -254,8 +263,8 @@ static const char *backend_pool(tr_t *t, const sws_ingress_ingress_t *in,
                             (void *)(uintptr_t)t->rs->n_pools) < 0)
         return t->oom = 1, snprintf(why, whylen, "out of memory"), NULL;
     t->stats.pools++;
-    int n = snprintf(key, sizeof(key), "%s/%s", in->obj.ns, b->service);
-    add_members(t, pool, sws_ingress_map_get(&t->slices, key, (size_t)n), sp->name);
+    size_t n = sws_ingress_key(key, in->obj.ns, b->service);
+    add_members(t, pool, sws_ingress_map_get(&t->slices, key, n), sp->name);
     return pool->name;
 }
 
@@ -371,16 +380,28 @@ static int route_path(const char *in, int prefix, char *out, size_t outsize, cha
     return 0;
 }
 
-static void skip(tr_t *t, const sws_ingress_ingress_t *in, const char *what, const char *why)
+/* The part of in named by what ("spec.rules[%zu].http.paths[%zu]" with i
+ * and j, ...) is left out. The name is formatted only here: building it
+ * for every path was a tenth of a large translation. */
+static void skip(tr_t *t, const sws_ingress_ingress_t *in, const char *what, size_t i, size_t j,
+                 const char *why)
 {
+    char part[96];
+    snprintf(part, sizeof(part), what, i, j);
     t->stats.skipped++;
-    sws_log_warn("ingressd: Ingress %s: %s left out: %s", in->obj.key, what, why);
+    sws_log_warn("ingressd: Ingress %s: %s left out: %s", in->obj.key, part, why);
 }
 
+#define PART_PATH "spec.rules[%zu].http.paths[%zu]"
+#define PART_RULE "spec.rules[%zu]"
+#define PART_TLS "spec.tls[%zu]"
+#define PART_DEFAULT "spec.defaultBackend"
+
 /* A path of a rule of in, on host hb. */
-static void add_path(tr_t *t, const sws_ingress_ingress_t *in, host_b_t *hb,
-                     const sws_ingress_path_t *p, const char *what)
+static void add_path(tr_t *t, const sws_ingress_ingress_t *in, host_b_t *hb, size_t ri,
+                     size_t pi)
 {
+    const sws_ingress_path_t *p = &in->rules[ri].paths[pi];
     char path[SWS_PATH_OUT_MAX(SWS_INGRESS_PATH_MAX) + 2], why[256];
     const char *host = hb->h->names[0], *pool;
     int prefix = p->type != SWS_INGRESS_PATH_EXACT;
@@ -388,14 +409,14 @@ static void add_path(tr_t *t, const sws_ingress_ingress_t *in, host_b_t *hb,
     const sws_ingress_ingress_t *owner;
 
     if (route_path(p->path, prefix, path, sizeof(path), why, sizeof(why)) < 0)
-        return skip(t, in, what, why);
+        return skip(t, in, PART_PATH, ri, pi, why);
     if ((pool = backend_pool(t, in, &p->backend, why, sizeof(why))) == NULL)
-        return skip(t, in, what, why);
+        return skip(t, in, PART_PATH, ri, pi, why);
     if ((owner = claim(t, host, type, path, in)) != NULL) {
         t->stats.conflicts++;
         snprintf(why, sizeof(why), "%s %s%s is served for the older Ingress %s", host,
                  prefix ? "Prefix " : "Exact ", path, owner->obj.key);
-        return skip(t, in, what, why);
+        return skip(t, in, PART_PATH, ri, pi, why);
     }
     if (!prefix) {
         add_route(t, hb, SWS__ROUTE__MATCH__EXACT, path, pool);
@@ -420,22 +441,18 @@ static void add_path(tr_t *t, const sws_ingress_ingress_t *in, host_b_t *hb,
 
 static void add_rules(tr_t *t, const sws_ingress_ingress_t *in)
 {
-    char what[96];
     for (size_t r = 0; r < in->nrules; r++) {
         const sws_ingress_rule_t *rule = &in->rules[r];
         const char *name = rule->host[0] != '\0' ? rule->host : CATCH_ALL, *bad;
-        snprintf(what, sizeof(what), "spec.rules[%zu]", r);
         if ((bad = sws_routeset_host_name_problem(name)) != NULL) {
             char why[SWS_INGRESS_NAME_MAX + 64];
             snprintf(why, sizeof(why), "host \"%s\": %s", name, bad);
-            skip(t, in, what, why);
+            skip(t, in, PART_RULE, r, 0, why);
             continue;
         }
         host_b_t *hb = rule->npaths > 0 ? host_get(t, name, 1) : NULL;
-        for (size_t p = 0; hb != NULL && p < rule->npaths; p++) {
-            snprintf(what, sizeof(what), "spec.rules[%zu].http.paths[%zu]", r, p);
-            add_path(t, in, hb, &rule->paths[p], what);
-        }
+        for (size_t p = 0; hb != NULL && p < rule->npaths; p++)
+            add_path(t, in, hb, r, p);
     }
 }
 
@@ -448,7 +465,7 @@ static void add_default_backend(tr_t *t, const sws_ingress_ingress_t *in)
     if (in->default_backend.service == NULL)
         return;
     if ((pool = backend_pool(t, in, &in->default_backend, why, sizeof(why))) == NULL)
-        return skip(t, in, "spec.defaultBackend", why);
+        return skip(t, in, PART_DEFAULT, 0, 0, why);
     for (size_t r = 0; r <= in->nrules; r++) {
         const char *name = r == in->nrules ? CATCH_ALL : in->rules[r].host;
         if (name[0] == '\0' || sws_routeset_host_name_problem(name) != NULL)
@@ -461,11 +478,10 @@ static void add_default_backend(tr_t *t, const sws_ingress_ingress_t *in)
 
 static void add_tls(tr_t *t, const sws_ingress_ingress_t *in)
 {
-    char what[96], why[512];
+    char why[512];
     for (size_t i = 0; i < in->ntls; i++) {
         const sws_ingress_tls_t *tls = &in->tls[i];
         const sws_ingress_secret_t *sec;
-        snprintf(what, sizeof(what), "spec.tls[%zu]", i);
         if (tls->secret[0] == '\0')
             continue; /* the default certificate: scalwsd's own */
         sec = sws_ingress_store_get(t->st, SWS_KUBE_SECRET, in->obj.ns, tls->secret);
@@ -475,7 +491,7 @@ static void add_tls(tr_t *t, const sws_ingress_ingress_t *in)
                          tls->secret);
             else
                 snprintf(why, sizeof(why), "Secret %s: %s", sec->obj.key, sec->problem);
-            skip(t, in, what, why);
+            skip(t, in, PART_TLS, i, 0, why);
             continue;
         }
         for (size_t h = 0; h < tls->nhosts; h++) {
@@ -486,7 +502,7 @@ static void add_tls(tr_t *t, const sws_ingress_ingress_t *in)
                 t->stats.conflicts++;
                 snprintf(why, sizeof(why), "%s has the certificate of Secret %s (an older Ingress)",
                          tls->hosts[h], hb->secret->obj.key);
-                skip(t, in, what, why);
+                skip(t, in, PART_TLS, i, 0, why);
                 continue;
             }
             hb->secret = sec;
