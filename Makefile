@@ -23,7 +23,7 @@ endif
 
 CC ?= cc
 OPT ?= -O2 -g
-PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2
+PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2 libcurl jansson
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
 
@@ -191,6 +191,23 @@ $(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(LIB) | $(GEN_H) preflight
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# ingressd's Kubernetes client (kcli): its objects (for build/ingressd too),
+# its unit tests, build/test/kube_probe for the integration tests, and its
+# fuzz target; each needs the client's objects besides the library.
+KCLI_SRCS := ingressd/kube.c ingressd/kubeconfig.c ingressd/watch_parse.c
+KCLI_OBJS := $(KCLI_SRCS:%.c=$(BUILD)/obj/%.o)
+KCLI_TESTS := $(BUILD)/test/test_kube $(BUILD)/test/test_kubeconfig $(BUILD)/test/test_watch_parse
+all: $(BUILD)/test/kube_probe
+$(KCLI_TESTS): $(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(KCLI_OBJS) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itest/unit -o $@ $< $(TEST_SUPPORT) $(KCLI_OBJS) $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
+$(BUILD)/test/kube_probe: test/tools/kube_probe.c $(KCLI_OBJS) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(KCLI_OBJS) $(LIB) $(LDFLAGS) $(LDLIBS)
+build/fuzz/fuzz_kube_watch: test/fuzz/fuzz_kube_watch.c $(BUILD)/obj/ingressd/watch_parse.o $(LIB) | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(BUILD)/obj/ingressd/watch_parse.o $(LIB) $(LDFLAGS) $(LDLIBS)
 
 # The config as installed: its static route serves the installed docs
 # (the source tree's `root: ..` is the checkout).
