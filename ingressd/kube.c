@@ -588,12 +588,13 @@ static void check_done(sws_kube_t *k)
     int left;
 
     while ((msg = curl_multi_info_read(k->multi, &left)) != NULL) {
-        kube_watch_t *w = NULL;
+        char *priv = NULL;
         if (msg->msg != CURLMSG_DONE)
             continue;
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&w);
+        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, &priv);
+        /* msg is libcurl's until the next call into it: copy the result. */
         CURLcode result = msg->data.result;
-        on_done(w, result);
+        on_done((kube_watch_t *)(void *)priv, result);
     }
 }
 
