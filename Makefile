@@ -24,8 +24,8 @@ endif
 CC ?= cc
 OPT ?= -O2 -g
 PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2
-# ingressd (issue 10): the Kubernetes objects are JSON.
-PKGS += jansson
+# ingressd (issue 10): the Kubernetes objects are JSON, read over HTTPS with libcurl.
+PKGS += jansson libcurl
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
 
@@ -218,6 +218,18 @@ $(BUILD)/test/test_ingress_%: test/unit/test_ingress_%.c $(TEST_SUPPORT) $(INGRE
 build/fuzz/fuzz_kube_%: test/fuzz/fuzz_kube_%.c $(INGRESSD_LIB) $(LIB) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# ingressd's Kubernetes client: its unit tests (named after its modules, not
+# test_ingress_*) and build/test/kube_probe for the integration tests link
+# libingressd.a like the others.
+KCLI_TESTS := $(BUILD)/test/test_kube $(BUILD)/test/test_kubeconfig $(BUILD)/test/test_watch_parse
+all: $(BUILD)/test/kube_probe
+$(KCLI_TESTS): $(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itest/unit -o $@ $< $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
+$(BUILD)/test/kube_probe: test/tools/kube_probe.c $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
 
 # The config as installed: its static route serves the installed docs
 # (the source tree's `root: ..` is the checkout).
