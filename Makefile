@@ -23,7 +23,7 @@ endif
 
 CC ?= cc
 OPT ?= -O2 -g
-PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2
+PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2 libzmq
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
 
@@ -191,6 +191,21 @@ $(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(LIB) | $(GEN_H) preflight
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# zpub: the routes publisher of ingressd (ingressd/publish.c, ADR 0035),
+# the tool that drives scalwsd's ingress subscription in the integration
+# tests, and the unit test that links the publisher.
+PUB_OBJS := $(BUILD)/obj/ingressd/publish.o
+ROUTES_PUB := $(BUILD)/test/routes_pub
+all: $(ROUTES_PUB)
+
+$(ROUTES_PUB): test/tools/routes_pub.c $(PUB_OBJS) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(PUB_OBJS) $(LIB) $(LDFLAGS) $(LDLIBS)
+
+$(BUILD)/test/test_ingress_pub: test/unit/test_ingress_pub.c $(PUB_OBJS) $(TEST_SUPPORT) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itest/unit -o $@ $< $(PUB_OBJS) $(TEST_SUPPORT) $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
 
 # The config as installed: its static route serves the installed docs
 # (the source tree's `root: ..` is the checkout).
