@@ -260,6 +260,11 @@ static void on_message(sws_ingress_sub_t *s, Sws__IngressMessage *m)
     if (s->silent)
         sws_log_notice("ingress: %s speaks again", s->ep.updates);
     s->silent = 0;
+    /* The first message proves the SUB socket subscribed: a snapshot
+     * asked for before then could be followed by deltas it never sees
+     * (ZeroMQ's slow joiner), and cost a second snapshot. */
+    if (s->heard_ms == 0 && !s->seq.synced)
+        ask_snapshot(s);
     s->heard_ms = now_ms(s);
     switch (sws_ingress_judge(&s->seq, m->body_case, seq, publisher)) {
     case SWS_INGRESS_APPLY:
@@ -429,7 +434,9 @@ sws_ingress_sub_t *sws_ingress_sub_start(sws_loop_t *loop, const char *endpoint,
     sws_timer_queue_init(loop, &s->tick_queue, SWS_INGRESS_SUB_TICK_MS);
     sws_timer_init(&s->tick, on_tick);
     sws_timer_arm(loop, &s->tick_queue, &s->tick);
-    ask_snapshot(s);
+    /* Asked at the first message heard (see on_message), or by the tick
+     * SWS_INGRESS_SUB_ASK_AGAIN_MS from now if none comes. */
+    s->asked_ms = now_ms(s);
     sws_log_info("ingress: subscribed to %s (snapshots from %s)", s->ep.updates, s->ep.snapshot);
     return s;
 }
