@@ -24,8 +24,9 @@ endif
 CC ?= cc
 OPT ?= -O2 -g
 PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2
-# ingressd (issue 10): the Kubernetes objects are JSON, read over HTTPS with libcurl.
-PKGS += jansson libcurl
+# ingressd (issue 10): the Kubernetes objects are JSON, read over HTTPS with libcurl;
+# routes go to scalwsd over ZeroMQ (the supervisor subscribes too).
+PKGS += jansson libcurl libzmq
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
 
@@ -228,6 +229,14 @@ $(KCLI_TESTS): $(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(INGRESSD_LIB) $(
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -Itest/unit -o $@ $< $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
 $(BUILD)/test/kube_probe: test/tools/kube_probe.c $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# The tool that drives scalwsd's ingress subscription in the integration
+# tests: the routes of a scalwsd YAML file, published as ingressd would.
+ROUTES_PUB := $(BUILD)/test/routes_pub
+all: $(ROUTES_PUB)
+$(ROUTES_PUB): test/tools/routes_pub.c $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
 

@@ -7,7 +7,8 @@
 #          protobuf-c,
 #          llhttp, nghttp2, OpenSSL and the system's CA store (TLS to
 #          upstreams), and for the eBPF accept policies libbpf, bpftool and
-#          clang, and for ingressd's Kubernetes client libcurl and jansson
+#          clang, for ingressd's Kubernetes client libcurl and jansson, and
+#          libzmq for the routes ingressd publishes
 #          (what `make` and `make run` need, nothing more)
 #   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh,
 #          openssl (test certificates), nghttp, h2load and nghttpd, python3-h2
@@ -25,7 +26,7 @@
 # Quiet and idempotent when nothing is missing; only Debian's archive.
 set -eu
 
-RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl ca-certificates libnghttp2-dev libcurl4-openssl-dev libjansson-dev"
+RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl ca-certificates libnghttp2-dev libcurl4-openssl-dev libjansson-dev libzmq3-dev"
 TEST="libcmocka-dev python3 curl procps libcap2-bin openssl nghttp2-client nghttp2-server python3-h2"
 FUZZ="clang libclang-rt-dev"
 BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf openssl nghttp2-client"
@@ -66,6 +67,7 @@ present() {
     libcmocka-dev) [ -f /usr/include/cmocka.h ] ;;
     libcurl4-openssl-dev) pkg-config --exists libcurl ;;
     libjansson-dev) [ -f /usr/include/jansson.h ] ;;
+    libzmq3-dev) pkg-config --exists libzmq ;;
     nghttp2-client) command -v nghttp && command -v h2load ;;
     nghttp2-server) command -v nghttpd || [ -x /usr/sbin/nghttpd ] ;;
     python3-h2) /usr/bin/python3 -c 'import h2' ;;

@@ -412,6 +412,12 @@ sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t 
     return admin;
 }
 
+void sws_admin_set_ingress(sws_admin_t *admin, const struct sws_ingress_sub *ingress)
+{
+    if (admin != NULL)
+        admin->api.ingress = ingress;
+}
+
 void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,
                          int from_file)
 {

@@ -59,6 +59,10 @@ sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t 
  * configured one, or reuseport after an eBPF fallback). admin may be NULL. */
 void sws_admin_set_accept_policy(sws_admin_t *admin, const char *policy);
 
+/* The ingress subscription, for GET /v1/status and /readyz (NULL: none).
+ * admin may be NULL. */
+void sws_admin_set_ingress(sws_admin_t *admin, const struct sws_ingress_sub *ingress);
+
 /* Every publication (see sws_admin_api_published). */
 void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,
                          int from_file);

@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/str.h"
 #include "shm/routeset_check.h"
+#include "supervisor/ingress_sub.h"
 #include "supervisor/resolve.h"
 
 #define MAX_SEGMENTS 6
@@ -266,7 +267,24 @@ static void get_status(sws_admin_api_t *api, sws_admin_reply_t *reply)
         sws_json_u64(o, n->requests);
         sws_json_lit(o, "}");
     }
-    sws_json_lit(o, "]}\n");
+    sws_json_lit(o, "]");
+    sws_ingress_sub_status(api->ingress, o);
+    sws_json_lit(o, "}\n");
+    reply->status = 200;
+}
+
+/* Probes (Kubernetes' liveness and readiness): answered whatever the
+ * state of the table, so no 503 for "nothing published" on /healthz. */
+static void get_probe(sws_admin_api_t *api, int ready_probe, sws_admin_reply_t *reply)
+{
+    const char *why = NULL;
+    if (ready_probe && api->routes == NULL)
+        why = "no routing table published yet";
+    else if (ready_probe)
+        sws_ingress_sub_ready(api->ingress, &why);
+    if (why != NULL)
+        return reply_error(reply, 503, "not ready: %s", why);
+    sws_json_lit(&reply->body, "{\"status\": \"ok\"}\n");
     reply->status = 200;
 }
 
@@ -550,7 +568,10 @@ void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *
     int n = split_target(target, buf, sizeof(buf), seg);
     if (n < 0)
         reply_error(reply, 400, "bad request target");
-    else if (n < 2 || strcmp(seg[0], "v1") != 0)
+    else if (n == 1 && (strcmp(seg[0], "healthz") == 0 || strcmp(seg[0], "readyz") == 0)) {
+        if (method_is(method, "GET", "GET, HEAD", reply))
+            get_probe(api, seg[0][0] == 'r', reply);
+    } else if (n < 2 || strcmp(seg[0], "v1") != 0)
         reply_error(reply, 404, "no such endpoint (see docs/admin-api.md)");
     else if (api->routes == NULL)
         reply_error(reply, 503, "no routing table published yet");
