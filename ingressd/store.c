@@ -123,6 +123,20 @@ static int parse_time(const char *s, int64_t *out)
     return 0;
 }
 
+/* A host name as the table compares it: lowercase, no trailing dot (the
+ * API server validates them lowercase already; this store trusts none of
+ * it, and two spellings of one name would be two hosts the RouteSet check
+ * refuses together). */
+static void host_fold(char *h)
+{
+    size_t n = strlen(h);
+    for (size_t i = 0; i < n; i++)
+        if (h[i] >= 'A' && h[i] <= 'Z')
+            h[i] = (char)(h[i] - 'A' + 'a');
+    if (n > 1 && h[n - 1] == '.')
+        h[n - 1] = '\0';
+}
+
 /* ---- metadata ---- */
 
 static void obj_free_header(sws_ingress_obj_t *h)
@@ -319,6 +333,7 @@ static int parse_rule(const json_t *o, size_t r, sws_ingress_rule_t *rule, char 
     if (get_string(o, where, "host", SWS_INGRESS_NAME_MAX, "", &rule->host, err, errlen) < 0 ||
         get_object(o, where, "http", &http, err, errlen) < 0)
         return -1;
+    host_fold(rule->host);
     snprintf(where, sizeof(where), "spec.rules[%zu].http.", r);
     if (get_array(http, where, "paths", SWS_INGRESS_LIST_MAX, &paths, err, errlen) < 0)
         return -1;
@@ -366,7 +381,7 @@ static int parse_tls(const json_t *o, size_t t, sws_ingress_tls_t *tls, char *er
             return sws_errf(err, errlen, "%shosts[%zu]: expected a host name", where, h);
         if ((tls->hosts[tls->nhosts] = strdup(json_string_value(v))) == NULL)
             return sws_errf(err, errlen, "out of memory");
-        tls->nhosts++;
+        host_fold(tls->hosts[tls->nhosts++]);
     }
     return 0;
 }
@@ -687,7 +702,7 @@ static void upsert(sws_ingress_store_t *st, sws_kube_kind_t kind, const json_t *
 
     if (parse_metadata(o, kind, &h, err, sizeof(err)) < 0) {
         st->refused++;
-        sws_log_warn("ingressd: %s refused: %s", kind_names[kind], err);
+        sws_log_warn("%s refused: %s", kind_names[kind], err);
         return;
     }
     old = sws_ingress_map_get(m, h.key, strlen(h.key));
@@ -700,7 +715,7 @@ static void upsert(sws_ingress_store_t *st, sws_kube_kind_t kind, const json_t *
     snprintf(key, sizeof(key), "%s", h.key);
     if (parse_object(o, &h, &obj, err, sizeof(err)) < 0) {
         st->refused++;
-        sws_log_warn("ingressd: %s %s refused, %s: %s", kind_names[kind], key,
+        sws_log_warn("%s %s refused, %s: %s", kind_names[kind], key,
                      old != NULL ? "its last state removed" : "ignored", err);
         remove_key(st, kind, key);
         return;
@@ -711,7 +726,7 @@ static void upsert(sws_ingress_store_t *st, sws_kube_kind_t kind, const json_t *
     }
     obj->epoch = st->epoch[kind];
     if (sws_ingress_map_put(m, obj->key, strlen(obj->key), obj) < 0) {
-        sws_log_error("ingressd: %s %s dropped: out of memory", kind_names[kind], key);
+        sws_log_error("%s %s dropped: out of memory", kind_names[kind], key);
         obj_free(obj);
         remove_key(st, kind, key);
         return;
@@ -725,7 +740,7 @@ static void delete(sws_ingress_store_t *st, sws_kube_kind_t kind, const json_t *
     char err[ERRLEN];
     sws_ingress_obj_t h;
     if (parse_metadata(o, kind, &h, err, sizeof(err)) < 0) {
-        sws_log_warn("ingressd: a deleted %s not understood: %s", kind_names[kind], err);
+        sws_log_warn("a deleted %s not understood: %s", kind_names[kind], err);
         return;
     }
     remove_key(st, kind, h.key);
@@ -740,7 +755,7 @@ static void sweep(sws_ingress_store_t *st, sws_kube_kind_t kind)
     size_t it = 0, n = 0;
     sws_ingress_obj_t **gone = malloc((m->n ? m->n : 1) * sizeof(*gone));
     if (gone == NULL) {
-        sws_log_error("ingressd: out of memory: %s objects deleted during the lost watch stay",
+        sws_log_error("out of memory: %s objects deleted during the lost watch stay",
                       kind_names[kind]);
         return;
     }

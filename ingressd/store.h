@@ -83,14 +83,14 @@ typedef struct sws_ingress_path {
 } sws_ingress_path_t;
 
 typedef struct sws_ingress_rule {
-    char *host;       /* "" when the rule has none */
+    char *host;       /* "" when the rule has none; lowercased, no trailing dot */
     size_t npaths;
     sws_ingress_path_t *paths;
 } sws_ingress_rule_t;
 
 typedef struct sws_ingress_tls {
     size_t nhosts;
-    char **hosts;
+    char **hosts;     /* lowercased, no trailing dot */
     char *secret;     /* "" when absent */
 } sws_ingress_tls_t;
 

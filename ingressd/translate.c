@@ -247,6 +247,12 @@ static const char *backend_pool(tr_t *t, const sws_ingress_ingress_t *in,
         return NULL;
     }
     sws_ingress_pool_name(in->obj.ns, b->service, sp->port, name, sizeof(name));
+    /* The API server allows no other names; this is for a store fed by
+     * something else, whose one bad name must not make the RouteSet fail
+     * its check. */
+    const char *bad = sws_routeset_pool_name_problem(name);
+    if (bad != NULL)
+        return snprintf(why, whylen, "pool name \"%s\": %s", name, bad), NULL;
     uintptr_t found = (uintptr_t)sws_ingress_map_get(&t->pools, name, strlen(name));
     if (found != 0)
         return t->rs->pools[found - 1]->name;
@@ -389,7 +395,7 @@ static void skip(tr_t *t, const sws_ingress_ingress_t *in, const char *what, siz
     char part[96];
     snprintf(part, sizeof(part), what, i, j);
     t->stats.skipped++;
-    sws_log_warn("ingressd: Ingress %s: %s left out: %s", in->obj.key, part, why);
+    sws_log_warn("Ingress %s: %s left out: %s", in->obj.key, part, why);
 }
 
 #define PART_PATH "spec.rules[%zu].http.paths[%zu]"
@@ -591,7 +597,7 @@ Sws__RouteSet *sws_ingress_translate(const sws_ingress_store_t *st, const char *
     size_t n = 0, it = 0;
 
     if ((t.rs = NEW(&t, Sws__RouteSet, SWS__ROUTE_SET__INIT)) == NULL) {
-        sws_log_error("ingressd: translation: out of memory");
+        sws_log_error("translation: out of memory");
         return NULL;
     }
     t.rs->version = version;
@@ -619,7 +625,7 @@ Sws__RouteSet *sws_ingress_translate(const sws_ingress_store_t *st, const char *
     free_maps(&t);
     free(sel);
     if (t.oom) {
-        sws_log_error("ingressd: translation: out of memory");
+        sws_log_error("translation: out of memory");
         sws_ingress_translate_free(t.rs);
         return NULL;
     }

@@ -475,6 +475,25 @@ static void test_tls_hosts_get_the_secret_certificate(void **state)
     sws_ingress_store_free(&st);
 }
 
+static void test_host_spellings_are_one_host(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    ktable_t kt;
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    service(&st, "default", "web", "10.0.0.1");
+    service(&st, "default", "api", "10.0.0.2");
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "a", T0, "Shop.Test.", "P / web"));
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "b", T1, "shop.test", "P /api api"));
+    ktable_build(&kt, &st); /* the check refuses one name twice */
+    assert_int_equal(kt.rs->n_hosts, 1);
+    assert_string_equal(kserved(&kt, "shop.test", "/api/x"), "default_api_80");
+    assert_string_equal(kserved(&kt, "SHOP.test", "/"), "default_web_80");
+    ktable_free(&kt);
+    sws_ingress_store_free(&st);
+}
+
 /* ---- size ---- */
 
 #define LARGE_INGRESSES 10000
@@ -538,6 +557,7 @@ int main(void)
         cmocka_unit_test(test_broken_ingress_beside_a_good_one),
         cmocka_unit_test(test_default_backend_takes_what_no_rule_takes),
         cmocka_unit_test(test_tls_hosts_get_the_secret_certificate),
+        cmocka_unit_test(test_host_spellings_are_one_host),
         cmocka_unit_test(test_large_store_translates),
     };
     sws_log_init("test", 2, SWS_LOG_CRIT);
