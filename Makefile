@@ -23,7 +23,7 @@ endif
 
 CC ?= cc
 OPT ?= -O2 -g
-PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2 libcurl jansson
+PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
 
@@ -195,9 +195,11 @@ build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB) | $(GEN_H)
 # ingressd's Kubernetes client (kcli): its objects (for build/ingressd too),
 # its unit tests, build/test/kube_probe for the integration tests, and its
 # fuzz target; each needs the client's objects besides the library.
+PKGS += libcurl jansson
 KCLI_SRCS := ingressd/kube.c ingressd/kubeconfig.c ingressd/watch_parse.c
 KCLI_OBJS := $(KCLI_SRCS:%.c=$(BUILD)/obj/%.o)
-KCLI_TESTS := $(BUILD)/test/test_kube $(BUILD)/test/test_kubeconfig $(BUILD)/test/test_watch_parse
+KCLI_TESTS := $(BUILD)/test/test_ingress_kube $(BUILD)/test/test_ingress_kubeconfig \
+              $(BUILD)/test/test_ingress_watch_parse
 all: $(BUILD)/test/kube_probe
 $(KCLI_TESTS): $(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(KCLI_OBJS) $(LIB) | $(GEN_H) preflight
 	@mkdir -p $(dir $@)
