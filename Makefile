@@ -220,14 +220,9 @@ build/fuzz/fuzz_kube_%: test/fuzz/fuzz_kube_%.c $(INGRESSD_LIB) $(LIB) | $(GEN_H
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
 
-# ingressd's Kubernetes client: its unit tests (named after its modules, not
-# test_ingress_*) and build/test/kube_probe for the integration tests link
-# libingressd.a like the others.
-KCLI_TESTS := $(BUILD)/test/test_kube $(BUILD)/test/test_kubeconfig $(BUILD)/test/test_watch_parse
+# ingressd's Kubernetes client: build/test/kube_probe, for the integration
+# tests, prints the events the client delivers.
 all: $(BUILD)/test/kube_probe
-$(KCLI_TESTS): $(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itest/unit -o $@ $< $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
 $(BUILD)/test/kube_probe: test/tools/kube_probe.c $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)

@@ -306,14 +306,15 @@ static int on_watch_event(void *ctx, sws_watch_type_t type, json_t *obj)
         w->failures = 0;
         set_rv(w, meta_str(obj, "resourceVersion"));
         return 0;
-    case SWS_WATCH_ERROR:
+    case SWS_WATCH_ERROR: {
+        const char *msg = json_string_value(json_object_get(obj, "message"));
         if (json_integer_value(json_object_get(obj, "code")) == 410)
             w->gone = 1;
         else
             snprintf(w->failure, sizeof(w->failure), "ERROR event: %.200s",
-                     json_string_value(json_object_get(obj, "message"))
-                         ? json_string_value(json_object_get(obj, "message")) : "(no message)");
+                     msg ? msg : "(no message)");
         return 1; /* the stream ends here either way */
+    }
     }
     return 0;
 }

@@ -8,6 +8,7 @@ add/modify/delete/bookmark/expire and can stop it and start it again on the
 same port. Only 127.0.0.1."""
 
 import json
+import re
 import socket
 import ssl
 import threading
@@ -15,7 +16,8 @@ import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-COLLECTION = "/apis/networking.k8s.io/v1/ingresses"
+# All namespaces, or one.
+COLLECTION = re.compile(r"^/apis/networking\.k8s\.io/v1(?:/namespaces/([^/]+))?/ingresses$")
 
 
 class StandIn:
@@ -177,13 +179,18 @@ class StandIn:
             self.requests.append((url.path, query))
         if h.headers.get("Authorization") != "Bearer " + self.token:
             return self.status(h, 401, "Unauthorized", "Unauthorized")
-        if url.path != COLLECTION:
+        m = COLLECTION.match(url.path)
+        if m is None:
             return self.status(h, 404, "NotFound", "the server could not find the resource")
         if query.get("watch") in ("1", "true"):
-            return self.watch(h, query)
-        return self.list(h, query)
+            return self.watch(h, query, m.group(1))
+        return self.list(h, query, m.group(1))
 
-    def list(self, h, query):
+    @staticmethod
+    def in_namespace(obj, ns):
+        return ns is None or obj is None or obj["metadata"].get("namespace", ns) == ns
+
+    def list(self, h, query, ns):
         limit = min(int(query.get("limit", "500")), self.page)
         with self.cond:
             if "continue" in query:
@@ -192,7 +199,7 @@ class StandIn:
                     return self.status(h, 410, "Expired", "the continue token has expired")
             else:
                 rv, start = self.rv, 0
-            names = sorted(self.objects)
+            names = sorted(n for n, o in self.objects.items() if self.in_namespace(o, ns))
             items = [self.objects[n] for n in names[start:start + limit]]
             meta = {"resourceVersion": str(rv)}
             if start + limit < len(names):
@@ -200,7 +207,7 @@ class StandIn:
         self.send_json(h, 200, {"kind": "IngressList", "apiVersion": "networking.k8s.io/v1",
                                 "metadata": meta, "items": items})
 
-    def watch(self, h, query):
+    def watch(self, h, query, ns):
         since = int(query.get("resourceVersion") or 0)
         deadline = time.monotonic() + int(query.get("timeoutSeconds", "60"))
         with self.cond:
@@ -234,6 +241,8 @@ class StandIn:
                 if kind == "CUT":
                     h.connection.shutdown(socket.SHUT_RDWR)
                     return
+                if not self.in_namespace(obj, ns):
+                    continue
                 line = json.dumps({"type": kind, "object": obj}).encode() + b"\n"
                 h.wfile.write(b"%x\r\n%s\r\n" % (len(line), line))
                 h.wfile.flush()

@@ -157,6 +157,18 @@ class KubeClientTest(unittest.TestCase):
         self.assertEqual(stats["watches"], 2)
         self.assertEqual(len(p.output()), 10 + 1, "10 events and the STATS line")
 
+    def test_namespace_restricts_list_and_watch(self):
+        p = self.probe("--namespace", "web")
+        at = p.wait_lines(["LIST_BEGIN ingresses", "UPSERT ingresses web/c 103",
+                           "LIST_END ingresses"])
+        harness.poll(lambda: self.api.watch_requests(), what="a WATCH request")
+        self.api.add("default", "x")
+        self.api.add("web", "y")
+        p.wait_lines(["UPSERT ingresses web/y 105"], at)
+        paths = {path for path, _ in self.api.requests}
+        self.assertEqual(paths, {"/apis/networking.k8s.io/v1/namespaces/web/ingresses"})
+        p.stop()
+
     def test_410_gone_relists(self):
         p = self.probe()
         at = self.initial_list(p)
