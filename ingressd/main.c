@@ -2,8 +2,8 @@
  * ingressd: the command line (ingressd/options.h). With --from-dir and
  * --print it reads objects from files, translates them and prints what
  * scalwsd would serve: a look at what a cluster's objects become, without
- * a cluster. Watching the API server (ingressd/kube.c) and publishing to
- * scalwsd (ingressd/publish.c) plug into run_cluster below.
+ * a cluster. Without them it watches the API server and publishes to
+ * scalwsd (ingressd/daemon.h).
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -12,6 +12,7 @@
 
 #include "core/log.h"
 #include "core/version.h"
+#include "ingressd/daemon.h"
 #include "ingressd/from_dir.h"
 #include "ingressd/options.h"
 #include "ingressd/store.h"
@@ -82,18 +83,6 @@ out:
     return rc;
 }
 
-/* Watching the API server and publishing: the Kubernetes client
- * (ingressd/kube.h) delivers its events to the store, and the loop
- * translates and publishes when the store's change bits say so. Not in
- * this build yet. */
-static int run_cluster(const sws_ingressd_options_t *o)
-{
-    (void)o;
-    sws_log_error("watching the Kubernetes API is not in this build yet; "
-                  "use --from-dir DIR --print");
-    return 1;
-}
-
 int main(int argc, char **argv)
 {
     sws_ingressd_options_t o;
@@ -113,5 +102,5 @@ int main(int argc, char **argv)
         return 0;
     }
     sws_log_set_level(o.log_level);
-    return o.from_dir != NULL ? run_from_dir(&o) : run_cluster(&o);
+    return o.from_dir != NULL ? run_from_dir(&o) : sws_ingressd_run(&o);
 }
