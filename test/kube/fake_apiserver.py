@@ -39,6 +39,7 @@ import http.server
 import json
 import os
 import secrets
+import shutil
 import socket
 import ssl
 import struct
@@ -720,8 +721,10 @@ def main():
     args = ap.parse_args()
     token = args.token or secrets.token_hex(16)
     cert, key = args.cert, args.key
+    made = None
     if not cert:
-        cert, key = make_certificate(tempfile.mkdtemp(prefix="fake-apiserver-"))
+        made = tempfile.mkdtemp(prefix="fake-apiserver-")
+        cert, key = make_certificate(made)
     srv = serve(args.port, token, cert, key, args.host, args.history, args.bookmark_interval,
                 args.verbose)
     port = srv.server_address[1]
@@ -735,6 +738,9 @@ def main():
         srv.serve_forever(poll_interval=0.2)
     except KeyboardInterrupt:
         pass
+    finally:
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
     return 0
 
 
