@@ -53,7 +53,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
 import fake_store  # noqa: E402
-from fake_store import BY_PLURAL, RESOURCES, ApiError, Selector, expired, group_version  # noqa: E402
+from fake_store import (BY_PLURAL, RESOURCES, ApiError, Selector, expired,  # noqa: E402
+                        group_version)
 
 VERSION = {"major": "1", "minor": "32", "gitVersion": "v1.32.0-scalws-fake",
            "gitCommit": "0000000000000000000000000000000000000000", "gitTreeState": "clean",
@@ -372,7 +373,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
                     return self.watch(res, ns, q)
                 return self.list(res, ns, q)
             if method == "POST":
-                return self.send_json(201, store.create(res, ns, self.json(body), dry).full_json())
+                stored = store.create(res, ns, self.parse_body(body), dry)
+                return self.send_json(201, stored.full_json())
             if method == "DELETE":
                 return self.delete_collection(res, ns, q, dry)
             raise ApiError(405, "MethodNotAllowed", "method %s not allowed" % method)
@@ -380,7 +382,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         if method == "GET":
             return self.send_json(200, store.get(res, ns, name).full_json())
         if method == "PUT":
-            stored = store.update(res, ns, name, self.json(body), status_only, dry)
+            stored = store.update(res, ns, name, self.parse_body(body), status_only, dry)
             return self.send_json(200, stored.full_json())
         if method == "PATCH":
             stored = store.patch(res, ns, name, self.headers.get("Content-Type"), body,
@@ -395,7 +397,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         raise ApiError(405, "MethodNotAllowed", "method %s not allowed" % method)
 
     @staticmethod
-    def json(body):
+    def parse_body(body):
         try:
             return json.loads(body)
         except ValueError as e:
@@ -691,8 +693,7 @@ def bulk_load(store, namespace="bench", ingresses=10000, endpoints=100000,
 def make_certificate(directory):
     """A self-signed certificate for 127.0.0.1, ::1 and localhost (the
     kubeconfig's CA)."""
-    sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-    from certs import make_pair
+    from fakekube import make_pair
     return make_pair(directory, "apiserver", "fake-apiserver", dns=["localhost"], kind="ec",
                      ips=["127.0.0.1", "::1"])
 

@@ -30,14 +30,14 @@ import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "integration"))
+
+from certs import make_pair  # noqa: E402
+from harness import free_port, poll  # noqa: E402
+
 PYTHON = "/usr/bin/python3"
+# Not a Debian package (bookworm has none): installed by hand where it is.
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_kubeconfig(path, server, ca_path, token, namespace="default"):
@@ -153,8 +153,6 @@ class FakeKube:
 
     def start(self, timeout=10, port=None):
         if self.ca is None:
-            sys.path.insert(0, os.path.join(HERE, "..", "integration"))
-            from certs import make_pair
             self.ca, self.key = make_pair(self.dir, "apiserver", "fake-apiserver",
                                           dns=["localhost"], kind="ec",
                                           ips=["127.0.0.1", "::1"])
@@ -171,20 +169,19 @@ class FakeKube:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                                          start_new_session=True)
         write_kubeconfig(self.kubeconfig, self.url, self.ca, self.token)
-        deadline = time.monotonic() + timeout
-        while True:
+
+        def accepts():
             if self.proc.poll() is not None:
                 raise AssertionError("fake API server exited with %s:\n%s"
                                      % (self.proc.returncode, self.log_tail()))
             try:
                 socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
-                return self
+                return True
             except OSError:
-                pass
-            if time.monotonic() >= deadline:
-                raise AssertionError("fake API server not accepting on port %d after %.0fs"
-                                     % (self.port, timeout))
-            time.sleep(0.02)
+                return False
+        poll(accepts, timeout=timeout, interval=0.02,
+             what="the fake API server to accept on port %d" % self.port)
+        return self
 
     def stop(self, timeout=10):
         if self.proc is None:
