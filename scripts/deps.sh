@@ -12,7 +12,7 @@
 #          (what `make` and `make run` need, nothing more)
 #   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh,
 #          openssl (test certificates), nghttp, h2load and nghttpd, python3-h2
-#          (the HTTP/2 tests)
+#          (the HTTP/2 tests), python3-yaml (the k8s/ manifests' test)
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
 #   bench  run, plus nginx, wrk, HAProxy, perf, openssl and h2load (bench/run.sh;
 #          the proxy scenarios count system calls with perf, the TLS ones make
@@ -27,7 +27,7 @@
 set -eu
 
 RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl ca-certificates libnghttp2-dev libcurl4-openssl-dev libjansson-dev libzmq3-dev"
-TEST="libcmocka-dev python3 curl procps libcap2-bin openssl nghttp2-client nghttp2-server python3-h2"
+TEST="libcmocka-dev python3 curl procps libcap2-bin openssl nghttp2-client nghttp2-server python3-h2 python3-yaml"
 FUZZ="clang libclang-rt-dev"
 BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf openssl nghttp2-client"
 
@@ -71,6 +71,7 @@ present() {
     nghttp2-client) command -v nghttp && command -v h2load ;;
     nghttp2-server) command -v nghttpd || [ -x /usr/sbin/nghttpd ] ;;
     python3-h2) /usr/bin/python3 -c 'import h2' ;;
+    python3-yaml) /usr/bin/python3 -c 'import yaml' ;;
     python3) [ -x /usr/bin/python3 ] ;;
     curl) command -v curl ;;
     procps) command -v ps ;;
