@@ -8,9 +8,10 @@
  * a kubelet probes the pod's IP. What it answers is harmless to show (the
  * state of the watches, the sequence published), and it takes nothing.
  *
- * Requests are read with the admin API's bounded reader
- * (supervisor/admin_http.h); a connection that sends nothing for 5 s is
- * closed, and at most 64 are open at once (more wait in the backlog).
+ * The listener and connections are the admin API's (supervisor/admin.h,
+ * sws_admin_serve): one bounded request per connection, at most
+ * SWS_ADMIN_MAX_CONNS open, each closed SWS_ADMIN_TIMEOUT_MS after its
+ * accept.
  * Ownership: the health server owns its listener and connections; loop
  * is borrowed (it outlives the server). ingressd's thread only.
  */
