@@ -90,6 +90,18 @@ endpoints:
 %s""" % (port, eps if eps else "  []\n")
 
 
+def exchange(sock, request):
+    """Send request and read to the end of the connection (the server
+    closes it after its answer)."""
+    sock.sendall(request)
+    data = b""
+    while True:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return data
+        data += chunk
+
+
 class IngressE2E(ServerTestCase):
     def setUp(self):
         super().setUp()
@@ -169,6 +181,13 @@ class IngressE2E(ServerTestCase):
         poll(ok, what=lambda: "%s: %s (last answer %r); ingressd log:\n%s"
              % (host, what, last[0], self.ingressd_tail()))
 
+    def start_client_loop(self, srv, host):
+        """client_loop in a thread: (stop event, failures, [answered], thread)."""
+        stop, failures, answered = threading.Event(), [], [0]
+        t = threading.Thread(target=self.client_loop, args=(srv, host, stop, failures, answered))
+        t.start()
+        return stop, failures, answered, t
+
     def client_loop(self, srv, host, stop, failures, answered):
         """Keep-alive GETs until stop is set; a status other than 200 or a
         connection closed without an answer is a failure."""
@@ -214,10 +233,7 @@ class IngressE2E(ServerTestCase):
         srv = self.stack()
         self.apply(INGRESS % {"name": "web", "host": "web.demo.test", "tls": ""})
         self.wait_answer(srv, "web.demo.test", lambda s, b: s == 200, "served")
-        stop, failures, answered = threading.Event(), [], [0]
-        t = threading.Thread(target=self.client_loop,
-                             args=(srv, "web.demo.test", stop, failures, answered))
-        t.start()
+        stop, failures, answered, t = self.start_client_loop(srv, "web.demo.test")
         # Up and down: 1, 2, 3 endpoints and back, the leaving one
         # terminating for a step before it goes, as a rollout does.
         steps = [(["127.0.0.1"], []), (["127.0.0.1", "127.0.0.2"], []),
@@ -266,14 +282,8 @@ class IngressE2E(ServerTestCase):
             try:
                 with socket.create_connection(("127.0.0.1", tls_port), timeout=5) as raw:
                     with ctx.wrap_socket(raw, server_hostname="web.demo.test") as s:
-                        s.sendall(b"GET / HTTP/1.1\r\nHost: web.demo.test\r\n"
-                                  b"Connection: close\r\n\r\n")
-                        data = b""
-                        while True:
-                            chunk = s.recv(4096)
-                            if not chunk:
-                                break
-                            data += chunk
+                        data = exchange(s, b"GET / HTTP/1.1\r\nHost: web.demo.test\r\n"
+                                           b"Connection: close\r\n\r\n")
                         return data.startswith(b"HTTP/1.1 200") and b"b0 GET /" in data
             except (OSError, ssl.SSLError):
                 return False
@@ -284,10 +294,7 @@ class IngressE2E(ServerTestCase):
         srv = self.stack()
         self.apply(INGRESS % {"name": "web", "host": "web.demo.test", "tls": ""})
         self.wait_answer(srv, "web.demo.test", lambda s, b: s == 200, "served")
-        stop, failures, answered = threading.Event(), [], [0]
-        t = threading.Thread(target=self.client_loop,
-                             args=(srv, "web.demo.test", stop, failures, answered))
-        t.start()
+        stop, failures, answered, t = self.start_client_loop(srv, "web.demo.test")
         try:
             # ingressd killed: scalwsd serves what it has; restarted: a new
             # publisher, a snapshot, the same routes.
@@ -328,13 +335,7 @@ class IngressE2E(ServerTestCase):
     def health(self, target):
         """ingressd's --health answer to GET target, as JSON (200 only)."""
         with socket.create_connection(("127.0.0.1", self.health_port), timeout=5) as s:
-            s.sendall(b"GET " + target.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")
-            data = b""
-            while True:
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
+            data = exchange(s, b"GET " + target.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")
         head, _, body = data.partition(b"\r\n\r\n")
         self.assertTrue(head.startswith(b"HTTP/1.1 200"), data)
         return json.loads(body)
