@@ -130,12 +130,14 @@ static int publish_state(sws_ingress_sub_t *s, const Sws__RouteSet *candidate, c
                      m.shadowed_names, m.shadowed_pools,
                      m.first_shadowed != NULL ? m.first_shadowed : "", m.dropped_hosts);
     memcpy(s->shadowed, counts, sizeof(counts));
+    /* The table build passes it through the RouteSet checker first and
+     * refuses what that refuses (shm/table.h): checking here too would
+     * double the largest cost of a delta (the check is most of it). No
+     * free arena means no build: then the check, before the state moves. */
+    int rc = s->publish(s->publish_ctx, &m.rs, err, sizeof(err));
     sws_routeset_refusal_t why;
-    int rc;
-    if (sws_routeset_check(&m.rs, &why) < 0)
+    if (rc == SWS_SHM_BUSY && sws_routeset_check(&m.rs, &why) < 0)
         rc = sws_errf(err, sizeof(err), "%s%s%s", why.path, why.path[0] ? ": " : "", why.msg);
-    else
-        rc = s->publish(s->publish_ctx, &m.rs, err, sizeof(err));
     sws_ingress_merge_free(&m);
     if (rc == SWS_SHM_BUSY) {
         *busy = 1;
