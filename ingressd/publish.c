@@ -241,13 +241,7 @@ void sws_ingress_pub_on_readable(sws_ingress_pub_t *pub)
 /* An owned canonical copy of rs (the caller's arrays stay in its order). */
 static Sws__RouteSet *canonical_copy(const Sws__RouteSet *rs)
 {
-    size_t n = sws__route_set__get_packed_size(rs);
-    uint8_t *buf = malloc(n > 0 ? n : 1);
-    if (buf == NULL)
-        return NULL;
-    sws__route_set__pack(rs, buf);
-    Sws__RouteSet *copy = sws__route_set__unpack(NULL, n, buf);
-    free(buf);
+    Sws__RouteSet *copy = sws_routeset_copy(rs);
     if (copy != NULL)
         sws_routeset_canonicalize(copy);
     return copy;

@@ -34,6 +34,18 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+Sws__RouteSet *sws_routeset_copy(const Sws__RouteSet *rs)
+{
+    size_t n = sws__route_set__get_packed_size(rs);
+    uint8_t *buf = malloc(n > 0 ? n : 1);
+    if (buf == NULL)
+        return NULL;
+    sws__route_set__pack(rs, buf);
+    Sws__RouteSet *copy = sws__route_set__unpack(NULL, n, buf);
+    free(buf);
+    return copy;
+}
+
 void sws_routeset_canonicalize(Sws__RouteSet *rs)
 {
     if (rs->n_hosts > 1)

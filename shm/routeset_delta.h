@@ -28,6 +28,10 @@
 
 #include "proto/scalws.pb-c.h"
 
+/* A deep copy of rs, unpacked-shaped (packed and unpacked), or NULL when
+ * memory ran out: what a holder of a RouteSet it does not own keeps. */
+Sws__RouteSet *sws_routeset_copy(const Sws__RouteSet *rs);
+
 /* Sort rs's hosts by first name and its pools by name, in place (only the
  * pointer arrays move). A host without names sorts first under "". */
 void sws_routeset_canonicalize(Sws__RouteSet *rs);

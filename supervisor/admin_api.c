@@ -12,6 +12,7 @@
 #include "core/log.h"
 #include "core/str.h"
 #include "shm/routeset_check.h"
+#include "shm/routeset_delta.h"
 #include "supervisor/ingress_sub.h"
 #include "supervisor/resolve.h"
 
@@ -321,18 +322,6 @@ static void get_pools(sws_admin_api_t *api, sws_admin_reply_t *reply)
 
 /* ---- changes ---- */
 
-static Sws__RouteSet *routeset_copy(const Sws__RouteSet *rs)
-{
-    size_t n = protobuf_c_message_get_packed_size(&rs->base);
-    uint8_t *buf = malloc(n > 0 ? n : 1);
-    if (buf == NULL)
-        return NULL;
-    protobuf_c_message_pack(&rs->base, buf);
-    Sws__RouteSet *copy = sws__route_set__unpack(NULL, n, buf);
-    free(buf);
-    return copy;
-}
-
 static Sws__Pool *find_pool(const Sws__RouteSet *rs, const char *name)
 {
     for (size_t p = 0; p < rs->n_pools; p++)
@@ -468,7 +457,7 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     if (a.family == AF_UNSPEC && resolve(&a, &res, err, sizeof(err)) < 0)
         return reply_error(reply, 422, "member \"%s\": %s; nothing changed", addr, err);
 
-    Sws__RouteSet *next = routeset_copy(api->routes);
+    Sws__RouteSet *next = sws_routeset_copy(api->routes);
     if (next == NULL)
         return reply_error(reply, 500, "out of memory");
     Sws__Pool *pool = find_pool(next, pool_name);
@@ -534,7 +523,7 @@ static void delete_member_req(sws_admin_api_t *api, const char *pool_name, const
         return reply_error(reply, 404, "no pool \"%s\"", pool_name);
     if (sws_routeset_address_problem(addr, 1, &a) != NULL || find_member(cur, a.key) == cur->n_members)
         return reply_error(reply, 404, "pool \"%s\" has no member \"%s\"", pool_name, addr);
-    Sws__RouteSet *next = routeset_copy(api->routes);
+    Sws__RouteSet *next = sws_routeset_copy(api->routes);
     if (next == NULL)
         return reply_error(reply, 500, "out of memory");
     Sws__Pool *pool = find_pool(next, pool_name);
@@ -608,7 +597,7 @@ int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint6
         api->changes = 0;
     if (api->routes != NULL)
         sws__route_set__free_unpacked(api->routes, NULL);
-    api->routes = routeset_copy(rs);
+    api->routes = sws_routeset_copy(rs);
     api->generation = gen;
     if (api->routes == NULL) {
         sws_log_error("admin API: out of memory copying generation %llu; changes refused until "

@@ -84,18 +84,6 @@ static uint64_t now_ms(const sws_ingress_sub_t *s)
     return sws_loop_now_ms(s->loop);
 }
 
-static Sws__RouteSet *routeset_copy(const Sws__RouteSet *rs)
-{
-    size_t n = sws__route_set__get_packed_size(rs);
-    uint8_t *buf = malloc(n > 0 ? n : 1);
-    if (buf == NULL)
-        return NULL;
-    sws__route_set__pack(rs, buf);
-    Sws__RouteSet *copy = sws__route_set__unpack(NULL, n, buf);
-    free(buf);
-    return copy;
-}
-
 static void drop_queue(sws_ingress_sub_t *s)
 {
     for (unsigned i = 0; i < s->nqueue; i++)
@@ -142,12 +130,14 @@ static int publish_state(sws_ingress_sub_t *s, const Sws__RouteSet *candidate, c
                      m.shadowed_names, m.shadowed_pools,
                      m.first_shadowed != NULL ? m.first_shadowed : "", m.dropped_hosts);
     memcpy(s->shadowed, counts, sizeof(counts));
+    /* The table build passes it through the RouteSet checker first and
+     * refuses what that refuses (shm/table.h): checking here too would
+     * double the largest cost of a delta (the check is most of it). No
+     * free arena means no build: then the check, before the state moves. */
+    int rc = s->publish(s->publish_ctx, &m.rs, err, sizeof(err));
     sws_routeset_refusal_t why;
-    int rc;
-    if (sws_routeset_check(&m.rs, &why) < 0)
+    if (rc == SWS_SHM_BUSY && sws_routeset_check(&m.rs, &why) < 0)
         rc = sws_errf(err, sizeof(err), "%s%s%s", why.path, why.path[0] ? ": " : "", why.msg);
-    else
-        rc = s->publish(s->publish_ctx, &m.rs, err, sizeof(err));
     sws_ingress_merge_free(&m);
     if (rc == SWS_SHM_BUSY) {
         *busy = 1;
@@ -200,7 +190,7 @@ static void apply_snapshot(sws_ingress_sub_t *s, Sws__RouteSnapshot *snap)
         sws_routeset_canonicalize(next);
     if (publish_state(s, next != NULL ? next : &empty, what, &busy) < 0)
         return resync(s);
-    if (next == NULL && (next = routeset_copy(&empty)) == NULL) {
+    if (next == NULL && (next = sws_routeset_copy(&empty)) == NULL) {
         sws_log_error("ingress: %s: out of memory", what);
         return resync(s);
     }
@@ -477,7 +467,7 @@ int sws_ingress_sub_file_published(sws_ingress_sub_t *s, const Sws__RouteSet *fi
 {
     if (s == NULL)
         return 0;
-    Sws__RouteSet *copy = routeset_copy(file);
+    Sws__RouteSet *copy = sws_routeset_copy(file);
     if (copy == NULL) {
         sws_log_error("ingress: out of memory copying the file's routes; ingress updates merge "
                       "with the previous ones");

@@ -12,8 +12,9 @@
  * sequence number and publisher id, and a copy of the file's RouteSet as
  * published last. Each snapshot or in-order delta makes a candidate ingress
  * set; the candidate merged with the file (supervisor/ingress_merge.h)
- * passes the RouteSet checker and goes to publish(), the supervisor's one
- * publication path; only then does it become the state. A message that
+ * goes to publish(), the supervisor's one publication path, whose table
+ * build passes it through the RouteSet checker first (or, when no arena is
+ * free, the checker alone); only then does it become the state. A message that
  * fails anywhere is logged and refused whole, and a snapshot is asked for.
  * A gap in the sequence or a new publisher id: a snapshot is asked for,
  * and the last table stays served meanwhile. When every arena is still

@@ -76,13 +76,7 @@ static Sws__RouteSet *make_base(void)
 
 static Sws__RouteSet *unpacked_copy(const Sws__RouteSet *rs)
 {
-    size_t n = sws__route_set__get_packed_size(rs);
-    uint8_t *buf = malloc(n + 1);
-    if (buf == NULL)
-        abort();
-    sws__route_set__pack(rs, buf);
-    Sws__RouteSet *c = sws__route_set__unpack(NULL, n, buf);
-    free(buf);
+    Sws__RouteSet *c = sws_routeset_copy(rs);
     if (c == NULL)
         abort();
     return c;

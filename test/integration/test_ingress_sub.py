@@ -10,7 +10,9 @@ of a YAML file (SIGHUP: publish what changed).
 - the publisher killed: still served, still ready, /v1/status shows the
   silence and the age growing; a new publisher (new id): a snapshot, its
   routes served;
-- a lost sequence number (routes_pub --skip-at): a snapshot is taken.
+- a lost sequence number (routes_pub --skip-at): a snapshot is taken;
+- routes the table build refuses: nothing of them served, not ready, a
+  snapshot asked for again and taken once the source is fixed.
 
 Every wait is a bounded poll; no verdict depends on timing."""
 
@@ -120,12 +122,12 @@ class IngressSubTestCase(ServerTestCase):
             p.kill()
         super().tearDown()
 
-    def subscribed_server(self):
+    def subscribed_server(self, settings=""):
         self.admin_port = free_port()
         srv = self.server('server:\n  listen: "127.0.0.1:@PORT@"\n  event_loops: 2\n'
-                          '  admin: {listen: ["127.0.0.1:%d"]}\n'
+                          '  admin: {listen: ["127.0.0.1:%d"]}\n%s'
                           'ingress: {subscribe: "ipc://@DIR@/run/routes.sock"}\n'
-                          % self.admin_port + FILE_HOSTS)
+                          % (self.admin_port, settings) + FILE_HOSTS)
         srv.endpoint = "ipc://%s/run/routes.sock" % srv.dir
         poll(lambda: self.admin_up(), what="the admin API")
         return srv
@@ -264,6 +266,22 @@ class IngressSubTestCase(ServerTestCase):
         srv.wait_log(r"ingress: sequence 3 after 1: messages lost; asking for a snapshot")
         st = self.ingress_status()
         self.assertEqual((st["sequence"], st["snapshots"], st["deltas"]), (3, 2, 0))
+
+    def test_routes_the_table_refuses_are_not_applied(self):
+        # A 64 KiB table cannot hold a 100 KB answer: the build refuses the
+        # snapshot, and nothing of it is served.
+        srv = self.subscribed_server(settings="  table_size: 64k\n")
+        pub = self.publisher(srv, respond_routes("x" * 100000))
+        srv.wait_log(r"ingress: snapshot 1 of publisher [0-9a-f]+ refused: .*; still serving "
+                     r"sequence 0; asking for a snapshot")
+        self.assertEqual(self.admin("/readyz")[0], 503)
+        self.assertGreaterEqual(self.ingress_status()["refused"], 1)
+        self.assertEqual(self.body_for(srv, "app.example"), "status 404")
+        self.assertEqual(self.body_for(srv, "file.example"), "from the file")
+        # Fixed at the source: the next snapshot is taken.
+        pub.publish(respond_routes("small"), 2)
+        self.wait_body(srv, "app.example", "small")
+        poll(lambda: self.admin("/readyz")[0] == 200, what="/readyz 200")
 
     def test_a_bad_endpoint_is_refused_by_the_check(self):
         srv = self.server('ingress: {subscribe: "tcp://192.0.2.1:5555"}\n', start=False)

@@ -82,10 +82,7 @@ static uint8_t *packed(const ProtobufCMessage *m, size_t *len)
 
 static Sws__RouteSet *copy_of(const Sws__RouteSet *rs)
 {
-    size_t len;
-    uint8_t *buf = packed(&rs->base, &len);
-    Sws__RouteSet *c = sws__route_set__unpack(NULL, len, buf);
-    free(buf);
+    Sws__RouteSet *c = sws_routeset_copy(rs);
     assert_non_null(c);
     return c;
 }
