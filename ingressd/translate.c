@@ -195,8 +195,8 @@ static void add_members(tr_t *t, Sws__Pool *pool, const slices_t *sl, const char
             size_t n = (size_t)(o - addr);
             *o = '\0';
             /* An endpoint in two slices (while one replaces the other) is
-             * one member, up if either says so. One slice never repeats
-             * an address (the API validates it): no map then. */
+             * one member, up if either says so. One slice holds an address
+             * once (the store sees to it): no map then. */
             Sws__Member *m = sl->n > 1 ? sws_ingress_map_get(&seen, addr, n) : NULL;
             if (m != NULL) {
                 if (state == SWS__MEMBER__STATE__UP)
