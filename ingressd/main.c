@@ -63,7 +63,7 @@ static int run_from_dir(const sws_ingressd_options_t *o)
         sws_log_error("%s", err);
         goto out;
     }
-    Sws__RouteSet *rs = sws_ingress_translate(&st, o->ingress_class, 1, &stats);
+    Sws__RouteSet *rs = sws_ingress_translate(&st, o->ingress_class, 1, 0, &stats);
     if (rs == NULL)
         goto out;
     printf("%zu objects read (%" PRIu64 " refused); %zu Ingresses of class %s: %zu hosts, "

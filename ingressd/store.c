@@ -541,14 +541,28 @@ static int parse_slice(const json_t *o, sws_ingress_slice_t *s, char *err, size_
         return 0;
     if ((s->endpoints = calloc(json_array_size(eps), sizeof(*s->endpoints))) == NULL)
         return sws_errf(err, errlen, "out of memory");
-    for (size_t i = 0; i < json_array_size(eps); i++) {
+    sws_ingress_map_t seen = { 0 }; /* address -> endpoint */
+    int rc = 0;
+    for (size_t i = 0; i < json_array_size(eps) && rc == 0; i++) {
+        sws_ingress_endpoint_t *ep = &s->endpoints[s->nendpoints], *first;
         int keep;
-        if (parse_endpoint(json_array_get(eps, i), i, family, &s->endpoints[s->nendpoints], &keep,
-                           err, errlen) < 0)
-            return -1;
-        s->nendpoints += (size_t)keep;
+        if ((rc = parse_endpoint(json_array_get(eps, i), i, family, ep, &keep, err, errlen)) < 0 ||
+            !keep)
+            continue;
+        /* An address once per slice, as the translation relies on (one
+         * member per address and port): a repeat adds its conditions. */
+        size_t len = strlen(ep->address);
+        if ((first = sws_ingress_map_get(&seen, ep->address, len)) != NULL) {
+            first->ready |= ep->ready;
+            first->terminating |= ep->terminating;
+            continue;
+        }
+        if (sws_ingress_map_put(&seen, ep->address, len, ep) < 0)
+            rc = sws_errf(err, errlen, "out of memory");
+        s->nendpoints++;
     }
-    return 0;
+    sws_ingress_map_free(&seen);
+    return rc;
 }
 
 /* ---- Secret ---- */

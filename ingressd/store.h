@@ -135,7 +135,8 @@ typedef struct sws_ingress_slice {
     size_t nports;
     sws_ingress_port_t *ports; /* name as the Service's port name; TCP only */
     size_t nendpoints;
-    sws_ingress_endpoint_t *endpoints; /* IPv4 and IPv6 slices; FQDN ones are dropped */
+    sws_ingress_endpoint_t *endpoints; /* IPv4 and IPv6 slices (FQDN ones are dropped);
+                                          each address once, conditions of repeats merged */
 } sws_ingress_slice_t;
 
 typedef struct sws_ingress_secret {

@@ -51,6 +51,7 @@ typedef struct tr {
     const sws_ingress_store_t *st;
     Sws__RouteSet *rs;
     int oom;
+    int quiet;
     size_t hosts_cap, pools_cap;
     sws_ingress_map_t hosts;  /* name -> host_b_t */
     sws_ingress_map_t claims; /* claim key -> claim_t */
@@ -194,8 +195,8 @@ static void add_members(tr_t *t, Sws__Pool *pool, const slices_t *sl, const char
             size_t n = (size_t)(o - addr);
             *o = '\0';
             /* An endpoint in two slices (while one replaces the other) is
-             * one member, up if either says so. One slice never repeats
-             * an address (the API validates it): no map then. */
+             * one member, up if either says so. One slice holds an address
+             * once (the store sees to it): no map then. */
             Sws__Member *m = sl->n > 1 ? sws_ingress_map_get(&seen, addr, n) : NULL;
             if (m != NULL) {
                 if (state == SWS__MEMBER__STATE__UP)
@@ -393,8 +394,10 @@ static void skip(tr_t *t, const sws_ingress_ingress_t *in, const char *what, siz
                  const char *why)
 {
     char part[96];
-    snprintf(part, sizeof(part), what, i, j);
     t->stats.skipped++;
+    if (t->quiet)
+        return;
+    snprintf(part, sizeof(part), what, i, j);
     sws_log_warn("Ingress %s: %s left out: %s", in->obj.key, part, why);
 }
 
@@ -590,9 +593,10 @@ static void free_maps(tr_t *t)
 }
 
 Sws__RouteSet *sws_ingress_translate(const sws_ingress_store_t *st, const char *class_name,
-                                     uint64_t version, sws_ingress_translate_stats_t *stats)
+                                     uint64_t version, int quiet,
+                                     sws_ingress_translate_stats_t *stats)
 {
-    tr_t t = { .st = st };
+    tr_t t = { .st = st, .quiet = quiet };
     const sws_ingress_ingress_t *in, **sel = NULL;
     size_t n = 0, it = 0;
 

@@ -43,8 +43,8 @@
  *            is left out with a log line; the rest is served.
  *
  * Linear in the size of the store (hash maps throughout, one sort of the
- * Ingresses). Logs through core/log.h, once per translation for each part
- * left out. ingressd's thread only.
+ * Ingresses). Logs through core/log.h a warning per part left out (see
+ * quiet below). ingressd's thread only.
  */
 #ifndef SWS_INGRESSD_TRANSLATE_H
 #define SWS_INGRESSD_TRANSLATE_H
@@ -66,9 +66,14 @@ typedef struct sws_ingress_translate_stats {
  * the settings at the defaults of shm/table.h, and *stats filled (may be
  * NULL). NULL only when memory ran out (logged). The caller owns the
  * result and frees it with sws_ingress_translate_free; it holds no
- * pointer into the store. */
+ * pointer into the store.
+ * quiet: do not log the parts left out. No part is left out because of
+ * an EndpointSlice, so after a change of EndpointSlices only (the store's
+ * change bits, ingressd/store.h) the loop passes 1: the same lines again
+ * every time endpoints move would flood the log. */
 Sws__RouteSet *sws_ingress_translate(const sws_ingress_store_t *st, const char *class_name,
-                                     uint64_t version, sws_ingress_translate_stats_t *stats);
+                                     uint64_t version, int quiet,
+                                     sws_ingress_translate_stats_t *stats);
 
 /* Free a RouteSet sws_ingress_translate returned (NULL is fine). */
 void sws_ingress_translate_free(Sws__RouteSet *rs);

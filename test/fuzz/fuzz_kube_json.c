@@ -36,7 +36,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 static void translate_and_check(const sws_ingress_store_t *st)
 {
     sws_routeset_refusal_t why;
-    Sws__RouteSet *rs = sws_ingress_translate(st, "scalws", 1, NULL);
+    Sws__RouteSet *rs = sws_ingress_translate(st, "scalws", 1, 0, NULL);
     if (rs == NULL)
         abort(); /* only out of memory */
     if (sws_routeset_check(rs, &why) != 0) {

@@ -176,11 +176,15 @@ static void test_endpoints_conditions_and_addresses(void **state)
     assert_true(!s->endpoints[2].ready && !s->endpoints[2].terminating);
     assert_true(s->endpoints[3].ready); /* no conditions: ready, as the API says */
 
+    /* One address once, whatever its spelling; a repeat's conditions add up. */
     KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE,
             k_slice("default", "web-v6", "6", "web", "IPv6", "[{\"name\": \"http\", \"port\": 8080}]",
-                    "[{\"addresses\": [\"fd00:0::0001\"]}]"));
+                    "[{\"addresses\": [\"fd00:0::0001\"], \"conditions\": {\"ready\": false, "
+                    "\"terminating\": true}}, {\"addresses\": [\"fd00::1\"]}]"));
     s = sws_ingress_store_get(&st, SWS_KUBE_ENDPOINTSLICE, "default", "web-v6");
+    assert_int_equal(s->nendpoints, 1);
     assert_string_equal(s->endpoints[0].address, "[fd00::1]");
+    assert_true(s->endpoints[0].ready);
 
     /* An address of the other family refuses the slice. */
     KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE,

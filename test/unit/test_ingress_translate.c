@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -494,6 +495,38 @@ static void test_host_spellings_are_one_host(void **state)
     sws_ingress_store_free(&st);
 }
 
+/* The parts left out are logged, unless the caller says only endpoints
+ * moved (quiet): then the same lines would come again at every move. */
+static void test_quiet_translation_logs_nothing(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    sws_ingress_translate_stats_t stats;
+    char buf[4096];
+    FILE *log = tmpfile();
+    assert_non_null(log);
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", "P / missing"));
+    sws_log_init("test", fileno(log), SWS_LOG_WARN);
+    for (int quiet = 1; quiet >= 0; quiet--) {
+        Sws__RouteSet *rs = sws_ingress_translate(&st, "scalws", 1, quiet, &stats);
+        assert_non_null(rs);
+        assert_int_equal(stats.skipped, 1);
+        sws_ingress_translate_free(rs);
+        size_t n = (size_t)pread(fileno(log), buf, sizeof(buf) - 1, 0);
+        buf[n] = '\0';
+        if (quiet)
+            assert_int_equal(n, 0);
+        else
+            assert_non_null(strstr(buf, "Ingress default/ex: spec.rules[0].http.paths[0] left out: "
+                                        "Service default/missing not found"));
+    }
+    sws_log_init("test", 2, SWS_LOG_CRIT);
+    fclose(log);
+    sws_ingress_store_free(&st);
+}
+
 /* ---- size ---- */
 
 #define LARGE_INGRESSES 10000
@@ -529,7 +562,7 @@ static void test_large_store_translates(void **state)
         free(slice);
     }
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    Sws__RouteSet *rs = sws_ingress_translate(&st, "scalws", 1, &stats);
+    Sws__RouteSet *rs = sws_ingress_translate(&st, "scalws", 1, 0, &stats);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     assert_non_null(rs);
     assert_int_equal(stats.ingresses, LARGE_INGRESSES);
@@ -558,6 +591,7 @@ int main(void)
         cmocka_unit_test(test_default_backend_takes_what_no_rule_takes),
         cmocka_unit_test(test_tls_hosts_get_the_secret_certificate),
         cmocka_unit_test(test_host_spellings_are_one_host),
+        cmocka_unit_test(test_quiet_translation_logs_nothing),
         cmocka_unit_test(test_large_store_translates),
     };
     sws_log_init("test", 2, SWS_LOG_CRIT);

@@ -170,7 +170,7 @@ static inline void ktable_build(ktable_t *kt, const sws_ingress_store_t *st)
 {
     sws_routeset_refusal_t why;
     char err[512];
-    kt->rs = sws_ingress_translate(st, "scalws", 1, &kt->stats);
+    kt->rs = sws_ingress_translate(st, "scalws", 1, 0, &kt->stats);
     assert_non_null(kt->rs);
     if (sws_routeset_check(kt->rs, &why) != 0)
         fail_msg("RouteSet refused: %s: %s", why.path, why.msg);
