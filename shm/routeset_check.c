@@ -394,13 +394,6 @@ static int check_settings(const Sws__Settings *st, sws_routeset_refusal_t *why)
     return 0;
 }
 
-static int pool_exists(const Sws__RouteSet *rs, const char *name)
-{
-    for (size_t p = 0; p < rs->n_pools; p++)
-        if (strcmp(rs->pools[p]->name, name) == 0)
-            return 1;
-    return 0;
-}
 
 static int check_timeout(uint32_t ms, const char *pool, const char *key,
                          sws_routeset_refusal_t *why)
@@ -627,8 +620,109 @@ static int check_ids_once(const Sws__RouteSet *rs, member_use_t *uses, size_t n,
                   (unsigned long long)dup->id, first->p, first->m);
 }
 
-static int check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
+typedef struct use {
+    const char *key;
+    size_t keylen;
+    unsigned kind; /* routes: the match */
+    size_t a, b;
+} use_t;
+
+/* qsort_r order: kind, key (ASCII case folded when *fold: host names),
+ * then place, so equal keys lie together in RouteSet order. */
+static int use_cmp(const void *x, const void *y, void *fold)
 {
+    const use_t *u = x, *v = y;
+    size_t n = u->keylen < v->keylen ? u->keylen : v->keylen;
+    int c;
+
+    if (u->kind != v->kind)
+        return u->kind < v->kind ? -1 : 1;
+    c = *(const int *)fold ? strncasecmp(u->key, v->key, n) : memcmp(u->key, v->key, n);
+    if (c != 0)
+        return c;
+    if (u->keylen != v->keylen)
+        return u->keylen < v->keylen ? -1 : 1;
+    if (u->a != v->a)
+        return u->a < v->a ? -1 : 1;
+    return u->b < v->b ? -1 : (u->b > v->b);
+}
+
+static int use_same(const use_t *u, const use_t *v, int fold)
+{
+    if (u->kind != v->kind || u->keylen != v->keylen)
+        return 0;
+    return fold ? strncasecmp(u->key, v->key, u->keylen) == 0
+                : memcmp(u->key, v->key, u->keylen) == 0;
+}
+
+/* The earliest second use in uses[0..n), or NULL; *first gets the use it
+ * repeats. Sorts uses. */
+static const use_t *second_use(use_t *uses, size_t n, int fold, const use_t **first)
+{
+    const use_t *found = NULL;
+
+    qsort_r(uses, n, sizeof(*uses), use_cmp, &fold);
+    for (size_t i = 1; i < n; i++) {
+        if (!use_same(&uses[i - 1], &uses[i], fold))
+            continue;
+        const use_t *f = &uses[i - 1];
+        while (f > uses && use_same(f - 1, &uses[i], fold))
+            f--;
+        if (found == NULL || uses[i].a < found->a ||
+            (uses[i].a == found->a && uses[i].b < found->b)) {
+            found = &uses[i];
+            *first = f;
+        }
+    }
+    return found;
+}
+
+/* What the checks of routes need from the pools: their names sorted
+ * (check_pools makes them), so that a proxy route finds its pool by a
+ * binary search. An ingress RouteSet has thousands of pools and routes. */
+typedef struct check_ctx {
+    const Sws__RouteSet *rs;
+    use_t *pools; /* one per pool, sorted by name; the caller frees */
+} check_ctx_t;
+
+static int name_cmp(const void *key, const void *elem)
+{
+    const use_t *u = elem;
+    size_t len = strlen(key), n = len < u->keylen ? len : u->keylen;
+    int c = memcmp(key, u->key, n);
+    return c != 0 ? c : len < u->keylen ? -1 : len > u->keylen;
+}
+
+static int pool_exists(const check_ctx_t *cx, const char *name)
+{
+    return cx->rs->n_pools > 0 &&
+           bsearch(name, cx->pools, cx->rs->n_pools, sizeof(*cx->pools), name_cmp) != NULL;
+}
+
+/* Each pool's name once: sorted into cx->pools, where equal names lie
+ * together. */
+static int check_pool_names(check_ctx_t *cx, sws_routeset_refusal_t *why)
+{
+    const Sws__RouteSet *rs = cx->rs;
+    const use_t *dup, *first = NULL;
+
+    if (rs->n_pools == 0)
+        return 0;
+    cx->pools = malloc(rs->n_pools * sizeof(*cx->pools));
+    if (cx->pools == NULL)
+        return refuse(at(why, "pools"), "out of memory");
+    for (size_t p = 0; p < rs->n_pools; p++)
+        cx->pools[p] = (use_t){ rs->pools[p]->name, strlen(rs->pools[p]->name), 0, p, 0 };
+    dup = second_use(cx->pools, rs->n_pools, 0, &first);
+    if (dup != NULL)
+        return refuse(at(why, "pools[%zu].name", dup->a),
+                      "pool \"%s\" appears twice (first at pools[%zu])", dup->key, first->a);
+    return 0;
+}
+
+static int check_pools(check_ctx_t *cx, sws_routeset_refusal_t *why)
+{
+    const Sws__RouteSet *rs = cx->rs;
     size_t nmembers = 0, ntable = 0, k = 0;
     member_use_t *uses;
     int rc = 0;
@@ -642,13 +736,8 @@ static int check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
         for (size_t m = 0; m < rs->pools[p]->n_members; m++)
             ntable += sws_routeset_member_width(rs->pools[p]->members[m]);
     }
-    /* Quadratic, and fine: pools are few (one per upstream service). */
-    for (size_t p = 0; p < rs->n_pools; p++)
-        for (size_t q = 0; q < p; q++)
-            if (strcmp(rs->pools[p]->name, rs->pools[q]->name) == 0)
-                return refuse(at(why, "pools[%zu].name", p),
-                              "pool \"%s\" appears twice (first at pools[%zu])",
-                              rs->pools[p]->name, q);
+    if (check_pool_names(cx, why) < 0)
+        return -1;
     if (nmembers == 0)
         return 0;
     if (ntable > SWS_ROUTESET_MEMBERS_MAX)
@@ -697,7 +786,7 @@ static int check_respond(const Sws__Respond *rp, const char *route, sws_routeset
     return 0;
 }
 
-static int check_action(const Sws__RouteSet *rs, const Sws__Route *r, const char *route,
+static int check_action(const check_ctx_t *cx, const Sws__Route *r, const char *route,
                         sws_routeset_refusal_t *why)
 {
     const char *problem;
@@ -723,7 +812,7 @@ static int check_action(const Sws__RouteSet *rs, const Sws__Route *r, const char
             return refuse(at(why, "%s.redirect.location", route), "%s", problem);
         return 0;
     case SWS__ROUTE__ACTION_PROXY:
-        if (!pool_exists(rs, r->proxy->pool))
+        if (!pool_exists(cx, r->proxy->pool))
             return refuse(at(why, "%s.proxy.pool", route), "no pool is named \"%s\"",
                           r->proxy->pool);
         /* It goes upstream as a header line: the address rules keep
@@ -745,7 +834,7 @@ static int check_action(const Sws__RouteSet *rs, const Sws__Route *r, const char
     }
 }
 
-static int check_route(const Sws__RouteSet *rs, const Sws__Route *r, size_t h, size_t i,
+static int check_route(const check_ctx_t *cx, const Sws__Route *r, size_t h, size_t i,
                        sws_routeset_refusal_t *why)
 {
     char route[64];
@@ -760,10 +849,10 @@ static int check_route(const Sws__RouteSet *rs, const Sws__Route *r, size_t h, s
         at(why, "%s.path", route);
         return -1;
     }
-    return check_action(rs, r, route, why);
+    return check_action(cx, r, route, why);
 }
 
-static int check_host(const Sws__RouteSet *rs, const Sws__Host *host, size_t h,
+static int check_host(const check_ctx_t *cx, const Sws__Host *host, size_t h,
                       sws_routeset_refusal_t *why)
 {
     if (host->n_names == 0)
@@ -775,7 +864,7 @@ static int check_host(const Sws__RouteSet *rs, const Sws__Host *host, size_t h,
                           problem);
     }
     for (size_t i = 0; i < host->n_routes; i++)
-        if (check_route(rs, host->routes[i], h, i, why) < 0)
+        if (check_route(cx, host->routes[i], h, i, why) < 0)
             return -1;
     return 0;
 }
@@ -886,63 +975,6 @@ int sws_routeset_has_certificates(const Sws__RouteSet *rs)
 /* ---- used twice: sorted, so a large RouteSet costs n log n ---- */
 
 /* One host name or one route; (a, b) is its place in the RouteSet. */
-typedef struct use {
-    const char *key;
-    size_t keylen;
-    unsigned kind; /* routes: the match */
-    size_t a, b;
-} use_t;
-
-/* qsort_r order: kind, key (ASCII case folded when *fold: host names),
- * then place, so equal keys lie together in RouteSet order. */
-static int use_cmp(const void *x, const void *y, void *fold)
-{
-    const use_t *u = x, *v = y;
-    size_t n = u->keylen < v->keylen ? u->keylen : v->keylen;
-    int c;
-
-    if (u->kind != v->kind)
-        return u->kind < v->kind ? -1 : 1;
-    c = *(const int *)fold ? strncasecmp(u->key, v->key, n) : memcmp(u->key, v->key, n);
-    if (c != 0)
-        return c;
-    if (u->keylen != v->keylen)
-        return u->keylen < v->keylen ? -1 : 1;
-    if (u->a != v->a)
-        return u->a < v->a ? -1 : 1;
-    return u->b < v->b ? -1 : (u->b > v->b);
-}
-
-static int use_same(const use_t *u, const use_t *v, int fold)
-{
-    if (u->kind != v->kind || u->keylen != v->keylen)
-        return 0;
-    return fold ? strncasecmp(u->key, v->key, u->keylen) == 0
-                : memcmp(u->key, v->key, u->keylen) == 0;
-}
-
-/* The earliest second use in uses[0..n), or NULL; *first gets the use it
- * repeats. Sorts uses. */
-static const use_t *second_use(use_t *uses, size_t n, int fold, const use_t **first)
-{
-    const use_t *found = NULL;
-
-    qsort_r(uses, n, sizeof(*uses), use_cmp, &fold);
-    for (size_t i = 1; i < n; i++) {
-        if (!use_same(&uses[i - 1], &uses[i], fold))
-            continue;
-        const use_t *f = &uses[i - 1];
-        while (f > uses && use_same(f - 1, &uses[i], fold))
-            f--;
-        if (found == NULL || uses[i].a < found->a ||
-            (uses[i].a == found->a && uses[i].b < found->b)) {
-            found = &uses[i];
-            *first = f;
-        }
-    }
-    return found;
-}
-
 static int check_names_once(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
 {
     size_t n = 0, k = 0;
@@ -1001,13 +1033,16 @@ static int check_routes_once(const Sws__Host *host, size_t h, sws_routeset_refus
 
 int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
 {
+    check_ctx_t cx = { .rs = rs };
+    int rc = 0;
+
     memset(why, 0, sizeof(*why));
-    if (check_settings(rs->settings, why) < 0 || check_pools(rs, why) < 0)
-        return -1;
-    for (size_t h = 0; h < rs->n_hosts; h++)
-        if (check_host(rs, rs->hosts[h], h, why) < 0)
-            return -1;
-    if (check_names_once(rs, why) < 0)
+    if (check_settings(rs->settings, why) < 0 || check_pools(&cx, why) < 0)
+        rc = -1;
+    for (size_t h = 0; rc == 0 && h < rs->n_hosts; h++)
+        rc = check_host(&cx, rs->hosts[h], h, why);
+    free(cx.pools);
+    if (rc < 0 || check_names_once(rs, why) < 0)
         return -1;
     for (size_t h = 0; h < rs->n_hosts; h++)
         if (check_routes_once(rs->hosts[h], h, why) < 0)

@@ -153,8 +153,10 @@ const char *sws_routeset_hash_key_problem(const char *key, unsigned *kind, const
 #define SWS_ROUTESET_MAX_FAILS_MAX 10000u
 #define SWS_ROUTESET_POOL_TIMEOUT_MAX_MS (24u * 3600 * 1000) /* a day */
 /* Members of all pools together: each worker publishes a record per
- * member in a block of shared memory sized for this many (shm/shm.h). */
-#define SWS_ROUTESET_MEMBERS_MAX 8192u
+ * member in a block of shared memory sized for this many (shm/shm.h: 40
+ * bytes each, 5 MiB per worker, touched only as far as members exist).
+ * An ingress controller's cluster has 100,000 endpoints (issue 10). */
+#define SWS_ROUTESET_MEMBERS_MAX 131072u
 /* Addresses a member's name may be resolved to (Member.resolved). */
 #define SWS_ROUTESET_RESOLVED_MAX 32u
 

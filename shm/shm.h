@@ -67,7 +67,7 @@ typedef struct sws_shm_member_stats {
 
 /* Records per worker block: the RouteSet's member limit
  * (SWS_ROUTESET_MEMBERS_MAX), so every member of a table has its place. */
-#define SWS_SHM_MEMBER_STATS_MAX 8192u
+#define SWS_SHM_MEMBER_STATS_MAX 131072u
 
 /* A process's handle on the region (process-local memory, not shared). */
 typedef struct sws_shm {

@@ -45,9 +45,14 @@ typedef struct h2_stream {
     uint8_t peer_reset;  /* the client reset it */
     uint8_t dispatch;    /* complete with its head: handled once this read is parsed */
     uint8_t swept;       /* counted in h2->nsweep: closed, a window or a resume owed */
+    uint8_t consumer_full; /* its consumer said it holds enough: the stream's window
+                            * stays shut until it resumes (st.body_full asks every
+                            * consumer for that resume: body_take) */
     uint64_t stall_ms;   /* when the client's window began to hold its
                           * response back (loop time), 0: it does not */
-    size_t unconsumed;   /* body bytes received, not yet given back to the window */
+    size_t unconsumed;   /* body bytes received, not yet given back to the stream's window */
+    size_t held;         /* of them and the others its consumer took, those not passed
+                          * on yet: not given back to the connection's window */
 
     char *obuf;          /* SWS_HTTP2_STREAM_BUF bytes, from the first body byte */
     size_t ooff, olen;
@@ -64,6 +69,12 @@ struct sws_http2 {
     uint64_t opened;        /* streams the client opened, ever */
     unsigned resets;        /* of this window's streams opened, those the client
                              * reset before their response was complete */
+    size_t held;            /* request-body bytes the streams' consumers hold, all
+                             * streams: at most SWS_HTTP2_BODY_BUDGET */
+    size_t held_peak;       /* the most they held at once (logged at the close) */
+    uint64_t taken;         /* bytes of the client's given to nghttp2 (logged at the
+                             * close: a flood's tests judge by it) */
+    uint8_t budget_met;     /* the client's window ran out on the budget (logged once) */
     uint8_t dead;           /* no input is parsed any more (fatal, or torn down) */
     uint8_t goaway;         /* the shutdown notice (and its PING) was submitted */
     uint8_t goaway_final;   /* the GOAWAY naming the last stream taken was */
@@ -214,8 +225,10 @@ static void stream_release(sws_http2_t *h2, h2_stream_t *hs)
     /* The log counts what went into frames, not bytes still held. */
     if (r->body_bytes >= hs->olen)
         r->body_bytes -= hs->olen;
-    if (hs->unconsumed > 0 && h2->session != NULL)
-        nghttp2_session_consume_connection(h2->session, hs->unconsumed);
+    /* Its consumer is gone with it: what it held is the connection's again. */
+    if (hs->held > 0 && h2->session != NULL)
+        nghttp2_session_consume_connection(h2->session, hs->held);
+    h2->held -= hs->held;
     if (h2->session != NULL)
         nghttp2_session_set_stream_user_data(h2->session, hs->id, NULL);
     sws_stream_release(&hs->st);
@@ -484,11 +497,53 @@ static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const
 }
 
 /* Give back n bytes of the client's window on stream id (and the
- * connection's). */
+ * connection's): bytes nobody keeps. */
 static void window_give(sws_http2_t *h2, h2_stream_t *hs, size_t n)
 {
     if (n > 0)
         nghttp2_session_consume(h2->session, hs->id, n);
+}
+
+/* n body bytes for the stream's consumer. The stream's window opens again
+ * for what the consumer took while it had room (a full consumer holds the
+ * client to the window it has); the connection's only once the consumer
+ * passed them on, so that all streams together hold at most the budget
+ * (the connection's window) and a client at it waits for its window. The
+ * consumer says so with sws_stream_body_resume, which st.body_full asks of
+ * it whatever data() answers; set before the call, which may pass the
+ * bytes on at once. */
+static void body_take(sws_http2_t *h2, h2_stream_t *hs, const uint8_t *data, size_t len)
+{
+    hs->st.body_full = 1;
+    hs->held += len;
+    h2->held += len;
+    if (h2->held > h2->held_peak)
+        h2->held_peak = h2->held;
+    if (hs->st.body->data(&hs->st, (const char *)data, len))
+        hs->consumer_full = 1;
+    if (hs->consumer_full)
+        hs->unconsumed += len;
+    else
+        nghttp2_session_consume_stream(h2->session, hs->id, len);
+    sweep_mark(hs); /* the connection's window, maybe the stream's, owed */
+    if (!h2->budget_met && nghttp2_session_get_local_window_size(h2->session) <= 0) {
+        h2->budget_met = 1;
+        sws_log_debug("client %s: HTTP/2: request bodies held reach the connection's budget "
+                      "(%zu bytes): the client waits for its window",
+                      sws_conn_peer_text(h2->conn), h2->held);
+    }
+}
+
+/* The consumer passed on all it held (or is gone): both windows open. */
+static void body_given_back(sws_http2_t *h2, h2_stream_t *hs)
+{
+    if (hs->unconsumed > 0)
+        nghttp2_session_consume_stream(h2->session, hs->id, hs->unconsumed);
+    if (hs->held > 0)
+        nghttp2_session_consume_connection(h2->session, hs->held);
+    h2->held -= hs->held;
+    hs->held = hs->unconsumed = 0;
+    hs->consumer_full = 0;
 }
 
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
@@ -528,15 +583,7 @@ static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, co
         window_give(h2, hs, len); /* a local action: the body is dropped */
         return 0;
     }
-    /* The window opens again only for what the consumer took while it had
-     * room: a full consumer holds the client to the window it has. */
-    if (hs->st.body->data(&hs->st, (const char *)data, len))
-        hs->st.body_full = 1;
-    if (hs->st.body_full) {
-        hs->unconsumed += len;
-        sweep_mark(hs); /* given back once the consumer resumes */
-    } else
-        window_give(h2, hs, len);
+    body_take(h2, hs, data, len);
     return 0;
 }
 
@@ -673,7 +720,7 @@ static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, v
     if (hs != NULL && !hs->remote_done) {
         hs->reset_sent = 1;
         hs->st.body = NULL;
-        hs->st.body_full = 0; /* what it held back is given back at the release */
+        hs->st.body_full = 0; /* what it held is given back by the next sweep */
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, hs->id, NGHTTP2_NO_ERROR);
     }
     return 0;
@@ -997,8 +1044,9 @@ static int h2_send(sws_conn_t *c, sws_http2_t *h2)
 }
 
 /* Streams nghttp2 closed are released; those whose sink refused bytes
- * and has room again are resumed. 1 when one was resumed (it may have
- * more to send). */
+ * and has room again are resumed; the windows of bodies passed on are
+ * given back. 1 when one was resumed or a window given back (there may
+ * be more to send: a WINDOW_UPDATE). */
 static int h2_sweep(sws_http2_t *h2)
 {
     int resumed = 0;
@@ -1011,9 +1059,9 @@ static int h2_sweep(sws_http2_t *h2)
             stream_release(h2, hs);
             continue;
         }
-        if (hs->st.body_full == 0 && hs->unconsumed > 0) {
-            window_give(h2, hs, hs->unconsumed); /* the consumer resumed */
-            hs->unconsumed = 0;
+        if (!hs->st.body_full && hs->held > 0) {
+            body_given_back(h2, hs); /* the consumer resumed, or was dropped */
+            resumed = 1;
         }
         if (hs->want_resume && hs->olen < SWS_HTTP2_STREAM_BUF) {
             hs->want_resume = 0;
@@ -1022,7 +1070,7 @@ static int h2_sweep(sws_http2_t *h2)
         }
         /* Unmarked once nothing is owed; closed during the resume, it
          * stays marked for its release. */
-        if (!hs->closed && hs->unconsumed == 0 && !hs->want_resume) {
+        if (!hs->closed && hs->held == 0 && !hs->want_resume) {
             hs->swept = 0;
             h2->nsweep--;
         }
@@ -1154,6 +1202,7 @@ static void http2_on_input(sws_conn_t *c)
     if (!h2->dead && c->rpos < c->rend && !sws_conn_output_blocked(c)) {
         /* nghttp2 takes all of it: header bytes are copied, body bytes
          * go to their consumer, so nothing points into the buffer. */
+        h2->taken += c->rend - c->rpos;
         ssize_t n = nghttp2_session_mem_recv(h2->session, (const uint8_t *)c->rbuf + c->rpos,
                                              c->rend - c->rpos);
         if (n < 0) {
@@ -1218,6 +1267,8 @@ static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c)
     if (h2 == NULL || h2->session == NULL)
         return SWS_PROTO_WAIT_NOTHING;
     int body = 0, response = 0, window = 0;
+    /* A client held to the budget waits on our consumers, not on itself. */
+    int budget = h2->held > 0 && nghttp2_session_get_local_window_size(h2->session) <= 0;
     for (const h2_stream_t *hs = h2->streams; hs != NULL; hs = hs->next) {
         if (hs->closed)
             continue;
@@ -1228,7 +1279,7 @@ static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c)
          * a write, a producer's wake-up, a timer): no window lookup. */
         if (hs->stall_ms != 0)
             window = 1;
-        else if (!hs->remote_done && !hs->st.body_full && !hs->reset_sent)
+        else if (!hs->remote_done && !hs->consumer_full && !hs->reset_sent && !budget)
             body = 1;
         else
             response = 1;
@@ -1293,7 +1344,12 @@ static int session_new(sws_http2_t *h2)
         { NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, st->max_header_size },
         { NGHTTP2_SETTINGS_ENABLE_PUSH, 0 },
     };
-    return nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0]));
+    if (nghttp2_submit_settings(h2->session, NGHTTP2_FLAG_NONE, iv, sizeof(iv) / sizeof(iv[0])) != 0)
+        return -1;
+    /* The connection's window is the budget (a WINDOW_UPDATE: SETTINGS
+     * cannot set it); body_take keeps it there. */
+    return nghttp2_session_set_local_window_size(h2->session, NGHTTP2_FLAG_NONE, 0,
+                                                 SWS_HTTP2_BODY_BUDGET);
 }
 
 /* Switched to (worker/http2.h) with no state: the state is ours to make.
@@ -1320,6 +1376,10 @@ static void http2_close(sws_conn_t *c)
         return;
     while (h2->streams != NULL)
         stream_release(h2, h2->streams);
+    sws_log_debug("client %s: HTTP/2: closed after taking %llu bytes from the client; request "
+                  "bodies held at most %zu bytes at once (budget %u)",
+                  sws_conn_peer_text(c), (unsigned long long)h2->taken, h2->held_peak,
+                  SWS_HTTP2_BODY_BUDGET);
     nghttp2_session_del(h2->session);
     free(h2);
     c->proto_state = NULL;

@@ -29,10 +29,14 @@
  * as HTTP/1's does. The sink turns the response into HEADERS, DATA (a data
  * provider pulling from a bounded per-stream buffer, SWS_HTTP2_STREAM_BUF;
  * a file is read into it a piece at a time) and trailers. Request bodies
- * are given back to the client's flow-control window only once their
- * consumer took them (a full consumer holds the window shut), so a client
- * can have at most one window (SWS_HTTP2_WINDOW) in flight per stream and
- * per connection.
+ * are given back to the client's stream window only once their consumer
+ * took them (a full consumer holds the window shut), and to the
+ * connection's window only once the consumer passed them on (its
+ * sws_stream_body_resume): a connection's streams hold at most
+ * SWS_HTTP2_BODY_BUDGET request-body bytes together, whatever the number
+ * of streams; at the budget the client gets no window and waits (ADR
+ * 0035). A client that sends beyond its window is a FLOW_CONTROL_ERROR
+ * (nghttp2: GOAWAY, closed).
  *
  * Limits (SETTINGS and checks): SWS_HTTP2_MAX_STREAMS concurrent streams
  * (more are refused by nghttp2 with REFUSED_STREAM), a header list of
@@ -67,8 +71,13 @@
 #define SWS_HTTP2_PREFACE_LEN (sizeof(SWS_HTTP2_PREFACE) - 1)
 
 #define SWS_HTTP2_MAX_STREAMS 128u        /* SETTINGS_MAX_CONCURRENT_STREAMS */
-#define SWS_HTTP2_WINDOW 65535u           /* initial stream and connection windows */
+#define SWS_HTTP2_WINDOW 65535u           /* a stream's initial window */
 #define SWS_HTTP2_STREAM_BUF (16u * 1024) /* response body bytes held per stream */
+/* Request-body bytes a connection's consumers may hold (received, not yet
+ * passed on), all streams together: the connection's flow-control window.
+ * 1 MiB, 16 stream windows: one stream never waits on it, 16 uploads at
+ * full window do not either (ADR 0035). */
+#define SWS_HTTP2_BODY_BUDGET (1024u * 1024)
 #define SWS_HTTP2_RESET_FLOOR 100u        /* resets before the answer tolerated... */
 #define SWS_HTTP2_RESET_WINDOW 400u       /* ...per this many streams opened */
 

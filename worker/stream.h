@@ -143,7 +143,10 @@ typedef struct sws_stream_body_ops {
     /* n body bytes, in order; copied before the call returns. Returns 1
      * when the consumer holds enough: the protocol stops reading the
      * client until sws_stream_body_resume() (and runs no body timer
-     * meanwhile: the wait is the consumer's), else 0. */
+     * meanwhile: the wait is the consumer's), else 0. Whatever it
+     * answers, the consumer calls sws_stream_body_resume() each time it
+     * has passed on all the bytes it holds: HTTP/2 counts them against
+     * its connection's budget until then (ADR 0035). */
     int (*data)(sws_stream_t *st, const char *p, size_t n);
     /* The body is complete; its trailers, if any, are in st->req
      * (ntrailers: HTTP/2 keeps them, HTTP/1 drops them). */
@@ -304,8 +307,9 @@ void sws_stream_abort(sws_stream_t *st);
  * handler only. The ops are static, the state is the source's data. */
 void sws_stream_set_body(sws_stream_t *st, const sws_stream_body_ops_t *ops);
 
-/* The body consumer that said it was full has room again: the protocol
- * reads and hands it more (later in this loop iteration). */
+/* The body consumer has passed on what it holds (it said it was full, or
+ * the protocol asked: st->body_full): the protocol reads and hands it
+ * more (later in this loop iteration). A no-op when nobody waits. */
 void sws_stream_body_resume(sws_stream_t *st);
 
 /* A producer that makes its body piece by piece (see the top). */

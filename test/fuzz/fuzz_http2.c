@@ -119,7 +119,7 @@ static int body_data(sws_stream_t *st, const char *p, size_t n)
     check_request(&st->req);
     if (++pieces % 2 == 0)
         return 0;
-    sws_stream_body_resume(st); /* takes effect after this call: body_full is set then */
+    sws_stream_body_resume(st); /* the windows come back at the next sweep, after this call */
     return 1;
 }
 

@@ -6,6 +6,7 @@ keeps getting answers."""
 
 import hashlib
 import os
+import re
 import select
 import shutil
 import signal
@@ -19,6 +20,9 @@ from backend import Backend
 from harness import TIMEOUT, ServerTestCase, curl, make_config, poll, scale
 
 try:
+    import h2.config
+    import h2.connection
+    import h2.events
     import hpack
     from hyperframe.frame import (ContinuationFrame, DataFrame, HeadersFrame, PingFrame,
                                   RstStreamFrame, SettingsFrame, WindowUpdateFrame)
@@ -47,9 +51,10 @@ FLAG_END_STREAM = 0x1
 REFUSED_STREAM, ENHANCE_YOUR_CALM = 7, 11
 
 
-def config(backend_address, server=""):
+def config(backend_address, server="", pool=""):
     return (make_config(HOSTS, server) +
-            'pools:\n  - name: app\n    members:\n      - {address: "%s"}\n' % backend_address)
+            'pools:\n  - name: app\n    members:\n      - {address: "%s"}\n' % backend_address +
+            pool)
 
 
 class RawH2:
@@ -155,8 +160,8 @@ class H2TestCase(ServerTestCase):
         self.backend.stop()
         super().tearDown()
 
-    def start(self, server=""):
-        srv = self.server(config(self.backend.address, server), start=False)
+    def start(self, server="", member=None, pool=""):
+        srv = self.server(config(member or self.backend.address, server, pool), start=False)
         www = os.path.join(srv.dir, "www")
         os.makedirs(www)
         with open(os.path.join(www, "big.bin"), "wb") as f:
@@ -166,6 +171,17 @@ class H2TestCase(ServerTestCase):
 
     def curl2(self, *args):
         return curl("--http2-prior-knowledge", *args)
+
+    CLOSED = re.compile(r"HTTP/2: closed after taking (\d+) bytes from the client; request "
+                        r"bodies held at most (\d+) bytes at once")
+
+    def connections_closed(self, srv, n):
+        """(bytes taken from the client, most request-body bytes held) of
+        each HTTP/2 connection closed, once n of them are (their debug
+        line at the close: the server's own count)."""
+        poll(lambda: len(self.CLOSED.findall(srv.log())) >= n,
+             what=lambda: "%d HTTP/2 connections closed; log tail:\n%s" % (n, srv.log_tail()))
+        return [(int(t), int(h)) for t, h in self.CLOSED.findall(srv.log())]
 
     def assert_well_behaved_client_served(self, srv):
         r = self.curl2("-o", "-", "-w", "%{http_version} %{http_code}",
@@ -432,23 +448,25 @@ class Protections(H2TestCase):
         """Send frame as fast as possible without reading (a small receive
         buffer, so that answers back up at once): the server must either
         stop reading (our writes block) or cut the connection (nghttp2's
-        limit of queued acknowledgements), not read on and queue answers."""
-        srv = self.start()
+        limit of queued acknowledgements), not read on and queue answers.
+        Judged by what the server says it took from us (its debug line at
+        the close), not by how long our writes blocked: the send timeout
+        only ends our attempt."""
+        srv = self.start("logging: {level: debug}")
         c = RawH2(srv.port, rcvbuf=4096)
         c.sock.settimeout(0.5)
         data = frame * 1000
-        took_all = True
-        for _ in range(3000):  # three million frames
+        chunks = 3000  # three million frames
+        for _ in range(chunks):
             try:
                 c.sock.sendall(data)
             except (socket.timeout, OSError):
-                took_all = False
                 break
         self.assert_well_behaved_client_served(srv)
-        c.sock.settimeout(TIMEOUT)
-        self.assertTrue(not took_all or c.closed(),
-                        "the server read 3 million frames and kept the connection")
         c.close()
+        taken = max(t for t, _ in self.connections_closed(srv, 2))  # the flood's and curl's
+        self.assertLess(taken, len(data) * chunks // 10,
+                        "the server read on while its answers piled up")
 
     def test_ping_flood_bounded(self):
         self._flood(PingFrame(0, opaque_data=b"12345678").serialize())
@@ -536,6 +554,86 @@ class Protections(H2TestCase):
         self.assert_well_behaved_client_served(srv)
         srv.stop()
         self.assertIn('"POST /app/up HTTP/2.0" 413', srv.access_log())
+
+class BodyBudget(H2TestCase):
+    """Request bodies held for one connection's streams stay under the
+    connection's budget (ADR 0035), judged by the server's own count (its
+    debug lines), not by RSS."""
+
+    BUDGET = 1 << 20  # SWS_HTTP2_BODY_BUDGET
+    STREAMS = 100
+    BODY = 1 << 20
+
+    def member_never_connected(self):
+        """A listener whose accept queue is full (backlog 0, filled by two
+        connections of ours that nobody accepts): the kernel drops further
+        SYNs, so the proxy's connects wait and its requests hold their
+        bodies (an upstream that answers its socket but never reads would
+        let the kernel's send buffers, MiBs on loopback, take them)."""
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.bind(("127.0.0.1", 0))
+        s.listen(0)
+        self.addCleanup(s.close)
+        for _ in range(2):
+            c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            c.setblocking(False)
+            c.connect_ex(s.getsockname())
+            self.addCleanup(c.close)
+        return "127.0.0.1:%d" % s.getsockname()[1]
+
+    def greedy_uploads(self, srv):
+        """A client that respects flow control and uses all of it: 100
+        POSTs of 1 MiB each to the proxy route, sent as fast as the
+        windows allow, until the server says the budget holds it. The
+        socket, the body bytes sent and the events the server caused."""
+        sock = socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT)
+        self.addCleanup(sock.close)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        left = {}
+        for i in range(self.STREAMS):
+            sid = conn.get_next_available_stream_id()
+            conn.send_headers(sid, [(":method", "POST"), (":path", "/app/up"),
+                                    (":scheme", "http"), (":authority", "t.test"),
+                                    ("content-length", str(self.BODY))])
+            left[sid] = self.BODY
+        chunk = b"u" * conn.max_outbound_frame_size
+        sent = 0
+        events = []
+        deadline = time.monotonic() + TIMEOUT
+        while time.monotonic() < deadline:
+            for sid in left:
+                n = min(left[sid], conn.local_flow_control_window(sid), len(chunk))
+                if n > 0:
+                    conn.send_data(sid, chunk[:n])
+                    left[sid] -= n
+                    sent += n
+            sock.sendall(conn.data_to_send())
+            if "reach the connection's budget" in srv.log():
+                return sock, sent, events
+            ready, _, _ = select.select([sock], [], [], 0.05)
+            if ready:
+                data = sock.recv(65536)
+                self.assertTrue(data, "the server closed the connection")
+                events += conn.receive_data(data)  # WINDOW_UPDATEs (and SETTINGS)
+        self.fail("no budget line after %d body bytes sent; log tail:\n%s"
+                  % (sent, srv.log_tail()))
+
+    def test_greedy_uploads_held_to_the_budget_other_client_served(self):
+        # The connects wait longer than the test: no timer decides it.
+        srv = self.start("logging: {level: debug}", self.member_never_connected(),
+                         "    timeouts: {connect: 1h}\n")
+        sock, sent, events = self.greedy_uploads(srv)
+        self.assertGreaterEqual(sent, self.BUDGET)
+        self.assertFalse([e for e in events if isinstance(
+            e, (h2.events.StreamReset, h2.events.ConnectionTerminated))],
+            "held to the budget, a client waits: nothing is reset")
+        self.assert_well_behaved_client_served(srv)
+        sock.close()
+        held = max(h for _, h in self.connections_closed(srv, 2))  # the uploads' and curl's
+        self.assertLessEqual(held, self.BUDGET)
+        self.assertGreater(held, self.BUDGET // 2)
+
 
 if __name__ == "__main__":
     unittest.main()

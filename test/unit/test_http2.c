@@ -53,6 +53,15 @@ typedef struct fixture {
     sws_stream_t *held;        /* /hold's stream, not answered yet */
     int hold_window;           /* the client gives its window back only when told */
     unsigned handled;          /* requests the handler saw */
+    /* /sink's bodies: a consumer that takes every byte (never full) and
+     * passes them on only when the test drains it. */
+    struct sink {
+        sws_stream_t *st;      /* NULL once the handler answered it */
+        size_t held;           /* taken, not passed on */
+        uint64_t total;
+    } sinks[MAX_IDS];
+    unsigned nsinks;
+    size_t sink_held;          /* all sinks' held */
 } fixture_t;
 
 static fixture_t *current;
@@ -65,10 +74,65 @@ static reply_t *reply_of(fixture_t *f, int32_t id)
 
 static const sws_stream_source_t hold_source = { 0 };
 
+static struct sink *sink_of(fixture_t *f, const sws_stream_t *st)
+{
+    for (unsigned i = 0; i < f->nsinks; i++)
+        if (f->sinks[i].st == st)
+            return &f->sinks[i];
+    fail_msg("no sink for this stream");
+    return NULL;
+}
+
+static int sink_data(sws_stream_t *st, const char *p, size_t n)
+{
+    (void)p;
+    struct sink *k = sink_of(current, st);
+    k->held += n;
+    k->total += n;
+    current->sink_held += n;
+    return 0; /* never full: only the connection's budget holds the client */
+}
+
+static void sink_end(sws_stream_t *st)
+{
+    (void)st;
+}
+
+static const sws_stream_body_ops_t sink_body = { .data = sink_data, .end = sink_end };
+
+static void head_handler(sws_stream_t *st)
+{
+    if (!sws_str_eq(st->req.path, SWS_STR("/sink")))
+        return;
+    assert_true(current->nsinks < MAX_IDS);
+    current->sinks[current->nsinks++] = (struct sink){ .st = st };
+    sws_stream_set_body(st, &sink_body);
+}
+
+/* Each sink still open passes on what it holds (sws_stream_body_resume,
+ * as the proxy does once its upstream took the bytes). */
+static void sinks_drain(fixture_t *f)
+{
+    for (unsigned i = 0; i < f->nsinks; i++) {
+        struct sink *k = &f->sinks[i];
+        if (k->st == NULL || k->held == 0)
+            continue;
+        f->sink_held -= k->held;
+        k->held = 0;
+        sws_stream_body_resume(k->st);
+    }
+}
+
 static void handler(sws_stream_t *st)
 {
     const sws_request_t *r = &st->req;
     current->handled++;
+    if (sws_str_eq(r->path, SWS_STR("/sink"))) {
+        struct sink *k = sink_of(current, st);
+        current->sink_held -= k->held; /* released with the stream */
+        k->held = 0;
+        k->st = NULL;
+    }
     if (sws_str_eq(r->path, SWS_STR("/hold"))) {
         sws_stream_set_source(st, &hold_source, NULL); /* answers later */
         current->held = st;
@@ -243,19 +307,20 @@ static int32_t request(fixture_t *f, const char *method, const char *path,
     return id;
 }
 
-static size_t body_left; /* what body_read still sends */
+static size_t body_left; /* what body_read still sends, without a source of its own */
 
+/* A body of 'x': src->ptr, when set, is this stream's size_t left. */
 static ssize_t body_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
                          uint32_t *flags, nghttp2_data_source *src, void *user)
 {
     (void)s;
     (void)id;
-    (void)src;
     (void)user;
-    size_t n = len < body_left ? len : body_left;
+    size_t *left = src->ptr != NULL ? src->ptr : &body_left;
+    size_t n = len < *left ? len : *left;
     memset(buf, 'x', n);
-    body_left -= n;
-    if (body_left == 0)
+    *left -= n;
+    if (*left == 0)
         *flags |= NGHTTP2_DATA_FLAG_EOF;
     return (ssize_t)n;
 }
@@ -270,6 +335,7 @@ static int setup(void **state)
     assert_int_equal(sws_loop_init(&f->loop), 0);
     sws_conn_set_init(&f->set, &f->loop, &sws_http1_proto, handler, &f->counters);
     f->set.h2_proto = &sws_http2_proto;
+    f->set.head_handler = head_handler;
     f->st = sws_conn_default_settings;
     f->st.body_timeout_ms = 300;
     sws_conn_set_configure(&f->set, NULL, &f->st, SWS_STR("scalws-test"));
@@ -680,6 +746,110 @@ static void test_large_response_paced_by_the_window(void **state)
     assert_int_equal(r->close_error, NGHTTP2_NO_ERROR);
 }
 
+/* Finding 7: 100 streams whose consumer takes every byte and passes none
+ * on would each get window after window. The connection's budget holds
+ * them all together; as the consumers pass bytes on, the window comes
+ * back and every body completes. */
+static void test_request_bodies_held_within_the_connection_budget(void **state)
+{
+    enum { STREAMS = 100, BODY = 256 * 1024 };
+    fixture_t *f = *state;
+    client_new(f, NULL, 0);
+    static size_t left[STREAMS];
+    int32_t ids[STREAMS];
+    for (int i = 0; i < STREAMS; i++) {
+        left[i] = BODY;
+        nghttp2_data_provider dp = { .source.ptr = &left[i], .read_callback = body_read };
+        ids[i] = request(f, "POST", "/sink", &dp);
+    }
+    pump(f);
+    assert_int_equal(f->nsinks, STREAMS);
+    assert_true(f->sink_held <= SWS_HTTP2_BODY_BUDGET);
+    assert_true(f->sink_held > SWS_HTTP2_BODY_BUDGET / 2); /* the client used the budget */
+    int done = 0;
+    for (int round = 0; round < 2 * STREAMS * BODY / (int)SWS_HTTP2_BODY_BUDGET + 20 && !done;
+         round++) {
+        sinks_drain(f);
+        pump(f);
+        assert_true(f->sink_held <= SWS_HTTP2_BODY_BUDGET);
+        done = 1;
+        for (int i = 0; i < STREAMS; i++)
+            done &= reply_of(f, ids[i])->closed;
+    }
+    assert_true(done);
+    for (int i = 0; i < STREAMS; i++) {
+        assert_int_equal(reply_of(f, ids[i])->status, 200);
+        assert_string_equal(reply_of(f, ids[i])->body, "POST /sink host=a.test body=262144");
+    }
+    assert_int_equal(f->set.inflight, 0);
+}
+
+/* A body nghttp2's client never sends: the test writes its DATA. */
+static ssize_t body_deferred(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
+                             uint32_t *flags, nghttp2_data_source *src, void *user)
+{
+    (void)s;
+    (void)id;
+    (void)buf;
+    (void)len;
+    (void)flags;
+    (void)src;
+    (void)user;
+    return NGHTTP2_ERR_DEFERRED;
+}
+
+/* A frame header (RFC 9113 4.1) for DATA. */
+static void data_frame_head(uint8_t *h, size_t len, int32_t id)
+{
+    h[0] = (uint8_t)(len >> 16);
+    h[1] = (uint8_t)(len >> 8);
+    h[2] = (uint8_t)len;
+    h[3] = NGHTTP2_DATA;
+    h[4] = 0;
+    h[5] = (uint8_t)((uint32_t)id >> 24);
+    h[6] = (uint8_t)(id >> 16);
+    h[7] = (uint8_t)(id >> 8);
+    h[8] = (uint8_t)id;
+}
+
+/* A client that ignores the window (DATA written past nghttp2's client,
+ * each stream within its own window, all together past the budget) is a
+ * connection error: FLOW_CONTROL_ERROR, and no byte over the budget is
+ * taken. */
+static void test_body_past_the_connection_window_is_flow_control_error(void **state)
+{
+    enum { STREAMS = 20, FRAME = 16384 };
+    fixture_t *f = *state;
+    client_new(f, NULL, 0);
+    nghttp2_data_provider later = { .read_callback = body_deferred };
+    int32_t ids[STREAMS];
+    for (int i = 0; i < STREAMS; i++)
+        ids[i] = request(f, "POST", "/sink", &later);
+    pump(f);
+    assert_int_equal(f->nsinks, STREAMS);
+    static uint8_t frame[9 + FRAME];
+    memset(frame + 9, 'x', FRAME);
+    for (int i = 0; i < STREAMS && !f->goaway && !f->eof; i++) {
+        for (size_t sent = 0; sent < SWS_HTTP2_WINDOW && !f->goaway && !f->eof;) {
+            size_t len = SWS_HTTP2_WINDOW - sent < FRAME ? SWS_HTTP2_WINDOW - sent : FRAME;
+            data_frame_head(frame, len, ids[i]);
+            size_t off = 0;
+            for (int tries = 0; off < 9 + len && tries < 1000 && !f->goaway && !f->eof; tries++) {
+                ssize_t n = write(f->peer, frame + off, 9 + len - off);
+                if (n > 0)
+                    off += (size_t)n;
+                else
+                    pump(f); /* the socket is full: let the server read */
+            }
+            sent += len;
+        }
+    }
+    pump(f);
+    assert_int_equal(f->goaway, 1);
+    assert_int_equal(f->goaway_error, NGHTTP2_FLOW_CONTROL_ERROR);
+    assert_true(f->sink_held <= SWS_HTTP2_BODY_BUDGET);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -712,6 +882,10 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_zero_window_reader_closed_by_timeout, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_request_bodies_held_within_the_connection_budget,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_body_past_the_connection_window_is_flow_control_error,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_response_paced_by_the_window, setup,
                                         teardown),
     };

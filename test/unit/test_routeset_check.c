@@ -397,7 +397,8 @@ static void too_many_members(Sws__RouteSet *rs)
         have += rs->pools[p]->n_members;
     for (size_t i = have; i <= SWS_ROUTESET_MEMBERS_MAX; i++) {
         char addr[32];
-        snprintf(addr, sizeof(addr), "10.%zu.%zu.1:80", i / 256 % 256, i % 256);
+        snprintf(addr, sizeof(addr), "10.%zu.%zu.%zu:80", i / 65536 % 256, i / 256 % 256,
+                 i % 256);
         member(pool, addr);
     }
 }
@@ -527,7 +528,7 @@ static const struct refusal_case {
       "expected debug, info, notice, warn or error, got \"loud\"" },
     { "server name", server_name, "settings.server_name",
       "must not contain control characters (CR, LF, ...)" },
-    { "too many members", too_many_members, "pools", "8193 members in all, at most 8192" },
+    { "too many members", too_many_members, "pools", "131073 members in all, at most 131072" },
     { "resolved for an IP", resolved_for_an_ip, "pools[0].members[0].resolved",
       "\"127.0.0.1:9001\" is not a name: only a name has resolved addresses" },
     { "resolved to a name", resolved_to_a_name, "pools[0].members[2].resolved[1]",
