@@ -61,8 +61,11 @@ static void publish_now(daemon_t *d)
     uint64_t t0 = monotonic_us();
     unsigned changed = sws_ingress_store_take_changes(&d->store);
 
+    /* After endpoints alone moved, the parts left out are the same as
+     * last time: not logged again. */
+    int quiet = d->published && changed == SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE);
     Sws__RouteSet *rs = sws_ingress_translate(&d->store, d->o->ingress_class,
-                                              d->translations + 1, &stats);
+                                              d->translations + 1, quiet, &stats);
     if (rs == NULL) {
         d->store.changed |= changed ? changed : 1u;
         sws_timer_arm(&d->loop, &d->coalesce_queue, &d->coalesce);
