@@ -5,7 +5,7 @@
  * sws_kube_event_fn (the object store) in the order the API server sent
  * them.
  *
- * Per kind, a state machine (docs/adr/0035-kube-client-in-the-loop.md):
+ * Per kind, a state machine (docs/adr/0036-kube-client-in-the-loop.md):
  *   LIST  pages until no `continue`: LIST_BEGIN, UPSERT per item, LIST_END;
  *         then WATCH from the list's resourceVersion
  *   WATCH allowWatchBookmarks, timeoutSeconds: ADDED/MODIFIED -> UPSERT,

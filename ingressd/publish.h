@@ -1,6 +1,6 @@
 /*
  * ingressd's side of the routes publication: the ZeroMQ clone pattern
- * (docs/adr/0035-ingress-clone-pattern.md). Each full RouteSet the
+ * (docs/adr/0037-ingress-clone-pattern.md). Each full RouteSet the
  * translation makes goes in; numbered deltas, heartbeats and, on request,
  * snapshots go out.
  *

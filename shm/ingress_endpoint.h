@@ -1,7 +1,7 @@
 /*
  * The endpoint of the routes publication (ingressd --publish, scalwsd's
  * ingress.subscribe) and the two ZeroMQ addresses it stands for
- * (docs/adr/0035-ingress-clone-pattern.md): deltas and heartbeats on the
+ * (docs/adr/0037-ingress-clone-pattern.md): deltas and heartbeats on the
  * first, snapshots on the second.
  *
  *   ipc:///PATH           ipc:///PATH and ipc:///PATH.snapshot

@@ -1,7 +1,7 @@
 /*
  * RouteSet deltas: what changed between two RouteSets, keyed so that an
  * endpoint change in a set of 10,000 hosts is one pool on the wire and a
- * merge of two sorted lists to apply (docs/adr/0035-ingress-clone-pattern.md).
+ * merge of two sorted lists to apply (docs/adr/0037-ingress-clone-pattern.md).
  *
  * Keys: a host is known by its first name, a pool by its name (the
  * RouteSet checker makes both unique). A canonical RouteSet has its hosts

@@ -1,7 +1,7 @@
 /*
  * What the supervisor serves when it subscribes to ingressd: the file's
  * RouteSet and the ingress RouteSet merged into one (docs/configuration.md,
- * "ingress"; docs/adr/0035-ingress-clone-pattern.md).
+ * "ingress"; docs/adr/0037-ingress-clone-pattern.md).
  *
  * The rule: the file wins every name it claims.
  *   - settings and tls (server.tls) are the file's; the ingress set's are

@@ -1,7 +1,7 @@
 /*
  * The supervisor's subscription to ingressd's routes (`ingress:
  * {subscribe: ENDPOINT}`): the subscriber side of the ZeroMQ clone
- * pattern (docs/adr/0035-ingress-clone-pattern.md).
+ * pattern (docs/adr/0037-ingress-clone-pattern.md).
  *
  * A SUB socket takes deltas and heartbeats, a DEALER socket asks for
  * snapshots; both are ZeroMQ descriptors on the supervisor's loop (read to

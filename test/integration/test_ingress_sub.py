@@ -1,5 +1,5 @@
 """scalwsd subscribed to ingressd's routes (`ingress: {subscribe: ...}`,
-docs/configuration.md, ADR 0035), driven by build/test/routes_pub: a
+docs/configuration.md, ADR 0037), driven by build/test/routes_pub: a
 publisher that speaks ingressd's side of the clone pattern with the routes
 of a YAML file (SIGHUP: publish what changed).
 

@@ -46,7 +46,7 @@ class IngressdCli(unittest.TestCase):
         code, out, err = self.run_ingressd("--from-dir", EXAMPLE_DIR, "--print")
         self.assertEqual(code, 0, out + err)
         self.assertIn("2 Ingresses of class scalws", out)
-        # Prefix /api: a prefix /api/ and an exact /api (ADR 0035); the port by name.
+        # Prefix /api: a prefix /api/ and an exact /api (ADR 0038); the port by name.
         self.assertIn("prefix /api/ -> shop_api_80", out)
         self.assertIn("exact  /api -> shop_api_80", out)
         self.assertIn("prefix /api/admin/ -> shop_api_9000", out)
