@@ -28,7 +28,7 @@ import unittest
 
 from backend import Backend
 from certs import make_pair
-from harness import BUILD_DIR, TIMEOUT, Client, ServerTestCase, free_port, poll
+from harness import BUILD_DIR, TIMEOUT, Client, ServerTestCase, free_port, poll, scale
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
 from fakekube import KUBECTL, FakeKube  # noqa: E402
@@ -172,13 +172,13 @@ class IngressE2E(ServerTestCase):
             r = c.read_response()
             return r.status, r.body.decode(errors="replace")
 
-    def wait_answer(self, srv, host, predicate, what):
+    def wait_answer(self, srv, host, predicate, what, timeout=TIMEOUT):
         last = [None]
 
         def ok():
             last[0] = self.get(srv, host)
             return predicate(*last[0])
-        poll(ok, what=lambda: "%s: %s (last answer %r); ingressd log:\n%s"
+        poll(ok, timeout=timeout, interval=0.05, what=lambda: "%s: %s (last answer %r); ingressd log:\n%s"
              % (host, what, last[0], self.ingressd_tail()))
 
     def start_client_loop(self, srv, host):
@@ -314,8 +314,11 @@ class IngressE2E(ServerTestCase):
             self.kube.control("gone", watches=5, lists=1)
             self.kube.control("drop-watches", clean=False)
             self.apply(INGRESS % {"name": "two", "host": "two.demo.test", "tls": ""})
+            # ingressd comes back at its next retry: its backoff grew to
+            # at most 30 s (+20% jitter) during the outage.
             self.wait_answer(srv, "two.demo.test", lambda s, b: s == 200,
-                             "the change made after the outage and the 410")
+                             "the change made after the outage and the 410",
+                             timeout=scale(60))
         finally:
             stop.set()
             t.join(TIMEOUT)
