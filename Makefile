@@ -24,6 +24,9 @@ endif
 CC ?= cc
 OPT ?= -O2 -g
 PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2
+# ingressd (issue 10): the Kubernetes objects are JSON, read over HTTPS with libcurl;
+# routes go to scalwsd over ZeroMQ (the supervisor subscribes too).
+PKGS += jansson libcurl libzmq
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
 
@@ -191,6 +194,46 @@ $(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(LIB) | $(GEN_H) preflight
 build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB) | $(GEN_H)
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# ingressd (issue 10), a binary of its own: ingressd/*.c but main.c form
+# libingressd.a, which build/ingressd and the test_ingress_* unit tests and
+# fuzz_kube_* targets link before the library.
+INGRESSD_SRCS := $(filter-out ingressd/main.c,$(wildcard ingressd/*.c))
+INGRESSD_LIB := $(BUILD)/libingressd.a
+INGRESSD := $(BUILD)/ingressd
+all: $(INGRESSD)
+ingressd: $(INGRESSD)
+.PHONY: ingressd
+
+$(INGRESSD_LIB): $(INGRESSD_SRCS:%.c=$(BUILD)/obj/%.o)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(INGRESSD): $(BUILD)/obj/ingressd/main.o $(INGRESSD_LIB) $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+$(BUILD)/test/test_ingress_%: test/unit/test_ingress_%.c $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itest/unit -o $@ $< $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
+
+build/fuzz/fuzz_kube_%: test/fuzz/fuzz_kube_%.c $(INGRESSD_LIB) $(LIB) | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# ingressd's Kubernetes client: build/test/kube_probe, for the integration
+# tests, prints the events the client delivers.
+all: $(BUILD)/test/kube_probe
+$(BUILD)/test/kube_probe: test/tools/kube_probe.c $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# The tool that drives scalwsd's ingress subscription in the integration
+# tests: the routes of a scalwsd YAML file, published as ingressd would.
+ROUTES_PUB := $(BUILD)/test/routes_pub
+all: $(ROUTES_PUB)
+$(ROUTES_PUB): test/tools/routes_pub.c $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
 
 # The config as installed: its static route serves the installed docs
 # (the source tree's `root: ..` is the checkout).

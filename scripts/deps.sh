@@ -3,13 +3,16 @@
 #
 #   scripts/deps.sh [--check] [SET...]
 #
-#   run    build and run scalwsd: compiler, pkg-config, libyaml, protobuf-c,
+#   run    build and run scalwsd and ingressd: compiler, pkg-config, libyaml,
+#          protobuf-c,
 #          llhttp, nghttp2, OpenSSL and the system's CA store (TLS to
 #          upstreams), and for the eBPF accept policies libbpf, bpftool and
-#          clang (what `make` and `make run` need, nothing more)
+#          clang, for ingressd's Kubernetes client libcurl and jansson, and
+#          libzmq for the routes ingressd publishes
+#          (what `make` and `make run` need, nothing more)
 #   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh,
 #          openssl (test certificates), nghttp, h2load and nghttpd, python3-h2
-#          (the HTTP/2 tests)
+#          (the HTTP/2 tests), python3-yaml (the k8s/ manifests' test)
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
 #   bench  run, plus nginx, wrk, HAProxy, perf, openssl and h2load (bench/run.sh;
 #          the proxy scenarios count system calls with perf, the TLS ones make
@@ -23,8 +26,8 @@
 # Quiet and idempotent when nothing is missing; only Debian's archive.
 set -eu
 
-RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl ca-certificates libnghttp2-dev"
-TEST="libcmocka-dev python3 curl procps libcap2-bin openssl nghttp2-client nghttp2-server python3-h2"
+RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl ca-certificates libnghttp2-dev libcurl4-openssl-dev libjansson-dev libzmq3-dev"
+TEST="libcmocka-dev python3 curl procps libcap2-bin openssl nghttp2-client nghttp2-server python3-h2 python3-yaml"
 FUZZ="clang libclang-rt-dev"
 BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf openssl nghttp2-client"
 
@@ -62,9 +65,13 @@ present() {
     bpftool) command -v bpftool || [ -x /usr/sbin/bpftool ] ;;
     libnghttp2-dev) [ -f /usr/include/nghttp2/nghttp2.h ] ;;
     libcmocka-dev) [ -f /usr/include/cmocka.h ] ;;
+    libcurl4-openssl-dev) pkg-config --exists libcurl ;;
+    libjansson-dev) [ -f /usr/include/jansson.h ] ;;
+    libzmq3-dev) pkg-config --exists libzmq ;;
     nghttp2-client) command -v nghttp && command -v h2load ;;
     nghttp2-server) command -v nghttpd || [ -x /usr/sbin/nghttpd ] ;;
     python3-h2) /usr/bin/python3 -c 'import h2' ;;
+    python3-yaml) /usr/bin/python3 -c 'import yaml' ;;
     python3) [ -x /usr/bin/python3 ] ;;
     curl) command -v curl ;;
     procps) command -v ps ;;

@@ -113,6 +113,16 @@ const char *sws_routeset_host_name_problem(const char *s)
     return label == 0 ? empty_label : NULL;
 }
 
+int sws_routeset_host_names_same(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 1 && a[la - 1] == '.')
+        la--;
+    if (lb > 1 && b[lb - 1] == '.')
+        lb--;
+    return la == lb && strncasecmp(a, b, la) == 0;
+}
+
 const char *sws_routeset_header_name_problem(const char *s)
 {
     if (s[0] == '\0')

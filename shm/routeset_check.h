@@ -71,6 +71,10 @@ int sws_routeset_has_certificates(const Sws__RouteSet *rs);
 /* A host name as configured: "a.example", "*.example", "*", "[::1]". */
 const char *sws_routeset_host_name_problem(const char *name);
 
+/* Whether two host names are the same name as the table matches them:
+ * ASCII case-insensitive, a trailing dot ignored. 1 when they are. */
+int sws_routeset_host_names_same(const char *a, const char *b);
+
 /* A header name in a respond route. */
 const char *sws_routeset_header_name_problem(const char *name);
 

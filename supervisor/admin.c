@@ -46,6 +46,8 @@ typedef struct admin_conn {
 
 struct sws_admin {
     sws_loop_t *loop;
+    sws_admin_handle_fn handle; /* the admin API's, or sws_admin_serve's caller's */
+    void *handle_ctx;
     sws_admin_api_t api;
     admin_listener_t *listeners;
     unsigned nlisteners;
@@ -219,7 +221,8 @@ static void conn_answer(admin_conn_t *c)
     int head_only = 0;
     if (r->state == SWS_ADMIN_REQ_DONE) {
         head_only = strcmp(r->method, "HEAD") == 0;
-        sws_admin_api_handle(&c->admin->api, r->method, r->target, r->body, r->body_len, &reply);
+        c->admin->handle(c->admin->handle_ctx, r->method, r->target, r->body, r->body_len,
+                         &reply);
     } else {
         memset(&reply, 0, sizeof(reply));
         reply.status = r->status;
@@ -363,53 +366,101 @@ void sws_admin_set_accept_policy(sws_admin_t *admin, const char *policy)
         admin->api.accept_policy = policy;
 }
 
+static sws_admin_t *admin_new(sws_loop_t *loop, size_t nlisten, sws_admin_handle_fn handle,
+                              void *ctx)
+{
+    sws_admin_t *admin = calloc(1, sizeof(*admin));
+    admin_listener_t *ls = calloc(nlisten, sizeof(*ls));
+    if (admin == NULL || ls == NULL) {
+        free(admin);
+        free(ls);
+        return NULL;
+    }
+    admin->loop = loop;
+    admin->listeners = ls;
+    admin->handle = handle;
+    admin->handle_ctx = ctx;
+    sws_timer_queue_init(loop, &admin->timeouts, SWS_ADMIN_TIMEOUT_MS);
+    return admin;
+}
+
+/* Open the next listener on a (name: as given, for logs and the socket
+ * file's removal). 0, or -1 with err. */
+static int admin_listen(sws_admin_t *admin, const char *name, const sws_admin_addr_t *a,
+                        char *err, size_t errlen)
+{
+    admin_listener_t *l = &admin->listeners[admin->nlisteners];
+    memset(l, 0, sizeof(*l));
+    l->admin = admin;
+    l->io.cb = on_accept;
+    snprintf(l->name, sizeof(l->name), "%s", name);
+    int rc = a->ss.ss_family == AF_UNIX ? open_unix(l, a, err, errlen)
+                                        : open_inet(l, a, err, errlen);
+    if (rc == 0 && sws_loop_add(admin->loop, &l->io, EPOLLIN) < 0) {
+        rc = sws_errf(err, errlen, "epoll: %s", strerror(errno));
+        close(l->io.fd);
+        if (l->is_unix)
+            unlink(l->name);
+    }
+    if (rc == 0)
+        admin->nlisteners++;
+    return rc;
+}
+
+static void api_handle(void *ctx, const char *method, const char *target, const char *body,
+                       size_t body_len, sws_admin_reply_t *reply)
+{
+    sws_admin_api_handle(ctx, method, target, body, body_len, reply);
+}
+
 sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
                              unsigned nworkers, sws_admin_publish_fn publish, void *ctx)
 {
     if (cfg == NULL || cfg->n_listen == 0)
         return NULL;
-    sws_admin_t *admin = calloc(1, sizeof(*admin));
-    admin_listener_t *ls = calloc(cfg->n_listen, sizeof(*ls));
-    if (admin == NULL || ls == NULL) {
-        free(admin);
-        free(ls);
+    sws_admin_t *admin = admin_new(loop, cfg->n_listen, api_handle, NULL);
+    if (admin == NULL) {
         sws_log_error("admin API: out of memory; not served");
         return NULL;
     }
-    admin->loop = loop;
-    admin->listeners = ls;
+    admin->handle_ctx = &admin->api;
     admin->api.shm = shm;
     admin->api.nworkers = nworkers;
     admin->api.publish = publish;
     admin->api.publish_ctx = ctx;
-    sws_timer_queue_init(loop, &admin->timeouts, SWS_ADMIN_TIMEOUT_MS);
 
     for (size_t i = 0; i < cfg->n_listen; i++) {
-        admin_listener_t *l = &ls[admin->nlisteners];
         sws_admin_addr_t a;
         char err[PATH_MAX + 128];
-        memset(l, 0, sizeof(*l));
-        l->admin = admin;
-        l->io.cb = on_accept;
-        snprintf(l->name, sizeof(l->name), "%s", cfg->listen[i]);
-        int rc = sws_admin_parse_address(cfg->listen[i], &a, err, sizeof(err));
-        if (rc == 0)
-            rc = a.ss.ss_family == AF_UNIX ? open_unix(l, &a, err, sizeof(err))
-                                           : open_inet(l, &a, err, sizeof(err));
-        if (rc == 0 && sws_loop_add(loop, &l->io, EPOLLIN) < 0) {
-            rc = sws_errf(err, sizeof(err), "epoll: %s", strerror(errno));
-            close(l->io.fd);
-            if (l->is_unix)
-                unlink(l->name);
-        }
-        if (rc < 0) {
+        if (sws_admin_parse_address(cfg->listen[i], &a, err, sizeof(err)) < 0 ||
+            admin_listen(admin, cfg->listen[i], &a, err, sizeof(err)) < 0) {
             sws_log_error("admin API: %s; not served there", err);
             continue;
         }
-        sws_log_info("admin API on %s", l->name);
-        admin->nlisteners++;
+        sws_log_info("admin API on %s", cfg->listen[i]);
     }
     return admin;
+}
+
+sws_admin_t *sws_admin_serve(sws_loop_t *loop, const char *name, const sws_admin_addr_t *addr,
+                             sws_admin_handle_fn handle, void *ctx, char *err, size_t errlen)
+{
+    sws_admin_t *admin = admin_new(loop, 1, handle, ctx);
+    if (admin == NULL) {
+        sws_errf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (admin_listen(admin, name, addr, err, errlen) < 0) {
+        sws_admin_stop(admin);
+        return NULL;
+    }
+    return admin;
+}
+
+void sws_admin_set_ingress(sws_admin_t *admin, const struct sws_ingress_sub *ingress)
+{
+    if (admin != NULL)
+        admin->api.ingress = ingress;
 }
 
 void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,

@@ -18,7 +18,8 @@
  * (more are closed at once), each closed SWS_ADMIN_TIMEOUT_MS after its
  * accept whatever its state, so a stuck client costs one fd for a while.
  *
- * Caller: the supervisor only. Not thread-safe. Every function takes a
+ * Caller: the supervisor (sws_admin_start), or ingressd (sws_admin_serve,
+ * its health endpoint). Not thread-safe. Every function takes a
  * NULL admin (not started) and does nothing.
  */
 #ifndef SWS_SUPERVISOR_ADMIN_H
@@ -43,6 +44,11 @@ typedef struct sws_admin_addr {
     socklen_t len;
 } sws_admin_addr_t;
 
+/* What answers a request: reply->status and its JSON body (admin_api.h).
+ * The admin API's is sws_admin_api_handle. */
+typedef void (*sws_admin_handle_fn)(void *ctx, const char *method, const char *target,
+                                    const char *body, size_t body_len, sws_admin_reply_t *reply);
+
 /* Parse one server.admin.listen entry. 0, or -1 with a sentence in err
  * ("\"10.0.0.1:9000\" is not a loopback address: ..."). What the config
  * reader checks with and the start binds with. */
@@ -57,7 +63,18 @@ sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t 
 
 /* The accept policy in force, for GET /v1/status (a static string: the
  * configured one, or reuseport after an eBPF fallback). admin may be NULL. */
+/* The same listener and connections for another process's small JSON
+ * endpoint (ingressd's --health): handle answers every request on addr (any
+ * address: the caller decides which it takes; name is for logs). NULL with
+ * err. sws_admin_stop ends it. */
+sws_admin_t *sws_admin_serve(sws_loop_t *loop, const char *name, const sws_admin_addr_t *addr,
+                             sws_admin_handle_fn handle, void *ctx, char *err, size_t errlen);
+
 void sws_admin_set_accept_policy(sws_admin_t *admin, const char *policy);
+
+/* The ingress subscription, for GET /v1/status and /readyz (NULL: none).
+ * admin may be NULL. */
+void sws_admin_set_ingress(sws_admin_t *admin, const struct sws_ingress_sub *ingress);
 
 /* Every publication (see sws_admin_api_published). */
 void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,

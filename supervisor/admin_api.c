@@ -12,6 +12,8 @@
 #include "core/log.h"
 #include "core/str.h"
 #include "shm/routeset_check.h"
+#include "shm/routeset_delta.h"
+#include "supervisor/ingress_sub.h"
 #include "supervisor/resolve.h"
 
 #define MAX_SEGMENTS 6
@@ -266,7 +268,24 @@ static void get_status(sws_admin_api_t *api, sws_admin_reply_t *reply)
         sws_json_u64(o, n->requests);
         sws_json_lit(o, "}");
     }
-    sws_json_lit(o, "]}\n");
+    sws_json_lit(o, "]");
+    sws_ingress_sub_status(api->ingress, o);
+    sws_json_lit(o, "}\n");
+    reply->status = 200;
+}
+
+/* Probes (Kubernetes' liveness and readiness): answered whatever the
+ * state of the table, so no 503 for "nothing published" on /healthz. */
+static void get_probe(sws_admin_api_t *api, int ready_probe, sws_admin_reply_t *reply)
+{
+    const char *why = NULL;
+    if (ready_probe && api->routes == NULL)
+        why = "no routing table published yet";
+    else if (ready_probe)
+        sws_ingress_sub_ready(api->ingress, &why);
+    if (why != NULL)
+        return reply_error(reply, 503, "not ready: %s", why);
+    sws_json_lit(&reply->body, "{\"status\": \"ok\"}\n");
     reply->status = 200;
 }
 
@@ -302,18 +321,6 @@ static void get_pools(sws_admin_api_t *api, sws_admin_reply_t *reply)
 }
 
 /* ---- changes ---- */
-
-static Sws__RouteSet *routeset_copy(const Sws__RouteSet *rs)
-{
-    size_t n = protobuf_c_message_get_packed_size(&rs->base);
-    uint8_t *buf = malloc(n > 0 ? n : 1);
-    if (buf == NULL)
-        return NULL;
-    protobuf_c_message_pack(&rs->base, buf);
-    Sws__RouteSet *copy = sws__route_set__unpack(NULL, n, buf);
-    free(buf);
-    return copy;
-}
 
 static Sws__Pool *find_pool(const Sws__RouteSet *rs, const char *name)
 {
@@ -450,7 +457,7 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     if (a.family == AF_UNSPEC && resolve(&a, &res, err, sizeof(err)) < 0)
         return reply_error(reply, 422, "member \"%s\": %s; nothing changed", addr, err);
 
-    Sws__RouteSet *next = routeset_copy(api->routes);
+    Sws__RouteSet *next = sws_routeset_copy(api->routes);
     if (next == NULL)
         return reply_error(reply, 500, "out of memory");
     Sws__Pool *pool = find_pool(next, pool_name);
@@ -516,7 +523,7 @@ static void delete_member_req(sws_admin_api_t *api, const char *pool_name, const
         return reply_error(reply, 404, "no pool \"%s\"", pool_name);
     if (sws_routeset_address_problem(addr, 1, &a) != NULL || find_member(cur, a.key) == cur->n_members)
         return reply_error(reply, 404, "pool \"%s\" has no member \"%s\"", pool_name, addr);
-    Sws__RouteSet *next = routeset_copy(api->routes);
+    Sws__RouteSet *next = sws_routeset_copy(api->routes);
     if (next == NULL)
         return reply_error(reply, 500, "out of memory");
     Sws__Pool *pool = find_pool(next, pool_name);
@@ -550,7 +557,10 @@ void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *
     int n = split_target(target, buf, sizeof(buf), seg);
     if (n < 0)
         reply_error(reply, 400, "bad request target");
-    else if (n < 2 || strcmp(seg[0], "v1") != 0)
+    else if (n == 1 && (strcmp(seg[0], "healthz") == 0 || strcmp(seg[0], "readyz") == 0)) {
+        if (method_is(method, "GET", "GET, HEAD", reply))
+            get_probe(api, seg[0][0] == 'r', reply);
+    } else if (n < 2 || strcmp(seg[0], "v1") != 0)
         reply_error(reply, 404, "no such endpoint (see docs/admin-api.md)");
     else if (api->routes == NULL)
         reply_error(reply, 503, "no routing table published yet");
@@ -587,7 +597,7 @@ int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint6
         api->changes = 0;
     if (api->routes != NULL)
         sws__route_set__free_unpacked(api->routes, NULL);
-    api->routes = routeset_copy(rs);
+    api->routes = sws_routeset_copy(rs);
     api->generation = gen;
     if (api->routes == NULL) {
         sws_log_error("admin API: out of memory copying generation %llu; changes refused until "

@@ -7,6 +7,10 @@
  *   GET    /v1/pools                           pools and their members
  *   PUT    /v1/pools/NAME/members/HOST:PORT    add or update a member
  *   DELETE /v1/pools/NAME/members/HOST:PORT    remove a member
+ *   GET    /healthz                            200 while the supervisor runs
+ *   GET    /readyz                             200 once a table is served (and,
+ *                                              subscribed to ingressd, its first
+ *                                              snapshot applied); else 503
  *
  * A change copies the RouteSet published last, edits the copy, passes it
  * through sws_routeset_check() and hands it to publish(): the supervisor's
@@ -52,6 +56,7 @@ typedef struct sws_admin_api {
     void *publish_ctx;
     sws_admin_resolve_fn resolve; /* NULL: sws_resolve_member (getaddrinfo); the fuzz
                                    * target's asks no DNS server */
+    const struct sws_ingress_sub *ingress; /* read only; NULL: not subscribed */
 } sws_admin_api_t;
 
 typedef struct sws_admin_reply {

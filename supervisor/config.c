@@ -43,6 +43,7 @@
 #include "core/str.h"
 #include "shm/routeset_check.h"
 #include "shm/table.h"
+#include "shm/ingress_endpoint.h"
 #include "supervisor/admin.h"
 #include "supervisor/listen.h"
 #include "supervisor/supervisor.h"
@@ -266,6 +267,31 @@ static int cfg_admin(cfg_parser_t *p, yaml_node_t *node, Sws__Admin *ad)
     if (cfg_addresses(p, ln, cfg_admin_check, &ad->listen, &ad->n_listen) < 0)
         return -1;
     cfg_pop(p, mark);
+    return 0;
+}
+
+/* ---- ingress ---- */
+
+/* ingress: {subscribe: ENDPOINT}; absent or "": no subscription
+ * (supervisor/ingress_sub.h). */
+static int cfg_ingress(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc)
+{
+    static const char *const keys[] = { "subscribe", NULL };
+    cfg_fields_t f;
+    sws_ingress_endpoint_t ep;
+    char why[256];
+
+    if (node == NULL)
+        return 0;
+    if (cfg_map(p, node, keys, &f) < 0 ||
+        (sc->ingress = cfg_new(p, node, &sws__ingress__descriptor)) == NULL ||
+        cfg_string(p, &f, "subscribe", &sc->ingress->subscribe) < 0)
+        return -1;
+    if (sc->ingress->subscribe[0] != '\0' &&
+        sws_ingress_endpoint_parse(sc->ingress->subscribe, &ep, why, sizeof(why)) < 0) {
+        cfg_push(p, "subscribe");
+        return cfg_fail(p, cfg_field(&f, "subscribe"), "%s", why);
+    }
     return 0;
 }
 
@@ -1030,7 +1056,7 @@ static int cfg_defaults(cfg_parser_t *p, yaml_node_t *at, Sws__Config *cfg)
 
 static int cfg_build(cfg_parser_t *p, yaml_node_t *root, Sws__Config *cfg)
 {
-    static const char *const keys[] = { "server", "pools", "hosts", NULL };
+    static const char *const keys[] = { "server", "pools", "hosts", "ingress", NULL };
     cfg_fields_t f;
     size_t mark;
 
@@ -1038,6 +1064,10 @@ static int cfg_build(cfg_parser_t *p, yaml_node_t *root, Sws__Config *cfg)
         return -1;
     mark = cfg_push(p, "server");
     if (cfg_server(p, cfg_field(&f, "server"), cfg->server, cfg->routes) < 0)
+        return -1;
+    cfg_pop(p, mark);
+    mark = cfg_push(p, "ingress");
+    if (cfg_ingress(p, cfg_field(&f, "ingress"), cfg->server) < 0)
         return -1;
     cfg_pop(p, mark);
     p->limit = (uint64_t)CFG_MEMORY_PER_TABLE_BYTE * cfg->server->table_size;

@@ -7,7 +7,8 @@
  * knows no key of the schema: supervisor/config.c does.
  *
  * The config reader's own interface (prefix cfg_), not the server's:
- * included by supervisor/config*.c only. Caller: the supervisor. What is
+ * included by supervisor/config*.c, and by ingressd/kubeconfig.c for a
+ * kubeconfig's messages. Callers: the supervisor, ingressd. What is
  * built here belongs to the Sws__Config being built and is freed with it.
  */
 #ifndef SWS_SUPERVISOR_CONFIG_YAML_H

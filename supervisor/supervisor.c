@@ -22,6 +22,7 @@
 #include "shm/table.h"
 #include "supervisor/admin.h"
 #include "supervisor/config.h"
+#include "supervisor/ingress_sub.h"
 #include "supervisor/listen.h"
 #include "supervisor/proctitle.h"
 #include "worker/load.h"
@@ -131,6 +132,12 @@ static int same_listen(const Sws__ServerConfig *a, const Sws__ServerConfig *b)
     return 1;
 }
 
+/* NULL (a ServerConfig built in code, or a file without the key) is "". */
+static int same_ingress(const Sws__Ingress *a, const Sws__Ingress *b)
+{
+    return strcmp(a != NULL ? a->subscribe : "", b != NULL ? b->subscribe : "") == 0;
+}
+
 /* NULL (a ServerConfig built in code) lists no address. */
 static int same_admin(const Sws__Admin *a, const Sws__Admin *b)
 {
@@ -159,6 +166,7 @@ size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__Ser
         { "server.error_log", strcmp(running->error_log, next->error_log) != 0 },
         { "server.table_size", running->table_size != next->table_size },
         { "server.admin.listen", !same_admin(running->admin, next->admin) },
+        { "ingress.subscribe", !same_ingress(running->ingress, next->ingress) },
     };
     size_t len = 0;
     if (outlen == 0)
@@ -259,6 +267,7 @@ struct sws_supervisor {
     sws_timer_queue_t tickets_queue; /* one timer: the next ticket key rotation */
     sws_timer_t tickets_timer;
     sws_admin_t *admin;   /* NULL: the admin API is off */
+    sws_ingress_sub_t *ingress; /* NULL: no ingress.subscribe */
 };
 
 /* Workers alive: forked and not yet reaped. */
@@ -642,14 +651,19 @@ static void apply_log_level(const Sws__Settings *st)
         sws_log_set_level(level);
 }
 
-/* What asked for a publication: the file at start or on a reload, or
- * the admin API. */
-typedef enum publish_cause { PUBLISH_START, PUBLISH_RELOAD, PUBLISH_ADMIN } publish_cause_t;
+/* What asked for a publication: the file at start or on a reload, the
+ * admin API, or ingressd (through the subscription). */
+typedef enum publish_cause {
+    PUBLISH_START,
+    PUBLISH_RELOAD,
+    PUBLISH_ADMIN,
+    PUBLISH_INGRESS,
+} publish_cause_t;
 
-/* Publish routes as the next generation: 0, or what sws_shm_publish
- * returned, with err set. */
-static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, publish_cause_t cause,
-                   char *err, size_t errlen)
+/* Publish routes as they are as the next generation: 0, or what
+ * sws_shm_publish returned, with err set. */
+static int publish_routes(sws_supervisor_t *sup, const Sws__RouteSet *routes,
+                          publish_cause_t cause, char *err, size_t errlen)
 {
     uint64_t gen;
     int rc = sws_shm_publish(&sup->shm, routes, &gen, err, errlen);
@@ -661,7 +675,7 @@ static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, publish_c
     size_t nroutes = 0;
     for (size_t i = 0; i < routes->n_hosts; i++)
         nroutes += routes->hosts[i]->n_routes;
-    static const char *const prefix[] = { "", "reload: ", "admin API: " };
+    static const char *const prefix[] = { "", "reload: ", "admin API: ", "ingress: " };
     sws_log(cause == PUBLISH_RELOAD ? SWS_LOG_NOTICE : SWS_LOG_INFO,
             "%sgeneration %llu published (%zu hosts, %zu routes)", prefix[cause],
             (unsigned long long)gen, routes->n_hosts, nroutes);
@@ -677,6 +691,24 @@ static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, publish_c
             sws_log_warn("worker %u: %s", w->index, why);
     }
     return 0;
+}
+
+/* Publish the file's routes (start, reload): merged with ingressd's when
+ * subscribed (supervisor/ingress_merge.h), which keeps the file's copy
+ * for its own publications. */
+static int publish(sws_supervisor_t *sup, const Sws__RouteSet *routes, publish_cause_t cause,
+                   char *err, size_t errlen)
+{
+    if (sup->ingress == NULL || cause == PUBLISH_ADMIN)
+        return publish_routes(sup, routes, cause, err, errlen);
+    sws_ingress_merge_t m;
+    if (sws_ingress_sub_merge(sup->ingress, routes, &m) < 0)
+        return sws_errf(err, errlen, "out of memory merging the file's routes with ingressd's");
+    int rc = publish_routes(sup, &m.rs, cause, err, errlen);
+    sws_ingress_merge_free(&m);
+    if (rc == 0)
+        sws_ingress_sub_file_published(sup->ingress, routes);
+    return rc;
 }
 
 /* The one sentence of a refused reload. why names the file itself when
@@ -859,6 +891,16 @@ static int admin_publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char
     if (rc == 0)
         *gen = sws_shm_current_generation(&sup->shm);
     return rc;
+}
+
+/* The subscription's way to publish (supervisor/ingress_sub.h): the
+ * routes come merged with the file's already. */
+static int ingress_publish(void *ctx, const Sws__RouteSet *rs, char *err, size_t errlen)
+{
+    sws_supervisor_t *sup = ctx;
+    if (sup->state != SUP_RUNNING)
+        return sws_errf(err, errlen, "the server is stopping");
+    return publish_routes(sup, rs, PUBLISH_INGRESS, err, errlen);
 }
 
 /* ---- stop ---- */
@@ -1160,6 +1202,18 @@ static int setup(sws_supervisor_t *sup)
     sup->admin = sws_admin_start(&sup->loop, sc->admin, &sup->shm, sup->nworkers, admin_publish,
                                  sup);
     sws_admin_set_accept_policy(sup->admin, sup->policy);
+    /* Before the first publication, which it keeps the file's routes of;
+     * nothing is read from it before the loop runs. */
+    const char *endpoint = sc->ingress != NULL ? sc->ingress->subscribe : "";
+    if (endpoint[0] != '\0') {
+        sup->ingress = sws_ingress_sub_start(&sup->loop, endpoint, ingress_publish, sup, err,
+                                             sizeof(err));
+        if (sup->ingress == NULL) {
+            sws_log_error("ingress.subscribe: %s", err);
+            return -1;
+        }
+        sws_admin_set_ingress(sup->admin, sup->ingress);
+    }
     if (create_table(sup) < 0 || start_tickets(sup) < 0 || init_workers(sup) < 0)
         return -1;
     sws_timer_queue_init(&sup->loop, &sup->stop_queue, STOP_NOW_GRACE_MS);
@@ -1174,6 +1228,7 @@ static void teardown(sws_supervisor_t *sup)
     /* First: it unregisters its timer queue from the loop, whose list
      * also runs through the workers' (freed below). */
     sws_admin_stop(sup->admin);
+    sws_ingress_sub_stop(sup->ingress);
     drop_pending(sup);
     if (sup->config != NULL)
         sws_config_free(sup->config);

@@ -163,7 +163,7 @@ class Listener:
 
 class Backend:
     def __init__(self, name="backend", mode="ok", times=None, delay=0.05,
-                 family=socket.AF_INET, port=0):
+                 family=socket.AF_INET, port=0, host=None):
         self.name = name
         self.mode = mode
         self.times = times
@@ -174,7 +174,9 @@ class Backend:
         self.closed_by_peer = 0
         self.lock = threading.Lock()
         self.stopping = threading.Event()
-        addr = "::1" if family == socket.AF_INET6 else "127.0.0.1"
+        # host: another loopback address (127.0.0.2, ...), so that several
+        # backends share one port as the endpoints of a Kubernetes Service do.
+        addr = host or ("::1" if family == socket.AF_INET6 else "127.0.0.1")
         self.listener = socket.socket(family, socket.SOCK_STREAM)
         self.listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.listener.bind((addr, port))  # port 0: a free one

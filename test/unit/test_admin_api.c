@@ -134,6 +134,26 @@ static void test_status_names_published_and_held_generations(void **state)
     assert_int_equal(f->reply.status, 200);
 }
 
+static void test_probes_health_always_ready_once_a_table_is_served(void **state)
+{
+    fixture_t *f = *state;
+    assert_string_equal(call(f, "GET", "/healthz", NULL), "{\"status\": \"ok\"}\n");
+    assert_int_equal(f->reply.status, 200);
+    assert_string_equal(call(f, "GET", "/readyz", NULL), "{\"status\": \"ok\"}\n");
+    assert_int_equal(f->reply.status, 200);
+    call(f, "POST", "/readyz", NULL);
+    assert_int_equal(f->reply.status, 405);
+    /* Before the first publication. */
+    Sws__RouteSet *routes = f->api.routes;
+    f->api.routes = NULL;
+    assert_string_equal(call(f, "GET", "/readyz", NULL),
+                        "{\"error\": \"not ready: no routing table published yet\"}\n");
+    assert_int_equal(f->reply.status, 503);
+    call(f, "GET", "/healthz", NULL);
+    assert_int_equal(f->reply.status, 200);
+    f->api.routes = routes;
+}
+
 #define NO_LIVE ", \"health\": \"up\", \"down_workers\": 0, \"connections\": 0, \"idle\": 0, " \
                 "\"in_flight\": 0, \"requests\": 0, \"failures\": 0, \"workers\": []"
 
@@ -435,6 +455,7 @@ int main(void)
 #define T(name) cmocka_unit_test_setup_teardown(name, setup, teardown)
     const struct CMUnitTest tests[] = {
         T(test_status_names_published_and_held_generations),
+        T(test_probes_health_always_ready_once_a_table_is_served),
         T(test_pools_lists_members_with_ids_and_states),
         T(test_pools_sums_and_lists_what_workers_published),
         T(test_put_adds_a_member_with_a_new_id_and_publishes),

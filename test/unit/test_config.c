@@ -280,7 +280,7 @@ static void test_errors_keys_and_types(void **state)
 {
     (void)state;
     expect_error("serer: {}\n", "t.yaml:1:1: serer: ",
-                 "unknown key (expected one of: server, pools, hosts)");
+                 "unknown key (expected one of: server, pools, hosts, ingress)");
     expect_error("server:\n  bakclog: 10\n", "t.yaml:2:3: server.bakclog: ", "unknown key");
     expect_error("server:\n  backlog: 10\n  backlog: 20\n", "t.yaml:3:3: server.backlog: ",
                  "duplicate key (first at line 2, column 3)");
@@ -481,6 +481,24 @@ static void test_admin_listen(void **state)
     cfg = parse_ok("server:\n  admin:\n    listen: []\n");
     assert_int_equal(cfg->server->admin->n_listen, 0);
     sws_config_free(cfg);
+}
+
+static void test_ingress_subscribe(void **state)
+{
+    (void)state;
+    Sws__Config *cfg = parse_ok("hosts: []\n");
+    assert_null(cfg->server->ingress);
+    sws_config_free(cfg);
+    cfg = parse_ok("ingress: {subscribe: \"ipc:///run/scalws/routes.sock\"}\n");
+    assert_string_equal(cfg->server->ingress->subscribe, "ipc:///run/scalws/routes.sock");
+    sws_config_free(cfg);
+    expect_error("ingress:\n  subscribe: \"tcp://10.0.0.1:5555\"\n",
+                 "t.yaml:2:14: ingress.subscribe: ",
+                 "\"tcp://10.0.0.1:5555\": not a loopback address");
+    expect_error("ingress: {subscribe: \"ipc://relative\"}\n", "t.yaml:1:22: ingress.subscribe: ",
+                 "an ipc path must be absolute");
+    expect_error("ingress: {subscribe: x, publish: y}\n", "t.yaml:1:25: ingress.publish: ",
+                 "unknown key");
 }
 
 static void test_errors_admin_listen(void **state)
@@ -1231,6 +1249,7 @@ int main(void)
         cmocka_unit_test(test_error_form_listen_mapping),
         cmocka_unit_test(test_admin_listen),
         cmocka_unit_test(test_errors_admin_listen),
+        cmocka_unit_test(test_ingress_subscribe),
         cmocka_unit_test(test_error_form_table_size),
         cmocka_unit_test(test_error_form_tab),
         cmocka_unit_test(test_route_path_must_be_normal),

@@ -1,0 +1,283 @@
+#include "ingressd/publish.h"
+
+#include <errno.h>
+#include <libgen.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include "core/err.h"
+#include "core/log.h"
+#include "shm/ingress_endpoint.h"
+#include "shm/routeset_delta.h"
+
+/* Messages queued per subscriber before PUB drops (the subscriber sees
+ * the gap and takes a snapshot). */
+#define PUB_SNDHWM 10000
+/* Requests answered per wake-up before ZMQ_EVENTS is read again: every
+ * request queued is answered, a burst just takes several rounds. */
+#define ROUTER_FRAMES_MAX 8
+
+struct sws_ingress_pub {
+    void *ctx;
+    void *pub;                  /* deltas, heartbeats */
+    void *router;               /* snapshot requests */
+    sws_ingress_endpoint_t ep;
+    uint64_t id;
+    uint64_t sequence;          /* of the last delta sent */
+    int skip;                   /* tests: the next delta skips a number */
+    Sws__RouteSet *current;     /* owned, canonical; NULL before the first set */
+    uint8_t *snapshot;          /* the packed snapshot of current (cache); NULL: stale */
+    size_t snapshot_len;
+    uint64_t heartbeat_due_ms;
+};
+
+/* ---- opening ---- */
+
+static int make_ipc_dir(const char *path, char *err, size_t errlen)
+{
+    char dir[PATH_MAX];
+    snprintf(dir, sizeof(dir), "%s", path);
+    const char *d = dirname(dir);
+    if (mkdir(d, 0755) < 0 && errno != EEXIST)
+        return sws_errf(err, errlen, "create %s: %s", d, strerror(errno));
+    return 0;
+}
+
+/* Bind sock at addr; an ipc socket file is made 0600 (umask at bind, so
+ * it is never wider for a moment: libzmq binds in this thread). */
+static int bind_one(void *sock, const char *addr, int ipc, char *err, size_t errlen)
+{
+    mode_t old = ipc ? umask(0177) : 0;
+    int rc = zmq_bind(sock, addr);
+    int e = errno;
+    if (ipc)
+        umask(old);
+    if (rc < 0)
+        return sws_errf(err, errlen, "bind %s: %s", addr, zmq_strerror(e));
+    return 0;
+}
+
+sws_ingress_pub_t *sws_ingress_pub_open(const char *endpoint, uint64_t id, char *err,
+                                        size_t errlen)
+{
+    sws_ingress_pub_t *pub = calloc(1, sizeof(*pub));
+    if (pub == NULL) {
+        sws_errf(err, errlen, "out of memory");
+        return NULL;
+    }
+    if (sws_ingress_endpoint_parse(endpoint, &pub->ep, err, errlen) < 0 ||
+        (pub->ep.ipc_path != NULL && make_ipc_dir(pub->ep.ipc_path, err, errlen) < 0))
+        goto fail;
+    pub->id = id;
+    while (pub->id == 0 && getrandom(&pub->id, sizeof(pub->id), 0) != (ssize_t)sizeof(pub->id)) {
+        if (errno != EINTR) {
+            sws_errf(err, errlen, "getrandom: %s", strerror(errno));
+            goto fail;
+        }
+    }
+    int hwm = PUB_SNDHWM, zero = 0;
+    pub->ctx = zmq_ctx_new();
+    pub->pub = pub->ctx != NULL ? zmq_socket(pub->ctx, ZMQ_PUB) : NULL;
+    pub->router = pub->ctx != NULL ? zmq_socket(pub->ctx, ZMQ_ROUTER) : NULL;
+    if (pub->pub == NULL || pub->router == NULL) {
+        sws_errf(err, errlen, "zmq: %s", zmq_strerror(errno));
+        goto fail;
+    }
+    zmq_setsockopt(pub->pub, ZMQ_SNDHWM, &hwm, sizeof(hwm));
+    zmq_setsockopt(pub->pub, ZMQ_LINGER, &zero, sizeof(zero));
+    zmq_setsockopt(pub->router, ZMQ_LINGER, &zero, sizeof(zero));
+    int ipc = pub->ep.ipc_path != NULL;
+    if (bind_one(pub->pub, pub->ep.updates, ipc, err, errlen) < 0 ||
+        bind_one(pub->router, pub->ep.snapshot, ipc, err, errlen) < 0)
+        goto fail;
+    return pub;
+fail:
+    sws_ingress_pub_close(pub);
+    return NULL;
+}
+
+void sws_ingress_pub_close(sws_ingress_pub_t *pub)
+{
+    if (pub == NULL)
+        return;
+    if (pub->pub != NULL)
+        zmq_close(pub->pub);
+    if (pub->router != NULL)
+        zmq_close(pub->router);
+    if (pub->ctx != NULL)
+        zmq_ctx_term(pub->ctx);
+    if (pub->ep.ipc_path != NULL) {
+        unlink(pub->ep.ipc_path);
+        unlink(pub->ep.snapshot + strlen("ipc://"));
+    }
+    if (pub->current != NULL)
+        sws__route_set__free_unpacked(pub->current, NULL);
+    free(pub->snapshot);
+    free(pub);
+}
+
+int sws_ingress_pub_fd(const sws_ingress_pub_t *pub)
+{
+    int fd = -1;
+    size_t len = sizeof(fd);
+    zmq_getsockopt(pub->router, ZMQ_FD, &fd, &len);
+    return fd;
+}
+
+uint64_t sws_ingress_pub_sequence(const sws_ingress_pub_t *pub) { return pub->sequence; }
+uint64_t sws_ingress_pub_id(const sws_ingress_pub_t *pub) { return pub->id; }
+uint64_t sws_ingress_pub_deadline_ms(const sws_ingress_pub_t *pub) { return pub->heartbeat_due_ms; }
+void sws_ingress_pub_skip_sequence(sws_ingress_pub_t *pub) { pub->skip = 1; }
+
+/* ---- sending ---- */
+
+/* msg packed and sent as one frame (after the frame `to`, for ROUTER).
+ * A full queue drops it: the subscriber sees the gap or asks again. */
+static void send_msg(void *sock, const zmq_msg_t *to, const Sws__IngressMessage *msg,
+                     const char *what)
+{
+    size_t len = sws__ingress_message__get_packed_size(msg);
+    uint8_t *buf = malloc(len > 0 ? len : 1);
+    if (buf == NULL) {
+        sws_log_error("publish: out of memory for a %zu-byte %s", len, what);
+        return;
+    }
+    sws__ingress_message__pack(msg, buf);
+    if (to != NULL)
+        zmq_send(sock, zmq_msg_data((zmq_msg_t *)to), zmq_msg_size((zmq_msg_t *)to),
+                 ZMQ_SNDMORE | ZMQ_DONTWAIT);
+    if (zmq_send(sock, buf, len, ZMQ_DONTWAIT) < 0 && errno != EAGAIN && errno != EHOSTUNREACH)
+        sws_log_warn("publish: %s not sent: %s", what, zmq_strerror(errno));
+    free(buf);
+}
+
+static void send_heartbeat(sws_ingress_pub_t *pub)
+{
+    Sws__RouteHeartbeat hb = SWS__ROUTE_HEARTBEAT__INIT;
+    hb.sequence = pub->sequence;
+    hb.publisher = pub->id;
+    Sws__IngressMessage msg = SWS__INGRESS_MESSAGE__INIT;
+    msg.body_case = SWS__INGRESS_MESSAGE__BODY_HEARTBEAT;
+    msg.heartbeat = &hb;
+    send_msg(pub->pub, NULL, &msg, "heartbeat");
+}
+
+void sws_ingress_pub_tick(sws_ingress_pub_t *pub, uint64_t now_ms)
+{
+    if (now_ms < pub->heartbeat_due_ms)
+        return;
+    send_heartbeat(pub);
+    pub->heartbeat_due_ms = now_ms + SWS_INGRESS_HEARTBEAT_MS;
+}
+
+/* The packed snapshot of the current set, made once per sequence. */
+static int snapshot_bytes(sws_ingress_pub_t *pub)
+{
+    if (pub->snapshot != NULL)
+        return 0;
+    Sws__RouteSnapshot snap = SWS__ROUTE_SNAPSHOT__INIT;
+    snap.sequence = pub->sequence;
+    snap.publisher = pub->id;
+    snap.routes = pub->current;
+    Sws__IngressMessage msg = SWS__INGRESS_MESSAGE__INIT;
+    msg.body_case = SWS__INGRESS_MESSAGE__BODY_SNAPSHOT;
+    msg.snapshot = &snap;
+    pub->snapshot_len = sws__ingress_message__get_packed_size(&msg);
+    pub->snapshot = malloc(pub->snapshot_len > 0 ? pub->snapshot_len : 1);
+    if (pub->snapshot == NULL) {
+        sws_log_error("publish: out of memory for a %zu-byte snapshot", pub->snapshot_len);
+        return -1;
+    }
+    sws__ingress_message__pack(&msg, pub->snapshot);
+    return 0;
+}
+
+/* One request: [identity][...][payload]; answered [identity][snapshot]. */
+static void answer_request(sws_ingress_pub_t *pub)
+{
+    zmq_msg_t id, part;
+    zmq_msg_init(&id);
+    if (zmq_msg_recv(&id, pub->router, ZMQ_DONTWAIT) < 0) {
+        zmq_msg_close(&id);
+        return;
+    }
+    /* The rest of the message: a SnapshotRequest has no fields, so its
+     * bytes need no reading; bounded by what the peer sent. */
+    int more = zmq_msg_more(&id);
+    for (unsigned n = 0; more && n < ROUTER_FRAMES_MAX; n++) {
+        zmq_msg_init(&part);
+        more = zmq_msg_recv(&part, pub->router, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&part);
+        zmq_msg_close(&part);
+    }
+    if (pub->current != NULL && snapshot_bytes(pub) == 0) {
+        zmq_send(pub->router, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE | ZMQ_DONTWAIT);
+        if (zmq_send(pub->router, pub->snapshot, pub->snapshot_len, ZMQ_DONTWAIT) < 0 &&
+            errno != EAGAIN && errno != EHOSTUNREACH)
+            sws_log_warn("publish: snapshot not sent: %s", zmq_strerror(errno));
+    }
+    zmq_msg_close(&id);
+}
+
+void sws_ingress_pub_on_readable(sws_ingress_pub_t *pub)
+{
+    /* Edge-like: read ZMQ_EVENTS until no request is left, or the next
+     * one will never wake us. */
+    for (;;) {
+        int events = 0;
+        size_t len = sizeof(events);
+        if (zmq_getsockopt(pub->router, ZMQ_EVENTS, &events, &len) < 0 ||
+            !(events & ZMQ_POLLIN))
+            return;
+        answer_request(pub);
+    }
+}
+
+/* An owned canonical copy of rs (the caller's arrays stay in its order). */
+static Sws__RouteSet *canonical_copy(const Sws__RouteSet *rs)
+{
+    Sws__RouteSet *copy = sws_routeset_copy(rs);
+    if (copy != NULL)
+        sws_routeset_canonicalize(copy);
+    return copy;
+}
+
+int sws_ingress_pub_routes(sws_ingress_pub_t *pub, const Sws__RouteSet *rs, char *err,
+                           size_t errlen)
+{
+    Sws__RouteSet *next = canonical_copy(rs);
+    if (next == NULL)
+        return sws_errf(err, errlen, "out of memory copying a RouteSet");
+    Sws__RouteDelta d;
+    int changes = sws_routeset_delta_make(pub->current, next, &d);
+    if (changes < 0) {
+        sws__route_set__free_unpacked(next, NULL);
+        return sws_errf(err, errlen, "out of memory computing a delta");
+    }
+    /* The first set is a change even when empty: snapshots start then. */
+    if (changes == 0 && pub->current != NULL) {
+        sws__route_set__free_unpacked(next, NULL);
+        return 0;
+    }
+    pub->sequence += pub->skip ? 2 : 1;
+    pub->skip = 0;
+    d.sequence = pub->sequence;
+    d.publisher = pub->id;
+    Sws__IngressMessage msg = SWS__INGRESS_MESSAGE__INIT;
+    msg.body_case = SWS__INGRESS_MESSAGE__BODY_DELTA;
+    msg.delta = &d;
+    send_msg(pub->pub, NULL, &msg, "delta");
+    /* After the send: the removal keys point into the previous set. */
+    sws_routeset_delta_release(&d);
+    if (pub->current != NULL)
+        sws__route_set__free_unpacked(pub->current, NULL);
+    pub->current = next;
+    free(pub->snapshot);
+    pub->snapshot = NULL;
+    return 1;
+}

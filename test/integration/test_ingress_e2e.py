@@ -1,0 +1,348 @@
+"""The ingress controller end to end (issue 10, "What it must show" 2): the
+fake Kubernetes API server (test/kube/), build/ingressd watching it and
+publishing over ZeroMQ, scalwsd subscribed, backends of our own on
+127.0.0.x sharing one port as a Service's endpoints do.
+
+- an Ingress created is served (the time from `kubectl apply` to the
+  first answer is printed; the verdict is that it is served);
+- the EndpointSlice changed every 200 ms under a steady client loop: no
+  request fails;
+- a deleted Ingress answers 404;
+- a TLS Secret is served with SNI;
+- ingressd killed and restarted, the API server unavailable, a forced 410
+  relist: scalwsd keeps serving with no failed request, and converges on
+  a change made meanwhile.
+
+Every wait is a bounded poll; no verdict depends on timing."""
+
+import json
+import os
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import threading
+import time
+import unittest
+
+from backend import Backend
+from certs import make_pair
+from harness import BUILD_DIR, TIMEOUT, Client, ServerTestCase, free_port, poll, scale
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
+from fakekube import KUBECTL, FakeKube  # noqa: E402
+
+HAVE_KUBECTL = os.path.exists(KUBECTL)
+
+BASE = """
+apiVersion: v1
+kind: Namespace
+metadata: {name: demo}
+---
+apiVersion: networking.k8s.io/v1
+kind: IngressClass
+metadata: {name: scalws}
+spec: {controller: scalws.io/ingress-controller}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: demo}
+spec:
+  ports:
+    - {name: http, port: 80, targetPort: %(port)d, protocol: TCP}
+"""
+
+INGRESS = """
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata: {name: %(name)s, namespace: demo}
+spec:
+  ingressClassName: scalws
+  %(tls)s
+  rules:
+    - host: %(host)s
+      http:
+        paths:
+          - path: /
+            pathType: Prefix
+            backend:
+              service: {name: web, port: {number: 80}}
+"""
+
+
+def slice_manifest(port, addresses, terminating=()):
+    eps = "".join("  - addresses: [\"%s\"]\n    conditions: {ready: true}\n" % a
+                  for a in addresses)
+    eps += "".join("  - addresses: [\"%s\"]\n    conditions: {ready: false, terminating: true}\n"
+                   % a for a in terminating)
+    return """
+apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-1
+  namespace: demo
+  labels: {kubernetes.io/service-name: web}
+addressType: IPv4
+ports:
+  - {name: http, port: %d, protocol: TCP}
+endpoints:
+%s""" % (port, eps if eps else "  []\n")
+
+
+def exchange(sock, request):
+    """Send request and read to the end of the connection (the server
+    closes it after its answer)."""
+    sock.sendall(request)
+    data = b""
+    while True:
+        chunk = sock.recv(4096)
+        if not chunk:
+            return data
+        data += chunk
+
+
+class IngressE2E(ServerTestCase):
+    def setUp(self):
+        super().setUp()
+        if not HAVE_KUBECTL:
+            self.skipTest("kubectl is not installed")
+        self.kube = FakeKube(verbose=False).start()
+        self.addCleanup(self.kube.stop)
+        self.ingressd = None
+        self.addCleanup(self.stop_ingressd)
+        # Three backends on one port, as the endpoints of Service web.
+        self.backends = []
+        port = 0
+        for i in range(3):
+            b = Backend("b%d" % i, delay=0, host="127.0.0.%d" % (i + 1), port=port)
+            port = b.port
+            self.addCleanup(b.stop)
+            self.backends.append(b)
+        self.port = port
+        self.apply(BASE % {"port": port})
+        self.apply(slice_manifest(port, ["127.0.0.1"]))
+
+    # ---- the pieces ----
+
+    def apply(self, text):
+        self.kube.kubectl("apply", "-f", "-", input=text)
+
+    def start_ingressd(self, srv):
+        log = open(os.path.join(srv.dir, "ingressd.log"), "ab")
+        self.health_port = free_port()
+        self.ingressd = subprocess.Popen(
+            [os.path.abspath(os.path.join(BUILD_DIR, "ingressd")), "--kubeconfig",
+             self.kube.kubeconfig, "--publish", srv.endpoint,
+             "--health", "127.0.0.1:%d" % self.health_port],
+            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        log.close()
+        self.ingressd_log = os.path.join(srv.dir, "ingressd.log")
+
+    def stop_ingressd(self, sig=signal.SIGTERM):
+        if self.ingressd is not None and self.ingressd.poll() is None:
+            self.ingressd.send_signal(sig)
+            self.ingressd.wait(timeout=TIMEOUT)
+        self.ingressd = None
+        tail = self.ingressd_tail()
+        if "Sanitizer" in tail or "runtime error:" in tail:
+            self.fail("sanitizer report in ingressd's log:\n" + tail)
+
+    def ingressd_tail(self):
+        try:
+            with open(self.ingressd_log, errors="replace") as f:
+                return "".join(f.readlines()[-30:])
+        except (OSError, AttributeError):
+            return ""
+
+    def stack(self, extra=""):
+        self.admin_port = free_port()
+        srv = self.server('server:\n  listen: "127.0.0.1:@PORT@"\n  event_loops: 2\n'
+                          '  admin: {listen: ["127.0.0.1:%d"]}\n'
+                          'ingress: {subscribe: "ipc://@DIR@/run/routes.sock"}\n%s'
+                          % (self.admin_port, extra))
+        srv.endpoint = "ipc://%s/run/routes.sock" % srv.dir
+        self.start_ingressd(srv)
+        return srv
+
+    def get(self, srv, host, path="/"):
+        """(status, body) of a GET on a new connection."""
+        with Client(srv.port) as c:
+            c.send(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, host)).encode())
+            r = c.read_response()
+            return r.status, r.body.decode(errors="replace")
+
+    def wait_answer(self, srv, host, predicate, what, timeout=TIMEOUT):
+        last = [None]
+
+        def ok():
+            last[0] = self.get(srv, host)
+            return predicate(*last[0])
+        poll(ok, timeout=timeout, interval=0.05, what=lambda: "%s: %s (last answer %r); ingressd log:\n%s"
+             % (host, what, last[0], self.ingressd_tail()))
+
+    def start_client_loop(self, srv, host):
+        """client_loop in a thread: (stop event, failures, [answered], thread)."""
+        stop, failures, answered = threading.Event(), [], [0]
+        t = threading.Thread(target=self.client_loop, args=(srv, host, stop, failures, answered))
+        t.start()
+        return stop, failures, answered, t
+
+    def client_loop(self, srv, host, stop, failures, answered):
+        """Keep-alive GETs until stop is set; a status other than 200 or a
+        connection closed without an answer is a failure."""
+        c = None
+        while not stop.is_set():
+            try:
+                if c is None:
+                    c = Client(srv.port)
+                c.send(("GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
+                r = c.read_response()
+                answered[0] += 1
+                if r.status != 200:
+                    failures.append((r.status, r.body[:80]))
+                if (r.header("Connection") or "").lower() == "close":
+                    c.close()  # keepalive_requests reached: a new one, as clients do
+                    c = None
+            except OSError as e:
+                failures.append(repr(e))
+                c = None
+        if c is not None:
+            c.close()
+
+    # ---- the tests ----
+
+    def test_ingress_created_served_then_deleted_404(self):
+        srv = self.stack()
+        poll(lambda: self.ingressd.poll() is None and
+             b"routes: sequence" in open(self.ingressd_log, "rb").read(),
+             what=lambda: "ingressd's first publication:\n" + self.ingressd_tail())
+        self.assertEqual(self.get(srv, "web.demo.test")[0], 404)
+        t0 = time.monotonic()
+        self.apply(INGRESS % {"name": "web", "host": "web.demo.test", "tls": ""})
+        self.wait_answer(srv, "web.demo.test", lambda s, b: s == 200 and b.startswith("b0 "),
+                         "served by b0")
+        print("ingress created -> served: %.0f ms (kubectl apply included)"
+              % ((time.monotonic() - t0) * 1000))
+        self.kube.kubectl("delete", "ingress", "-n", "demo", "web")
+        self.wait_answer(srv, "web.demo.test", lambda s, b: s == 404, "404 once deleted")
+        # /readyz of ingressd says what it published.
+        self.assertTrue(self.health("/readyz")["published"])
+
+    def test_endpoint_changes_every_200ms_fail_no_request(self):
+        srv = self.stack()
+        self.apply(INGRESS % {"name": "web", "host": "web.demo.test", "tls": ""})
+        self.wait_answer(srv, "web.demo.test", lambda s, b: s == 200, "served")
+        stop, failures, answered, t = self.start_client_loop(srv, "web.demo.test")
+        # Up and down: 1, 2, 3 endpoints and back, the leaving one
+        # terminating for a step before it goes, as a rollout does.
+        steps = [(["127.0.0.1"], []), (["127.0.0.1", "127.0.0.2"], []),
+                 (["127.0.0.1", "127.0.0.2", "127.0.0.3"], []),
+                 (["127.0.0.2", "127.0.0.3"], ["127.0.0.1"]), (["127.0.0.2", "127.0.0.3"], []),
+                 (["127.0.0.2"], ["127.0.0.3"]), (["127.0.0.1", "127.0.0.2"], [])]
+        try:
+            deadline = time.monotonic() + 10
+            n = 0
+            while time.monotonic() < deadline and n < 60:
+                ready, term = steps[n % len(steps)]
+                self.apply(slice_manifest(self.port, ready, term))
+                n += 1
+                time.sleep(0.2)  # the pace of the churn, not a readiness wait
+        finally:
+            stop.set()
+            t.join(TIMEOUT)
+        print("endpoint churn: %d changes, %d requests answered, %d failed"
+              % (n, answered[0], len(failures)))
+        self.assertGreater(answered[0], n)
+        self.assertEqual(failures, [])
+        served = {b.name for b in self.backends if b.requests}
+        self.assertGreaterEqual(len(served), 2, "the new endpoints took requests")
+
+    def test_tls_secret_served_with_sni(self):
+        cert, key = make_pair(self.kube.dir, "web", "web.demo.test", dns=["web.demo.test"])
+        p = self.kube.kubectl("create", "secret", "tls", "web-tls", "-n", "demo", "--cert", cert,
+                              "--key", key, "--dry-run=client", "-o", "yaml")
+        self.apply(p.stdout)
+        default_cert, default_key = make_pair(self.kube.dir, "default", "default.test")
+        tls_port = free_port()
+        self.admin_port = free_port()
+        srv = self.server(
+            'server:\n  listen: ["127.0.0.1:@PORT@", {address: "127.0.0.1:%d", tls: true}]\n'
+            '  event_loops: 1\n  admin: {listen: ["127.0.0.1:%d"]}\n'
+            '  tls: {default_certificate: {cert: "%s", key: "%s"}}\n'
+            'ingress: {subscribe: "ipc://@DIR@/run/routes.sock"}\n'
+            % (tls_port, self.admin_port, default_cert, default_key))
+        srv.endpoint = "ipc://%s/run/routes.sock" % srv.dir
+        self.start_ingressd(srv)
+        self.apply(INGRESS % {"name": "web", "host": "web.demo.test",
+                              "tls": "tls: [{hosts: [web.demo.test], secretName: web-tls}]"})
+        ctx = ssl.create_default_context(cafile=cert)
+
+        def served():
+            try:
+                with socket.create_connection(("127.0.0.1", tls_port), timeout=5) as raw:
+                    with ctx.wrap_socket(raw, server_hostname="web.demo.test") as s:
+                        data = exchange(s, b"GET / HTTP/1.1\r\nHost: web.demo.test\r\n"
+                                           b"Connection: close\r\n\r\n")
+                        return data.startswith(b"HTTP/1.1 200") and b"b0 GET /" in data
+            except (OSError, ssl.SSLError):
+                return False
+        poll(served, what=lambda: "web.demo.test over TLS with the Secret's certificate; "
+             "ingressd log:\n" + self.ingressd_tail())
+
+    def test_ingressd_restart_api_outage_and_relist_fail_no_request(self):
+        srv = self.stack()
+        self.apply(INGRESS % {"name": "web", "host": "web.demo.test", "tls": ""})
+        self.wait_answer(srv, "web.demo.test", lambda s, b: s == 200, "served")
+        stop, failures, answered, t = self.start_client_loop(srv, "web.demo.test")
+        try:
+            # ingressd killed: scalwsd serves what it has; restarted: a new
+            # publisher, a snapshot, the same routes.
+            self.stop_ingressd(signal.SIGKILL)
+            before = answered[0]
+            poll(lambda: answered[0] > before + 20, what="requests while ingressd is gone")
+            self.start_ingressd(srv)
+            poll(lambda: b"routes: sequence" in open(self.ingressd_log, "rb").read(),
+                 what=lambda: "the new ingressd's publication:\n" + self.ingressd_tail())
+            # The API server unavailable (connections reset) for a while;
+            # a change made meanwhile is not seen until it is back.
+            self.kube.control("unavailable", seconds=30, mode="reset")
+            before = answered[0]
+            poll(lambda: answered[0] > before + 20, what="requests while the API is gone")
+            poll(self.api_back, timeout=60, interval=0.5, what="the API server back")
+            # A forced 410 on the next watches and lists: a relist.
+            self.kube.control("gone", watches=5, lists=1)
+            self.kube.control("drop-watches", clean=False)
+            self.apply(INGRESS % {"name": "two", "host": "two.demo.test", "tls": ""})
+            # ingressd comes back at its next retry: its backoff grew to
+            # at most 30 s (+20% jitter) during the outage.
+            self.wait_answer(srv, "two.demo.test", lambda s, b: s == 200,
+                             "the change made after the outage and the 410",
+                             timeout=scale(60))
+        finally:
+            stop.set()
+            t.join(TIMEOUT)
+        print("ingressd restart, API outage, relist: %d requests answered, %d failed"
+              % (answered[0], len(failures)))
+        self.assertEqual(failures, [])
+        kinds = self.health("/healthz")["kinds"]
+        self.assertGreater(sum(k["relists"] for k in kinds.values()), 0, kinds)
+        self.assertGreater(sum(k["errors"] for k in kinds.values()), 0, kinds)
+
+    def api_back(self):
+        try:
+            return self.kube.request("GET", "/version", timeout=2).status == 200
+        except OSError:
+            return False
+
+    def health(self, target):
+        """ingressd's --health answer to GET target, as JSON (200 only)."""
+        with socket.create_connection(("127.0.0.1", self.health_port), timeout=5) as s:
+            data = exchange(s, b"GET " + target.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")
+        head, _, body = data.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), data)
+        return json.loads(body)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,599 @@
+/*
+ * ingressd/translate.c, judged by behaviour: each store is translated, the
+ * RouteSet passes the one RouteSet check, the real table is built from it
+ * (shm/table.c) and requests are looked up in it. The pathType cases are
+ * the examples table of the Ingress documentation
+ * (kubernetes.io/docs/concepts/services-networking/ingress/#examples).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "core/log.h"
+#include "support/ingress_objects.h"
+#include "support/tls_pem.h"
+
+#define HTTP_PORTS "[{\"name\": \"http\", \"port\": 80, \"protocol\": \"TCP\", \"targetPort\": 8080}]"
+#define SLICE_PORTS "[{\"name\": \"http\", \"port\": 8080, \"protocol\": \"TCP\"}]"
+#define T0 "2026-11-30T10:00:00Z"
+#define T1 "2026-11-30T11:00:00Z"
+
+/* The IngressClass "scalws" of our controller. */
+static void our_class(sws_ingress_store_t *st, int is_default)
+{
+    KUPSERT(st, SWS_KUBE_INGRESSCLASS, k_class("scalws", SWS_INGRESS_CONTROLLER, is_default));
+}
+
+/* Service ns/name on port 80 ("http") with one ready endpoint ip:8080. */
+static void service(sws_ingress_store_t *st, const char *ns, const char *name, const char *ip)
+{
+    char *ep = k_endpoint(ip, 1, 0), *eps = kfmt("[%s]", ep), *slice = kfmt("%s-x1", name);
+    KUPSERT(st, SWS_KUBE_SERVICE, k_service(ns, name, HTTP_PORTS));
+    KUPSERT(st, SWS_KUBE_ENDPOINTSLICE, k_slice(ns, slice, "3", name, "IPv4", SLICE_PORTS, eps));
+    free(ep);
+    free(eps);
+    free(slice);
+}
+
+/* An Ingress of class scalws: one rule for host with paths "TYPE PATH
+ * SERVICE", ';'-separated (TYPE E, P or I). */
+static char *rule_ingress(const char *ns, const char *name, const char *created, const char *host,
+                          const char *paths)
+{
+    char *list = kfmt("%s", ""), *copy = strdup(paths), *save = NULL;
+    for (char *p = strtok_r(copy, ";", &save); p != NULL; p = strtok_r(NULL, ";", &save)) {
+        char type, path[256], svc[64];
+        assert_int_equal(sscanf(p, " %c %255s %63s", &type, path, svc), 3);
+        const char *t = type == 'E' ? "Exact" : type == 'P' ? "Prefix" : "ImplementationSpecific";
+        char *be = k_backend(svc, 80, NULL);
+        char *next = kfmt("%s%s{\"path\": \"%s\", \"pathType\": \"%s\", \"backend\": %s}", list,
+                          list[0] ? ", " : "", path, t, be);
+        free(be);
+        free(list);
+        list = next;
+    }
+    free(copy);
+    char *hostfield = host[0] ? kfmt("\"host\": \"%s\", ", host) : kfmt("%s", "");
+    char *spec = kfmt("{\"ingressClassName\": \"scalws\", \"rules\": [{%s\"http\": "
+                      "{\"paths\": [%s]}}]}",
+                      hostfield, list);
+    char *in = k_ingress(ns, name, created, "", spec);
+    free(list);
+    free(hostfield);
+    free(spec);
+    return in;
+}
+
+/* ---- pathType: the documentation's examples ---- */
+
+typedef struct path_case {
+    const char *paths;   /* "TYPE PATH SERVICE;..." */
+    const char *request;
+    const char *want;    /* the service that serves it, NULL: none (404) */
+} path_case_t;
+
+static const path_case_t path_cases[] = {
+    { "P / s0", "/", "s0" }, /* Prefix / : (all paths) */
+    { "P / s0", "/anything/at/all", "s0" },
+    { "E /foo s0", "/foo", "s0" },
+    { "E /foo s0", "/bar", NULL },
+    { "E /foo s0", "/foo/", NULL },
+    { "E /foo/ s0", "/foo", NULL },
+    { "P /foo s0", "/foo", "s0" },
+    { "P /foo s0", "/foo/", "s0" },
+    { "P /foo/ s0", "/foo", "s0" },
+    { "P /foo/ s0", "/foo/", "s0" },
+    { "P /aaa/bb s0", "/aaa/bbb", NULL },
+    { "P /aaa/bbb s0", "/aaa/bbb", "s0" },
+    { "P /aaa/bbb/ s0", "/aaa/bbb", "s0" },    /* ignores the trailing slash */
+    { "P /aaa/bbb s0", "/aaa/bbb/", "s0" },    /* matches the trailing slash */
+    { "P /aaa/bbb s0", "/aaa/bbb/ccc", "s0" }, /* matches the subpath */
+    { "P /aaa/bbb s0", "/aaa/bbbxyz", NULL },  /* not a string prefix */
+    { "P / s0; P /aaa s1", "/aaa/ccc", "s1" },
+    { "P / s0; P /aaa s1; P /aaa/bbb s2", "/aaa/bbb", "s2" },
+    { "P / s0; P /aaa s1; P /aaa/bbb s2", "/ccc", "s0" },
+    { "P /aaa s0", "/ccc", NULL }, /* the default backend's, when there is one */
+    { "P /foo s0; E /foo s1", "/foo", "s1" }, /* Exact preferred */
+    { "E /foo s1; P /foo s0", "/foo", "s1" },
+    { "P /foo s0; E /foo s1", "/foo/", "s0" },
+    /* ImplementationSpecific is Prefix here. */
+    { "I /aaa/bbb s0", "/aaa/bbb/ccc", "s0" },
+    { "I /aaa/bbb s0", "/aaa/bbbxyz", NULL },
+};
+
+static void test_path_types_as_the_documentation_examples(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof(path_cases) / sizeof(*path_cases); i++) {
+        const path_case_t *c = &path_cases[i];
+        sws_ingress_store_t st;
+        ktable_t kt;
+        char want[64];
+        sws_ingress_store_init(&st);
+        our_class(&st, 0);
+        service(&st, "default", "s0", "10.0.0.1");
+        service(&st, "default", "s1", "10.0.0.2");
+        service(&st, "default", "s2", "10.0.0.3");
+        KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", c->paths));
+        ktable_build(&kt, &st);
+        const char *got = kserved(&kt, "ex.test", c->request);
+        if (c->want != NULL)
+            snprintf(want, sizeof(want), "default_%s_80", c->want);
+        if (c->want == NULL ? got != NULL : got == NULL || strcmp(got, want) != 0)
+            fail_msg("paths \"%s\", request %s: served by %s, want %s", c->paths, c->request,
+                     got ? got : "nothing", c->want ? want : "nothing");
+        ktable_free(&kt);
+        sws_ingress_store_free(&st);
+    }
+}
+
+/* ---- class selection ---- */
+
+static void class_store(sws_ingress_store_t *st)
+{
+    sws_ingress_store_init(st);
+    service(st, "default", "web", "10.0.0.1");
+    const char *rule = "{\"host\": \"%s.test\", \"http\": {\"paths\": [{\"path\": \"/\", "
+                       "\"pathType\": \"Prefix\", \"backend\": {\"service\": {\"name\": \"web\", "
+                       "\"port\": {\"number\": 80}}}}]}}";
+    char *ra = kfmt(rule, "a"), *rb = kfmt(rule, "b"), *rc = kfmt(rule, "c"), *rd = kfmt(rule, "d"),
+         *re = kfmt(rule, "e");
+    char *sa = kfmt("{\"ingressClassName\": \"scalws\", \"rules\": [%s]}", ra);
+    char *sb = kfmt("{\"ingressClassName\": \"nginx\", \"rules\": [%s]}", rb);
+    char *sc = kfmt("{\"rules\": [%s]}", rc);
+    char *sd = kfmt("{\"rules\": [%s]}", rd);
+    char *se = kfmt("{\"rules\": [%s]}", re);
+    KUPSERT(st, SWS_KUBE_INGRESS, k_ingress("default", "a", T0, "", sa));
+    KUPSERT(st, SWS_KUBE_INGRESS, k_ingress("default", "b", T0, "", sb));
+    KUPSERT(st, SWS_KUBE_INGRESS,
+            k_ingress("default", "c", T0, "\"kubernetes.io/ingress.class\": \"scalws\"", sc));
+    KUPSERT(st, SWS_KUBE_INGRESS, k_ingress("default", "d", T0, "", sd));
+    KUPSERT(st, SWS_KUBE_INGRESS,
+            k_ingress("default", "e", T0, "\"kubernetes.io/ingress.class\": \"nginx\"", se));
+    char *all[] = { ra, rb, rc, rd, re, sa, sb, sc, sd, se };
+    for (size_t i = 0; i < sizeof(all) / sizeof(*all); i++)
+        free(all[i]);
+}
+
+/* Which of hosts a..e are served: "ac" and so on. */
+static void served_hosts(const ktable_t *kt, char *out)
+{
+    for (char h = 'a'; h <= 'e'; h++) {
+        char host[16];
+        snprintf(host, sizeof(host), "%c.test", h);
+        if (kserved(kt, host, "/") != NULL)
+            *out++ = h;
+    }
+    *out = '\0';
+}
+
+static void test_class_selection(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *controller; /* of IngressClass scalws; NULL: none */
+        int is_default;
+        const char *want;
+    } cases[] = {
+        { SWS_INGRESS_CONTROLLER, 0, "ac" }, /* by name, and by the legacy annotation */
+        { SWS_INGRESS_CONTROLLER, 1, "acd" }, /* the default class takes the classless */
+        { "k8s.io/ingress-nginx", 1, "c" },   /* not our controller: the annotation only */
+        { NULL, 0, "c" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {
+        sws_ingress_store_t st;
+        ktable_t kt;
+        char got[8];
+        class_store(&st);
+        if (cases[i].controller != NULL)
+            KUPSERT(&st, SWS_KUBE_INGRESSCLASS,
+                    k_class("scalws", cases[i].controller, cases[i].is_default));
+        ktable_build(&kt, &st);
+        served_hosts(&kt, got);
+        if (strcmp(got, cases[i].want) != 0)
+            fail_msg("case %zu: hosts %s served, want %s", i, got, cases[i].want);
+        ktable_free(&kt);
+        sws_ingress_store_free(&st);
+    }
+}
+
+/* ---- endpoints and ports ---- */
+
+static const sws_member_t *member(const ktable_t *kt, const sws_pool_t *p, const char *addr)
+{
+    const sws_member_t *m = sws_table_members(kt->arena, p);
+    for (uint32_t i = 0; i < p->nmembers; i++)
+        if (strcmp(sws_table_str(kt->arena, m[i].address), addr) == 0)
+            return &m[i];
+    return NULL;
+}
+
+static void test_ready_members_up_terminating_draining_others_out(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    ktable_t kt;
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    char *e1 = k_endpoint("10.0.0.1", 1, 0), *e2 = k_endpoint("10.0.0.2", 0, 1),
+         *e3 = k_endpoint("10.0.0.3", 0, 0), *e4 = k_endpoint("10.0.0.4", 1, 0);
+    char *eps1 = kfmt("[%s, %s, %s]", e1, e2, e3);
+    /* A second slice of the Service repeats 10.0.0.1 (slices are being
+     * replaced) and adds 10.0.0.4. */
+    char *eps2 = kfmt("[%s, %s]", e4, e1);
+    KUPSERT(&st, SWS_KUBE_SERVICE, k_service("default", "web", HTTP_PORTS));
+    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", "web-1", "3", "web", "IPv4", SLICE_PORTS, eps1));
+    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", "web-2", "3", "web", "IPv4", SLICE_PORTS, eps2));
+    KUPSERT(&st, SWS_KUBE_SERVICE, k_service("default", "empty", HTTP_PORTS));
+    KUPSERT(&st, SWS_KUBE_INGRESS,
+            rule_ingress("default", "ex", T0, "ex.test", "P / web; P /empty empty"));
+    ktable_build(&kt, &st);
+
+    const sws_pool_t *p = kpool(&kt, "default_web_80");
+    assert_non_null(p);
+    assert_int_equal(p->nmembers, 3);
+    assert_int_equal(member(&kt, p, "10.0.0.1:8080")->state, SWS__MEMBER__STATE__UP);
+    assert_int_equal(member(&kt, p, "10.0.0.2:8080")->state, SWS__MEMBER__STATE__DRAINING);
+    assert_null(member(&kt, p, "10.0.0.3:8080"));
+    assert_int_equal(member(&kt, p, "10.0.0.4:8080")->state, SWS__MEMBER__STATE__UP);
+
+    /* No ready endpoint: the route is there, its pool empty (503). */
+    assert_string_equal(kserved(&kt, "ex.test", "/empty/x"), "default_empty_80");
+    assert_int_equal(kpool(&kt, "default_empty_80")->nmembers, 0);
+    ktable_free(&kt);
+    free(e1);
+    free(e2);
+    free(e3);
+    free(e4);
+    free(eps1);
+    free(eps2);
+    sws_ingress_store_free(&st);
+}
+
+static void test_port_by_name_and_number_through_service_and_slice(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    ktable_t kt;
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    char *ep = k_endpoint("10.0.0.9", 1, 0), *eps = kfmt("[%s]", ep);
+    KUPSERT(&st, SWS_KUBE_SERVICE,
+            k_service("default", "app",
+                      "[{\"name\": \"http\", \"port\": 80, \"targetPort\": 8080},"
+                      " {\"name\": \"admin\", \"port\": 9000, \"targetPort\": \"admin-port\"}]"));
+    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE,
+            k_slice("default", "app-1", "3", "app", "IPv4",
+                    "[{\"name\": \"admin\", \"port\": 9090}, {\"name\": \"http\", \"port\": 8080}]",
+                    eps));
+    char *by_name = k_backend("app", 0, "admin"), *by_number = k_backend("app", 80, NULL);
+    char *spec = kfmt("{\"ingressClassName\": \"scalws\", \"rules\": [{\"host\": \"ex.test\", "
+                      "\"http\": {\"paths\": [{\"path\": \"/admin\", \"pathType\": \"Prefix\", "
+                      "\"backend\": %s}, {\"path\": \"/\", \"pathType\": \"Prefix\", "
+                      "\"backend\": %s}, {\"path\": \"/nope\", \"pathType\": \"Prefix\", "
+                      "\"backend\": {\"service\": {\"name\": \"app\", \"port\": {\"name\": "
+                      "\"metrics\"}}}}]}}]}",
+                      by_name, by_number);
+    KUPSERT(&st, SWS_KUBE_INGRESS, k_ingress("default", "ex", T0, "", spec));
+    ktable_build(&kt, &st);
+    assert_string_equal(kserved(&kt, "ex.test", "/admin/users"), "default_app_9000");
+    assert_non_null(member(&kt, kpool(&kt, "default_app_9000"), "10.0.0.9:9090"));
+    assert_string_equal(kserved(&kt, "ex.test", "/x"), "default_app_80");
+    assert_non_null(member(&kt, kpool(&kt, "default_app_80"), "10.0.0.9:8080"));
+    /* A port the Service does not have: that path left out, the rest served. */
+    assert_string_equal(kserved(&kt, "ex.test", "/nope"), "default_app_80");
+    assert_int_equal(kt.stats.skipped, 1);
+    ktable_free(&kt);
+    free(ep);
+    free(eps);
+    free(by_name);
+    free(by_number);
+    free(spec);
+    sws_ingress_store_free(&st);
+}
+
+static void test_member_ids_stable_across_translations(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    ktable_t kt;
+    uint64_t id_before;
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    service(&st, "default", "web", "10.0.0.1");
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", "P / web"));
+    ktable_build(&kt, &st);
+    id_before = member(&kt, kpool(&kt, "default_web_80"), "10.0.0.1:8080")->id;
+    ktable_free(&kt);
+
+    /* More endpoints, another Ingress first: the member keeps its id. */
+    char *e0 = k_endpoint("10.0.0.0", 1, 0), *e1 = k_endpoint("10.0.0.1", 1, 0);
+    char *eps = kfmt("[%s, %s]", e0, e1);
+    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", "web-x1", "4", "web", "IPv4", SLICE_PORTS, eps));
+    service(&st, "default", "aaa", "10.0.0.1");
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "aaa", "2026-01-01T00:00:00Z", "a.test", "P / aaa"));
+    ktable_build(&kt, &st);
+    const sws_pool_t *p = kpool(&kt, "default_web_80");
+    assert_int_equal(p->nmembers, 2);
+    assert_true(member(&kt, p, "10.0.0.1:8080")->id == id_before);
+    /* The same address in another pool is another member. */
+    assert_true(member(&kt, kpool(&kt, "default_aaa_80"), "10.0.0.1:8080")->id != id_before);
+    ktable_free(&kt);
+    free(e0);
+    free(e1);
+    free(eps);
+    sws_ingress_store_free(&st);
+}
+
+/* ---- conflicts, broken parts, default backend, TLS ---- */
+
+static void test_conflict_goes_to_the_older_ingress(void **state)
+{
+    (void)state;
+    for (int order = 0; order < 2; order++) {
+        sws_ingress_store_t st;
+        ktable_t kt;
+        sws_ingress_store_init(&st);
+        our_class(&st, 0);
+        service(&st, "default", "old", "10.0.0.1");
+        service(&st, "team", "new", "10.0.0.2");
+        /* The same host and path (a trailing slash does not make a Prefix
+         * another path); the newer Ingress keeps its other path. */
+        char *older = rule_ingress("default", "older", T0, "ex.test", "P /shop old");
+        char *newer = rule_ingress("team", "newer", T1, "ex.test", "P /shop/ new; E /new new");
+        KUPSERT(&st, SWS_KUBE_INGRESS, order ? older : newer);
+        KUPSERT(&st, SWS_KUBE_INGRESS, order ? newer : older);
+        ktable_build(&kt, &st);
+        assert_string_equal(kserved(&kt, "ex.test", "/shop"), "default_old_80");
+        assert_string_equal(kserved(&kt, "ex.test", "/shop/cart"), "default_old_80");
+        assert_string_equal(kserved(&kt, "ex.test", "/new"), "team_new_80");
+        assert_int_equal(kt.stats.conflicts, 1);
+        ktable_free(&kt);
+        sws_ingress_store_free(&st);
+    }
+}
+
+static void test_same_age_conflict_goes_by_namespace_and_name(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    ktable_t kt;
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    service(&st, "b", "web", "10.0.0.1");
+    service(&st, "a", "web", "10.0.0.2");
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("b", "x", T0, "ex.test", "E /p web"));
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("a", "z", T0, "ex.test", "E /p web"));
+    ktable_build(&kt, &st);
+    assert_string_equal(kserved(&kt, "ex.test", "/p"), "a_web_80");
+    ktable_free(&kt);
+    sws_ingress_store_free(&st);
+}
+
+static void test_broken_ingress_beside_a_good_one(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    ktable_t kt;
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    service(&st, "default", "web", "10.0.0.1");
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "good", T1, "good.test", "P / web"));
+    /* A Service that does not exist, a path with no normal form, a host
+     * the table refuses: each part left out, the good part of the same
+     * Ingress served. */
+    KUPSERT(&st, SWS_KUBE_INGRESS,
+            rule_ingress("default", "broken", T0, "good.test",
+                         "P /gone missing; P /../up web; E /fine web"));
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "badhost", T0, "bad_host!", "P / web"));
+    ktable_build(&kt, &st);
+    assert_string_equal(kserved(&kt, "good.test", "/"), "default_web_80");
+    assert_string_equal(kserved(&kt, "good.test", "/gone"), "default_web_80"); /* the / prefix */
+    assert_string_equal(kserved(&kt, "good.test", "/fine"), "default_web_80");
+    assert_int_equal(kt.rs->n_hosts, 1);
+    assert_int_equal(kt.stats.skipped, 3);
+    assert_int_equal(kt.stats.ingresses, 3);
+    ktable_free(&kt);
+    sws_ingress_store_free(&st);
+}
+
+static void test_default_backend_takes_what_no_rule_takes(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    ktable_t kt;
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    service(&st, "default", "api", "10.0.0.1");
+    service(&st, "default", "fallback", "10.0.0.2");
+    service(&st, "default", "root", "10.0.0.3");
+    KUPSERT(&st, SWS_KUBE_INGRESS,
+            k_ingress("default", "ex", T0, "",
+                      "{\"ingressClassName\": \"scalws\", \"defaultBackend\": {\"service\": "
+                      "{\"name\": \"fallback\", \"port\": {\"number\": 80}}}, \"rules\": "
+                      "[{\"host\": \"a.test\", \"http\": {\"paths\": [{\"path\": \"/api\", "
+                      "\"pathType\": \"Prefix\", \"backend\": {\"service\": {\"name\": \"api\", "
+                      "\"port\": {\"number\": 80}}}}]}}, {\"host\": \"bare.test\"}]}"));
+    /* A younger Ingress's rule for "/" of b.test beats any default backend. */
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "b", T1, "a.test", "P / root"));
+    ktable_build(&kt, &st);
+    assert_string_equal(kserved(&kt, "a.test", "/api/v1"), "default_api_80");
+    assert_string_equal(kserved(&kt, "a.test", "/other"), "default_root_80");
+    assert_string_equal(kserved(&kt, "bare.test", "/x"), "default_fallback_80");
+    assert_string_equal(kserved(&kt, "unknown.test", "/x"), "default_fallback_80");
+    ktable_free(&kt);
+    sws_ingress_store_free(&st);
+}
+
+static void test_tls_hosts_get_the_secret_certificate(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    ktable_t kt;
+    test_pem_t shop, other;
+    uint32_t n;
+    sws_ingress_store_init(&st);
+    test_pem_make(&shop, 1, "shop.test");
+    test_pem_make(&other, 0, "other.test");
+    our_class(&st, 0);
+    service(&st, "default", "web", "10.0.0.1");
+    KUPSERT(&st, SWS_KUBE_SECRET, k_tls_secret("default", "shop-tls", shop.cert, shop.cert_len, shop.key, shop.key_len));
+    KUPSERT(&st, SWS_KUBE_SECRET, k_tls_secret("default", "broken-tls", other.cert, other.cert_len, shop.key, shop.key_len));
+    const char *rules = "\"rules\": [{\"host\": \"shop.test\", \"http\": {\"paths\": [{\"path\": "
+                        "\"/\", \"pathType\": \"Prefix\", \"backend\": {\"service\": {\"name\": "
+                        "\"web\", \"port\": {\"number\": 80}}}}]}}, {\"host\": \"other.test\", "
+                        "\"http\": {\"paths\": [{\"path\": \"/\", \"pathType\": \"Prefix\", "
+                        "\"backend\": {\"service\": {\"name\": \"web\", \"port\": {\"number\": 80}}}}]}}]";
+    char *spec = kfmt("{\"ingressClassName\": \"scalws\", \"tls\": [{\"hosts\": [\"shop.test\"], "
+                      "\"secretName\": \"shop-tls\"}, {\"hosts\": [\"other.test\"], \"secretName\": "
+                      "\"broken-tls\"}, {\"hosts\": [\"none.test\"], \"secretName\": \"missing\"}], %s}",
+                      rules);
+    KUPSERT(&st, SWS_KUBE_INGRESS, k_ingress("default", "ex", T0, "", spec));
+    ktable_build(&kt, &st);
+    uint32_t h = sws_table_tls_host(kt.arena, "shop.test", 9);
+    assert_int_not_equal(h, 0);
+    const sws_tcert_t *c = sws_table_host_certs(kt.arena, h - 1, &n);
+    assert_int_equal(n, 1);
+    assert_int_equal(c[0].cert_pem.len, shop.cert_len);
+    assert_memory_equal(sws_table_str(kt.arena, c[0].cert_pem), shop.cert, shop.cert_len);
+    /* A Secret whose pair does not load, one that is missing: no
+     * certificate, the routes still served. */
+    h = sws_table_tls_host(kt.arena, "other.test", 10);
+    assert_int_not_equal(h, 0);
+    sws_table_host_certs(kt.arena, h - 1, &n);
+    assert_int_equal(n, 0);
+    assert_string_equal(kserved(&kt, "other.test", "/"), "default_web_80");
+    assert_int_equal(kt.stats.skipped, 2);
+    ktable_free(&kt);
+    free(spec);
+    test_pem_free(&shop);
+    test_pem_free(&other);
+    sws_ingress_store_free(&st);
+}
+
+static void test_host_spellings_are_one_host(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    ktable_t kt;
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    service(&st, "default", "web", "10.0.0.1");
+    service(&st, "default", "api", "10.0.0.2");
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "a", T0, "Shop.Test.", "P / web"));
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "b", T1, "shop.test", "P /api api"));
+    ktable_build(&kt, &st); /* the check refuses one name twice */
+    assert_int_equal(kt.rs->n_hosts, 1);
+    assert_string_equal(kserved(&kt, "shop.test", "/api/x"), "default_api_80");
+    assert_string_equal(kserved(&kt, "SHOP.test", "/"), "default_web_80");
+    ktable_free(&kt);
+    sws_ingress_store_free(&st);
+}
+
+/* The parts left out are logged, unless the caller says only endpoints
+ * moved (quiet): then the same lines would come again at every move. */
+static void test_quiet_translation_logs_nothing(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    sws_ingress_translate_stats_t stats;
+    char buf[4096];
+    FILE *log = tmpfile();
+    assert_non_null(log);
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", "P / missing"));
+    sws_log_init("test", fileno(log), SWS_LOG_WARN);
+    for (int quiet = 1; quiet >= 0; quiet--) {
+        Sws__RouteSet *rs = sws_ingress_translate(&st, "scalws", 1, quiet, &stats);
+        assert_non_null(rs);
+        assert_int_equal(stats.skipped, 1);
+        sws_ingress_translate_free(rs);
+        size_t n = (size_t)pread(fileno(log), buf, sizeof(buf) - 1, 0);
+        buf[n] = '\0';
+        if (quiet)
+            assert_int_equal(n, 0);
+        else
+            assert_non_null(strstr(buf, "Ingress default/ex: spec.rules[0].http.paths[0] left out: "
+                                        "Service default/missing not found"));
+    }
+    sws_log_init("test", 2, SWS_LOG_CRIT);
+    fclose(log);
+    sws_ingress_store_free(&st);
+}
+
+/* ---- size ---- */
+
+#define LARGE_INGRESSES 10000
+#define LARGE_ENDPOINTS_PER_SERVICE 10
+
+static void test_large_store_translates(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    sws_ingress_translate_stats_t stats;
+    struct timespec t0, t1;
+    char *ep[LARGE_ENDPOINTS_PER_SERVICE];
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    for (int i = 0; i < LARGE_INGRESSES; i++) {
+        char name[32], host[64], ip[32], paths[128];
+        snprintf(name, sizeof(name), "app-%d", i);
+        snprintf(host, sizeof(host), "app-%d.example.com", i);
+        for (int e = 0; e < LARGE_ENDPOINTS_PER_SERVICE; e++) {
+            snprintf(ip, sizeof(ip), "10.%d.%d.%d", i / 256, i % 256, e + 1);
+            ep[e] = k_endpoint(ip, 1, 0);
+        }
+        char *eps = kfmt("[%s, %s, %s, %s, %s, %s, %s, %s, %s, %s]", ep[0], ep[1], ep[2], ep[3],
+                         ep[4], ep[5], ep[6], ep[7], ep[8], ep[9]);
+        char *slice = kfmt("%s-x", name);
+        KUPSERT(&st, SWS_KUBE_SERVICE, k_service("default", name, HTTP_PORTS));
+        KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", slice, "3", name, "IPv4", SLICE_PORTS, eps));
+        snprintf(paths, sizeof(paths), "P / %s; E /health %s", name, name);
+        KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", name, T0, host, paths));
+        for (int e = 0; e < LARGE_ENDPOINTS_PER_SERVICE; e++)
+            free(ep[e]);
+        free(eps);
+        free(slice);
+    }
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    Sws__RouteSet *rs = sws_ingress_translate(&st, "scalws", 1, 0, &stats);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    assert_non_null(rs);
+    assert_int_equal(stats.ingresses, LARGE_INGRESSES);
+    assert_int_equal(stats.hosts, LARGE_INGRESSES);
+    assert_int_equal(stats.pools, LARGE_INGRESSES);
+    assert_int_equal(stats.routes, 2 * LARGE_INGRESSES);
+    assert_int_equal(stats.members, LARGE_INGRESSES * LARGE_ENDPOINTS_PER_SERVICE);
+    /* Printed, never judged: the machine is shared. */
+    printf("translate: %d Ingresses, %zu endpoints: %.1f ms\n", LARGE_INGRESSES, stats.members,
+           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
+    sws_ingress_translate_free(rs);
+    sws_ingress_store_free(&st);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_path_types_as_the_documentation_examples),
+        cmocka_unit_test(test_class_selection),
+        cmocka_unit_test(test_ready_members_up_terminating_draining_others_out),
+        cmocka_unit_test(test_port_by_name_and_number_through_service_and_slice),
+        cmocka_unit_test(test_member_ids_stable_across_translations),
+        cmocka_unit_test(test_conflict_goes_to_the_older_ingress),
+        cmocka_unit_test(test_same_age_conflict_goes_by_namespace_and_name),
+        cmocka_unit_test(test_broken_ingress_beside_a_good_one),
+        cmocka_unit_test(test_default_backend_takes_what_no_rule_takes),
+        cmocka_unit_test(test_tls_hosts_get_the_secret_certificate),
+        cmocka_unit_test(test_host_spellings_are_one_host),
+        cmocka_unit_test(test_quiet_translation_logs_nothing),
+        cmocka_unit_test(test_large_store_translates),
+    };
+    sws_log_init("test", 2, SWS_LOG_CRIT);
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
