@@ -35,6 +35,7 @@
 #include "shm/routeset_check.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -107,6 +108,10 @@ typedef struct table_writer {
     sws_tfield_t *fields;
     uint32_t next_field;
     int overflow;   /* a layout bug: refuse rather than write past the table */
+    const Sws__RouteSet *rs;
+    uint32_t *pools_by_name; /* pool indexes sorted by name: a route finds its
+                              * pool by a binary search (ingress sets have
+                              * thousands of pools and routes) */
 } table_writer_t;
 
 static inline unsigned char lower(unsigned char c)
@@ -440,20 +445,31 @@ static void put_fields(table_writer_t *w, const Sws__Respond *rp, sws_route_t *o
     }
 }
 
-static int pool_index(const Sws__RouteSet *rs, const char *name, uint32_t *out)
+static int pool_name_order(const void *x, const void *y, void *rs)
 {
-    for (size_t p = 0; p < rs->n_pools; p++) {
-        if (strcmp(rs->pools[p]->name, name) == 0) {
-            *out = (uint32_t)p;
-            return 0;
-        }
+    const Sws__RouteSet *set = rs;
+    return strcmp(set->pools[*(const uint32_t *)x]->name, set->pools[*(const uint32_t *)y]->name);
+}
+
+/* The index of pool name (it exists: the check saw to it). */
+static uint32_t pool_index(const table_writer_t *w, const char *name)
+{
+    size_t lo = 0, hi = w->rs->n_pools;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(name, w->rs->pools[w->pools_by_name[mid]]->name);
+        if (c == 0)
+            return w->pools_by_name[mid];
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
     }
-    return -1;
+    return 0;
 }
 
 /* The action-specific part of a route (checked: sws_routeset_check). */
-static void build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__Route *r,
-                         sws_route_t *out)
+static void build_action(table_writer_t *w, const Sws__Route *r, sws_route_t *out)
 {
     switch (r->action_case) {
     case SWS__ROUTE__ACTION_RESPOND: {
@@ -480,7 +496,7 @@ static void build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__
         return;
     }
     case SWS__ROUTE__ACTION_PROXY:
-        pool_index(rs, r->proxy->pool, &out->pool);
+        out->pool = pool_index(w, r->proxy->pool);
         out->action = SWS_ACTION_PROXY;
         out->host_header = put_bytes(w, r->proxy->host_header, strlen(r->proxy->host_header));
         out->via = put_bytes(w, r->proxy->via, strlen(r->proxy->via));
@@ -490,15 +506,15 @@ static void build_action(table_writer_t *w, const Sws__RouteSet *rs, const Sws__
     }
 }
 
-static void build_route(table_writer_t *w, const Sws__RouteSet *rs, const Sws__Host *host,
-                        const Sws__Route *r, sws_route_t *out)
+static void build_route(table_writer_t *w, const Sws__Host *host, const Sws__Route *r,
+                        sws_route_t *out)
 {
     sws_tstr_t empty = { w->empty, 0 };
     memset(out, 0, sizeof(*out));
     /* Fields the action does not use still read as "". */
     out->path = out->body = out->location = out->root = out->index = out->host_header = empty;
     out->via = empty;
-    build_action(w, rs, r, out);
+    build_action(w, r, out);
     out->match = r->match == SWS__ROUTE__MATCH__EXACT ? SWS_MATCH_EXACT : SWS_MATCH_PREFIX;
     out->https_redirect = (r->https_redirect || host->https_redirect) ? 1 : 0;
     out->path = put_bytes(w, r->path, strlen(r->path));
@@ -762,7 +778,16 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     char *base = arena;
     struct sws_table *t = arena;
     table_writer_t w = { base, lay.strings_off + 1, lay.total, (uint32_t)lay.strings_off,
-                         (sws_tfield_t *)(base + lay.fields_off), 0, 0 };
+                         (sws_tfield_t *)(base + lay.fields_off), 0, 0, rs, NULL };
+    if (rs->n_pools > 0) {
+        w.pools_by_name = malloc(rs->n_pools * sizeof(*w.pools_by_name));
+        if (w.pools_by_name == NULL)
+            return sws_errf(err, errlen, "out of memory");
+        for (size_t p = 0; p < rs->n_pools; p++)
+            w.pools_by_name[p] = (uint32_t)p;
+        qsort_r(w.pools_by_name, rs->n_pools, sizeof(*w.pools_by_name), pool_name_order,
+                (void *)rs);
+    }
     /* Empty hash slots must read as host 0; the rest is overwritten. */
     memset(base + lay.exact_off, 0, lay.pools_off - lay.exact_off);
     base[lay.strings_off] = '\0';
@@ -786,7 +811,7 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
         th->nexact = 0;
         for (size_t i = 0; i < host->n_routes; i++) {
             sws_route_t *out = &routes[next_route + i];
-            build_route(&w, rs, host, host->routes[i], out);
+            build_route(&w, host, host->routes[i], out);
             th->nexact += out->match == SWS_MATCH_EXACT;
         }
         sort_routes(&routes[next_route], host->n_routes);
@@ -794,6 +819,7 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     }
     build_pools(&w, t, rs);
     build_tls(&w, t, rs->tls, next_cert);
+    free(w.pools_by_name);
     if (w.overflow)
         return sws_errf(err, errlen, "table strings overflow the computed size (a bug)");
     return 0;
