@@ -405,11 +405,18 @@ static void too_many_members(Sws__RouteSet *rs)
     size_t have = 0;
     for (size_t p = 0; p < rs->n_pools; p++)
         have += rs->pools[p]->n_members;
+    /* One allocation: member()'s realloc per member is quadratic at this
+     * count, minutes under ASan. */
+    size_t n = SWS_ROUTESET_MEMBERS_MAX + 1 - have;
+    pool->members = calloc(n, sizeof(*pool->members));
+    assert_non_null(pool->members);
     for (size_t i = have; i <= SWS_ROUTESET_MEMBERS_MAX; i++) {
-        char addr[32];
-        snprintf(addr, sizeof(addr), "10.%zu.%zu.%zu:80", i / 65536 % 256, i / 256 % 256,
-                 i % 256);
-        member(pool, addr);
+        Sws__Member *m = NEW(Sws__Member, SWS__MEMBER__INIT);
+        m->address = malloc(32);
+        assert_non_null(m->address);
+        snprintf(m->address, 32, "10.%zu.%zu.%zu:80", i / 65536 % 256, i / 256 % 256, i % 256);
+        m->weight = 1;
+        pool->members[pool->n_members++] = m;
     }
 }
 
