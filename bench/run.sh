@@ -65,7 +65,10 @@ usage: bench/run.sh SCENARIO          scenarios: respond, static-small,
                                       streams per connection, wrk with a new
                                       connection and full handshake per request),
                                       tls-resume (a new connection per request,
-                                      resumed: bench/tlsresume.py)
+                                      resumed: bench/tlsresume.py),
+                                      ingress [FLAGS] (10,000 Ingresses and
+                                      100,000 endpoints through the fake API
+                                      server, ingressd and scalwsd: bench/ingressbench.py)
 
 Environment (shown with the values in force):
   RUNS=$RUNS  measured runs per server
@@ -120,6 +123,9 @@ is_uint() {
 case ${1:-} in
     -h|--help) usage; exit 0 ;;
     respond|static-small|proxy|proxy-100k|proxy-latency|accept-policies|tls-h1|tls-h2|tls-newconn|tls-resume) SCENARIO=$1 ;;
+    # Issue 10's ingress controller at scale: no server beside it, its own
+    # driver (bench/ingressbench.py --help for its flags).
+    ingress) shift; exec "$PY" "$BENCH/ingressbench.py" "$@" ;;
     '') usage >&2; exit 2 ;;
     *) echo "run.sh: unknown scenario '$1'" >&2; usage >&2; exit 2 ;;
 esac

@@ -186,3 +186,21 @@ def accept_policy_lines(parts):
         rounds = f"median of {n} rounds: {spread}" if n else "no round to judge"
         out.append(f"- {label}: {shown} ({rounds}){target}")
     return out
+
+
+# Issue 10, "What it must show" 4: absolute figures of one run of
+# bench/ingressbench.py (its figures.json keys), not ratios.
+INGRESS_TARGETS = [
+    ("p99 endpoint change → every worker", "from_return_ms_p99", "<=", 100.0),
+    ("full table build", "full_build_ms", "<=", 50.0),
+]
+
+
+def ingress_line(fig):
+    """Issue 10's targets over one ingressbench run, one line."""
+    parts = []
+    for label, key, op, limit in INGRESS_TARGETS:
+        value = fig.get(key)
+        shown = f"{value:.1f} ms" if value is not None else "-"
+        parts.append(f"{label} {shown} ({op.replace('<=', '≤')} {limit:g} ms: {verdict(value, op, limit)})")
+    return "**Issue 10 targets** (ingress): " + "; ".join(parts) + "."

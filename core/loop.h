@@ -145,6 +145,16 @@ void sws_loop_update_time(sws_loop_t *loop);
 
 static inline uint64_t sws_loop_now_ms(const sws_loop_t *loop) { return loop->now_ms; }
 
+/* The precise monotonic clock in microseconds, read now: for measuring a
+ * piece of work (a table build, a translation), where the loop's coarse
+ * now_ms is too coarse. Any process. */
+static inline uint64_t sws_clock_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 /* Timer queues: register once per purpose; duration may be changed later. */
 void sws_timer_queue_init(sws_loop_t *loop, sws_timer_queue_t *q, uint64_t duration_ms);
 /* Unregister q, whose timers are all disarmed: for an owner that goes away

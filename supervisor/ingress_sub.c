@@ -9,6 +9,7 @@
 
 #include "core/err.h"
 #include "core/log.h"
+#include "core/loop.h"
 #include "shm/ingress_endpoint.h"
 #include "shm/routeset_check.h"
 #include "shm/routeset_delta.h"
@@ -186,6 +187,7 @@ static void apply_snapshot(sws_ingress_sub_t *s, Sws__RouteSnapshot *snap)
     Sws__RouteSet *next = snap->routes;
     static const Sws__RouteSet empty = SWS__ROUTE_SET__INIT;
     int busy;
+    uint64_t t0 = sws_clock_us(); /* merge, check and build: the full set's price */
     if (next != NULL)
         sws_routeset_canonicalize(next);
     if (publish_state(s, next != NULL ? next : &empty, what, &busy) < 0)
@@ -203,8 +205,8 @@ static void apply_snapshot(sws_ingress_sub_t *s, Sws__RouteSnapshot *snap)
     s->ready = 1;
     s->snapshots++;
     applied(s, busy);
-    sws_log_notice("ingress: %s applied (%zu hosts, %zu pools)", what, next->n_hosts,
-                   next->n_pools);
+    sws_log_notice("ingress: %s applied (%zu hosts, %zu pools) in %" PRIu64 " us", what,
+                   next->n_hosts, next->n_pools, sws_clock_us() - t0);
     /* The deltas that came while it was on its way: those after it, of
      * the same publisher; any other is old news. */
     unsigned n = s->nqueue;

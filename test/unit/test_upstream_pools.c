@@ -10,6 +10,8 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "core/log.h"
 #include "shm/table.h"
@@ -78,10 +80,80 @@ static void test_members_connect_to_the_addresses_the_table_parsed(void **state)
     sws_loop_close(&loop);
 }
 
+/* Build a table of pools {name: addresses} into arena and adopt it. */
+static void adopt_pools(sws_upstream_pools_t *view, sws_upstream_set_t *set,
+                        const char *const (*pools)[3], size_t n, uint64_t gen)
+{
+    char err[256];
+    Sws__RouteSet *rs = rs_new();
+    for (size_t i = 0; i < n; i++) {
+        Sws__Pool *pool = NEW(Sws__Pool, SWS__POOL__INIT);
+        pool->name = strdup(pools[i][0]);
+        for (size_t k = 1; k < 3 && pools[i][k] != NULL; k++)
+            member(pool, pools[i][k]);
+        PUSH(rs->pools, rs->n_pools, pool);
+    }
+    if (sws_table_build(arena, sizeof(arena), gen, rs, err, sizeof(err)) != 0)
+        fail_msg("build: %s", err);
+    sws__route_set__free_unpacked(rs, NULL);
+    assert_int_equal(sws_upstream_pools_adopt(view, (const sws_table_t *)arena, set, err,
+                                              sizeof(err)), 0);
+}
+
+/* An idle connection: one end of a socketpair (the other end returned). */
+static int idle_conn(sws_upstream_set_t *set, uint64_t member_id)
+{
+    int sv[2];
+    assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv), 0);
+    assert_int_equal(sws_upstream_adopt(set, member_id, sv[0]), 0);
+    return sv[1];
+}
+
+/* Whether the far end saw its connection closed (EOF), without waiting. */
+static int peer_closed(int fd)
+{
+    char c;
+    return recv(fd, &c, 1, MSG_DONTWAIT) == 0;
+}
+
+static void test_idle_connections_of_members_that_left_are_closed(void **state)
+{
+    (void)state;
+    sws_loop_t loop;
+    sws_upstream_set_t set = { 0 };
+    sws_upstream_pools_t view = { 0 };
+    assert_int_equal(sws_loop_init(&loop), 0);
+    sws_upstream_set_init(&set, &loop);
+    static const char *const one[][3] = {
+        { "a", "127.0.0.1:1", "127.0.0.1:2" },
+        { "b", "127.0.0.1:3", NULL },
+    };
+    adopt_pools(&view, &set, one, 2, 1);
+    int stays = idle_conn(&set, view.pools[0].bal.peers[1].id); /* a's 127.0.0.1:2 */
+    int goes = idle_conn(&set, view.pools[0].bal.peers[0].id);  /* a's 127.0.0.1:1 */
+    int pool_goes = idle_conn(&set, view.pools[1].bal.peers[0].id);
+    /* Pool a loses a member and moves behind a new pool; pool b is gone. */
+    static const char *const two[][3] = {
+        { "c", "127.0.0.1:4", NULL },
+        { "a", "127.0.0.1:2", NULL },
+    };
+    adopt_pools(&view, &set, two, 2, 2);
+    assert_false(peer_closed(stays));
+    assert_true(peer_closed(goes));
+    assert_true(peer_closed(pool_goes));
+    close(stays);
+    close(goes);
+    close(pool_goes);
+    sws_upstream_pools_free(&view);
+    sws_upstream_set_close(&set);
+    sws_loop_close(&loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_members_connect_to_the_addresses_the_table_parsed),
+        cmocka_unit_test(test_idle_connections_of_members_that_left_are_closed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
