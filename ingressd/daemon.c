@@ -12,7 +12,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "core/json.h"
@@ -44,13 +43,6 @@ typedef struct daemon {
     int loop_open;
 } daemon_t;
 
-static uint64_t monotonic_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 /* Translate the whole store and hand it to the publisher, which sends
  * what differs from the last one. A failure (memory) leaves the change
  * bits set, so the next window tries again. */
@@ -58,7 +50,7 @@ static void publish_now(daemon_t *d)
 {
     sws_ingress_translate_stats_t stats;
     char err[256];
-    uint64_t t0 = monotonic_us();
+    uint64_t t0 = sws_clock_us();
     unsigned changed = sws_ingress_store_take_changes(&d->store);
 
     /* After endpoints alone moved, the parts left out are the same as
@@ -72,7 +64,7 @@ static void publish_now(daemon_t *d)
         return;
     }
     d->translations++;
-    d->last_translate_us = monotonic_us() - t0;
+    d->last_translate_us = sws_clock_us() - t0;
     int rc = sws_ingress_pub_routes(d->pub, rs, err, sizeof(err));
     sws_ingress_translate_free(rs);
     if (rc < 0) {
