@@ -22,6 +22,9 @@ SAN :=
 endif
 
 CC ?= cc
+# `make test` and `make fuzz` build with one job per CPU: the unit tests
+# alone are some 70 binaries to link, and CI builds everything twice.
+JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 OPT ?= -O2 -g
 PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2
 # ingressd (issue 10): the Kubernetes objects are JSON, read over HTTPS with libcurl;
@@ -130,12 +133,12 @@ build/tls/localhost.crt:
 
 test:
 	@scripts/deps.sh test
-	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory -j$(JOBS) all
 	@BUILD=$(BUILD) SANITIZE=$(SANITIZE) test/run.sh
 
 fuzz:
 	@scripts/deps.sh fuzz
-	@$(MAKE) --no-print-directory SANITIZE=fuzz BUILD=build/fuzz fuzz-build
+	@$(MAKE) --no-print-directory -j$(JOBS) SANITIZE=fuzz BUILD=build/fuzz fuzz-build
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh $(FUZZ_BINS)
 
 fuzz-build: $(FUZZ_BINS)
