@@ -194,7 +194,9 @@ static int open_connection(daemon_t *d)
                                      sizeof(err));
     if (rc < 0) {
         sws_log_error("%s%s", err,
-                      o->kubeconfig == NULL ? " (outside a cluster, give --kubeconfig FILE)" : "");
+                      o->kubeconfig == NULL && strstr(err, "--kubeconfig") == NULL
+                          ? " (outside a cluster, give --kubeconfig FILE)"
+                          : "");
         return -1;
     }
     return 0;
