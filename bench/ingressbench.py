@@ -30,7 +30,6 @@ import json
 import os
 import random
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "test", "kube"))
 
 import targets  # noqa: E402
+from harness import Process  # noqa: E402
 
 LINE = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z \[(\w+)\] (.+?)\[(\d+)\]: (.*)$")
 PUBLISHED = re.compile(r"^ingress: generation (\d+) published \((\d+) hosts, (\d+) routes\) in (\d+) us")
@@ -175,13 +175,11 @@ class Stack:
     def start_ingressd(self):
         self.ingressd_log_path = os.path.join(self.srv.dir, "ingressd.log")
         self.ingressd_log = Log(self.ingressd_log_path)
-        with open(self.ingressd_log_path, "ab") as log:
-            self.ingressd_started = time.time()
-            self.ingressd = subprocess.Popen(
-                [os.path.abspath(os.path.join(self.args.build, "ingressd")),
-                 "--kubeconfig", self.kube.kubeconfig, "--namespace", "bench",
-                 "--publish", "ipc://%s/routes.sock" % self.srv.dir],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        self.ingressd_started = time.time()
+        self.ingressd = Process(self.ingressd_log_path).spawn(
+            [os.path.abspath(os.path.join(self.args.build, "ingressd")),
+             "--kubeconfig", self.kube.kubeconfig, "--namespace", "bench",
+             "--publish", "ipc://%s/routes.sock" % self.srv.dir])
 
     def read_logs(self):
         """Take in what the logs said since the last call."""
@@ -208,8 +206,8 @@ class Stack:
                 self.translated.append((t, int(m.group(1)), int(m.group(2)), int(m.group(3))))
         if self.refusals:
             raise Failed("scalwsd refused ingressd's routes: " + self.refusals[0])
-        if self.ingressd.poll() is not None:
-            raise Failed("ingressd exited with %s" % self.ingressd.returncode)
+        if not self.ingressd.running():
+            raise Failed("ingressd exited with %s" % self.ingressd.wait_exit(0))
         if not self.srv.running():
             raise Failed("scalwsd exited with %s" % self.srv.wait_exit(0))
 
@@ -237,13 +235,8 @@ class Stack:
         return bounded(what, self.args.timeout, step)
 
     def stop(self):
-        if self.ingressd is not None and self.ingressd.poll() is None:
-            self.ingressd.send_signal(signal.SIGTERM)
-            try:
-                self.ingressd.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.ingressd.pid, signal.SIGKILL)
-                self.ingressd.wait(30)
+        if self.ingressd is not None:
+            self.ingressd.stop(timeout=30)
         if self.srv is not None:
             self.srv.stop()
         if self.kube is not None:
