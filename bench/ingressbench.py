@@ -42,7 +42,8 @@ sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "test", "kube"))
 
 import targets  # noqa: E402
-from harness import Process  # noqa: E402
+from h2bench import percentile  # noqa: E402
+from harness import Process, poll  # noqa: E402
 
 LINE = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z \[(\w+)\] (.+?)\[(\d+)\]: (.*)$")
 PUBLISHED = re.compile(r"^ingress: generation (\d+) published \((\d+) hosts, (\d+) routes\) in (\d+) us")
@@ -94,16 +95,12 @@ class Log:
 
 
 def bounded(what, timeout, step, interval=0.005):
-    """Call step() until it returns a value other than None (returned);
-    Failed naming `what` after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = step()
-        if v is not None:
-            return v
-        if time.monotonic() >= deadline:
-            raise Failed("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(interval)
+    """harness.poll(step) (a true value returned), its timeout a Failed
+    naming `what`: the run ends with the figures measured until then."""
+    try:
+        return poll(step, timeout=timeout, interval=interval, what=what)
+    except AssertionError as e:
+        raise Failed(str(e)) from None
 
 
 def proc_mem(pid):
@@ -118,12 +115,6 @@ def proc_mem(pid):
     except OSError:
         pass
     return out.get("VmRSS"), out.get("VmHWM")
-
-
-def pct(values, p):
-    """The p-th percentile (nearest rank) of values."""
-    s = sorted(values)
-    return s[max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))]
 
 
 class Stack:
@@ -327,8 +318,9 @@ def run(args, out):
             shutil.rmtree(stack.srv.dir, ignore_errors=True)
     if rows:
         for key in ("from_return_ms", "from_send_ms", "api_call_ms"):
-            v = [r[key] for r in rows]
-            fig[key + "_p50"], fig[key + "_p99"], fig[key + "_max"] = pct(v, 50), pct(v, 99), max(v)
+            v = sorted(r[key] for r in rows)
+            fig[key + "_p50"], fig[key + "_p99"], fig[key + "_max"] = (percentile(v, 50),
+                                                                     percentile(v, 99), v[-1])
         fig["change_translate_ms_p50"] = statistics.median(r["translate_us"] for r in rows) / 1000
         fig["change_build_ms_p50"] = statistics.median(r["build_us"] for r in rows) / 1000
     fig["changes_done"] = len(rows)
