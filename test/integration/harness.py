@@ -22,6 +22,9 @@ import threading
 import time
 import unittest
 
+# The source tree (test/integration/../..).
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
 # Set by run.py (--build); the environment is a fallback for running one
 # test file by hand.
 BUILD_DIR = os.environ.get("SCALWS_BUILD", "build")

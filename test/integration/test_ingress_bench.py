@@ -10,9 +10,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import BUILD_DIR, scale
+from harness import BUILD_DIR, ROOT, scale
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DRIVER = os.path.join(ROOT, "bench", "ingressbench.py")
 
 

@@ -10,8 +10,8 @@ publishing over ZeroMQ, scalwsd subscribed, backends of our own on
 - a deleted Ingress answers 404;
 - a TLS Secret is served with SNI;
 - ingressd killed and restarted, the API server unavailable, a forced 410
-  relist: scalwsd keeps serving with no failed request, and converges on
-  a change made meanwhile.
+  relist: scalwsd keeps serving with no failed request throughout, and
+  serves an Ingress applied once the API is back (after the 410s).
 
 Every wait is a bounded poll; no verdict depends on timing."""
 
@@ -25,10 +25,10 @@ import unittest
 
 from backend import Backend
 from certs import make_pair
-from harness import (BUILD_DIR, TIMEOUT, Client, KeepAliveLoop, Process, ServerTestCase,
+from harness import (BUILD_DIR, ROOT, TIMEOUT, Client, KeepAliveLoop, Process, ServerTestCase,
                      free_port, poll, scale)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
+sys.path.insert(0, os.path.join(ROOT, "test", "kube"))
 from fakekube import KUBECTL, FakeKube  # noqa: E402
 
 HAVE_KUBECTL = os.path.exists(KUBECTL)
@@ -238,8 +238,8 @@ class IngressE2E(ServerTestCase):
             poll(lambda: loop.answered > before + 20, what="requests while ingressd is gone")
             self.start_ingressd(srv)
             poll(self.ingressd_published, what=lambda: "the new ingressd's publication:\n" + self.ingressd.log_tail())
-            # The API server unavailable (connections reset) for a while;
-            # a change made meanwhile is not seen until it is back.
+            # The API server unavailable (connections reset) for a while:
+            # still served from what was published.
             self.kube.control("unavailable", seconds=30, mode="reset")
             before = loop.answered
             poll(lambda: loop.answered > before + 20, what="requests while the API is gone")
