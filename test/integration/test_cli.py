@@ -266,7 +266,8 @@ class Make(unittest.TestCase):
         args = ["BUILD=" + build, "SANITIZE=%d" % sanitized(), "DESTDIR=" + dest, "PREFIX=/usr"]
         code, out, err = self.make("install", *args)
         self.assertEqual(code, 0, out + err)
-        self.assertTrue(os.access(os.path.join(dest, "usr/sbin/scalwsd"), os.X_OK))
+        for b in ("scalwsd", "ingressd"):
+            self.assertTrue(os.access(os.path.join(dest, "usr/sbin", b), os.X_OK), b)
         for f in ("etc/scalws/scalws.yaml", "etc/scalws/scalws.yaml.example",
                   "usr/share/doc/scalws/README.md",
                   "usr/share/doc/scalws/docs/configuration.md"):
@@ -282,7 +283,8 @@ class Make(unittest.TestCase):
             self.assertEqual(f.read(), "# mine\n")
         code, out, err = self.make("uninstall", *args)
         self.assertEqual(code, 0, out + err)
-        self.assertFalse(os.path.exists(os.path.join(dest, "usr/sbin/scalwsd")))
+        for b in ("scalwsd", "ingressd"):
+            self.assertFalse(os.path.exists(os.path.join(dest, "usr/sbin", b)), b)
         self.assertTrue(os.path.exists(os.path.join(dest, "etc/scalws/scalws.yaml")))
 
 
