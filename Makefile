@@ -81,8 +81,9 @@ scalwsd: $(BIN)
 unit: $(UNIT_BINS)
 
 help:
-	@echo 'make                build scalwsd and the unit tests into build/'
+	@echo 'make                build scalwsd, ingressd and the tests into build/'
 	@echo 'make scalwsd        build build/scalwsd alone (needs no test tools)'
+	@echo 'make ingressd       build build/ingressd, the Kubernetes ingress controller'
 	@echo 'make run            install what running needs, build, serve conf/scalws.yaml'
 	@echo '                    on 127.0.0.1:8080'
 	@echo 'make run-tls        the same with conf/tls.yaml (TLS on 8443, a self-signed'
@@ -91,7 +92,7 @@ help:
 	@echo '                    (SANITIZE=1: on an ASan+UBSan build in build/sanitize/)'
 	@echo 'make fuzz           install clang, build build/fuzz/fuzz_NAME for every'
 	@echo '                    test/fuzz/fuzz_NAME.c, run each for FUZZ_SECONDS (60)'
-	@echo 'make install        install scalwsd, the example config and the docs'
+	@echo 'make install        install scalwsd, ingressd, the example config and the docs'
 	@echo '                    (PREFIX=$(PREFIX), DESTDIR=, SYSCONFDIR=$(SYSCONFDIR))'
 	@echo 'make uninstall      remove what make install put (the config stays)'
 	@echo 'make deps           install every Debian package any target needs (root)'
@@ -189,22 +190,28 @@ $(LIB): $(LIB_OBJS) $(LLHTTP_OBJS)
 $(BIN): $(BUILD)/obj/supervisor/main.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(LIB) | $(GEN_H) preflight
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itest/unit -o $@ $< $(TEST_SUPPORT) $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
-
-# A fuzz target: libFuzzer's main, the library built with fuzzer-no-link.
-build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(LIB) | $(GEN_H)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(LIB) $(LDFLAGS) $(LDLIBS)
-
 # ingressd (issue 10), a binary of its own: ingressd/*.c but main.c form
-# libingressd.a, which build/ingressd and the test_ingress_* unit tests and
-# fuzz_kube_* targets link before the library.
+# libingressd.a. Every unit test, fuzz target and test tool links it before
+# the library: an archive adds only the objects something references, so a
+# test that uses no ingressd code gets none of it.
 INGRESSD_SRCS := $(filter-out ingressd/main.c,$(wildcard ingressd/*.c))
 INGRESSD_LIB := $(BUILD)/libingressd.a
 INGRESSD := $(BUILD)/ingressd
 all: $(INGRESSD)
+
+$(BUILD)/test/%: test/unit/%.c $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -Itest/unit -o $@ $< $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
+
+# The integration tests' tools (test/tools/NAME.c -> build/test/NAME).
+$(BUILD)/test/%: test/tools/%.c $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
+
+# A fuzz target: libFuzzer's main, the libraries built with fuzzer-no-link.
+build/fuzz/fuzz_%: test/fuzz/fuzz_%.c $(INGRESSD_LIB) $(LIB) | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
 ingressd: $(INGRESSD)
 .PHONY: ingressd
 
@@ -215,34 +222,21 @@ $(INGRESSD_LIB): $(INGRESSD_SRCS:%.c=$(BUILD)/obj/%.o)
 $(INGRESSD): $(BUILD)/obj/ingressd/main.o $(INGRESSD_LIB) $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
-$(BUILD)/test/test_ingress_%: test/unit/test_ingress_%.c $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -Itest/unit -o $@ $< $(TEST_SUPPORT) $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS) -lcmocka
-
-build/fuzz/fuzz_kube_%: test/fuzz/fuzz_kube_%.c $(INGRESSD_LIB) $(LIB) | $(GEN_H)
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -fsanitize=fuzzer -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
-
 # ingressd's Kubernetes client: build/test/kube_probe, for the integration
 # tests, prints the events the client delivers.
 all: $(BUILD)/test/kube_probe
-$(BUILD)/test/kube_probe: test/tools/kube_probe.c $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
 
 # The tool that drives scalwsd's ingress subscription in the integration
 # tests: the routes of a scalwsd YAML file, published as ingressd would.
 ROUTES_PUB := $(BUILD)/test/routes_pub
 all: $(ROUTES_PUB)
-$(ROUTES_PUB): test/tools/routes_pub.c $(INGRESSD_LIB) $(LIB) | $(GEN_H) preflight
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(CFLAGS) -o $@ $< $(INGRESSD_LIB) $(LIB) $(LDFLAGS) $(LDLIBS)
 
 # The config as installed: its static route serves the installed docs
 # (the source tree's `root: ..` is the checkout).
-install: $(BIN)
+install: $(BIN) $(INGRESSD)
 	$(INSTALL) -d $(DESTDIR)$(SBINDIR) $(DESTDIR)$(SYSCONFDIR)/scalws
 	$(INSTALL) -m 0755 $(BIN) $(DESTDIR)$(SBINDIR)/scalwsd
+	$(INSTALL) -m 0755 $(INGRESSD) $(DESTDIR)$(SBINDIR)/ingressd
 	sed 's|^\( *root:\) \.\.$$|\1 $(DOCDIR)|' conf/scalws.yaml >$(BUILD)/scalws.yaml.installed
 	@grep -q '^ *root: $(DOCDIR)$$' $(BUILD)/scalws.yaml.installed || \
 	    { echo "install: conf/scalws.yaml has no 'root: ..' line to point at $(DOCDIR)" >&2; exit 1; }
@@ -255,7 +249,8 @@ install: $(BIN)
 	for f in $(DOCS); do $(INSTALL) -m 0644 $$f $(DESTDIR)$(DOCDIR)/$$f || exit 1; done
 
 uninstall:
-	rm -f $(DESTDIR)$(SBINDIR)/scalwsd $(DESTDIR)$(SYSCONFDIR)/scalws/scalws.yaml.example
+	rm -f $(DESTDIR)$(SBINDIR)/scalwsd $(DESTDIR)$(SBINDIR)/ingressd \
+	    $(DESTDIR)$(SYSCONFDIR)/scalws/scalws.yaml.example
 	rm -rf $(DESTDIR)$(DOCDIR)
 
 clean:

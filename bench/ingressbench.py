@@ -30,7 +30,6 @@ import json
 import os
 import random
 import re
-import signal
 import statistics
 import subprocess
 import sys
@@ -43,6 +42,8 @@ sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "test", "kube"))
 
 import targets  # noqa: E402
+from h2bench import percentile  # noqa: E402
+from harness import Process, poll  # noqa: E402
 
 LINE = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z \[(\w+)\] (.+?)\[(\d+)\]: (.*)$")
 PUBLISHED = re.compile(r"^ingress: generation (\d+) published \((\d+) hosts, (\d+) routes\) in (\d+) us")
@@ -94,16 +95,12 @@ class Log:
 
 
 def bounded(what, timeout, step, interval=0.005):
-    """Call step() until it returns a value other than None (returned);
-    Failed naming `what` after timeout seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        v = step()
-        if v is not None:
-            return v
-        if time.monotonic() >= deadline:
-            raise Failed("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(interval)
+    """harness.poll(step) (a true value returned), its timeout a Failed
+    naming `what`: the run ends with the figures measured until then."""
+    try:
+        return poll(step, timeout=timeout, interval=interval, what=what)
+    except AssertionError as e:
+        raise Failed(str(e)) from None
 
 
 def proc_mem(pid):
@@ -118,12 +115,6 @@ def proc_mem(pid):
     except OSError:
         pass
     return out.get("VmRSS"), out.get("VmHWM")
-
-
-def pct(values, p):
-    """The p-th percentile (nearest rank) of values."""
-    s = sorted(values)
-    return s[max(0, min(len(s) - 1, int(round(p / 100.0 * len(s) + 0.5)) - 1))]
 
 
 class Stack:
@@ -175,13 +166,11 @@ class Stack:
     def start_ingressd(self):
         self.ingressd_log_path = os.path.join(self.srv.dir, "ingressd.log")
         self.ingressd_log = Log(self.ingressd_log_path)
-        with open(self.ingressd_log_path, "ab") as log:
-            self.ingressd_started = time.time()
-            self.ingressd = subprocess.Popen(
-                [os.path.abspath(os.path.join(self.args.build, "ingressd")),
-                 "--kubeconfig", self.kube.kubeconfig, "--namespace", "bench",
-                 "--publish", "ipc://%s/routes.sock" % self.srv.dir],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
+        self.ingressd_started = time.time()
+        self.ingressd = Process(self.ingressd_log_path).spawn(
+            [os.path.abspath(os.path.join(self.args.build, "ingressd")),
+             "--kubeconfig", self.kube.kubeconfig, "--namespace", "bench",
+             "--publish", "ipc://%s/routes.sock" % self.srv.dir])
 
     def read_logs(self):
         """Take in what the logs said since the last call."""
@@ -208,8 +197,8 @@ class Stack:
                 self.translated.append((t, int(m.group(1)), int(m.group(2)), int(m.group(3))))
         if self.refusals:
             raise Failed("scalwsd refused ingressd's routes: " + self.refusals[0])
-        if self.ingressd.poll() is not None:
-            raise Failed("ingressd exited with %s" % self.ingressd.returncode)
+        if not self.ingressd.running():
+            raise Failed("ingressd exited with %s" % self.ingressd.wait_exit(0))
         if not self.srv.running():
             raise Failed("scalwsd exited with %s" % self.srv.wait_exit(0))
 
@@ -237,13 +226,8 @@ class Stack:
         return bounded(what, self.args.timeout, step)
 
     def stop(self):
-        if self.ingressd is not None and self.ingressd.poll() is None:
-            self.ingressd.send_signal(signal.SIGTERM)
-            try:
-                self.ingressd.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.ingressd.pid, signal.SIGKILL)
-                self.ingressd.wait(30)
+        if self.ingressd is not None:
+            self.ingressd.stop(timeout=30)
         if self.srv is not None:
             self.srv.stop()
         if self.kube is not None:
@@ -334,8 +318,9 @@ def run(args, out):
             shutil.rmtree(stack.srv.dir, ignore_errors=True)
     if rows:
         for key in ("from_return_ms", "from_send_ms", "api_call_ms"):
-            v = [r[key] for r in rows]
-            fig[key + "_p50"], fig[key + "_p99"], fig[key + "_max"] = pct(v, 50), pct(v, 99), max(v)
+            v = sorted(r[key] for r in rows)
+            fig[key + "_p50"], fig[key + "_p99"], fig[key + "_max"] = (percentile(v, 50),
+                                                                     percentile(v, 99), v[-1])
         fig["change_translate_ms_p50"] = statistics.median(r["translate_us"] for r in rows) / 1000
         fig["change_build_ms_p50"] = statistics.median(r["build_us"] for r in rows) / 1000
     fig["changes_done"] = len(rows)

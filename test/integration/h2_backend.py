@@ -34,7 +34,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
-TIMEOUT = 10
+from harness import TIMEOUT
 
 
 def field(pairs, name):

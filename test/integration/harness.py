@@ -18,8 +18,12 @@ import socket
 import subprocess
 import tempfile
 import textwrap
+import threading
 import time
 import unittest
+
+# The source tree (test/integration/../..).
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 # Set by run.py (--build); the environment is a fallback for running one
 # test file by hand.
@@ -110,7 +114,103 @@ def static_hosts(root="www", extra=""):
 """ % (root, extra)
 
 
-class Server:
+class Process:
+    """A process a test starts (scalwsd, ingressd, a publisher) in a session
+    of its own, its stderr in err_path; between spawn() and stop() it is in
+    LIVE_SERVERS, so the watchdog kills its group if a test hangs. stop()
+    leaves no process of it behind, even one that ignores SIGTERM."""
+
+    def __init__(self, err_path):
+        self.err_path = err_path
+        self.proc = None
+
+    def spawn(self, argv, stdout=None, cwd=None):
+        """Start argv; stdout goes to the log too unless given (a file or
+        subprocess.PIPE)."""
+        with open(self.err_path, "ab") as err:
+            # Own session: the terminal's Ctrl-C does not reach it, and the
+            # process group lets stop() kill the children it left.
+            self.proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=err if stdout is None else stdout,
+                stderr=err, cwd=cwd, start_new_session=True)
+        LIVE_SERVERS.add(self)
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def running(self):
+        # Not Popen.poll(): it would reap the process, and only while its
+        # zombie holds the pid may stop() kill the process group.
+        return self.proc is not None and self.wait_exit(0) is None
+
+    def signal(self, sig):
+        os.kill(self.pid, sig)
+
+    def wait_exit(self, timeout=TIMEOUT):
+        """The process's exit status, or None if it still runs after
+        timeout seconds. The zombie is left for stop() to reap, so that its
+        pid (and process group) cannot be reused meanwhile."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.proc.returncode is not None:
+                return self.proc.returncode
+            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+            if info is not None:
+                if info.si_code == os.CLD_EXITED:
+                    return info.si_status
+                return -info.si_status
+            if time.monotonic() >= deadline:
+                return None
+            time.sleep(0.01)
+
+    def stop(self, sig=None, timeout=TIMEOUT):
+        """Signal the process and wait for it; SIGKILL the group if it
+        does not exit in time (and the children it left). Returns the exit status as wait_exit()."""
+        if self.proc is None:
+            return None
+        status = None
+        if self.proc.returncode is None:
+            if self.wait_exit(0) is None:
+                try:
+                    self.signal(sig or signal.SIGTERM)
+                except ProcessLookupError:
+                    pass
+            status = self.wait_exit(timeout)
+            # The zombie still holds the pid: the group id is ours to kill.
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        self.proc.wait(timeout=TIMEOUT)
+        LIVE_SERVERS.discard(self)
+        return status if status is not None else self.proc.returncode
+
+    def kill(self):
+        """Last resort (watchdog): kill the whole group, do not wait."""
+        if self.proc is not None and self.proc.returncode is None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def log(self):
+        try:
+            with open(self.err_path, "rb") as f:
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def log_tail(self, n=30):
+        return "\n".join(self.log().splitlines()[-n:])
+
+    def sanitizer_errors(self):
+        return [line for line in self.log().splitlines()
+                if any(p in line for p in SANITIZER_PATTERNS)]
+
+
+class Server(Process):
     """One scalwsd with a temp dir holding its config (scalws.yaml), its
     stderr (error.log) and stdout (access.log). stop() leaves no process of
     it behind."""
@@ -122,9 +222,8 @@ class Server:
         self.prefix = list(prefix)
         self.port = port or free_port()
         self.config_path = os.path.join(self.dir, "scalws.yaml")
-        self.err_path = os.path.join(self.dir, "error.log")
+        super().__init__(os.path.join(self.dir, "error.log"))
         self.out_path = os.path.join(self.dir, "access.log")
-        self.proc = None
         self.write_config(config_text)
 
     def expand(self, text):
@@ -139,28 +238,15 @@ class Server:
         os.replace(tmp, self.config_path)
 
     def start(self, wait=True):
-        with open(self.err_path, "ab") as err, open(self.out_path, "ab") as out:
-            # Own session: the terminal's Ctrl-C does not reach it, and the
-            # process group lets stop() kill workers the supervisor left.
-            self.proc = subprocess.Popen(
-                self.prefix + [binary(), "-c", self.config_path], stdin=subprocess.DEVNULL,
-                stdout=out, stderr=err, cwd=self.dir, start_new_session=True)
-        LIVE_SERVERS.add(self)
+        with open(self.out_path, "ab") as out:
+            self.spawn(self.prefix + [binary(), "-c", self.config_path], stdout=out,
+                       cwd=self.dir)
         if wait:
             self.wait_ready()
         return self
 
-    @property
-    def pid(self):
-        return self.proc.pid
-
     def url(self, path="/"):
         return "http://127.0.0.1:%d%s" % (self.port, path)
-
-    def running(self):
-        # Not Popen.poll(): it would reap the supervisor, and only while its
-        # zombie holds the pid may stop() kill the process group.
-        return self.proc is not None and self.wait_exit(0) is None
 
     def wait_ready(self, port=None, family=socket.AF_INET):
         addr = "::1" if family == socket.AF_INET6 else "127.0.0.1"
@@ -205,66 +291,6 @@ class Server:
             return pids if all(worker_started(p) for p in pids) else None
         return poll(ready, timeout=timeout, what="%d workers (not %s)" % (n, list(exclude)))
 
-    def signal(self, sig):
-        os.kill(self.pid, sig)
-
-    def wait_exit(self, timeout=TIMEOUT):
-        """The supervisor's exit status, or None if it still runs after
-        timeout seconds. The zombie is left for stop() to reap, so that its
-        pid (and process group) cannot be reused meanwhile."""
-        deadline = time.monotonic() + timeout
-        while True:
-            if self.proc.returncode is not None:
-                return self.proc.returncode
-            info = os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
-            if info is not None:
-                if info.si_code == os.CLD_EXITED:
-                    return info.si_status
-                return -info.si_status
-            if time.monotonic() >= deadline:
-                return None
-            time.sleep(0.01)
-
-    def stop(self, sig=None, timeout=TIMEOUT):
-        """Signal the supervisor and wait for it; SIGKILL the group if it
-        does not exit in time. Returns the exit status as wait_exit()."""
-        if self.proc is None:
-            return None
-        status = None
-        if self.proc.returncode is None:
-            if self.wait_exit(0) is None:
-                try:
-                    self.signal(sig or signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-            status = self.wait_exit(timeout)
-            # The zombie still holds the pid: the group id is ours to kill.
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-        self.proc.wait(timeout=TIMEOUT)
-        LIVE_SERVERS.discard(self)
-        return status if status is not None else self.proc.returncode
-
-    def kill(self):
-        """Last resort (watchdog): kill the whole group, do not wait."""
-        if self.proc is not None and self.proc.returncode is None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
-    def log(self):
-        try:
-            with open(self.err_path, "rb") as f:
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, n=30):
-        return "\n".join(self.log().splitlines()[-n:])
-
     def access_log(self):
         with open(self.out_path, "rb") as f:
             return f.read().decode("utf-8", "replace")
@@ -290,11 +316,6 @@ class Server:
         rx = re.compile(pattern)
         return poll(lambda: rx.search(self.log()), timeout=timeout,
                     what=lambda: "log line /%s/; log tail:\n%s" % (pattern, self.log_tail()))
-
-    def sanitizer_errors(self):
-        return [line for line in self.log().splitlines()
-                if any(p in line for p in SANITIZER_PATTERNS)]
-
 
 def worker_started(pid):
     """True once a forked worker has done its start: it sets its title
@@ -323,6 +344,13 @@ class ServerTestCase(unittest.TestCase):
 
     def setUp(self):
         self.servers = []
+        self.helpers = []
+
+    def helper(self, process):
+        """A Process (ingressd, a publisher) that tearDown stops and whose
+        log it scans as a server's; returned."""
+        self.helpers.append(process)
+        return process
 
     def server(self, config_text, start=True, port=None, prefix=()):
         srv = Server(config_text, port=port, prefix=prefix)
@@ -333,16 +361,18 @@ class ServerTestCase(unittest.TestCase):
 
     def tearDown(self):
         reports = []
-        for srv in self.servers:
+        # Helpers first: they log into a server's dir, removed below.
+        for proc in self.helpers + self.servers:
             try:
-                srv.stop()
+                proc.stop()
             except Exception as e:  # keep stopping the others; report it below
-                srv.kill()
-                reports.append("stopping scalwsd: %r" % e)
-            errors = srv.sanitizer_errors()
+                proc.kill()
+                reports.append("stopping %s: %r" % (proc.err_path, e))
+            errors = proc.sanitizer_errors()
             if errors:
-                reports.append("sanitizer report in the server log:\n%s\n%s"
-                               % ("\n".join(errors[:5]), srv.log_tail(60)))
+                reports.append("sanitizer report in %s:\n%s\n%s"
+                               % (proc.err_path, "\n".join(errors[:5]), proc.log_tail(60)))
+        for srv in self.servers:
             shutil.rmtree(srv.dir, ignore_errors=True)
         if reports:
             self.fail("\n".join(reports))
@@ -540,6 +570,48 @@ class Client:
         if self.buf:
             raise AssertionError("data after the expected close: %r" % self.buf[:300])
         return closed
+
+
+class KeepAliveLoop(threading.Thread):
+    """Keep-alive GETs of / with Host: host on port, in a thread, until
+    stop() (or `seconds`, the loop's bound). A status other than 200 or a
+    connection closed without an answer is a failure; a Connection: close
+    answer (keepalive_requests reached) is followed by a new connection, as
+    clients do."""
+
+    def __init__(self, port, host, seconds=scale(120)):
+        super().__init__(daemon=True)
+        self.port, self.host, self.seconds = port, host, seconds
+        self.answered = 0
+        self.failures = []
+        self._stop_event = threading.Event()
+        self.start()
+
+    def run(self):
+        deadline = time.monotonic() + self.seconds
+        c = None
+        while not self._stop_event.is_set() and time.monotonic() < deadline:
+            try:
+                if c is None:
+                    c = Client(self.port)
+                r = c.get("/", host=self.host)
+                self.answered += 1
+                if r.status != 200:
+                    self.failures.append((r.status, r.body[:80]))
+                if (r.header("Connection") or "").lower() == "close":
+                    c.close()
+                    c = None
+            except OSError as e:
+                self.failures.append(repr(e))
+                c = None
+        if c is not None:
+            c.close()
+
+    def stop(self):
+        self._stop_event.set()
+        self.join(TIMEOUT)
+        if self.is_alive():
+            raise AssertionError("the client loop did not stop within %.0f s" % TIMEOUT)
 
 
 def request(method="GET", path="/", host="x", headers=(), body=b"", version="HTTP/1.1"):

@@ -19,9 +19,8 @@ import threading
 import time
 import unittest
 
-from harness import SANITIZER_PATTERNS
+from harness import ROOT, SANITIZER_PATTERNS
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_SH = os.path.join(ROOT, "bench", "run.sh")
 OPENLOOP_C = os.path.join(ROOT, "bench", "openloop.c")
 REPORT = os.path.join(ROOT, "bench", "report.py")

@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import (TIMEOUT, HELLO_HOSTS, SANITIZER_PATTERNS, ServerTestCase, binary,
+from harness import (ROOT, TIMEOUT, HELLO_HOSTS, SANITIZER_PATTERNS, ServerTestCase, binary,
                      make_config, sanitized)
 
 
@@ -221,7 +221,6 @@ class SecondInstance(ServerTestCase):
             self.assertTrue(first.answers(body=b"first\n"), "connection %d" % i)
 
 
-REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 class Make(unittest.TestCase):
@@ -233,7 +232,7 @@ class Make(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
 
     def make(self, *args, env=None):
-        p = subprocess.run(["make", "--no-print-directory", "-C", REPO] + list(args),
+        p = subprocess.run(["make", "--no-print-directory", "-C", ROOT] + list(args),
                            capture_output=True, timeout=TIMEOUT * 6, env=env,
                            stdin=subprocess.DEVNULL)
         return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
@@ -267,7 +266,8 @@ class Make(unittest.TestCase):
         args = ["BUILD=" + build, "SANITIZE=%d" % sanitized(), "DESTDIR=" + dest, "PREFIX=/usr"]
         code, out, err = self.make("install", *args)
         self.assertEqual(code, 0, out + err)
-        self.assertTrue(os.access(os.path.join(dest, "usr/sbin/scalwsd"), os.X_OK))
+        for b in ("scalwsd", "ingressd"):
+            self.assertTrue(os.access(os.path.join(dest, "usr/sbin", b), os.X_OK), b)
         for f in ("etc/scalws/scalws.yaml", "etc/scalws/scalws.yaml.example",
                   "usr/share/doc/scalws/README.md",
                   "usr/share/doc/scalws/docs/configuration.md"):
@@ -283,7 +283,8 @@ class Make(unittest.TestCase):
             self.assertEqual(f.read(), "# mine\n")
         code, out, err = self.make("uninstall", *args)
         self.assertEqual(code, 0, out + err)
-        self.assertFalse(os.path.exists(os.path.join(dest, "usr/sbin/scalwsd")))
+        for b in ("scalwsd", "ingressd"):
+            self.assertFalse(os.path.exists(os.path.join(dest, "usr/sbin", b)), b)
         self.assertTrue(os.path.exists(os.path.join(dest, "etc/scalws/scalws.yaml")))
 
 
@@ -296,7 +297,7 @@ class DocsAgree(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
 
     def read(self, path):
-        with open(os.path.join(REPO, path)) as f:
+        with open(os.path.join(ROOT, path)) as f:
             return f.read()
 
     def check(self, text):
@@ -327,7 +328,7 @@ class DocsAgree(unittest.TestCase):
         folders = [f for row in rows for f in re.findall(r"`([\w.-]+/)`", row)]
         self.assertIn("supervisor/", folders)
         for folder in folders:
-            self.assertTrue(os.path.isdir(os.path.join(REPO, folder)), folder)
+            self.assertTrue(os.path.isdir(os.path.join(ROOT, folder)), folder)
 
     def test_help_names_keys_the_file_takes(self):
         p = subprocess.run([binary(), "--help"], capture_output=True, timeout=TIMEOUT)

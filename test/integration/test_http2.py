@@ -451,7 +451,7 @@ class Protections(H2TestCase):
         limit of queued acknowledgements), not read on and queue answers.
         Judged by what the server says it took from us (its debug line at
         the close), not by how long our writes blocked: the send timeout
-        only ends our attempt."""
+        only ends our attempt. Returns the server."""
         srv = self.start("logging: {level: debug}")
         c = RawH2(srv.port, rcvbuf=4096)
         c.sock.settimeout(0.5)
@@ -467,12 +467,18 @@ class Protections(H2TestCase):
         taken = max(t for t, _ in self.connections_closed(srv, 2))  # the flood's and curl's
         self.assertLess(taken, len(data) * chunks // 10,
                         "the server read on while its answers piled up")
+        return srv
 
     def test_ping_flood_bounded(self):
         self._flood(PingFrame(0, opaque_data=b"12345678").serialize())
 
-    def test_settings_flood_bounded(self):
-        self._flood(SettingsFrame(0, settings={4: 65535}).serialize())
+    def test_settings_flood_cut_by_the_ack_limit(self):
+        # What bounds it is not the output mark (the test passed with it
+        # broken) but nghttp2's limit of 1000 queued acknowledgements
+        # (nghttp2_option_set_max_outbound_ack): the first read holds more
+        # SETTINGS than that, and the session is cut as a flood.
+        srv = self._flood(SettingsFrame(0, settings={4: 65535}).serialize())
+        srv.wait_log(r"client 127\.0\.0\.1: HTTP/2: Flooding was detected in this HTTP/2 session")
 
     def test_zero_window_reader_cut_by_timeout(self):
         srv = self.start("timeouts: {body: 500ms}")

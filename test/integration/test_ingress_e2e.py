@@ -10,27 +10,25 @@ publishing over ZeroMQ, scalwsd subscribed, backends of our own on
 - a deleted Ingress answers 404;
 - a TLS Secret is served with SNI;
 - ingressd killed and restarted, the API server unavailable, a forced 410
-  relist: scalwsd keeps serving with no failed request, and converges on
-  a change made meanwhile.
+  relist: scalwsd keeps serving with no failed request throughout, and
+  serves an Ingress applied once the API is back (after the 410s).
 
 Every wait is a bounded poll; no verdict depends on timing."""
 
 import json
 import os
 import signal
-import socket
 import ssl
-import subprocess
 import sys
-import threading
 import time
 import unittest
 
 from backend import Backend
 from certs import make_pair
-from harness import BUILD_DIR, TIMEOUT, Client, ServerTestCase, free_port, poll, scale
+from harness import (BUILD_DIR, ROOT, TIMEOUT, Client, KeepAliveLoop, Process, ServerTestCase,
+                     free_port, poll, scale)
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
+sys.path.insert(0, os.path.join(ROOT, "test", "kube"))
 from fakekube import KUBECTL, FakeKube  # noqa: E402
 
 HAVE_KUBECTL = os.path.exists(KUBECTL)
@@ -90,18 +88,6 @@ endpoints:
 %s""" % (port, eps if eps else "  []\n")
 
 
-def exchange(sock, request):
-    """Send request and read to the end of the connection (the server
-    closes it after its answer)."""
-    sock.sendall(request)
-    data = b""
-    while True:
-        chunk = sock.recv(4096)
-        if not chunk:
-            return data
-        data += chunk
-
-
 class IngressE2E(ServerTestCase):
     def setUp(self):
         super().setUp()
@@ -109,8 +95,6 @@ class IngressE2E(ServerTestCase):
             self.skipTest("kubectl is not installed")
         self.kube = FakeKube(verbose=False).start()
         self.addCleanup(self.kube.stop)
-        self.ingressd = None
-        self.addCleanup(self.stop_ingressd)
         # Three backends on one port, as the endpoints of Service web.
         self.backends = []
         port = 0
@@ -129,31 +113,16 @@ class IngressE2E(ServerTestCase):
         self.kube.kubectl("apply", "-f", "-", input=text)
 
     def start_ingressd(self, srv):
-        log = open(os.path.join(srv.dir, "ingressd.log"), "ab")
+        """ingressd publishing to srv, logging beside it; tearDown stops it
+        and scans its log (a restarted one appends to the same log)."""
         self.health_port = free_port()
-        self.ingressd = subprocess.Popen(
+        self.ingressd = self.helper(Process(os.path.join(srv.dir, "ingressd.log")).spawn(
             [os.path.abspath(os.path.join(BUILD_DIR, "ingressd")), "--kubeconfig",
              self.kube.kubeconfig, "--publish", srv.endpoint,
-             "--health", "127.0.0.1:%d" % self.health_port],
-            stdin=subprocess.DEVNULL, stdout=log, stderr=log, start_new_session=True)
-        log.close()
-        self.ingressd_log = os.path.join(srv.dir, "ingressd.log")
+             "--health", "127.0.0.1:%d" % self.health_port]))
 
-    def stop_ingressd(self, sig=signal.SIGTERM):
-        if self.ingressd is not None and self.ingressd.poll() is None:
-            self.ingressd.send_signal(sig)
-            self.ingressd.wait(timeout=TIMEOUT)
-        self.ingressd = None
-        tail = self.ingressd_tail()
-        if "Sanitizer" in tail or "runtime error:" in tail:
-            self.fail("sanitizer report in ingressd's log:\n" + tail)
-
-    def ingressd_tail(self):
-        try:
-            with open(self.ingressd_log, errors="replace") as f:
-                return "".join(f.readlines()[-30:])
-        except (OSError, AttributeError):
-            return ""
+    def ingressd_published(self):
+        return self.ingressd.running() and "routes: sequence" in self.ingressd.log()
 
     def stack(self, extra=""):
         self.admin_port = free_port()
@@ -168,8 +137,7 @@ class IngressE2E(ServerTestCase):
     def get(self, srv, host, path="/"):
         """(status, body) of a GET on a new connection."""
         with Client(srv.port) as c:
-            c.send(("GET %s HTTP/1.1\r\nHost: %s\r\n\r\n" % (path, host)).encode())
-            r = c.read_response()
+            r = c.get(path, host=host)
             return r.status, r.body.decode(errors="replace")
 
     def wait_answer(self, srv, host, predicate, what, timeout=TIMEOUT):
@@ -179,44 +147,13 @@ class IngressE2E(ServerTestCase):
             last[0] = self.get(srv, host)
             return predicate(*last[0])
         poll(ok, timeout=timeout, interval=0.05, what=lambda: "%s: %s (last answer %r); ingressd log:\n%s"
-             % (host, what, last[0], self.ingressd_tail()))
-
-    def start_client_loop(self, srv, host):
-        """client_loop in a thread: (stop event, failures, [answered], thread)."""
-        stop, failures, answered = threading.Event(), [], [0]
-        t = threading.Thread(target=self.client_loop, args=(srv, host, stop, failures, answered))
-        t.start()
-        return stop, failures, answered, t
-
-    def client_loop(self, srv, host, stop, failures, answered):
-        """Keep-alive GETs until stop is set; a status other than 200 or a
-        connection closed without an answer is a failure."""
-        c = None
-        while not stop.is_set():
-            try:
-                if c is None:
-                    c = Client(srv.port)
-                c.send(("GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
-                r = c.read_response()
-                answered[0] += 1
-                if r.status != 200:
-                    failures.append((r.status, r.body[:80]))
-                if (r.header("Connection") or "").lower() == "close":
-                    c.close()  # keepalive_requests reached: a new one, as clients do
-                    c = None
-            except OSError as e:
-                failures.append(repr(e))
-                c = None
-        if c is not None:
-            c.close()
+             % (host, what, last[0], self.ingressd.log_tail()))
 
     # ---- the tests ----
 
     def test_ingress_created_served_then_deleted_404(self):
         srv = self.stack()
-        poll(lambda: self.ingressd.poll() is None and
-             b"routes: sequence" in open(self.ingressd_log, "rb").read(),
-             what=lambda: "ingressd's first publication:\n" + self.ingressd_tail())
+        poll(self.ingressd_published, what=lambda: "ingressd's first publication:\n" + self.ingressd.log_tail())
         self.assertEqual(self.get(srv, "web.demo.test")[0], 404)
         t0 = time.monotonic()
         self.apply(INGRESS % {"name": "web", "host": "web.demo.test", "tls": ""})
@@ -233,7 +170,7 @@ class IngressE2E(ServerTestCase):
         srv = self.stack()
         self.apply(INGRESS % {"name": "web", "host": "web.demo.test", "tls": ""})
         self.wait_answer(srv, "web.demo.test", lambda s, b: s == 200, "served")
-        stop, failures, answered, t = self.start_client_loop(srv, "web.demo.test")
+        loop = KeepAliveLoop(srv.port, "web.demo.test")
         # Up and down: 1, 2, 3 endpoints and back, the leaving one
         # terminating for a step before it goes, as a rollout does.
         steps = [(["127.0.0.1"], []), (["127.0.0.1", "127.0.0.2"], []),
@@ -249,12 +186,11 @@ class IngressE2E(ServerTestCase):
                 n += 1
                 time.sleep(0.2)  # the pace of the churn, not a readiness wait
         finally:
-            stop.set()
-            t.join(TIMEOUT)
+            loop.stop()
         print("endpoint churn: %d changes, %d requests answered, %d failed"
-              % (n, answered[0], len(failures)))
-        self.assertGreater(answered[0], n)
-        self.assertEqual(failures, [])
+              % (n, loop.answered, len(loop.failures)))
+        self.assertGreater(loop.answered, n)
+        self.assertEqual(loop.failures, [])
         served = {b.name for b in self.backends if b.requests}
         self.assertGreaterEqual(len(served), 2, "the new endpoints took requests")
 
@@ -280,35 +216,33 @@ class IngressE2E(ServerTestCase):
 
         def served():
             try:
-                with socket.create_connection(("127.0.0.1", tls_port), timeout=5) as raw:
-                    with ctx.wrap_socket(raw, server_hostname="web.demo.test") as s:
-                        data = exchange(s, b"GET / HTTP/1.1\r\nHost: web.demo.test\r\n"
-                                           b"Connection: close\r\n\r\n")
-                        return data.startswith(b"HTTP/1.1 200") and b"b0 GET /" in data
+                with Client(tls_port, timeout=5, wrap=lambda raw: ctx.wrap_socket(
+                        raw, server_hostname="web.demo.test")) as c:
+                    r = c.get("/", host="web.demo.test")
+                    return r.status == 200 and r.body.startswith(b"b0 GET /")
             except (OSError, ssl.SSLError):
                 return False
         poll(served, what=lambda: "web.demo.test over TLS with the Secret's certificate; "
-             "ingressd log:\n" + self.ingressd_tail())
+             "ingressd log:\n" + self.ingressd.log_tail())
 
     def test_ingressd_restart_api_outage_and_relist_fail_no_request(self):
         srv = self.stack()
         self.apply(INGRESS % {"name": "web", "host": "web.demo.test", "tls": ""})
         self.wait_answer(srv, "web.demo.test", lambda s, b: s == 200, "served")
-        stop, failures, answered, t = self.start_client_loop(srv, "web.demo.test")
+        loop = KeepAliveLoop(srv.port, "web.demo.test")
         try:
             # ingressd killed: scalwsd serves what it has; restarted: a new
             # publisher, a snapshot, the same routes.
-            self.stop_ingressd(signal.SIGKILL)
-            before = answered[0]
-            poll(lambda: answered[0] > before + 20, what="requests while ingressd is gone")
+            self.ingressd.stop(signal.SIGKILL)
+            before = loop.answered
+            poll(lambda: loop.answered > before + 20, what="requests while ingressd is gone")
             self.start_ingressd(srv)
-            poll(lambda: b"routes: sequence" in open(self.ingressd_log, "rb").read(),
-                 what=lambda: "the new ingressd's publication:\n" + self.ingressd_tail())
-            # The API server unavailable (connections reset) for a while;
-            # a change made meanwhile is not seen until it is back.
+            poll(self.ingressd_published, what=lambda: "the new ingressd's publication:\n" + self.ingressd.log_tail())
+            # The API server unavailable (connections reset) for a while:
+            # still served from what was published.
             self.kube.control("unavailable", seconds=30, mode="reset")
-            before = answered[0]
-            poll(lambda: answered[0] > before + 20, what="requests while the API is gone")
+            before = loop.answered
+            poll(lambda: loop.answered > before + 20, what="requests while the API is gone")
             poll(self.api_back, timeout=60, interval=0.5, what="the API server back")
             # A forced 410 on the next watches and lists: a relist.
             self.kube.control("gone", watches=5, lists=1)
@@ -320,11 +254,10 @@ class IngressE2E(ServerTestCase):
                              "the change made after the outage and the 410",
                              timeout=scale(60))
         finally:
-            stop.set()
-            t.join(TIMEOUT)
+            loop.stop()
         print("ingressd restart, API outage, relist: %d requests answered, %d failed"
-              % (answered[0], len(failures)))
-        self.assertEqual(failures, [])
+              % (loop.answered, len(loop.failures)))
+        self.assertEqual(loop.failures, [])
         kinds = self.health("/healthz")["kinds"]
         self.assertGreater(sum(k["relists"] for k in kinds.values()), 0, kinds)
         self.assertGreater(sum(k["errors"] for k in kinds.values()), 0, kinds)
@@ -337,11 +270,10 @@ class IngressE2E(ServerTestCase):
 
     def health(self, target):
         """ingressd's --health answer to GET target, as JSON (200 only)."""
-        with socket.create_connection(("127.0.0.1", self.health_port), timeout=5) as s:
-            data = exchange(s, b"GET " + target.encode() + b" HTTP/1.1\r\nHost: x\r\n\r\n")
-        head, _, body = data.partition(b"\r\n\r\n")
-        self.assertTrue(head.startswith(b"HTTP/1.1 200"), data)
-        return json.loads(body)
+        with Client(self.health_port, timeout=5) as c:
+            r = c.get(target)
+        self.assertEqual(r.status, 200, r)
+        return json.loads(r.body)
 
 
 if __name__ == "__main__":

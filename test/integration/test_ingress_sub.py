@@ -24,8 +24,8 @@ import threading
 import time
 
 from backend import Backend
-from harness import (BUILD_DIR, TIMEOUT, Client, ServerTestCase, binary, free_port, poll,
-                     scale)
+from harness import (BUILD_DIR, TIMEOUT, Client, KeepAliveLoop, Process, ServerTestCase, binary,
+                     free_port, poll, scale)
 from test_admin import admin_request
 
 FILE_HOSTS = """
@@ -59,18 +59,17 @@ pools:
 """ % members
 
 
-class RoutesPub:
+class RoutesPub(Process):
     """build/test/routes_pub on endpoint, publishing the routes of its own
-    file; its stdout lines are read by a thread into a queue."""
+    file; its stdout lines are read by a thread into a queue, its stderr
+    goes to a log beside the file."""
 
     def __init__(self, directory, endpoint, routes, extra=()):
         self.path = os.path.join(directory, "routes-%d.yaml" % id(self))
+        super().__init__(self.path + ".log")
         self.write(routes)
-        self.proc = subprocess.Popen(
-            [os.path.abspath(os.path.join(BUILD_DIR, "test", "routes_pub")), "-c", self.path,
-             "-p", endpoint] + list(extra),
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            start_new_session=True)
+        self.spawn([os.path.abspath(os.path.join(BUILD_DIR, "test", "routes_pub")), "-c",
+                    self.path, "-p", endpoint] + list(extra), stdout=subprocess.PIPE)
         self.lines = queue.Queue()
         self.seen = []
         threading.Thread(target=self._read, daemon=True).start()
@@ -85,7 +84,8 @@ class RoutesPub:
         while True:
             left = deadline - time.monotonic()
             if left <= 0:
-                raise AssertionError("routes_pub did not say %r; it said %r" % (text, self.seen))
+                raise AssertionError("routes_pub did not say %r; it said %r; its log:\n%s"
+                                     % (text, self.seen, self.log_tail()))
             try:
                 line = self.lines.get(timeout=left)
             except queue.Empty:
@@ -103,25 +103,11 @@ class RoutesPub:
     def publish(self, routes, sequence):
         """New routes, published as the delta numbered sequence."""
         self.write(routes)
-        self.proc.send_signal(signal.SIGHUP)
+        self.signal(signal.SIGHUP)
         self.expect("routes_pub: sequence %d" % sequence)
-
-    def kill(self):
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(timeout=TIMEOUT)
 
 
 class IngressSubTestCase(ServerTestCase):
-    def setUp(self):
-        super().setUp()
-        self.pubs = []
-
-    def tearDown(self):
-        for p in self.pubs:
-            p.kill()
-        super().tearDown()
-
     def subscribed_server(self, settings=""):
         self.admin_port = free_port()
         srv = self.server('server:\n  listen: "127.0.0.1:@PORT@"\n  event_loops: 2\n'
@@ -148,14 +134,11 @@ class IngressSubTestCase(ServerTestCase):
         return body["ingress"]
 
     def publisher(self, srv, routes, extra=()):
-        p = RoutesPub(srv.dir, srv.endpoint, routes, extra)
-        self.pubs.append(p)
-        return p
+        return self.helper(RoutesPub(srv.dir, srv.endpoint, routes, extra))
 
     def body_for(self, srv, host):
         with Client(srv.port) as c:
-            c.send(("GET / HTTP/1.1\r\nHost: %s\r\n\r\n" % host).encode())
-            r = c.read_response()
+            r = c.get("/", host=host)
             return r.body.decode(errors="replace") if r.status == 200 else "status %d" % r.status
 
     def wait_body(self, srv, host, body):
@@ -197,40 +180,15 @@ class IngressSubTestCase(ServerTestCase):
         pub = self.publisher(srv, proxy_routes([a0]))
         poll(lambda: self.body_for(srv, "app.example").startswith("b0 "), what="the pool")
 
-        failures, answered, stop = [], [0], threading.Event()
-
-        def client_loop():
-            deadline = time.monotonic() + scale(60)
-            c = None
-            while not stop.is_set() and time.monotonic() < deadline:
-                try:
-                    if c is None:
-                        c = Client(srv.port)
-                    c.send(b"GET / HTTP/1.1\r\nHost: app.example\r\n\r\n")
-                    r = c.read_response()
-                    if r.status != 200:
-                        failures.append(r.status)
-                    answered[0] += 1
-                    if (r.header("connection") or "").lower() == "close":
-                        c.close()
-                        c = None
-                except (OSError, ConnectionError) as e:
-                    failures.append(repr(e))
-                    c = None
-            if c is not None:
-                c.close()
-
-        t = threading.Thread(target=client_loop, daemon=True)
-        t.start()
+        loop = KeepAliveLoop(srv.port, "app.example")
         sets = [[a0, a1], [a1], [a0, a1], [a0]] * 4
         for i, members in enumerate(sets):
             pub.publish(proxy_routes(members), i + 2)
             poll(lambda: self.ingress_status()["sequence"] == i + 2, what="delta %d" % (i + 2))
             time.sleep(0.2)  # the step of the churn, not a readiness wait
-        stop.set()
-        t.join(TIMEOUT)
-        self.assertEqual(failures, [])
-        self.assertGreater(answered[0], len(sets))
+        loop.stop()
+        self.assertEqual(loop.failures, [])
+        self.assertGreater(loop.answered, len(sets))
         self.assertGreater(backends[1].count(), 0)
         st = self.ingress_status()
         self.assertEqual((st["snapshots"], st["deltas"], st["refused"]), (1, len(sets), 0), srv.log_tail(80))
@@ -240,7 +198,7 @@ class IngressSubTestCase(ServerTestCase):
         pub = self.publisher(srv, respond_routes("ingress one"))
         self.wait_body(srv, "app.example", "ingress one")
         first_id = self.ingress_status()["publisher"]
-        pub.kill()
+        pub.stop(signal.SIGKILL)
         poll(lambda: self.ingress_status()["state"] == "silent", timeout=scale(15),
              what="the silence noticed")
         srv.wait_log(r"ingress: nothing from ipc://.* for 3000 ms; still serving sequence 1")

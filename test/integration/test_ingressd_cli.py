@@ -8,9 +8,8 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import BUILD_DIR, SANITIZER_PATTERNS, TIMEOUT
+from harness import BUILD_DIR, ROOT, SANITIZER_PATTERNS, TIMEOUT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE_DIR = os.path.join(ROOT, "conf", "ingressd")
 
 

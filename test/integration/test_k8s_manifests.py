@@ -10,17 +10,18 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
 import yaml
 
 from certs import make_pair
-from harness import TIMEOUT, binary
+from harness import ROOT, TIMEOUT, binary
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-# Not a Debian package (bookworm has none): installed by hand where it is.
-KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+sys.path.insert(0, os.path.join(ROOT, "test", "kube"))
+from fakekube import KUBECTL  # noqa: E402
+
 HAVE_KUBECTL = os.access(KUBECTL, os.X_OK)
 
 READS = {("networking.k8s.io", "ingresses"), ("networking.k8s.io", "ingressclasses"),

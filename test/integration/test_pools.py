@@ -9,9 +9,8 @@ import signal
 import socket
 
 from backend import Backend
-from harness import Client, ServerTestCase
+from harness import ROOT, Client, ServerTestCase
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def pools_config(members, body):
@@ -27,7 +26,7 @@ def pools_config(members, body):
 
 class ProxyConfig(ServerTestCase):
     def test_example_starts_without_members_running(self):
-        with open(os.path.join(REPO, "conf/proxy.yaml")) as f:
+        with open(os.path.join(ROOT, "conf/proxy.yaml")) as f:
             text = f.read()
         # A free port, and no admin socket (the example's default is the
         # machine's /run/scalws/admin.sock).

@@ -31,13 +31,12 @@ class H2Pools(ServerTestCase):
         self.addCleanup(b.stop)
         return b
 
-    def start(self, members, rpc_extra="", plain_members=None):
-        rpc = ", ".join('"%s"' % m.address for m in members)
-        plain = ", ".join('"%s"' % m.address for m in (plain_members or members))
+    def start(self, members, rpc_extra=""):
+        addresses = ", ".join('"%s"' % m.address for m in members)
         pools = ("pools:\n"
                  '  - {name: plain, protocol: h2, members: [%s]}\n'
                  '  - {name: rpc, protocol: grpc, members: [%s]%s}\n'
-                 % (plain, rpc, rpc_extra))
+                 % (addresses, addresses, rpc_extra))
         return self.server(make_config(HOSTS) + pools)
 
     def h2client(self, srv):
