@@ -489,7 +489,7 @@ static int parse_service(const json_t *o, sws_ingress_service_t *s, char *err, s
     return parse_ports(ports, "spec.", &s->ports, &s->nports, err, errlen);
 }
 
-static int parse_endpoint(const json_t *eo, size_t i, int family, sws_ingress_endpoint_t *ep,
+static int parse_endpoint(const json_t *eo, size_t i, int family, sws_ingress_slice_endpoint_t *ep,
                           int *keep, char *err, size_t errlen)
 {
     const json_t *addrs, *cond;
@@ -544,7 +544,7 @@ static int parse_slice(const json_t *o, sws_ingress_slice_t *s, char *err, size_
     sws_ingress_map_t seen = { 0 }; /* address -> endpoint */
     int rc = 0;
     for (size_t i = 0; i < json_array_size(eps) && rc == 0; i++) {
-        sws_ingress_endpoint_t *ep = &s->endpoints[s->nendpoints], *first;
+        sws_ingress_slice_endpoint_t *ep = &s->endpoints[s->nendpoints], *first;
         int keep;
         if ((rc = parse_endpoint(json_array_get(eps, i), i, family, ep, &keep, err, errlen)) < 0 ||
             !keep)

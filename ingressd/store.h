@@ -123,11 +123,11 @@ typedef struct sws_ingress_service {
     sws_ingress_port_t *ports; /* spec.ports: name and port (TCP only) */
 } sws_ingress_service_t;
 
-typedef struct sws_ingress_endpoint {
+typedef struct sws_ingress_slice_endpoint {
     char address[48];     /* addresses[0]: "10.0.0.1" or "[fd00::1]", ready to append ":PORT" */
     uint8_t ready;        /* conditions.ready (absent: true) */
     uint8_t terminating;  /* conditions.terminating (absent: false) */
-} sws_ingress_endpoint_t;
+} sws_ingress_slice_endpoint_t;
 
 typedef struct sws_ingress_slice {
     sws_ingress_obj_t obj;
@@ -135,7 +135,7 @@ typedef struct sws_ingress_slice {
     size_t nports;
     sws_ingress_port_t *ports; /* name as the Service's port name; TCP only */
     size_t nendpoints;
-    sws_ingress_endpoint_t *endpoints; /* IPv4 and IPv6 slices (FQDN ones are dropped);
+    sws_ingress_slice_endpoint_t *endpoints; /* IPv4 and IPv6 slices (FQDN ones are dropped);
                                           each address once, conditions of repeats merged */
 } sws_ingress_slice_t;
 

@@ -183,7 +183,7 @@ static void add_members(tr_t *t, Sws__Pool *pool, const slices_t *sl, const char
             if (strcmp(s->ports[p].name, port_name) == 0)
                 port = s->ports[p].port;
         for (size_t e = 0; port != 0 && e < s->nendpoints; e++) {
-            const sws_ingress_endpoint_t *ep = &s->endpoints[e];
+            const sws_ingress_slice_endpoint_t *ep = &s->endpoints[e];
             Sws__Member__State state = ep->ready         ? SWS__MEMBER__STATE__UP
                                        : ep->terminating ? SWS__MEMBER__STATE__DRAINING
                                                          : SWS__MEMBER__STATE__DOWN;
