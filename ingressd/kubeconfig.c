@@ -10,12 +10,12 @@
 #include <ctype.h>
 #include <libgen.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/base64.h"
 #include "core/err.h"
 #include "supervisor/config_tls.h"
 #include "supervisor/config_yaml.h"
@@ -112,30 +112,19 @@ static yaml_node_t *named(cfg_parser_t *p, yaml_node_t *root, const char *list_k
 /* ---- values ---- */
 
 /* Base64 (as kubectl writes *-data, with or without line breaks) into a
- * malloc'ed buffer. */
+ * malloc'ed buffer; empty data is refused (no PEM is empty). */
 static int base64_decode(cfg_parser_t *p, yaml_node_t *at, const char *text, char **out,
                          size_t *outlen)
 {
-    size_t n = strlen(text);
-    unsigned char *buf = malloc(n / 4 * 3 + 3);
-    EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new();
-    int len = 0, fin = 0;
-
-    if (buf == NULL || ctx == NULL) {
-        free(buf);
-        EVP_ENCODE_CTX_free(ctx);
+    unsigned char *buf;
+    int rc = sws_base64_decode(text, strlen(text), SWS_BASE64_LINES, &buf, outlen);
+    if (rc == -2)
         return cfg_oom(p, at);
-    }
-    EVP_DecodeInit(ctx);
-    if (n > INT_MAX || EVP_DecodeUpdate(ctx, buf, &len, (const unsigned char *)text, (int)n) < 0 ||
-        EVP_DecodeFinal(ctx, buf + len, &fin) < 0 || len + fin == 0) {
+    if (rc < 0 || *outlen == 0) {
         free(buf);
-        EVP_ENCODE_CTX_free(ctx);
         return cfg_fail(p, at, "not base64 data");
     }
-    EVP_ENCODE_CTX_free(ctx);
     *out = (char *)buf;
-    *outlen = (size_t)(len + fin);
     return 0;
 }
 

@@ -6,13 +6,13 @@
 #include "ingressd/store.h"
 
 #include <arpa/inet.h>
-#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/base64.h"
 #include "core/err.h"
 #include "core/fmt.h"
 #include "core/log.h"
@@ -583,19 +583,11 @@ static int get_base64(const json_t *data, const char *key, unsigned char **out, 
         strlen(s) != n)
         return sws_errf(err, errlen, "data.%s: expected base64 of at most %u bytes", key,
                         SWS_INGRESS_PEM_MAX);
-    if ((*out = malloc(n / 4 * 3 + 1)) == NULL)
+    int rc = sws_base64_decode(s, n, SWS_BASE64_STRICT, out, len);
+    if (rc == -2)
         return sws_errf(err, errlen, "out of memory");
-    int got = n > 0 ? EVP_DecodeBlock(*out, (const unsigned char *)s, (int)n) : 0;
-    if (got < 0) {
-        free(*out);
-        *out = NULL;
+    if (rc < 0)
         return sws_errf(err, errlen, "data.%s: expected base64", key);
-    }
-    /* EVP_DecodeBlock counts the bytes the padding stands for. */
-    for (size_t pad = 0; pad < 2 && n > pad && s[n - 1 - pad] == '='; pad++)
-        got--;
-    *len = (size_t)got;
-    (*out)[*len] = '\0';
     return 0;
 }
 
