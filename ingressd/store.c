@@ -687,7 +687,6 @@ static int parse_object(const json_t *o, sws_ingress_obj_t *h, sws_ingress_obj_t
 
 static void note_change(sws_ingress_store_t *st, sws_kube_kind_t kind)
 {
-    st->changes++;
     st->changed |= SWS_INGRESS_CHANGED(kind);
 }
 

@@ -21,7 +21,7 @@
  * here with the loader the RouteSet check uses: core/tls_pem.h).
  *
  * Changes: every upsert that changes an object (a new resourceVersion) and
- * every removal counts in `changes` and sets its kind's bit in `changed`;
+ * every removal sets its kind's bit in `changed`;
  * the loop coalesces a burst by translating once when it sees the bits,
  * then clears them (sws_ingress_store_take_changes); changed ==
  * SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE) says only endpoints moved.
@@ -149,7 +149,6 @@ typedef struct sws_ingress_secret {
 typedef struct sws_ingress_store {
     sws_ingress_map_t objs[SWS_KUBE_KINDS]; /* "NS/NAME" -> sws_ingress_*_t */
     uint64_t epoch[SWS_KUBE_KINDS];         /* of the LIST in progress or last done */
-    uint64_t changes;                       /* objects changed or removed, ever */
     unsigned changed;                       /* SWS_INGRESS_CHANGED bits since taken */
     uint64_t refused;                       /* objects that did not parse, ever */
 } sws_ingress_store_t;
