@@ -37,7 +37,6 @@ typedef struct kube_watch {
     sws_kube_kind_t kind;
     CURL *easy;                 /* the request under way, or NULL */
     struct curl_slist *headers;
-    sws_kube_phase_t phase;     /* of the request under way, or BACKOFF */
     sws_kube_phase_t next;      /* what the backoff timer starts */
     char rv[128];               /* resourceVersion to watch from; "" before a LIST */
     char *cont;                 /* the next LIST page's `continue`, or NULL */
@@ -52,7 +51,7 @@ typedef struct kube_watch {
     sws_timer_queue_t retry_q;  /* one timer per queue: its duration is this wait */
     sws_timer_t retry;
     sws_watch_parser_t parser;
-    sws_kube_stats_t stats;
+    sws_kube_stats_t stats;     /* .phase: the request under way, or BACKOFF */
 } kube_watch_t;
 
 /* A socket libcurl asked us to watch. Freed by the deferred reaper, not
@@ -333,7 +332,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userp)
         return body_append(w, data, n > KUBE_MAX_STATUS_BODY - w->body_len
                                         ? KUBE_MAX_STATUS_BODY - w->body_len : n,
                            KUBE_MAX_STATUS_BODY) < 0 ? 0 : n;
-    if (w->phase == SWS_KUBE_PHASE_LIST)
+    if (w->stats.phase == SWS_KUBE_PHASE_LIST)
         return body_append(w, data, n, w->k->opts.max_page) < 0 ? 0 : n;
     int rc = sws_watch_feed(&w->parser, data, n, on_watch_event, w, err, sizeof(err));
     if (rc < 0) {
@@ -351,7 +350,6 @@ static void start_request(kube_watch_t *w, sws_kube_phase_t phase)
     CURLcode rc = CURLE_OK;
 
     sws_timer_disarm(&w->retry);
-    w->phase = phase;
     w->stats.phase = phase;
     w->stats.backoff_ms = 0;
     w->watch_events = 0;
@@ -454,7 +452,6 @@ static void retry_later(kube_watch_t *w, sws_kube_phase_t phase, const char *why
     ms = sws_kube_backoff_ms(w->failures, next_rnd(k));
     sws_log_warn("kube: %s: %s; %s in %u ms", kinds[w->kind].name, why,
                  phase == SWS_KUBE_PHASE_LIST ? "listing" : "watching", ms);
-    w->phase = SWS_KUBE_PHASE_BACKOFF;
     w->stats.phase = SWS_KUBE_PHASE_BACKOFF;
     w->stats.backoff_ms = ms;
     w->next = phase;
@@ -533,7 +530,7 @@ static void on_list_page(kube_watch_t *w)
 
 static void on_done(kube_watch_t *w, CURLcode result)
 {
-    sws_kube_phase_t phase = w->phase;
+    sws_kube_phase_t phase = w->stats.phase;
     long status = 0;
     char why[512], err[256];
 

@@ -38,7 +38,6 @@ typedef struct host_b {
 /* Who holds a (host, path type, path). */
 typedef struct claim {
     const sws_ingress_ingress_t *owner;
-    size_t len;
     char key[]; /* HOST \0 TYPE \0 PATH */
 } claim_t;
 
@@ -325,7 +324,6 @@ static const sws_ingress_ingress_t *claim(tr_t *t, const char *host, char type, 
     if ((c = malloc(sizeof(*c) + len)) == NULL)
         return t->oom = 1, NULL;
     c->owner = in;
-    c->len = len;
     memcpy(c->key, key, len);
     if (sws_ingress_map_put(&t->claims, c->key, len, c) < 0) {
         free(c);
