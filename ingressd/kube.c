@@ -14,6 +14,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/version.h"
+#include "ingressd/buf.h"
 #include "ingressd/watch_parse.h"
 
 #define KUBE_LIST_LIMIT 500u
@@ -265,25 +266,12 @@ static void end_request(kube_watch_t *w)
 
 static int body_append(kube_watch_t *w, const char *data, size_t n, size_t max)
 {
-    if (n > max - w->body_len) {
+    int rc = sws_ingress_buf_append(&w->body, &w->body_len, &w->body_cap, 16384, max, data, n);
+    if (rc == SWS_BUF_TOO_LARGE)
         snprintf(w->failure, sizeof(w->failure), "response larger than %zu bytes", max);
-        return -1;
-    }
-    if (w->body_len + n > w->body_cap) {
-        size_t cap = w->body_cap ? w->body_cap : 16384;
-        while (cap < w->body_len + n)
-            cap *= 2;
-        char *b = realloc(w->body, cap);
-        if (b == NULL) {
-            snprintf(w->failure, sizeof(w->failure), "out of memory for a response");
-            return -1;
-        }
-        w->body = b;
-        w->body_cap = cap;
-    }
-    memcpy(w->body + w->body_len, data, n);
-    w->body_len += n;
-    return 0;
+    else if (rc == SWS_BUF_NO_MEMORY)
+        snprintf(w->failure, sizeof(w->failure), "out of memory for a response");
+    return rc < 0 ? -1 : 0;
 }
 
 /* A watch event, from inside libcurl's write callback. */
