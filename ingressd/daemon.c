@@ -36,8 +36,6 @@ typedef struct daemon {
     sws_ingress_health_t *health;
     sws_timer_queue_t coalesce_queue;
     sws_timer_t coalesce;
-    sws_timer_queue_t heartbeat_queue;
-    sws_timer_t heartbeat;
     uint64_t translations;   /* RouteSets made (the version of the next is this + 1) */
     int published;           /* a RouteSet went to the publisher since the start */
     uint64_t published_ms;   /* when (loop time) */
@@ -91,35 +89,23 @@ static void on_coalesce(sws_timer_t *t)
     publish_now(sws_container_of(t, daemon_t, coalesce));
 }
 
-/* The publisher's heartbeat: the queue's period is the publisher's, so
- * its deadline has passed whenever the timer fires. */
-static void on_heartbeat(sws_timer_t *t)
-{
-    daemon_t *d = sws_container_of(t, daemon_t, heartbeat);
-    sws_ingress_pub_tick(d->pub, sws_loop_now_ms(&d->loop));
-    sws_timer_arm(&d->loop, &d->heartbeat_queue, &d->heartbeat);
-}
-
-/* Before each wait: the snapshot requests queued (libzmq's descriptor is
- * edge-like, so whatever woke the loop, ingressd/publish.h), and a change
- * since the last publication (or the first complete LIST) opens a
- * coalescing window. */
+/* Before each wait: a change since the last publication (or the first
+ * complete LIST) opens a coalescing window. */
 static void on_tick(sws_loop_t *loop, void *data)
 {
     daemon_t *d = data;
     (void)loop;
-    sws_ingress_pub_on_readable(d->pub);
     if (d->coalesce.next != NULL || !sws_kube_synced(d->kube))
         return;
     if (d->store.changed != 0 || !d->published)
         sws_timer_arm(&d->loop, &d->coalesce_queue, &d->coalesce);
 }
 
-/* Only wakes the loop: on_tick reads the queue, once per iteration. */
 static void on_pub(sws_io_t *io, uint32_t events)
 {
-    (void)io;
+    daemon_t *d = sws_container_of(io, daemon_t, pub_io);
     (void)events;
+    sws_ingress_pub_on_readable(d->pub);
 }
 
 static void on_signal(sws_io_t *io, uint32_t events)
@@ -249,9 +235,6 @@ static int start(daemon_t *d)
     }
     sws_timer_queue_init(&d->loop, &d->coalesce_queue, SWS_INGRESSD_COALESCE_MS);
     sws_timer_init(&d->coalesce, on_coalesce);
-    sws_timer_queue_init(&d->loop, &d->heartbeat_queue, SWS_INGRESS_HEARTBEAT_MS);
-    sws_timer_init(&d->heartbeat, on_heartbeat);
-    on_heartbeat(&d->heartbeat); /* the first now: a new publisher's is due at once */
     sws_loop_set_tick(&d->loop, on_tick, d);
     d->kube = sws_kube_start(&d->loop, &d->conn, &kopts, sws_ingress_store_event, &d->store, err,
                              sizeof(err));
@@ -266,6 +249,28 @@ static int start(daemon_t *d)
     return 0;
 }
 
+/* The loop, bounded by the publisher's heartbeat deadline; libzmq's
+ * descriptor is edge-like, so its queue is read on every wake-up, not only
+ * when epoll names it (ingressd/publish.h). */
+static int run(daemon_t *d)
+{
+    while (!d->loop.stop) {
+        uint64_t now = sws_loop_now_ms(&d->loop);
+        uint64_t due = sws_ingress_pub_deadline_ms(d->pub);
+        if (due <= now) {
+            sws_ingress_pub_tick(d->pub, now);
+            continue;
+        }
+        uint64_t wait = due - now;
+        if (sws_loop_run_once(&d->loop, wait > 1000 ? 1000 : (int)wait) < 0) {
+            sws_log_error("epoll: %s", strerror(errno));
+            return -1;
+        }
+        sws_ingress_pub_on_readable(d->pub);
+    }
+    return 0;
+}
+
 static void teardown(daemon_t *d)
 {
     sws_kube_free(d->kube);
@@ -273,10 +278,6 @@ static void teardown(daemon_t *d)
     if (d->coalesce.cb != NULL) {
         sws_timer_disarm(&d->coalesce);
         sws_timer_queue_remove(&d->loop, &d->coalesce_queue);
-    }
-    if (d->heartbeat.cb != NULL) {
-        sws_timer_disarm(&d->heartbeat);
-        sws_timer_queue_remove(&d->loop, &d->heartbeat_queue);
     }
     if (d->pub != NULL) {
         sws_loop_del(&d->loop, &d->pub_io);
@@ -305,11 +306,7 @@ int sws_ingressd_run(const sws_ingressd_options_t *o)
     d->sig.fd = -1;
     sws_ingress_store_init(&d->store);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    rc = start(d) == 0 ? 0 : 1;
-    if (rc == 0 && sws_loop_run(&d->loop) < 0) {
-        sws_log_error("epoll: %s", strerror(errno));
-        rc = 1;
-    }
+    rc = start(d) == 0 && run(d) == 0 ? 0 : 1;
     teardown(d);
     curl_global_cleanup();
     free(d);
