@@ -14,6 +14,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "core/version.h"
+#include "ingressd/buf.h"
 #include "ingressd/watch_parse.h"
 
 #define KUBE_LIST_LIMIT 500u
@@ -37,7 +38,6 @@ typedef struct kube_watch {
     sws_kube_kind_t kind;
     CURL *easy;                 /* the request under way, or NULL */
     struct curl_slist *headers;
-    sws_kube_phase_t phase;     /* of the request under way, or BACKOFF */
     sws_kube_phase_t next;      /* what the backoff timer starts */
     char rv[128];               /* resourceVersion to watch from; "" before a LIST */
     char *cont;                 /* the next LIST page's `continue`, or NULL */
@@ -52,7 +52,7 @@ typedef struct kube_watch {
     sws_timer_queue_t retry_q;  /* one timer per queue: its duration is this wait */
     sws_timer_t retry;
     sws_watch_parser_t parser;
-    sws_kube_stats_t stats;
+    sws_kube_stats_t stats;     /* .phase: the request under way, or BACKOFF */
 } kube_watch_t;
 
 /* A socket libcurl asked us to watch. Freed by the deferred reaper, not
@@ -266,25 +266,12 @@ static void end_request(kube_watch_t *w)
 
 static int body_append(kube_watch_t *w, const char *data, size_t n, size_t max)
 {
-    if (n > max - w->body_len) {
+    int rc = sws_ingress_buf_append(&w->body, &w->body_len, &w->body_cap, 16384, max, data, n);
+    if (rc == SWS_BUF_TOO_LARGE)
         snprintf(w->failure, sizeof(w->failure), "response larger than %zu bytes", max);
-        return -1;
-    }
-    if (w->body_len + n > w->body_cap) {
-        size_t cap = w->body_cap ? w->body_cap : 16384;
-        while (cap < w->body_len + n)
-            cap *= 2;
-        char *b = realloc(w->body, cap);
-        if (b == NULL) {
-            snprintf(w->failure, sizeof(w->failure), "out of memory for a response");
-            return -1;
-        }
-        w->body = b;
-        w->body_cap = cap;
-    }
-    memcpy(w->body + w->body_len, data, n);
-    w->body_len += n;
-    return 0;
+    else if (rc == SWS_BUF_NO_MEMORY)
+        snprintf(w->failure, sizeof(w->failure), "out of memory for a response");
+    return rc < 0 ? -1 : 0;
 }
 
 /* A watch event, from inside libcurl's write callback. */
@@ -333,7 +320,7 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *userp)
         return body_append(w, data, n > KUBE_MAX_STATUS_BODY - w->body_len
                                         ? KUBE_MAX_STATUS_BODY - w->body_len : n,
                            KUBE_MAX_STATUS_BODY) < 0 ? 0 : n;
-    if (w->phase == SWS_KUBE_PHASE_LIST)
+    if (w->stats.phase == SWS_KUBE_PHASE_LIST)
         return body_append(w, data, n, w->k->opts.max_page) < 0 ? 0 : n;
     int rc = sws_watch_feed(&w->parser, data, n, on_watch_event, w, err, sizeof(err));
     if (rc < 0) {
@@ -351,7 +338,6 @@ static void start_request(kube_watch_t *w, sws_kube_phase_t phase)
     CURLcode rc = CURLE_OK;
 
     sws_timer_disarm(&w->retry);
-    w->phase = phase;
     w->stats.phase = phase;
     w->stats.backoff_ms = 0;
     w->watch_events = 0;
@@ -454,7 +440,6 @@ static void retry_later(kube_watch_t *w, sws_kube_phase_t phase, const char *why
     ms = sws_kube_backoff_ms(w->failures, next_rnd(k));
     sws_log_warn("kube: %s: %s; %s in %u ms", kinds[w->kind].name, why,
                  phase == SWS_KUBE_PHASE_LIST ? "listing" : "watching", ms);
-    w->phase = SWS_KUBE_PHASE_BACKOFF;
     w->stats.phase = SWS_KUBE_PHASE_BACKOFF;
     w->stats.backoff_ms = ms;
     w->next = phase;
@@ -533,7 +518,7 @@ static void on_list_page(kube_watch_t *w)
 
 static void on_done(kube_watch_t *w, CURLcode result)
 {
-    sws_kube_phase_t phase = w->phase;
+    sws_kube_phase_t phase = w->stats.phase;
     long status = 0;
     char why[512], err[256];
 

@@ -10,12 +10,12 @@
 #include <ctype.h>
 #include <libgen.h>
 #include <limits.h>
-#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "core/base64.h"
 #include "core/err.h"
 #include "supervisor/config_tls.h"
 #include "supervisor/config_yaml.h"
@@ -31,7 +31,6 @@ void sws_kube_conn_free(sws_kube_conn_t *c)
     free(c->key_pem);
     free(c->token);
     free(c->token_file);
-    free(c->namespace);
     memset(c, 0, sizeof(*c));
 }
 
@@ -113,30 +112,19 @@ static yaml_node_t *named(cfg_parser_t *p, yaml_node_t *root, const char *list_k
 /* ---- values ---- */
 
 /* Base64 (as kubectl writes *-data, with or without line breaks) into a
- * malloc'ed buffer. */
+ * malloc'ed buffer; empty data is refused (no PEM is empty). */
 static int base64_decode(cfg_parser_t *p, yaml_node_t *at, const char *text, char **out,
                          size_t *outlen)
 {
-    size_t n = strlen(text);
-    unsigned char *buf = malloc(n / 4 * 3 + 3);
-    EVP_ENCODE_CTX *ctx = EVP_ENCODE_CTX_new();
-    int len = 0, fin = 0;
-
-    if (buf == NULL || ctx == NULL) {
-        free(buf);
-        EVP_ENCODE_CTX_free(ctx);
+    unsigned char *buf;
+    int rc = sws_base64_decode(text, strlen(text), SWS_BASE64_LINES, &buf, outlen);
+    if (rc == -2)
         return cfg_oom(p, at);
-    }
-    EVP_DecodeInit(ctx);
-    if (n > INT_MAX || EVP_DecodeUpdate(ctx, buf, &len, (const unsigned char *)text, (int)n) < 0 ||
-        EVP_DecodeFinal(ctx, buf + len, &fin) < 0 || len + fin == 0) {
+    if (rc < 0 || *outlen == 0) {
         free(buf);
-        EVP_ENCODE_CTX_free(ctx);
         return cfg_fail(p, at, "not base64 data");
     }
-    EVP_ENCODE_CTX_free(ctx);
     *out = (char *)buf;
-    *outlen = (size_t)(len + fin);
     return 0;
 }
 
@@ -331,7 +319,7 @@ static int load_doc(cfg_parser_t *p, sws_kube_conn_t *c, const char *path, const
 {
     yaml_node_t *root = yaml_document_get_root_node(p->doc);
     yaml_node_t *ctx, *cluster, *user;
-    const char *cluster_name, *user_name, *ns;
+    const char *cluster_name, *user_name;
 
     if (root == NULL || root->type != YAML_MAPPING_NODE)
         return cfg_fail_at(p, root ? root->start_mark : (yaml_mark_t){ 0 },
@@ -347,12 +335,10 @@ static int load_doc(cfg_parser_t *p, sws_kube_conn_t *c, const char *path, const
     size_t mark = p->pathlen;
     ctx = named(p, root, "contexts", "context", context, root);
     if (ctx == NULL || get_str(p, ctx, "cluster", &cluster_name) < 0 ||
-        get_str(p, ctx, "user", &user_name) < 0 || get_str(p, ctx, "namespace", &ns) < 0)
+        get_str(p, ctx, "user", &user_name) < 0)
         return -1;
     if (cluster_name == NULL || user_name == NULL)
         return cfg_fail(p, ctx, "needs cluster: and user:");
-    if (ns != NULL && set_dup(&c->namespace, ns) < 0)
-        return cfg_oom(p, ctx);
     cfg_pop(p, mark);
 
     cluster = named(p, root, "clusters", "cluster", cluster_name, ctx);
@@ -410,8 +396,6 @@ int sws_kube_conn_incluster(sws_kube_conn_t *c, const char *host, const char *po
                             const char *sa_dir, char *err, size_t errlen)
 {
     char url[300], file[PATH_MAX], msg[512];
-    size_t len;
-    char *text;
 
     memset(c, 0, sizeof(*c));
     snprintf(c->source, sizeof(c->source), "in-cluster (service account %.200s)", sa_dir);
@@ -440,12 +424,6 @@ int sws_kube_conn_incluster(sws_kube_conn_t *c, const char *host, const char *po
     }
     if (sws_kube_conn_refresh_token(c, err, errlen) < 0)
         goto fail;
-    snprintf(file, sizeof(file), "%s/namespace", sa_dir);
-    text = cfg_read_file(file, "the namespace file", KUBE_MAX_FILE, &len, msg, sizeof(msg));
-    if (text != NULL) {
-        c->namespace = token_from(text, len);
-        free(text);
-    }
     return 0;
 fail:
     sws_kube_conn_free(c);

@@ -43,7 +43,6 @@ typedef struct sws_kube_conn {
     ino_t token_ino;
     off_t token_size;
     struct timespec token_mtime;
-    char *namespace;          /* the context's or the pod's namespace, or NULL */
     char source[320];         /* "kubeconfig FILE, context NAME" / "in-cluster", for logs */
 } sws_kube_conn_t;
 
@@ -55,7 +54,8 @@ int sws_kubeconfig_load(sws_kube_conn_t *c, const char *path, const char *contex
 /* The in-cluster connection: host and port are KUBERNETES_SERVICE_HOST
  * and KUBERNETES_SERVICE_PORT (passed by the caller, which reads the
  * environment), sa_dir the service account's directory (SWS_KUBE_SA_DIR;
- * another in tests): ca.crt and token are required, namespace optional.
+ * another in tests): ca.crt and token are read; the watched namespace is
+ * --namespace's, not the pod's.
  * 0, or -1 with err; *c is then empty. */
 int sws_kube_conn_incluster(sws_kube_conn_t *c, const char *host, const char *port,
                             const char *sa_dir, char *err, size_t errlen);

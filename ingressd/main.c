@@ -102,5 +102,5 @@ int main(int argc, char **argv)
         return 0;
     }
     sws_log_set_level(o.log_level);
-    return o.from_dir != NULL ? run_from_dir(&o) : sws_ingressd_run(&o);
+    return o.print ? run_from_dir(&o) : sws_ingressd_run(&o);
 }

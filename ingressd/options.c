@@ -6,6 +6,7 @@
 
 #include "core/err.h"
 #include "ingressd/store.h"
+#include "shm/ingress_endpoint.h"
 #include "shm/routeset_check.h"
 
 const char sws_ingressd_usage[] =
@@ -22,7 +23,7 @@ const char sws_ingressd_usage[] =
     ", controller\n"
     "                         " SWS_INGRESS_CONTROLLER ")\n"
     "  --publish ENDPOINT     ZeroMQ endpoint for scalwsd (default\n"
-    "                         " SWS_INGRESSD_DEFAULT_PUBLISH ")\n"
+    "                         " SWS_INGRESS_DEFAULT_ENDPOINT ")\n"
     "  --health HOST:PORT     serve GET /healthz there (default: none)\n"
     "  --from-dir DIR         read the objects from DIR/NAME.json (as `kubectl get -o json`\n"
     "                         prints them) instead of the API server\n"
@@ -62,11 +63,13 @@ int sws_ingressd_options_parse(int argc, char **argv, sws_ingressd_options_t *o,
         { "version", no_argument, NULL, 'v' },
         { NULL, 0, NULL, 0 },
     };
+    sws_ingress_endpoint_t ep;
+    char why[200];
     const char *bad;
     int c;
 
     *o = (sws_ingressd_options_t){ .ingress_class = SWS_INGRESSD_DEFAULT_CLASS,
-                                   .publish = SWS_INGRESSD_DEFAULT_PUBLISH,
+                                   .publish = SWS_INGRESS_DEFAULT_ENDPOINT,
                                    .log_level = SWS_LOG_INFO };
     optind = 0; /* 0: a full reset, so a second parse (the tests) starts afresh */
     opterr = 0;
@@ -89,10 +92,10 @@ int sws_ingressd_options_parse(int argc, char **argv, sws_ingressd_options_t *o,
             o->ingress_class = optarg;
             break;
         case PUBLISH:
-            if (strncmp(optarg, "ipc://", 6) != 0 && strncmp(optarg, "tcp://", 6) != 0)
-                return sws_errf(err, errlen,
-                                "--publish: expected ipc://PATH or tcp://HOST:PORT, got \"%s\"",
-                                optarg);
+            /* The publisher's own check, here too: a bad endpoint is a
+             * usage error (exit 2), not a failure once the daemon runs. */
+            if (sws_ingress_endpoint_parse(optarg, &ep, why, sizeof(why)) < 0)
+                return sws_errf(err, errlen, "--publish: %s", why);
             o->publish = optarg;
             break;
         case HEALTH:
@@ -132,5 +135,7 @@ int sws_ingressd_options_parse(int argc, char **argv, sws_ingressd_options_t *o,
         return sws_errf(err, errlen, "unexpected argument \"%s\"", argv[optind]);
     if (o->print && o->from_dir == NULL)
         return sws_errf(err, errlen, "--print needs --from-dir (the API server mode publishes)");
+    if (o->from_dir != NULL && !o->print)
+        return sws_errf(err, errlen, "--from-dir needs --print (files are only printed, never published)");
     return 0;
 }

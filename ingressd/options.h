@@ -11,7 +11,6 @@
 #include "core/log.h"
 
 #define SWS_INGRESSD_DEFAULT_CLASS "scalws"
-#define SWS_INGRESSD_DEFAULT_PUBLISH "ipc:///run/scalws/routes.sock"
 
 typedef struct sws_ingressd_options {
     const char *kubeconfig;    /* NULL: in-cluster (service account) */

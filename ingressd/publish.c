@@ -137,10 +137,10 @@ void sws_ingress_pub_skip_sequence(sws_ingress_pub_t *pub) { pub->skip = 1; }
 
 /* ---- sending ---- */
 
-/* msg packed and sent as one frame (after the frame `to`, for ROUTER).
- * A full queue drops it: the subscriber sees the gap or asks again. */
-static void send_msg(void *sock, const zmq_msg_t *to, const Sws__IngressMessage *msg,
-                     const char *what)
+/* msg packed and sent as one frame on the PUB socket (snapshots go
+ * their own way, to the ROUTER). A full queue drops it: the subscriber
+ * sees the gap or asks again. */
+static void send_msg(void *sock, const Sws__IngressMessage *msg, const char *what)
 {
     size_t len = sws__ingress_message__get_packed_size(msg);
     uint8_t *buf = malloc(len > 0 ? len : 1);
@@ -149,10 +149,7 @@ static void send_msg(void *sock, const zmq_msg_t *to, const Sws__IngressMessage 
         return;
     }
     sws__ingress_message__pack(msg, buf);
-    if (to != NULL)
-        zmq_send(sock, zmq_msg_data((zmq_msg_t *)to), zmq_msg_size((zmq_msg_t *)to),
-                 ZMQ_SNDMORE | ZMQ_DONTWAIT);
-    if (zmq_send(sock, buf, len, ZMQ_DONTWAIT) < 0 && errno != EAGAIN && errno != EHOSTUNREACH)
+    if (zmq_send(sock, buf, len, ZMQ_DONTWAIT) < 0 && errno != EAGAIN)
         sws_log_warn("publish: %s not sent: %s", what, zmq_strerror(errno));
     free(buf);
 }
@@ -165,7 +162,7 @@ static void send_heartbeat(sws_ingress_pub_t *pub)
     Sws__IngressMessage msg = SWS__INGRESS_MESSAGE__INIT;
     msg.body_case = SWS__INGRESS_MESSAGE__BODY_HEARTBEAT;
     msg.heartbeat = &hb;
-    send_msg(pub->pub, NULL, &msg, "heartbeat");
+    send_msg(pub->pub, &msg, "heartbeat");
 }
 
 void sws_ingress_pub_tick(sws_ingress_pub_t *pub, uint64_t now_ms)
@@ -271,7 +268,7 @@ int sws_ingress_pub_routes(sws_ingress_pub_t *pub, const Sws__RouteSet *rs, char
     Sws__IngressMessage msg = SWS__INGRESS_MESSAGE__INIT;
     msg.body_case = SWS__INGRESS_MESSAGE__BODY_DELTA;
     msg.delta = &d;
-    send_msg(pub->pub, NULL, &msg, "delta");
+    send_msg(pub->pub, &msg, "delta");
     /* After the send: the removal keys point into the previous set. */
     sws_routeset_delta_release(&d);
     if (pub->current != NULL)

@@ -6,13 +6,13 @@
 #include "ingressd/store.h"
 
 #include <arpa/inet.h>
-#include <openssl/evp.h>
 #include <openssl/ssl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "core/base64.h"
 #include "core/err.h"
 #include "core/fmt.h"
 #include "core/log.h"
@@ -489,7 +489,7 @@ static int parse_service(const json_t *o, sws_ingress_service_t *s, char *err, s
     return parse_ports(ports, "spec.", &s->ports, &s->nports, err, errlen);
 }
 
-static int parse_endpoint(const json_t *eo, size_t i, int family, sws_ingress_endpoint_t *ep,
+static int parse_endpoint(const json_t *eo, size_t i, int family, sws_ingress_slice_endpoint_t *ep,
                           int *keep, char *err, size_t errlen)
 {
     const json_t *addrs, *cond;
@@ -544,7 +544,7 @@ static int parse_slice(const json_t *o, sws_ingress_slice_t *s, char *err, size_
     sws_ingress_map_t seen = { 0 }; /* address -> endpoint */
     int rc = 0;
     for (size_t i = 0; i < json_array_size(eps) && rc == 0; i++) {
-        sws_ingress_endpoint_t *ep = &s->endpoints[s->nendpoints], *first;
+        sws_ingress_slice_endpoint_t *ep = &s->endpoints[s->nendpoints], *first;
         int keep;
         if ((rc = parse_endpoint(json_array_get(eps, i), i, family, ep, &keep, err, errlen)) < 0 ||
             !keep)
@@ -583,19 +583,11 @@ static int get_base64(const json_t *data, const char *key, unsigned char **out, 
         strlen(s) != n)
         return sws_errf(err, errlen, "data.%s: expected base64 of at most %u bytes", key,
                         SWS_INGRESS_PEM_MAX);
-    if ((*out = malloc(n / 4 * 3 + 1)) == NULL)
+    int rc = sws_base64_decode(s, n, SWS_BASE64_STRICT, out, len);
+    if (rc == -2)
         return sws_errf(err, errlen, "out of memory");
-    int got = n > 0 ? EVP_DecodeBlock(*out, (const unsigned char *)s, (int)n) : 0;
-    if (got < 0) {
-        free(*out);
-        *out = NULL;
+    if (rc < 0)
         return sws_errf(err, errlen, "data.%s: expected base64", key);
-    }
-    /* EVP_DecodeBlock counts the bytes the padding stands for. */
-    for (size_t pad = 0; pad < 2 && n > pad && s[n - 1 - pad] == '='; pad++)
-        got--;
-    *len = (size_t)got;
-    (*out)[*len] = '\0';
     return 0;
 }
 
@@ -695,7 +687,6 @@ static int parse_object(const json_t *o, sws_ingress_obj_t *h, sws_ingress_obj_t
 
 static void note_change(sws_ingress_store_t *st, sws_kube_kind_t kind)
 {
-    st->changes++;
     st->changed |= SWS_INGRESS_CHANGED(kind);
 }
 

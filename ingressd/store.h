@@ -21,7 +21,7 @@
  * here with the loader the RouteSet check uses: core/tls_pem.h).
  *
  * Changes: every upsert that changes an object (a new resourceVersion) and
- * every removal counts in `changes` and sets its kind's bit in `changed`;
+ * every removal sets its kind's bit in `changed`;
  * the loop coalesces a burst by translating once when it sees the bits,
  * then clears them (sws_ingress_store_take_changes); changed ==
  * SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE) says only endpoints moved.
@@ -123,11 +123,11 @@ typedef struct sws_ingress_service {
     sws_ingress_port_t *ports; /* spec.ports: name and port (TCP only) */
 } sws_ingress_service_t;
 
-typedef struct sws_ingress_endpoint {
+typedef struct sws_ingress_slice_endpoint {
     char address[48];     /* addresses[0]: "10.0.0.1" or "[fd00::1]", ready to append ":PORT" */
     uint8_t ready;        /* conditions.ready (absent: true) */
     uint8_t terminating;  /* conditions.terminating (absent: false) */
-} sws_ingress_endpoint_t;
+} sws_ingress_slice_endpoint_t;
 
 typedef struct sws_ingress_slice {
     sws_ingress_obj_t obj;
@@ -135,7 +135,7 @@ typedef struct sws_ingress_slice {
     size_t nports;
     sws_ingress_port_t *ports; /* name as the Service's port name; TCP only */
     size_t nendpoints;
-    sws_ingress_endpoint_t *endpoints; /* IPv4 and IPv6 slices (FQDN ones are dropped);
+    sws_ingress_slice_endpoint_t *endpoints; /* IPv4 and IPv6 slices (FQDN ones are dropped);
                                           each address once, conditions of repeats merged */
 } sws_ingress_slice_t;
 
@@ -149,7 +149,6 @@ typedef struct sws_ingress_secret {
 typedef struct sws_ingress_store {
     sws_ingress_map_t objs[SWS_KUBE_KINDS]; /* "NS/NAME" -> sws_ingress_*_t */
     uint64_t epoch[SWS_KUBE_KINDS];         /* of the LIST in progress or last done */
-    uint64_t changes;                       /* objects changed or removed, ever */
     unsigned changed;                       /* SWS_INGRESS_CHANGED bits since taken */
     uint64_t refused;                       /* objects that did not parse, ever */
 } sws_ingress_store_t;

@@ -38,7 +38,6 @@ typedef struct host_b {
 /* Who holds a (host, path type, path). */
 typedef struct claim {
     const sws_ingress_ingress_t *owner;
-    size_t len;
     char key[]; /* HOST \0 TYPE \0 PATH */
 } claim_t;
 
@@ -183,7 +182,7 @@ static void add_members(tr_t *t, Sws__Pool *pool, const slices_t *sl, const char
             if (strcmp(s->ports[p].name, port_name) == 0)
                 port = s->ports[p].port;
         for (size_t e = 0; port != 0 && e < s->nendpoints; e++) {
-            const sws_ingress_endpoint_t *ep = &s->endpoints[e];
+            const sws_ingress_slice_endpoint_t *ep = &s->endpoints[e];
             Sws__Member__State state = ep->ready         ? SWS__MEMBER__STATE__UP
                                        : ep->terminating ? SWS__MEMBER__STATE__DRAINING
                                                          : SWS__MEMBER__STATE__DOWN;
@@ -325,7 +324,6 @@ static const sws_ingress_ingress_t *claim(tr_t *t, const char *host, char type, 
     if ((c = malloc(sizeof(*c) + len)) == NULL)
         return t->oom = 1, NULL;
     c->owner = in;
-    c->len = len;
     memcpy(c->key, key, len);
     if (sws_ingress_map_put(&t->claims, c->key, len, c) < 0) {
         free(c);
@@ -558,24 +556,6 @@ static void finish_hosts(tr_t *t)
     }
 }
 
-static Sws__Settings *default_settings(tr_t *t)
-{
-    Sws__Settings *st = NEW(t, Sws__Settings, SWS__SETTINGS__INIT);
-    if (st == NULL)
-        return NULL;
-    st->max_request_line = SWS_DEFAULT_MAX_REQUEST_LINE;
-    st->max_header_size = SWS_DEFAULT_MAX_HEADER_SIZE;
-    st->max_headers = SWS_DEFAULT_MAX_HEADERS;
-    st->max_body_size = SWS_DEFAULT_MAX_BODY_SIZE;
-    st->header_timeout_ms = SWS_DEFAULT_HEADER_TIMEOUT_MS;
-    st->body_timeout_ms = SWS_DEFAULT_BODY_TIMEOUT_MS;
-    st->keepalive_timeout_ms = SWS_DEFAULT_KEEPALIVE_TIMEOUT_MS;
-    st->send_timeout_ms = SWS_DEFAULT_SEND_TIMEOUT_MS;
-    st->keepalive_requests = SWS_DEFAULT_KEEPALIVE_REQUESTS;
-    st->shutdown_timeout_ms = SWS_DEFAULT_SHUTDOWN_TIMEOUT_MS;
-    return st;
-}
-
 static void free_maps(tr_t *t)
 {
     const sws_ingress_map_slot_t *s;
@@ -605,7 +585,6 @@ Sws__RouteSet *sws_ingress_translate(const sws_ingress_store_t *st, const char *
         return NULL;
     }
     t.rs->version = version;
-    t.rs->settings = default_settings(&t);
     sel = malloc((sws_ingress_store_count(st, SWS_KUBE_INGRESS) + 1) * sizeof(*sel));
     t.oom |= sel == NULL;
     while (sel != NULL && (in = sws_ingress_store_next(st, SWS_KUBE_INGRESS, &it)) != NULL)

@@ -63,8 +63,8 @@ typedef struct sws_ingress_translate_stats {
 } sws_ingress_translate_stats_t;
 
 /* The RouteSet for the Ingresses of class_name in st, with version set,
- * the settings at the defaults of shm/table.h, and *stats filled (may be
- * NULL). NULL only when memory ran out (logged). The caller owns the
+ * no Settings (the supervisor's merge keeps the file's, so ours would be
+ * dropped there), and *stats filled (may be NULL). NULL only when memory ran out (logged). The caller owns the
  * result and frees it with sws_ingress_translate_free; it holds no
  * pointer into the store.
  * quiet: do not log the parts left out. No part is left out because of

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/err.h"
+#include "ingressd/buf.h"
 
 static const char *const type_names[] = {
     [SWS_WATCH_ADDED] = "ADDED",
@@ -86,27 +87,14 @@ static int line_too_long(const sws_watch_parser_t *p, char *err, size_t errlen)
     return sws_errf(err, errlen, "watch event longer than %zu bytes", p->max_line);
 }
 
-/* Append to the partial line, growing the buffer by doubling up to the
- * bound. */
+/* Append to the partial line, within the bound. */
 static int append(sws_watch_parser_t *p, const char *data, size_t n, char *err, size_t errlen)
 {
-    if (n > p->max_line - p->len)
+    int rc = sws_ingress_buf_append(&p->buf, &p->len, &p->cap, 4096, p->max_line, data, n);
+    if (rc == SWS_BUF_TOO_LARGE)
         return line_too_long(p, err, errlen);
-    if (p->len + n > p->cap) {
-        size_t cap = p->cap ? p->cap : 4096;
-        while (cap < p->len + n)
-            cap *= 2;
-        if (cap > p->max_line)
-            cap = p->max_line;
-        char *b = realloc(p->buf, cap);
-        if (b == NULL)
-            return sws_errf(err, errlen, "out of memory for a watch event of %zu bytes",
-                            p->len + n);
-        p->buf = b;
-        p->cap = cap;
-    }
-    memcpy(p->buf + p->len, data, n);
-    p->len += n;
+    if (rc == SWS_BUF_NO_MEMORY)
+        return sws_errf(err, errlen, "out of memory for a watch event of %zu bytes", p->len + n);
     return 0;
 }
 

@@ -15,6 +15,7 @@
 #include "core/log.h"
 #include "ingressd/from_dir.h"
 #include "ingressd/store.h"
+#include "support/ingress_objects.h"
 
 typedef struct dir {
     char path[64];
@@ -40,6 +41,7 @@ static void dir_remove(dir_t *d, const char *const *names)
     rmdir(d->path);
 }
 
+#define PORTS "[{\"port\": 80}]"
 #define SVC(name) "{\"kind\": \"Service\", \"apiVersion\": \"v1\", \"metadata\": {\"name\": \"" name "\", \"namespace\": \"default\"}, \"spec\": {\"ports\": [{\"port\": 80}]}}"
 
 static void test_single_objects_and_lists(void **state)
@@ -58,10 +60,7 @@ static void test_single_objects_and_lists(void **state)
     put(&d, "notes.txt", "not read");
     sws_ingress_store_init(&st);
     /* What the store held before and the files do not name is swept. */
-    char *pre = SVC("gone");
-    json_t *o = json_loads(pre, 0, NULL);
-    sws_ingress_store_event(&st, SWS_KUBE_SERVICE, SWS_KUBE_UPSERT, o);
-    json_decref(o);
+    KUPSERT(&st, SWS_KUBE_SERVICE, k_service("default", "gone", PORTS));
     assert_int_equal(sws_ingress_from_dir(d.path, sws_ingress_store_event, &st, &n, err, sizeof(err)), 0);
     assert_int_equal(n, 3);
     assert_non_null(sws_ingress_store_get(&st, SWS_KUBE_SERVICE, "default", "a"));
@@ -83,10 +82,13 @@ static void test_broken_file_delivers_nothing(void **state)
     put(&d, "a.json", SVC("a"));
     put(&d, "b.json", "{\"kind\": \"Service\",");
     sws_ingress_store_init(&st);
+    /* Not even the LIST's end: it would sweep what the store holds. */
+    KUPSERT(&st, SWS_KUBE_SERVICE, k_service("default", "kept", PORTS));
     assert_int_equal(sws_ingress_from_dir(d.path, sws_ingress_store_event, &st, &n, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "b.json:1:"));
     assert_int_equal(n, 0);
-    assert_int_equal(sws_ingress_store_count(&st, SWS_KUBE_SERVICE), 0);
+    assert_int_equal(sws_ingress_store_count(&st, SWS_KUBE_SERVICE), 1);
+    assert_non_null(sws_ingress_store_get(&st, SWS_KUBE_SERVICE, "default", "kept"));
     assert_int_equal(sws_ingress_from_dir("/nonexistent-dir", sws_ingress_store_event, &st, &n, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "/nonexistent-dir"));
     sws_ingress_store_free(&st);

@@ -92,7 +92,6 @@ static void test_kind_client_certificate(void **state)
     assert_memory_equal(c.cert_pem, "CERT\n", 5);
     assert_memory_equal(c.key_pem, "KEY\n", 4);
     assert_null(c.token);
-    assert_null(c.namespace);
     assert_non_null(strstr(c.source, "context kind-kind"));
     sws_kube_conn_free(&c);
 }
@@ -133,7 +132,6 @@ static void test_token_ca_file_and_named_context(void **state)
         fail_msg("%s", err);
     assert_string_equal(c.server, "https://[::1]:6443");
     assert_string_equal(c.token, "eyJhbGciOiJSUzI1NiJ9.e30.sig");
-    assert_string_equal(c.namespace, "web");
     assert_int_equal(c.ca_len, 56);
     assert_null(c.token_file);
     sws_kube_conn_free(&c);
@@ -261,7 +259,6 @@ static void test_in_cluster(void **state)
         fail_msg("%s", err);
     assert_string_equal(c.server, "https://10.96.0.1:443");
     assert_string_equal(c.token, "sa-token");
-    assert_string_equal(c.namespace, "ingress");
     assert_int_equal(c.ca_len, 3);
     assert_non_null(c.token_file);
     sws_kube_conn_free(&c);

@@ -62,9 +62,14 @@ static void test_bad_command_lines_say_why(void **state)
         { { "--health", "localhost" }, "--health: expected HOST:PORT" },
         { { "--namespace", "Shop_1" }, "--namespace: expected a namespace name" },
         { { "--ingress-class", "" }, "--ingress-class: expected an IngressClass name" },
-        { { "--publish", "/run/x.sock" }, "--publish: expected ipc://PATH or tcp://HOST:PORT" },
+        { { "--publish", "/run/x.sock" }, "--publish: \"/run/x.sock\": unknown transport" },
+        { { "--publish", "ipc://run/x.sock" }, "--publish: \"ipc://run/x.sock\": an ipc path must "
+                                               "be absolute" },
+        { { "--publish", "tcp://10.0.0.1:5555" }, "--publish: \"tcp://10.0.0.1:5555\": not a "
+                                                  "loopback address" },
         { { "--log-level", "loud" }, "--log-level: expected debug" },
         { { "--print" }, "--print needs --from-dir" },
+        { { "--from-dir", "/tmp/objs" }, "--from-dir needs --print" },
         { { "extra" }, "unexpected argument \"extra\"" },
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(*cases); i++) {

@@ -527,6 +527,26 @@ static void test_quiet_translation_logs_nothing(void **state)
     sws_ingress_store_free(&st);
 }
 
+/* ---- settings ---- */
+
+/* The supervisor's merge keeps the file's Settings, so the RouteSet
+ * carries none, and the check and the table take it without. */
+static void test_routeset_carries_no_settings(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    ktable_t kt;
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    service(&st, "default", "s0", "10.0.0.1");
+    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", "P / s0"));
+    ktable_build(&kt, &st);
+    assert_null(kt.rs->settings);
+    assert_string_equal(kserved(&kt, "ex.test", "/"), "default_s0_80");
+    ktable_free(&kt);
+    sws_ingress_store_free(&st);
+}
+
 /* ---- size ---- */
 
 #define LARGE_INGRESSES 10000
@@ -592,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_tls_hosts_get_the_secret_certificate),
         cmocka_unit_test(test_host_spellings_are_one_host),
         cmocka_unit_test(test_quiet_translation_logs_nothing),
+        cmocka_unit_test(test_routeset_carries_no_settings),
         cmocka_unit_test(test_large_store_translates),
     };
     sws_log_init("test", 2, SWS_LOG_CRIT);
