@@ -941,7 +941,8 @@ static void h2_end(void *data, const sws_header_t *t, unsigned n)
     report(p, p->status >= 502 && p->status <= 504 ? SWS_UPSTREAM_FAILED : SWS_UPSTREAM_OK);
 }
 
-static void h2_failed(void *data, sws_upstream_h2_fail_t kind, const char *why)
+/* The proxy's failure kind for an HTTP/2 one. */
+static enum fail_kind h2_fail_kind(sws_upstream_h2_fail_t kind)
 {
     static const uint8_t kinds[] = {
         [SWS_UPSTREAM_H2_CONNECT] = F_CONNECT,
@@ -952,9 +953,14 @@ static void h2_failed(void *data, sws_upstream_h2_fail_t kind, const char *why)
         [SWS_UPSTREAM_H2_READ_TIMEOUT] = F_READ_TIMEOUT,
         [SWS_UPSTREAM_H2_INVALID] = F_INVALID,
     };
+    return (enum fail_kind)kinds[kind];
+}
+
+static void h2_failed(void *data, sws_upstream_h2_fail_t kind, const char *why)
+{
     proxy_t *p = data;
     p->h2s = NULL;
-    failed(p, (enum fail_kind)kinds[kind], why);
+    failed(p, h2_fail_kind(kind), why);
 }
 
 /* The client's body held (body_data), as the member's window takes it. */
@@ -1009,11 +1015,12 @@ static void h2_exchange(proxy_t *p, const sws_upstream_member_t *m)
         .has_body = p->has_body,
         .te_trailers = p->te_trailers,
     };
+    sws_upstream_h2_fail_t kind;
     p->phase = PH_SEND;
     p->h2s = sws_upstream_h2_submit(p->h2set, p->cur_id, &m->addr, &p->conf, &req, &h2_ops, p,
-                                    err, sizeof(err));
+                                    &kind, err, sizeof(err));
     if (p->h2s == NULL) {
-        failed(p, F_CONNECT, err);
+        failed(p, h2_fail_kind(kind), err);
         return;
     }
     /* Queued: from now on it may reach the member (only a refusal says

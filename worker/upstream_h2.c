@@ -60,7 +60,8 @@ struct sws_upstream_h2_conn {
     uint8_t connecting;
     uint8_t send_blocked;          /* bytes wait for the socket (EPOLLOUT) */
     uint8_t goaway;                /* the member sent GOAWAY: no new streams */
-    uint8_t retiring;              /* the member left the table: no new streams */
+    uint8_t retiring;              /* no new streams: the member left the table, or
+                                    * nghttp2 took no more (stream ids ran out) */
     uint8_t closed;
     int timer;                     /* armed enum sws_upstream_timer, or NO_TIMER */
     const uint8_t *out;            /* from nghttp2_session_mem_send, not written yet */
@@ -806,7 +807,8 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
                                                  const sws_upstream_conf_t *conf,
                                                  const sws_upstream_h2_req_t *req,
                                                  const sws_upstream_h2_ops_t *ops, void *data,
-                                                 char *err, size_t errlen)
+                                                 sws_upstream_h2_fail_t *kind, char *err,
+                                                 size_t errlen)
 {
     size_t lines = 0;
     for (size_t i = 0; i < req->head_len; i++)
@@ -817,6 +819,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     if (hs == NULL || copy == NULL) {
         free(hs);
         free(copy);
+        *kind = SWS_UPSTREAM_H2_INVALID;
         sws_errf(err, errlen, "out of memory for an HTTP/2 request");
         return NULL;
     }
@@ -827,6 +830,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     if (n < 0) {
         free(hs);
         free(copy);
+        *kind = SWS_UPSTREAM_H2_INVALID;
         sws_errf(err, errlen, "the request head cannot be sent over HTTP/2");
         return NULL;
     }
@@ -836,6 +840,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     if (c == NULL) {
         free(hs);
         free(copy);
+        *kind = SWS_UPSTREAM_H2_CONNECT;
         return NULL;
     }
     sws_upstream_configure(c->u, conf); /* the latest request's pool settings */
@@ -849,6 +854,11 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     free(copy); /* nghttp2 copied the fields */
     if (id < 0) {
         free(hs);
+        /* What fails here (stream ids used up, memory) fails again on this
+         * connection: left selectable, it would fail every later request
+         * to the member, each counted against the member's health. */
+        c->retiring = 1;
+        *kind = SWS_UPSTREAM_H2_REFUSED;
         sws_errf(err, errlen, "HTTP/2 request not queued: %s", nghttp2_strerror(id));
         conn_settle(c, 0);
         return NULL;
