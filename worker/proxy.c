@@ -1171,8 +1171,14 @@ static int body_append(proxy_t *p, const char *a, size_t n)
 static int body_data(sws_stream_t *st, const char *at, size_t len)
 {
     proxy_t *p = st->source_data;
-    if (p->phase == PH_DONE || len == 0)
-        return 0; /* answered already: the rest is read and dropped */
+    if (p->phase == PH_DONE || len == 0) {
+        /* Answered already: the rest is read and dropped, hence passed
+         * on (stream.h): HTTP/2 would count it against the connection's
+         * budget until the stream ends, shutting the window on every
+         * other upload there. */
+        sws_stream_body_resume(st);
+        return 0;
+    }
     char size[SWS_FMT_U64_MAX + 2];
     char *e = size;
     if (p->body_chunked)
