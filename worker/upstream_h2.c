@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 
 #include "core/err.h"
+#include "core/http_token.h"
 #include "core/log.h"
 #include "core/str.h"
 #include "worker/stream.h"
@@ -745,12 +746,14 @@ static sws_upstream_h2_conn_t *conn_with_room(sws_upstream_h2_set_t *s, uint64_t
 
 /* ---- the request's head ---- */
 
-static int hop_by_hop(sws_str_t name)
+/* Fields HTTP/2 forbids (connection-specific: Transfer-Encoding, which
+ * proxy_req.c writes for a body of unknown length that DATA frames here)
+ * and TE, which goes only as the `te: trailers` we add. The one Host
+ * proxy_req.c writes becomes :authority. */
+static int field_dropped(sws_str_t name)
 {
-    return sws_str_caseeq_lit(name, "host") || sws_str_caseeq_lit(name, "transfer-encoding") ||
-           sws_str_caseeq_lit(name, "connection") || sws_str_caseeq_lit(name, "upgrade") ||
-           sws_str_caseeq_lit(name, "keep-alive") ||
-           sws_str_caseeq_lit(name, "proxy-connection") || sws_str_caseeq_lit(name, "te");
+    const sws_http_token_t *t = sws_http_token_find(name.p, name.len);
+    return t != NULL && ((t->flags & SWS_TKF_H2_FORBIDDEN) || t->id == SWS_TK_TE);
 }
 
 #define NV_STR(n, v) \
@@ -787,7 +790,7 @@ static int head_to_nv(char *h, size_t len, int te_trailers, nghttp2_nv *nv, size
         if (sws_str_caseeq_lit(name, "host") && !has_authority) {
             nv[3] = NV_STR(SWS_STR(":authority"), value);
             has_authority = 1;
-        } else if (!hop_by_hop(name)) {
+        } else if (!field_dropped(name)) {
             nv[k++] = NV_STR(name, value);
         }
     }

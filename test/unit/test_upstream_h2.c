@@ -280,8 +280,6 @@ static void test_head_mapped_onto_http2_fields(void **state)
     assert_int_equal(idle, 1); /* kept for the next request */
 }
 
-/* Streams go on the open connection while the member's
- * SETTINGS_MAX_CONCURRENT_STREAMS allows, then on a new one. */
 /* A head that cannot be mapped fails at once as INVALID, not as a
  * connect failure: the member is not at fault and no connection opens. */
 static void test_unmappable_head_is_invalid_not_connect(void **state)
@@ -300,6 +298,8 @@ static void test_unmappable_head_is_invalid_not_connect(void **state)
     assert_null(f->h2.conns);
 }
 
+/* Streams go on the open connection while the member's
+ * SETTINGS_MAX_CONCURRENT_STREAMS allows, then on a new one. */
 static void test_new_connection_only_at_the_members_stream_limit(void **state)
 {
     fixture_t *f = *state;
