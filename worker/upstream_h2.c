@@ -94,6 +94,8 @@ static void stream_free(sws_upstream_h2_stream_t *hs)
     free(hs);
 }
 
+/* A request's stream before nghttp2 opened it (its HEADERS not sent): no
+ * stream user data yet, so a walk. */
 static sws_upstream_h2_stream_t *stream_by_id(sws_upstream_h2_conn_t *c, int32_t id)
 {
     for (sws_upstream_h2_stream_t *hs = c->streams; hs != NULL; hs = hs->next)
@@ -333,9 +335,8 @@ static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, in
 
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user)
 {
-    (void)ng;
     sws_upstream_h2_conn_t *c = user;
-    sws_upstream_h2_stream_t *hs = stream_by_id(c, id);
+    sws_upstream_h2_stream_t *hs = nghttp2_session_get_stream_user_data(ng, id);
     if (hs == NULL)
         return 0;
     stream_unlink(hs);
