@@ -178,14 +178,10 @@ static int sink_head(sws_stream_t *st, const sws_header_t *fields, unsigned nfie
     return 0;
 }
 
-/* Whether the output takes more body now: below its high-water mark, and
- * no file range queued (bytes appended now would overtake it). A closed
- * connection takes everything and drops it, so no producer waits on it. */
-static int sink_room(const sws_conn_t *c)
-{
-    return c->file_left == 0 && c->olen - c->osent < SWS_CONN_OUT_HWM;
-}
-
+/* The output takes more body while sws_conn_output_blocked is clear:
+ * below its high-water mark, and no file range queued (bytes appended now
+ * would overtake it). A closed connection takes everything and drops it,
+ * so no producer waits on it. */
 static size_t sink_room_bytes(const sws_stream_t *st)
 {
     sws_conn_t *c = st->req.conn;
@@ -198,8 +194,8 @@ static size_t sink_room_bytes(const sws_stream_t *st)
      * upstream carry their own framing, about as long as ours, except for
      * the first piece (the rest of a chunk begun in an earlier read) and
      * the reservation of the last (CHUNK_FRAMING_MAX): two framings' worth
-     * keeps a read's output within the mark. Never 0 while sink_room
-     * holds, or nothing would call the producer again: so the last few
+     * keeps a read's output within the mark. Never 0 while the output
+     * is not blocked, or nothing would call the producer again: so the last few
      * bytes below the mark are read one at a time, and one of them may
      * pass the mark by its framing (SWS_CONN_OUT_SLACK holds that). */
     if (sws_http1_of(c)->out_chunked)
@@ -236,7 +232,7 @@ static size_t sink_data(sws_stream_t *st, const char *p, size_t n)
     sws_conn_t *c = st->req.conn;
     if (c->phase == SWS_CONN_CLOSED)
         return n;
-    if (!sink_room(c))
+    if (sws_conn_output_blocked(c))
         return 0;
     sink_wake(c);
     if (!sws_http1_of(c)->out_chunked) {
@@ -261,7 +257,7 @@ static int64_t sink_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
     sws_http1_t *h = sws_http1_of(c);
     if (c->phase == SWS_CONN_CLOSED)
         return (int64_t)len;
-    if (!sink_room(c))
+    if (sws_conn_output_blocked(c))
         return 0;
     sink_wake(c);
     if (!h->out_chunked && len > INLINE_FILE) {
@@ -295,7 +291,7 @@ static int64_t sink_pipe(sws_stream_t *st, int fd, uint64_t len)
     sws_conn_t *c = st->req.conn;
     if (c->phase == SWS_CONN_CLOSED)
         return (int64_t)len;
-    if (!sink_room(c))
+    if (sws_conn_output_blocked(c))
         return 0;
     /* Never chunked: sws_stream_can_pipe asks for an announced length. */
     sink_wake(c);
@@ -309,7 +305,7 @@ static int sink_end(sws_stream_t *st, const sws_header_t *t, unsigned n)
     sink_wake(c);
     if (!sws_http1_of(c)->out_chunked || c->phase == SWS_CONN_CLOSED)
         return 1; /* a length, or the connection's end, delimits the body */
-    if (!sink_room(c))
+    if (sws_conn_output_blocked(c))
         return 0;
     size_t need = SWS_LIT_LEN(last_chunk) + fields_len(t, n) + SWS_LIT_LEN(crlf);
     if (sws_conn_reserve(c, need) < 0)

@@ -45,12 +45,12 @@ typedef struct h2_stream {
     uint8_t peer_reset;  /* the client reset it */
     uint8_t dispatch;    /* complete with its head: handled once this read is parsed */
     uint8_t swept;       /* counted in h2->nsweep: closed, a window or a resume owed */
-    uint8_t consumer_full; /* its consumer said it holds enough: the stream's window
-                            * stays shut until it resumes (st.body_full asks every
-                            * consumer for that resume: body_take) */
     uint64_t stall_ms;   /* when the client's window began to hold its
                           * response back (loop time), 0: it does not */
-    size_t unconsumed;   /* body bytes received, not yet given back to the stream's window */
+    size_t unconsumed;   /* body bytes received, not yet given back to the stream's window:
+                          * > 0 once its consumer said it holds enough, until it resumes
+                          * (st.body_full asks every consumer for that resume:
+                          * body_take); nghttp2 gives no empty DATA chunk */
     size_t held;         /* of them and the others its consumer took, those not passed
                           * on yet: not given back to the connection's window */
 
@@ -519,9 +519,7 @@ static void body_take(sws_http2_t *h2, h2_stream_t *hs, const uint8_t *data, siz
     h2->held += len;
     if (h2->held > h2->held_peak)
         h2->held_peak = h2->held;
-    if (hs->st.body->data(&hs->st, (const char *)data, len))
-        hs->consumer_full = 1;
-    if (hs->consumer_full)
+    if (hs->st.body->data(&hs->st, (const char *)data, len) || hs->unconsumed > 0)
         hs->unconsumed += len;
     else
         nghttp2_session_consume_stream(h2->session, hs->id, len);
@@ -543,7 +541,6 @@ static void body_given_back(sws_http2_t *h2, h2_stream_t *hs)
         nghttp2_session_consume_connection(h2->session, hs->held);
     h2->held -= hs->held;
     hs->held = hs->unconsumed = 0;
-    hs->consumer_full = 0;
 }
 
 static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t id, const uint8_t *data,
@@ -1279,7 +1276,7 @@ static enum sws_proto_wait http2_waiting_for(const sws_conn_t *c)
          * a write, a producer's wake-up, a timer): no window lookup. */
         if (hs->stall_ms != 0)
             window = 1;
-        else if (!hs->remote_done && !hs->consumer_full && !hs->reset_sent && !budget)
+        else if (!hs->remote_done && hs->unconsumed == 0 && !hs->reset_sent && !budget)
             body = 1;
         else
             response = 1;

@@ -347,6 +347,17 @@ static int on_chunk_header(llhttp_t *hp)
     return 0;
 }
 
+/* The response's end to the client's stream, with the member's trailers
+ * (p->fields) when it sent some. -1: the client's stream refused it. */
+static int give_end(proxy_t *p, int trailers)
+{
+    sws_header_t out[SWS_PROXY_MAX_FIELDS];
+    unsigned n = trailers ? relayed_fields(p, out) : 0;
+    p->ended = 1;
+    log_attempt(p); /* the end may log the request at once */
+    return sws_stream_end(p->st, out, n);
+}
+
 static int on_message_complete(llhttp_t *hp)
 {
     proxy_t *p = hp->data;
@@ -354,11 +365,7 @@ static int on_message_complete(llhttp_t *hp)
         p->interim = 0;
         return 0; /* the final head follows */
     }
-    sws_header_t out[SWS_PROXY_MAX_FIELDS];
-    unsigned n = p->in_trailers ? relayed_fields(p, out) : 0;
-    p->ended = 1;
-    log_attempt(p); /* the end may log the request at once */
-    if (sws_stream_end(p->st, out, n) < 0)
+    if (give_end(p, p->in_trailers) < 0)
         return refuse(p, F_CLIENT, "the client's stream refused the end");
     return HPE_PAUSED; /* what follows, if anything, is not ours to parse */
 }
@@ -428,6 +435,13 @@ static void report(proxy_t *p, sws_upstream_outcome_t outcome)
     if (pool != NULL)
         sws_upstream_balance_done(&pool->bal, p->cur_id, p->cur_hint, outcome,
                                   sws_loop_now_ms(p->ups->loop));
+}
+
+/* The answer relayed whole: what it says of the member. */
+static void report_answered(proxy_t *p)
+{
+    /* A 502-504 relayed (no retry was left) is the member's failure too. */
+    report(p, p->status >= 502 && p->status <= 504 ? SWS_UPSTREAM_FAILED : SWS_UPSTREAM_OK);
 }
 
 /* What a failure says of the member (upstream_health.h): the causes that
@@ -519,8 +533,7 @@ static void completed(proxy_t *p, int reusable)
     p->u = NULL;
     p->phase = PH_DONE;
     sws_upstream_disarm(u);
-    /* A 502-504 relayed (no retry was left) is the member's failure too. */
-    report(p, p->status >= 502 && p->status <= 504 ? SWS_UPSTREAM_FAILED : SWS_UPSTREAM_OK);
+    report_answered(p);
     /* An answer that came before all of the body went out leaves the
      * connection in the middle of a request; a pooled connection is trusted
      * to have nothing unread (its events tell of what comes later): after a
@@ -928,20 +941,16 @@ static void h2_end(void *data, const sws_header_t *t, unsigned n)
     p->h2s = NULL;
     memcpy(p->fields, t, n * sizeof(*t));
     p->nfields = n;
-    sws_header_t out[SWS_PROXY_MAX_FIELDS];
-    unsigned k = relayed_fields(p, out);
-    p->ended = 1;
     p->phase = PH_DONE;
-    log_attempt(p); /* the end may log the request at once */
-    if (sws_stream_end(p->st, out, k) < 0) {
+    if (give_end(p, n > 0) < 0) {
         failed(p, F_CLIENT, "the client's stream refused the end");
         return;
     }
-    /* A 502-504 relayed (no retry was left) is the member's failure too. */
-    report(p, p->status >= 502 && p->status <= 504 ? SWS_UPSTREAM_FAILED : SWS_UPSTREAM_OK);
+    report_answered(p);
 }
 
-static void h2_failed(void *data, sws_upstream_h2_fail_t kind, const char *why)
+/* The proxy's failure kind for an HTTP/2 one. */
+static enum fail_kind h2_fail_kind(sws_upstream_h2_fail_t kind)
 {
     static const uint8_t kinds[] = {
         [SWS_UPSTREAM_H2_CONNECT] = F_CONNECT,
@@ -952,9 +961,14 @@ static void h2_failed(void *data, sws_upstream_h2_fail_t kind, const char *why)
         [SWS_UPSTREAM_H2_READ_TIMEOUT] = F_READ_TIMEOUT,
         [SWS_UPSTREAM_H2_INVALID] = F_INVALID,
     };
+    return (enum fail_kind)kinds[kind];
+}
+
+static void h2_failed(void *data, sws_upstream_h2_fail_t kind, const char *why)
+{
     proxy_t *p = data;
     p->h2s = NULL;
-    failed(p, (enum fail_kind)kinds[kind], why);
+    failed(p, h2_fail_kind(kind), why);
 }
 
 /* The client's body held (body_data), as the member's window takes it. */
@@ -1009,11 +1023,12 @@ static void h2_exchange(proxy_t *p, const sws_upstream_member_t *m)
         .has_body = p->has_body,
         .te_trailers = p->te_trailers,
     };
+    sws_upstream_h2_fail_t kind;
     p->phase = PH_SEND;
     p->h2s = sws_upstream_h2_submit(p->h2set, p->cur_id, &m->addr, &p->conf, &req, &h2_ops, p,
-                                    err, sizeof(err));
+                                    &kind, err, sizeof(err));
     if (p->h2s == NULL) {
-        failed(p, F_CONNECT, err);
+        failed(p, h2_fail_kind(kind), err);
         return;
     }
     /* Queued: from now on it may reach the member (only a refusal says
@@ -1164,8 +1179,14 @@ static int body_append(proxy_t *p, const char *a, size_t n)
 static int body_data(sws_stream_t *st, const char *at, size_t len)
 {
     proxy_t *p = st->source_data;
-    if (p->phase == PH_DONE || len == 0)
-        return 0; /* answered already: the rest is read and dropped */
+    if (p->phase == PH_DONE || len == 0) {
+        /* Answered already: the rest is read and dropped, hence passed
+         * on (stream.h): HTTP/2 would count it against the connection's
+         * budget until the stream ends, shutting the window on every
+         * other upload there. */
+        sws_stream_body_resume(st);
+        return 0;
+    }
     char size[SWS_FMT_U64_MAX + 2];
     char *e = size;
     if (p->body_chunked)

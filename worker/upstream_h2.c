@@ -9,6 +9,7 @@
 #include <sys/epoll.h>
 
 #include "core/err.h"
+#include "core/http_token.h"
 #include "core/log.h"
 #include "core/str.h"
 #include "worker/stream.h"
@@ -60,7 +61,8 @@ struct sws_upstream_h2_conn {
     uint8_t connecting;
     uint8_t send_blocked;          /* bytes wait for the socket (EPOLLOUT) */
     uint8_t goaway;                /* the member sent GOAWAY: no new streams */
-    uint8_t retiring;              /* the member left the table: no new streams */
+    uint8_t retiring;              /* no new streams: the member left the table, or
+                                    * nghttp2 took no more (stream ids ran out) */
     uint8_t closed;
     int timer;                     /* armed enum sws_upstream_timer, or NO_TIMER */
     const uint8_t *out;            /* from nghttp2_session_mem_send, not written yet */
@@ -92,6 +94,8 @@ static void stream_free(sws_upstream_h2_stream_t *hs)
     free(hs);
 }
 
+/* A request's stream before nghttp2 opened it (its HEADERS not sent): no
+ * stream user data yet, so a walk. */
 static sws_upstream_h2_stream_t *stream_by_id(sws_upstream_h2_conn_t *c, int32_t id)
 {
     for (sws_upstream_h2_stream_t *hs = c->streams; hs != NULL; hs = hs->next)
@@ -331,9 +335,8 @@ static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, in
 
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user)
 {
-    (void)ng;
     sws_upstream_h2_conn_t *c = user;
-    sws_upstream_h2_stream_t *hs = stream_by_id(c, id);
+    sws_upstream_h2_stream_t *hs = nghttp2_session_get_stream_user_data(ng, id);
     if (hs == NULL)
         return 0;
     stream_unlink(hs);
@@ -744,12 +747,14 @@ static sws_upstream_h2_conn_t *conn_with_room(sws_upstream_h2_set_t *s, uint64_t
 
 /* ---- the request's head ---- */
 
-static int hop_by_hop(sws_str_t name)
+/* Fields HTTP/2 forbids (connection-specific: Transfer-Encoding, which
+ * proxy_req.c writes for a body of unknown length that DATA frames here)
+ * and TE, which goes only as the `te: trailers` we add. The one Host
+ * proxy_req.c writes becomes :authority. */
+static int field_dropped(sws_str_t name)
 {
-    return sws_str_caseeq_lit(name, "host") || sws_str_caseeq_lit(name, "transfer-encoding") ||
-           sws_str_caseeq_lit(name, "connection") || sws_str_caseeq_lit(name, "upgrade") ||
-           sws_str_caseeq_lit(name, "keep-alive") ||
-           sws_str_caseeq_lit(name, "proxy-connection") || sws_str_caseeq_lit(name, "te");
+    const sws_http_token_t *t = sws_http_token_find(name.p, name.len);
+    return t != NULL && ((t->flags & SWS_TKF_H2_FORBIDDEN) || t->id == SWS_TK_TE);
 }
 
 #define NV_STR(n, v) \
@@ -786,7 +791,7 @@ static int head_to_nv(char *h, size_t len, int te_trailers, nghttp2_nv *nv, size
         if (sws_str_caseeq_lit(name, "host") && !has_authority) {
             nv[3] = NV_STR(SWS_STR(":authority"), value);
             has_authority = 1;
-        } else if (!hop_by_hop(name)) {
+        } else if (!field_dropped(name)) {
             nv[k++] = NV_STR(name, value);
         }
     }
@@ -806,7 +811,8 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
                                                  const sws_upstream_conf_t *conf,
                                                  const sws_upstream_h2_req_t *req,
                                                  const sws_upstream_h2_ops_t *ops, void *data,
-                                                 char *err, size_t errlen)
+                                                 sws_upstream_h2_fail_t *kind, char *err,
+                                                 size_t errlen)
 {
     size_t lines = 0;
     for (size_t i = 0; i < req->head_len; i++)
@@ -817,6 +823,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     if (hs == NULL || copy == NULL) {
         free(hs);
         free(copy);
+        *kind = SWS_UPSTREAM_H2_INVALID;
         sws_errf(err, errlen, "out of memory for an HTTP/2 request");
         return NULL;
     }
@@ -827,6 +834,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     if (n < 0) {
         free(hs);
         free(copy);
+        *kind = SWS_UPSTREAM_H2_INVALID;
         sws_errf(err, errlen, "the request head cannot be sent over HTTP/2");
         return NULL;
     }
@@ -836,6 +844,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     if (c == NULL) {
         free(hs);
         free(copy);
+        *kind = SWS_UPSTREAM_H2_CONNECT;
         return NULL;
     }
     sws_upstream_configure(c->u, conf); /* the latest request's pool settings */
@@ -849,6 +858,11 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     free(copy); /* nghttp2 copied the fields */
     if (id < 0) {
         free(hs);
+        /* What fails here (stream ids used up, memory) fails again on this
+         * connection: left selectable, it would fail every later request
+         * to the member, each counted against the member's health. */
+        c->retiring = 1;
+        *kind = SWS_UPSTREAM_H2_REFUSED;
         sws_errf(err, errlen, "HTTP/2 request not queued: %s", nghttp2_strerror(id));
         conn_settle(c, 0);
         return NULL;

@@ -127,14 +127,18 @@ void sws_upstream_h2_set_close(sws_upstream_h2_set_t *s);
 
 /* Send req to member_id (addr) on a connection with room, or a new one
  * (conf: the pool's keepalive and timeouts). The handle, or NULL with err
- * set when no connection could be made or the request not queued (nothing
- * was sent: a connect failure). */
+ * and *kind set; nothing was sent then: CONNECT when no connection could
+ * be made; REFUSED when the connection chosen took no new stream (it
+ * takes none from then on: a later request goes on another); INVALID when
+ * the head cannot be sent over HTTP/2 or memory ran out (neither says
+ * anything of the member). */
 sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint64_t member_id,
                                                  const sws_upstream_addr_t *addr,
                                                  const sws_upstream_conf_t *conf,
                                                  const sws_upstream_h2_req_t *req,
                                                  const sws_upstream_h2_ops_t *ops, void *data,
-                                                 char *err, size_t errlen);
+                                                 sws_upstream_h2_fail_t *kind, char *err,
+                                                 size_t errlen);
 
 /* The user gives the stream up (its client left, or it answered
  * otherwise): the member gets RST_STREAM (CANCEL), and no callback

@@ -187,9 +187,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     sws_upstream_h2_req_t req = { head, sizeof(head) - 1, (flags & 2) != 0, 1 };
     sws_upstream_addr_t none = { .len = 0 };
     char err[128];
+    sws_upstream_h2_fail_t kind;
     for (unsigned k = 0; k < nu; k++) {
-        u[k].hs = sws_upstream_h2_submit(&h2, MEMBER, &none, &conf, &req, &ops, &u[k], err,
-                                         sizeof(err));
+        u[k].hs = sws_upstream_h2_submit(&h2, MEMBER, &none, &conf, &req, &ops, &u[k], &kind,
+                                         err, sizeof(err));
         if (u[k].hs == NULL) /* the adopted connection takes both: never a connect */
             abort();
     }

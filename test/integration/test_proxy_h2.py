@@ -7,10 +7,18 @@ again elsewhere, a client's reset passed on, HTTP/1 clients to an h2
 pool, and a grpc pool refusing HTTP/1 clients with 426."""
 
 import os
+import select
+import socket
+import time
 import unittest
 
+import h2.config
+import h2.connection
+import h2.events
+import h2.settings
+
 from h2_backend import H2Backend, H2Client
-from harness import Client, ServerTestCase, make_config, poll, request
+from harness import TIMEOUT, Client, ServerTestCase, make_config, poll, request
 
 HOSTS = """
 - name: "*"
@@ -194,6 +202,51 @@ class H2Pools(ServerTestCase):
         srv.wait_log(r"proxy: pool rpc \(grpc\): client 127\.0\.0\.1 spoke HTTP/1\.1, "
                      r"gRPC needs HTTP/2 \(426\)")
         self.assertEqual(m.connections, 0)
+
+    def test_body_dropped_after_the_answer_gives_the_connection_window_back(self):
+        # The answer (502: the member refuses connects) is held by the
+        # client's zero stream window, so the stream stays open while the
+        # client goes on uploading: the bytes the proxy drops must not stay
+        # counted against the connection's budget (1 MiB, ADR 0035), or
+        # the connection's window shuts on every stream.
+        dead = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        dead.bind(("127.0.0.1", 0))
+        refused = type("Member", (), {"address": "127.0.0.1:%d" % dead.getsockname()[1]})
+        dead.close()
+        srv = self.server(make_config(HOSTS, "limits: {max_body_size: 8m}") +
+                          "pools:\n" +
+                          "".join('  - {name: %s, protocol: h2, members: ["%s"]}\n'
+                                  % (name, refused.address) for name in ("plain", "rpc")))
+        sock = socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT)
+        self.addCleanup(sock.close)
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.local_settings = h2.settings.Settings(
+            client=True, initial_values={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        conn.initiate_connection()
+        total = 3 << 20
+        conn.send_headers(1, [(":method", "POST"), (":path", "/h2/up"), (":scheme", "http"),
+                              (":authority", "t.test"), ("content-length", str(total))])
+        sock.sendall(conn.data_to_send())
+        status, sent = None, 0
+        deadline = time.monotonic() + TIMEOUT
+        while sent < total and time.monotonic() < deadline:
+            if status is not None:
+                n = min(total - sent, conn.local_flow_control_window(1),
+                        conn.max_outbound_frame_size)
+                if n > 0:
+                    conn.send_data(1, b"u" * n)
+                    sent += n
+            sock.sendall(conn.data_to_send())
+            ready, _, _ = select.select([sock], [], [], 0.05)
+            if ready:
+                data = sock.recv(65536)
+                self.assertTrue(data, "the server closed the connection")
+                for ev in conn.receive_data(data):
+                    self.assertNotIsInstance(ev, h2.events.StreamReset)
+                    if isinstance(ev, h2.events.ResponseReceived):
+                        status = dict(ev.headers)[b":status"]
+        self.assertEqual(status, b"502")
+        self.assertEqual(sent, total, "the connection's window shut after %d bytes" % sent)
 
 
 if __name__ == "__main__":

@@ -224,9 +224,10 @@ static const char head[] = "POST /pkg.Svc/Call?x=1 HTTP/1.1\r\n"
 static sws_upstream_h2_stream_t *submit(fixture_t *f, user_t *u, int te)
 {
     char err[128];
+    sws_upstream_h2_fail_t kind;
     sws_upstream_h2_req_t req = { head, sizeof(head) - 1, 0, te };
     sws_upstream_h2_stream_t *hs =
-        sws_upstream_h2_submit(&f->h2, MEMBER, &f->addr, &f->conf, &req, &ops, u, err,
+        sws_upstream_h2_submit(&f->h2, MEMBER, &f->addr, &f->conf, &req, &ops, u, &kind, err,
                                sizeof(err));
     assert_non_null(hs);
     return hs;
@@ -277,6 +278,24 @@ static void test_head_mapped_onto_http2_fields(void **state)
     unsigned idle;
     assert_int_equal(sws_upstream_h2_count(&f->h2, MEMBER, &idle), 1);
     assert_int_equal(idle, 1); /* kept for the next request */
+}
+
+/* A head that cannot be mapped fails at once as INVALID, not as a
+ * connect failure: the member is not at fault and no connection opens. */
+static void test_unmappable_head_is_invalid_not_connect(void **state)
+{
+    fixture_t *f = *state;
+    static const char bad[] = "GET /x HTTP/1.1\r\n"
+                              "a field without a colon\r\n"
+                              "\r\n";
+    char err[128];
+    sws_upstream_h2_fail_t kind = SWS_UPSTREAM_H2_CONNECT;
+    sws_upstream_h2_req_t req = { bad, sizeof(bad) - 1, 0, 0 };
+    user_t u = { 0 };
+    assert_null(sws_upstream_h2_submit(&f->h2, MEMBER, &f->addr, &f->conf, &req, &ops, &u,
+                                       &kind, err, sizeof(err)));
+    assert_int_equal(kind, SWS_UPSTREAM_H2_INVALID);
+    assert_null(f->h2.conns);
 }
 
 /* Streams go on the open connection while the member's
@@ -369,6 +388,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_head_mapped_onto_http2_fields, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_unmappable_head_is_invalid_not_connect, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_new_connection_only_at_the_members_stream_limit,
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_member_gone_closes_its_idle_connections, setup,
