@@ -134,10 +134,13 @@ static int publish_state(sws_ingress_sub_t *s, const Sws__RouteSet *candidate, c
     /* The table build passes it through the RouteSet checker first and
      * refuses what that refuses (shm/table.h): checking here too would
      * double the largest cost of a delta (the check is most of it). No
-     * free arena means no build: then the check, before the state moves. */
+     * free arena means no build: then the check, before the state moves;
+     * but not for s->state itself, retried by the tick: it passed already
+     * (it became the state only so), merged with the same file (a file
+     * publication clears dirty). */
     int rc = s->publish(s->publish_ctx, &m.rs, err, sizeof(err));
     sws_routeset_refusal_t why;
-    if (rc == SWS_SHM_BUSY && sws_routeset_check(&m.rs, &why) < 0)
+    if (rc == SWS_SHM_BUSY && candidate != s->state && sws_routeset_check(&m.rs, &why) < 0)
         rc = sws_errf(err, sizeof(err), "%s%s%s", why.path, why.path[0] ? ": " : "", why.msg);
     sws_ingress_merge_free(&m);
     if (rc == SWS_SHM_BUSY) {
@@ -348,9 +351,9 @@ static void on_tick(sws_timer_t *t)
     sws_ingress_sub_t *s = sws_container_of(t, sws_ingress_sub_t, tick);
     uint64_t now = now_ms(s);
     if (s->dirty && s->state != NULL) {
-        /* Refused now: logged, and the next message decides. */
         int busy;
-        publish_state(s, s->state, "a publication left waiting", &busy);
+        if (publish_state(s, s->state, "a publication left waiting", &busy) < 0)
+            resync(s);
         s->dirty = busy;
     }
     if (s->asked_ms != 0 && now - s->asked_ms >= SWS_INGRESS_SUB_ASK_AGAIN_MS)
@@ -469,6 +472,9 @@ int sws_ingress_sub_file_published(sws_ingress_sub_t *s, const Sws__RouteSet *fi
 {
     if (s == NULL)
         return 0;
+    /* That publication merged s->state: the tick has nothing left to
+     * retry (and would merge it with the previous file). */
+    s->dirty = 0;
     Sws__RouteSet *copy = sws_routeset_copy(file);
     if (copy == NULL) {
         sws_log_error("ingress: out of memory copying the file's routes; ingress updates merge "
