@@ -52,11 +52,12 @@ typedef struct sws_routeset_applied {
     size_t ngarbage;
 } sws_routeset_applied_t;
 
-/* Apply d to base (canonical). d's arrays are sorted in place (the entries
- * are not touched). 0 and *out, or -1 with a sentence in err: a removal
- * of a key base lacks, a key twice in d, a host without names (the
- * subscriber then asks for a snapshot), or memory. */
-int sws_routeset_delta_apply(const Sws__RouteSet *base, Sws__RouteDelta *d,
+/* Apply d to base (canonical); d's lists must be in strictly increasing
+ * key order, as make emits them. 0 and *out, or -1 with a sentence in
+ * err: a list out of that order (a key twice included), a removal of a
+ * key base lacks, a key both upserted and removed, a host without names
+ * (the subscriber then asks for a snapshot), or memory. */
+int sws_routeset_delta_apply(const Sws__RouteSet *base, const Sws__RouteDelta *d,
                              sws_routeset_applied_t *out, char *err, size_t errlen);
 
 /* Make the candidate the state: base's shell and lost entries are freed,

@@ -202,6 +202,23 @@ static void test_inconsistent_delta_refused_and_base_kept(void **state)
     assert_int_equal(sws_routeset_delta_apply(base, &d, &applied, err, sizeof(err)), -1);
     assert_non_null(strstr(err, "twice"));
 
+    /* The publisher sends its lists in key order; the apply merges them as
+     * they are, so another order is refused, not sorted. */
+    char *unsorted[] = { "p1", "a.example" };
+    sws__route_delta__init(&d);
+    d.remove_hosts = unsorted;
+    d.n_remove_hosts = 2;
+    assert_int_equal(sws_routeset_delta_apply(base, &d, &applied, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "removes the host \"a.example\" out of key order"));
+    Sws__Pool zp = SWS__POOL__INIT, ap = SWS__POOL__INIT, *pups[] = { &zp, &ap };
+    zp.name = "z";
+    ap.name = "a";
+    sws__route_delta__init(&d);
+    d.upsert_pools = pups;
+    d.n_upsert_pools = 2;
+    assert_int_equal(sws_routeset_delta_apply(base, &d, &applied, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "upserts the pool \"a\" out of key order"));
+
     Sws__Host nameless = SWS__HOST__INIT, *ups[] = { &nameless };
     sws__route_delta__init(&d);
     d.upsert_hosts = ups;
