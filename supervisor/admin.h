@@ -78,7 +78,7 @@ void sws_admin_set_ingress(sws_admin_t *admin, const struct sws_ingress_sub *ing
 
 /* Every publication (see sws_admin_api_published). */
 void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,
-                         int from_file);
+                         sws_published_by_t by);
 
 /* In a forked child: close every admin descriptor, touching nothing else
  * (the child leaves the loop, and the socket files stay the parent's). */
