@@ -51,11 +51,8 @@ void sws_routeset_canonicalize(Sws__RouteSet *rs)
 
 /* ---- make ---- */
 
-/* Whether a and b (either NULL) encode to the same bytes: the one notion
- * of "unchanged" (field by field would be a second copy of the schema).
- * Memory running out counts as a change: a needless upsert, never a
- * missed one. */
-static int same_message(const ProtobufCMessage *a, const ProtobufCMessage *b)
+/* Field by field would be a second copy of the schema. */
+int sws_routeset_same_message(const ProtobufCMessage *a, const ProtobufCMessage *b)
 {
     if (a == NULL || b == NULL)
         return a == b;
@@ -96,7 +93,7 @@ static int diff_lists(void *const *a, size_t na, void *const *b, size_t nb, key_
         } else if (c > 0) {
             (*ups)[(*nups)++] = b[j++];
         } else {
-            if (!same_message(a[i], b[j]))
+            if (!sws_routeset_same_message(a[i], b[j]))
                 (*ups)[(*nups)++] = b[j];
             i++;
             j++;
@@ -138,12 +135,14 @@ int sws_routeset_delta_make(const Sws__RouteSet *prev, const Sws__RouteSet *next
     }
     int changes = (int)(d->n_upsert_pools + d->n_remove_pools + d->n_upsert_hosts +
                         d->n_remove_hosts);
-    if (!same_message((const ProtobufCMessage *)prev->settings, (const ProtobufCMessage *)next->settings)) {
+    if (!sws_routeset_same_message((const ProtobufCMessage *)prev->settings,
+                                   (const ProtobufCMessage *)next->settings)) {
         d->settings = next->settings;
         d->settings_removed = next->settings == NULL;
         changes++;
     }
-    if (!same_message((const ProtobufCMessage *)prev->tls, (const ProtobufCMessage *)next->tls)) {
+    if (!sws_routeset_same_message((const ProtobufCMessage *)prev->tls,
+                                   (const ProtobufCMessage *)next->tls)) {
         d->tls = next->tls;
         d->tls_removed = next->tls == NULL;
         changes++;

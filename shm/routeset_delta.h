@@ -34,6 +34,12 @@
  * memory ran out: what a holder of a RouteSet it does not own keeps. */
 Sws__RouteSet *sws_routeset_copy(const Sws__RouteSet *rs);
 
+/* Whether a and b (either NULL) encode to the same bytes: the one notion
+ * of "unchanged" (make's, and the tests' and fuzzers' of "the same set").
+ * Memory running out counts as a change: a needless upsert, never a
+ * missed one. */
+int sws_routeset_same_message(const ProtobufCMessage *a, const ProtobufCMessage *b);
+
 /* Sort rs's hosts by first name and its pools by name, in place (only the
  * pointer arrays move). A host without names sorts first under "". */
 void sws_routeset_canonicalize(Sws__RouteSet *rs);
