@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "shm/ingress_endpoint.h"
+#include "shm/ingress_zmq.h"
 #include "shm/routeset_check.h"
 #include "shm/routeset_delta.h"
 #include "shm/shm.h"
@@ -298,11 +300,7 @@ static void on_message(sws_ingress_sub_t *s, Sws__IngressMessage *m)
 /* Every message queued on sock. */
 static void drain(sws_ingress_sub_t *s, void *sock)
 {
-    for (;;) {
-        int events = 0;
-        size_t elen = sizeof(events);
-        if (zmq_getsockopt(sock, ZMQ_EVENTS, &events, &elen) < 0 || !(events & ZMQ_POLLIN))
-            return;
+    while (sws_ingress_zmq_readable(sock)) {
         zmq_msg_t msg;
         zmq_msg_init(&msg);
         if (zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) < 0) {
@@ -314,11 +312,8 @@ static void drain(sws_ingress_sub_t *s, void *sock)
             more ? NULL : sws__ingress_message__unpack(NULL, zmq_msg_size(&msg), zmq_msg_data(&msg));
         zmq_msg_close(&msg);
         /* A message of several frames is none of ours: read it to its end. */
-        while (more) {
-            zmq_msg_init(&msg);
-            more = zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&msg);
-            zmq_msg_close(&msg);
-        }
+        if (more)
+            sws_ingress_zmq_skip_rest(sock, UINT_MAX);
         if (m == NULL || m->body_case == SWS__INGRESS_MESSAGE__BODY__NOT_SET ||
             (m->body_case == SWS__INGRESS_MESSAGE__BODY_SNAPSHOT) != (sock == s->dealer)) {
             s->refused++;
