@@ -14,6 +14,7 @@
 #include "core/err.h"
 #include "core/log.h"
 #include "shm/ingress_endpoint.h"
+#include "shm/ingress_zmq.h"
 #include "shm/routeset_delta.h"
 
 /* Messages queued per subscriber before PUB drops (the subscriber sees
@@ -198,7 +199,7 @@ static int snapshot_bytes(sws_ingress_pub_t *pub)
 /* One request: [identity][...][payload]; answered [identity][snapshot]. */
 static void answer_request(sws_ingress_pub_t *pub)
 {
-    zmq_msg_t id, part;
+    zmq_msg_t id;
     zmq_msg_init(&id);
     if (zmq_msg_recv(&id, pub->router, ZMQ_DONTWAIT) < 0) {
         zmq_msg_close(&id);
@@ -206,12 +207,8 @@ static void answer_request(sws_ingress_pub_t *pub)
     }
     /* The rest of the message: a SnapshotRequest has no fields, so its
      * bytes need no reading; bounded by what the peer sent. */
-    int more = zmq_msg_more(&id);
-    for (unsigned n = 0; more && n < ROUTER_FRAMES_MAX; n++) {
-        zmq_msg_init(&part);
-        more = zmq_msg_recv(&part, pub->router, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&part);
-        zmq_msg_close(&part);
-    }
+    if (zmq_msg_more(&id))
+        sws_ingress_zmq_skip_rest(pub->router, ROUTER_FRAMES_MAX);
     if (pub->current != NULL && snapshot_bytes(pub) == 0) {
         zmq_send(pub->router, zmq_msg_data(&id), zmq_msg_size(&id), ZMQ_SNDMORE | ZMQ_DONTWAIT);
         if (zmq_send(pub->router, pub->snapshot, pub->snapshot_len, ZMQ_DONTWAIT) < 0 &&
@@ -225,14 +222,8 @@ void sws_ingress_pub_on_readable(sws_ingress_pub_t *pub)
 {
     /* Edge-like: read ZMQ_EVENTS until no request is left, or the next
      * one will never wake us. */
-    for (;;) {
-        int events = 0;
-        size_t len = sizeof(events);
-        if (zmq_getsockopt(pub->router, ZMQ_EVENTS, &events, &len) < 0 ||
-            !(events & ZMQ_POLLIN))
-            return;
+    while (sws_ingress_zmq_readable(pub->router))
         answer_request(pub);
-    }
 }
 
 /* An owned canonical copy of rs (the caller's arrays stay in its order). */

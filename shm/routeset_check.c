@@ -690,10 +690,7 @@ static const use_t *second_use(use_t *uses, size_t n, int fold, const use_t **fi
 /* What the checks of routes need from the pools: their names sorted
  * (check_pools makes them), so that a proxy route finds its pool by a
  * binary search. An ingress RouteSet has thousands of pools and routes. */
-typedef struct check_ctx {
-    const Sws__RouteSet *rs;
-    use_t *pools; /* one per pool, sorted by name; the caller frees */
-} check_ctx_t;
+typedef sws_routeset_pools_t check_ctx_t; /* sorted: one use per pool; the caller frees */
 
 static int name_cmp(const void *key, const void *elem)
 {
@@ -703,13 +700,14 @@ static int name_cmp(const void *key, const void *elem)
     return c != 0 ? c : len < u->keylen ? -1 : len > u->keylen;
 }
 
-static int pool_exists(const check_ctx_t *cx, const char *name)
+static const use_t *pool_find(const check_ctx_t *cx, const char *name)
 {
-    return cx->rs->n_pools > 0 &&
-           bsearch(name, cx->pools, cx->rs->n_pools, sizeof(*cx->pools), name_cmp) != NULL;
+    if (cx->rs->n_pools == 0)
+        return NULL;
+    return bsearch(name, cx->sorted, cx->rs->n_pools, sizeof(*cx->sorted), name_cmp);
 }
 
-/* Each pool's name once: sorted into cx->pools, where equal names lie
+/* Each pool's name once: sorted into cx->sorted, where equal names lie
  * together. */
 static int check_pool_names(check_ctx_t *cx, sws_routeset_refusal_t *why)
 {
@@ -718,12 +716,12 @@ static int check_pool_names(check_ctx_t *cx, sws_routeset_refusal_t *why)
 
     if (rs->n_pools == 0)
         return 0;
-    cx->pools = malloc(rs->n_pools * sizeof(*cx->pools));
-    if (cx->pools == NULL)
+    cx->sorted = malloc(rs->n_pools * sizeof(*cx->sorted));
+    if (cx->sorted == NULL)
         return refuse(at(why, "pools"), "out of memory");
     for (size_t p = 0; p < rs->n_pools; p++)
-        cx->pools[p] = (use_t){ rs->pools[p]->name, strlen(rs->pools[p]->name), 0, p, 0 };
-    dup = second_use(cx->pools, rs->n_pools, 0, &first);
+        cx->sorted[p] = (use_t){ rs->pools[p]->name, strlen(rs->pools[p]->name), 0, p, 0 };
+    dup = second_use(cx->sorted, rs->n_pools, 0, &first);
     if (dup != NULL)
         return refuse(at(why, "pools[%zu].name", dup->a),
                       "pool \"%s\" appears twice (first at pools[%zu])", dup->key, first->a);
@@ -822,7 +820,7 @@ static int check_action(const check_ctx_t *cx, const Sws__Route *r, const char *
             return refuse(at(why, "%s.redirect.location", route), "%s", problem);
         return 0;
     case SWS__ROUTE__ACTION_PROXY:
-        if (!pool_exists(cx, r->proxy->pool))
+        if (pool_find(cx, r->proxy->pool) == NULL)
             return refuse(at(why, "%s.proxy.pool", route), "no pool is named \"%s\"",
                           r->proxy->pool);
         /* It goes upstream as a header line: the address rules keep
@@ -1041,7 +1039,8 @@ static int check_routes_once(const Sws__Host *host, size_t h, sws_routeset_refus
     return rc;
 }
 
-int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
+int sws_routeset_check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why,
+                             sws_routeset_pools_t *pools)
 {
     check_ctx_t cx = { .rs = rs };
     int rc = 0;
@@ -1051,11 +1050,34 @@ int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
         rc = -1;
     for (size_t h = 0; rc == 0 && h < rs->n_hosts; h++)
         rc = check_host(&cx, rs->hosts[h], h, why);
-    free(cx.pools);
-    if (rc < 0 || check_names_once(rs, why) < 0)
-        return -1;
-    for (size_t h = 0; h < rs->n_hosts; h++)
-        if (check_routes_once(rs->hosts[h], h, why) < 0)
-            return -1;
-    return check_tls(rs, why);
+    if (rc == 0 && check_names_once(rs, why) < 0)
+        rc = -1;
+    for (size_t h = 0; rc == 0 && h < rs->n_hosts; h++)
+        rc = check_routes_once(rs->hosts[h], h, why);
+    if (rc == 0)
+        rc = check_tls(rs, why);
+    if (rc < 0)
+        sws_routeset_pools_free(&cx);
+    *pools = cx;
+    return rc;
+}
+
+int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
+{
+    sws_routeset_pools_t pools;
+    int rc = sws_routeset_check_pools(rs, why, &pools);
+    sws_routeset_pools_free(&pools);
+    return rc;
+}
+
+uint32_t sws_routeset_pool_index(const sws_routeset_pools_t *pools, const char *name)
+{
+    const use_t *u = pool_find(pools, name);
+    return u != NULL ? (uint32_t)u->a : 0;
+}
+
+void sws_routeset_pools_free(sws_routeset_pools_t *pools)
+{
+    free(pools->sorted);
+    pools->sorted = NULL;
 }

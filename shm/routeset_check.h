@@ -60,6 +60,26 @@ typedef struct sws_routeset_refusal {
  * later use is the one refused). */
 int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why);
 
+/* Internal to shm (sws_table_build): the check sorts the pool names to
+ * find each proxy route's pool; the build looks its routes' pools up in
+ * that same array rather than sorting the names again. */
+typedef struct sws_routeset_pools {
+    const Sws__RouteSet *rs;
+    struct use *sorted; /* one per pool, sorted by name (routeset_check.c) */
+} sws_routeset_pools_t;
+
+/* sws_routeset_check, and when it passes (0) *pools for
+ * sws_routeset_pool_index, released with sws_routeset_pools_free; on -1
+ * *pools holds nothing. */
+int sws_routeset_check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why,
+                             sws_routeset_pools_t *pools);
+
+/* The index in rs->pools of the pool called name, which the check saw
+ * exists. */
+uint32_t sws_routeset_pool_index(const sws_routeset_pools_t *pools, const char *name);
+
+void sws_routeset_pools_free(sws_routeset_pools_t *pools);
+
 /* Whether rs has a certificate for a TLS listener to serve: a host's or
  * the default one. A source with a TLS listener refuses a RouteSet
  * without (listeners are not part of a RouteSet). */

@@ -29,11 +29,6 @@ static int cmp_pool(const void *a, const void *b)
     return strcmp(pool_key(*(void *const *)a), pool_key(*(void *const *)b));
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-    return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 Sws__RouteSet *sws_routeset_copy(const Sws__RouteSet *rs)
 {
     size_t n = sws__route_set__get_packed_size(rs);
@@ -56,11 +51,8 @@ void sws_routeset_canonicalize(Sws__RouteSet *rs)
 
 /* ---- make ---- */
 
-/* Whether a and b (either NULL) encode to the same bytes: the one notion
- * of "unchanged" (field by field would be a second copy of the schema).
- * Memory running out counts as a change: a needless upsert, never a
- * missed one. */
-static int same_message(const ProtobufCMessage *a, const ProtobufCMessage *b)
+/* Field by field would be a second copy of the schema. */
+int sws_routeset_same_message(const ProtobufCMessage *a, const ProtobufCMessage *b)
 {
     if (a == NULL || b == NULL)
         return a == b;
@@ -101,7 +93,7 @@ static int diff_lists(void *const *a, size_t na, void *const *b, size_t nb, key_
         } else if (c > 0) {
             (*ups)[(*nups)++] = b[j++];
         } else {
-            if (!same_message(a[i], b[j]))
+            if (!sws_routeset_same_message(a[i], b[j]))
                 (*ups)[(*nups)++] = b[j];
             i++;
             j++;
@@ -143,12 +135,14 @@ int sws_routeset_delta_make(const Sws__RouteSet *prev, const Sws__RouteSet *next
     }
     int changes = (int)(d->n_upsert_pools + d->n_remove_pools + d->n_upsert_hosts +
                         d->n_remove_hosts);
-    if (!same_message((const ProtobufCMessage *)prev->settings, (const ProtobufCMessage *)next->settings)) {
+    if (!sws_routeset_same_message((const ProtobufCMessage *)prev->settings,
+                                   (const ProtobufCMessage *)next->settings)) {
         d->settings = next->settings;
         d->settings_removed = next->settings == NULL;
         changes++;
     }
-    if (!same_message((const ProtobufCMessage *)prev->tls, (const ProtobufCMessage *)next->tls)) {
+    if (!sws_routeset_same_message((const ProtobufCMessage *)prev->tls,
+                                   (const ProtobufCMessage *)next->tls)) {
         d->tls = next->tls;
         d->tls_removed = next->tls == NULL;
         changes++;
@@ -160,25 +154,40 @@ int sws_routeset_delta_make(const Sws__RouteSet *prev, const Sws__RouteSet *next
 
 /* ---- apply ---- */
 
-/* base (sorted) with ups and rems (sorted here) into out, in key order;
- * base entries replaced or removed go to garbage. */
-static int apply_list(void *const *base, size_t nb, void **ups, size_t nu, char **rems,
-                      size_t nr, key_fn key, const char *what, void ***out, size_t *nout,
-                      ProtobufCMessage **garbage, size_t *ngarbage, char *err, size_t errlen)
+static const char *str_key(const void *entry)
 {
-    if (nu > 1)
-        qsort(ups, nu, sizeof(*ups), key == host_key ? cmp_host : cmp_pool);
-    if (nr > 1)
-        qsort(rems, nr, sizeof(*rems), cmp_str);
-    for (size_t k = 1; k < nu; k++) {
-        if (strcmp(key(ups[k - 1]), key(ups[k])) == 0)
-            return sws_errf(err, errlen, "the delta upserts the %s \"%s\" twice", what,
-                            key(ups[k]));
+    return entry;
+}
+
+/* 0 when the keys of v[0..n) increase strictly, else -1 with err. The
+ * publisher emits a delta's lists in key order (make walks two sorted
+ * sets), so the apply is a merge; anything else, a key twice included, is
+ * refused, not sorted. */
+static int check_order(void *const *v, size_t n, key_fn key, const char *verb, const char *what,
+                       char *err, size_t errlen)
+{
+    for (size_t k = 1; k < n; k++) {
+        const char *prev = key(v[k - 1]), *cur = key(v[k]);
+        int c = strcmp(prev, cur);
+        if (c == 0)
+            return sws_errf(err, errlen, "the delta %s the %s \"%s\" twice", verb, what, cur);
+        if (c > 0)
+            return sws_errf(err, errlen, "the delta %s the %s \"%s\" out of key order (after "
+                            "\"%s\")", verb, what, cur, prev);
     }
-    for (size_t k = 1; k < nr; k++) {
-        if (strcmp(rems[k - 1], rems[k]) == 0)
-            return sws_errf(err, errlen, "the delta removes the %s \"%s\" twice", what, rems[k]);
-    }
+    return 0;
+}
+
+/* base with ups and rems, each in strictly increasing key order, into out,
+ * in key order; base entries replaced or removed go to garbage. */
+static int apply_list(void *const *base, size_t nb, void *const *ups, size_t nu,
+                      char *const *rems, size_t nr, key_fn key, const char *what, void ***out,
+                      size_t *nout, ProtobufCMessage **garbage, size_t *ngarbage, char *err,
+                      size_t errlen)
+{
+    if (check_order(ups, nu, key, "upserts", what, err, errlen) < 0 ||
+        check_order((void *const *)rems, nr, str_key, "removes", what, err, errlen) < 0)
+        return -1;
     *out = malloc((nb + nu + 1) * sizeof(**out));
     *nout = 0;
     if (*out == NULL)
@@ -224,7 +233,7 @@ void sws_routeset_applied_abort(sws_routeset_applied_t *a)
     memset(a, 0, sizeof(*a));
 }
 
-int sws_routeset_delta_apply(const Sws__RouteSet *base, Sws__RouteDelta *d,
+int sws_routeset_delta_apply(const Sws__RouteSet *base, const Sws__RouteDelta *d,
                              sws_routeset_applied_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof(*out));
@@ -241,11 +250,11 @@ int sws_routeset_delta_apply(const Sws__RouteSet *base, Sws__RouteDelta *d,
     sws__route_set__init(out->next);
     Sws__RouteSet *n = out->next;
     n->version = base->version;
-    if (apply_list((void *const *)base->pools, base->n_pools, (void **)d->upsert_pools,
+    if (apply_list((void *const *)base->pools, base->n_pools, (void *const *)d->upsert_pools,
                    d->n_upsert_pools, d->remove_pools, d->n_remove_pools, pool_key, "pool",
                    (void ***)&n->pools, &n->n_pools, out->garbage, &out->ngarbage, err,
                    errlen) < 0 ||
-        apply_list((void *const *)base->hosts, base->n_hosts, (void **)d->upsert_hosts,
+        apply_list((void *const *)base->hosts, base->n_hosts, (void *const *)d->upsert_hosts,
                    d->n_upsert_hosts, d->remove_hosts, d->n_remove_hosts, host_key, "host",
                    (void ***)&n->hosts, &n->n_hosts, out->garbage, &out->ngarbage, err,
                    errlen) < 0) {

@@ -7,7 +7,9 @@
  * RouteSet checker makes both unique). A canonical RouteSet has its hosts
  * sorted by that key and its pools by name (byte order); the publisher
  * (ingressd/publish.h) keeps its sets canonical and so does apply, so that
- * apply(make(A, B), A) is B, byte for byte when packed.
+ * apply(make(A, B), A) is B, byte for byte when packed, except version: a
+ * delta does not carry it (ingressd bumps it per translation), and apply
+ * keeps A's.
  *
  * Ownership: make borrows: the delta's arrays are its own (released with
  * sws_routeset_delta_release), the entries they point at are next's.
@@ -32,6 +34,12 @@
  * memory ran out: what a holder of a RouteSet it does not own keeps. */
 Sws__RouteSet *sws_routeset_copy(const Sws__RouteSet *rs);
 
+/* Whether a and b (either NULL) encode to the same bytes: the one notion
+ * of "unchanged" (make's, and the tests' and fuzzers' of "the same set").
+ * Memory running out counts as a change: a needless upsert, never a
+ * missed one. */
+int sws_routeset_same_message(const ProtobufCMessage *a, const ProtobufCMessage *b);
+
 /* Sort rs's hosts by first name and its pools by name, in place (only the
  * pointer arrays move). A host without names sorts first under "". */
 void sws_routeset_canonicalize(Sws__RouteSet *rs);
@@ -52,11 +60,12 @@ typedef struct sws_routeset_applied {
     size_t ngarbage;
 } sws_routeset_applied_t;
 
-/* Apply d to base (canonical). d's arrays are sorted in place (the entries
- * are not touched). 0 and *out, or -1 with a sentence in err: a removal
- * of a key base lacks, a key twice in d, a host without names (the
- * subscriber then asks for a snapshot), or memory. */
-int sws_routeset_delta_apply(const Sws__RouteSet *base, Sws__RouteDelta *d,
+/* Apply d to base (canonical); d's lists must be in strictly increasing
+ * key order, as make emits them. 0 and *out, or -1 with a sentence in
+ * err: a list out of that order (a key twice included), a removal of a
+ * key base lacks, a key both upserted and removed, a host without names
+ * (the subscriber then asks for a snapshot), or memory. */
+int sws_routeset_delta_apply(const Sws__RouteSet *base, const Sws__RouteDelta *d,
                              sws_routeset_applied_t *out, char *err, size_t errlen);
 
 /* Make the candidate the state: base's shell and lost entries are freed,

@@ -108,10 +108,9 @@ typedef struct table_writer {
     sws_tfield_t *fields;
     uint32_t next_field;
     int overflow;   /* a layout bug: refuse rather than write past the table */
-    const Sws__RouteSet *rs;
-    uint32_t *pools_by_name; /* pool indexes sorted by name: a route finds its
-                              * pool by a binary search (ingress sets have
-                              * thousands of pools and routes) */
+    sws_routeset_pools_t pools; /* the check's pool names sorted: a route finds
+                                 * its pool by a binary search (ingress sets
+                                 * have thousands of pools and routes) */
 } table_writer_t;
 
 static inline unsigned char lower(unsigned char c)
@@ -445,29 +444,6 @@ static void put_fields(table_writer_t *w, const Sws__Respond *rp, sws_route_t *o
     }
 }
 
-static int pool_name_order(const void *x, const void *y, void *rs)
-{
-    const Sws__RouteSet *set = rs;
-    return strcmp(set->pools[*(const uint32_t *)x]->name, set->pools[*(const uint32_t *)y]->name);
-}
-
-/* The index of pool name (it exists: the check saw to it). */
-static uint32_t pool_index(const table_writer_t *w, const char *name)
-{
-    size_t lo = 0, hi = w->rs->n_pools;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        int c = strcmp(name, w->rs->pools[w->pools_by_name[mid]]->name);
-        if (c == 0)
-            return w->pools_by_name[mid];
-        if (c < 0)
-            hi = mid;
-        else
-            lo = mid + 1;
-    }
-    return 0;
-}
-
 /* The action-specific part of a route (checked: sws_routeset_check). */
 static void build_action(table_writer_t *w, const Sws__Route *r, sws_route_t *out)
 {
@@ -496,7 +472,7 @@ static void build_action(table_writer_t *w, const Sws__Route *r, sws_route_t *ou
         return;
     }
     case SWS__ROUTE__ACTION_PROXY:
-        out->pool = pool_index(w, r->proxy->pool);
+        out->pool = sws_routeset_pool_index(&w->pools, r->proxy->pool);
         out->action = SWS_ACTION_PROXY;
         out->host_header = put_bytes(w, r->proxy->host_header, strlen(r->proxy->host_header));
         out->via = put_bytes(w, r->proxy->via, strlen(r->proxy->via));
@@ -767,27 +743,22 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     table_layout_t lay;
 
     /* The one check every source passes; the build below trusts it. */
-    if (sws_routeset_check(rs, &why) != 0)
+    sws_routeset_pools_t pools;
+    if (sws_routeset_check_pools(rs, &why, &pools) != 0)
         return sws_errf(err, errlen, "%s%s%s", why.path, why.path[0] ? ": " : "", why.msg);
     table_layout(rs, &lay);
-    if (lay.total > arena_size)
-        return sws_errf(err, errlen, "table needs %zu bytes, arena has %zu", lay.total, arena_size);
-    if (lay.total > UINT32_MAX)
+    if (lay.total > arena_size || lay.total > UINT32_MAX) {
+        sws_routeset_pools_free(&pools);
+        if (lay.total > arena_size)
+            return sws_errf(err, errlen, "table needs %zu bytes, arena has %zu", lay.total,
+                            arena_size);
         return sws_errf(err, errlen, "table needs %zu bytes, more than 4 GiB", lay.total);
+    }
 
     char *base = arena;
     struct sws_table *t = arena;
     table_writer_t w = { base, lay.strings_off + 1, lay.total, (uint32_t)lay.strings_off,
-                         (sws_tfield_t *)(base + lay.fields_off), 0, 0, rs, NULL };
-    if (rs->n_pools > 0) {
-        w.pools_by_name = malloc(rs->n_pools * sizeof(*w.pools_by_name));
-        if (w.pools_by_name == NULL)
-            return sws_errf(err, errlen, "out of memory");
-        for (size_t p = 0; p < rs->n_pools; p++)
-            w.pools_by_name[p] = (uint32_t)p;
-        qsort_r(w.pools_by_name, rs->n_pools, sizeof(*w.pools_by_name), pool_name_order,
-                (void *)rs);
-    }
+                         (sws_tfield_t *)(base + lay.fields_off), 0, 0, pools };
     /* Empty hash slots must read as host 0; the rest is overwritten. */
     memset(base + lay.exact_off, 0, lay.pools_off - lay.exact_off);
     base[lay.strings_off] = '\0';
@@ -819,7 +790,7 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     }
     build_pools(&w, t, rs);
     build_tls(&w, t, rs->tls, next_cert);
-    free(w.pools_by_name);
+    sws_routeset_pools_free(&w.pools);
     if (w.overflow)
         return sws_errf(err, errlen, "table strings overflow the computed size (a bug)");
     return 0;

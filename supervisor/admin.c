@@ -464,10 +464,10 @@ void sws_admin_set_ingress(sws_admin_t *admin, const struct sws_ingress_sub *ing
 }
 
 void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,
-                         int from_file)
+                         sws_published_by_t by)
 {
     if (admin != NULL)
-        sws_admin_api_published(&admin->api, rs, gen, from_file);
+        sws_admin_api_published(&admin->api, rs, gen, by);
 }
 
 void sws_admin_close_fds(sws_admin_t *admin)

@@ -61,8 +61,6 @@ int sws_admin_parse_address(const char *text, sws_admin_addr_t *addr, char *err,
 sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
                              unsigned nworkers, sws_admin_publish_fn publish, void *ctx);
 
-/* The accept policy in force, for GET /v1/status (a static string: the
- * configured one, or reuseport after an eBPF fallback). admin may be NULL. */
 /* The same listener and connections for another process's small JSON
  * endpoint (ingressd's --health): handle answers every request on addr (any
  * address: the caller decides which it takes; name is for logs). NULL with
@@ -70,6 +68,8 @@ sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t 
 sws_admin_t *sws_admin_serve(sws_loop_t *loop, const char *name, const sws_admin_addr_t *addr,
                              sws_admin_handle_fn handle, void *ctx, char *err, size_t errlen);
 
+/* The accept policy in force, for GET /v1/status (a static string: the
+ * configured one, or reuseport after an eBPF fallback). admin may be NULL. */
 void sws_admin_set_accept_policy(sws_admin_t *admin, const char *policy);
 
 /* The ingress subscription, for GET /v1/status and /readyz (NULL: none).
@@ -78,7 +78,7 @@ void sws_admin_set_ingress(sws_admin_t *admin, const struct sws_ingress_sub *ing
 
 /* Every publication (see sws_admin_api_published). */
 void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,
-                         int from_file);
+                         sws_published_by_t by);
 
 /* In a forked child: close every admin descriptor, touching nothing else
  * (the child leaves the loop, and the socket files stay the parent's). */

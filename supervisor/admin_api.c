@@ -587,13 +587,15 @@ void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *
 /* ---- publications ---- */
 
 int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint64_t gen,
-                            int from_file)
+                            sws_published_by_t by)
 {
-    if (from_file && api->changes > 0)
-        sws_log_notice("admin API: generation %llu from the configuration file replaces the %u "
-                       "change(s) made through the admin API", (unsigned long long)gen,
+    if (by != SWS_PUBLISHED_BY_ADMIN && api->changes > 0)
+        sws_log_notice("admin API: generation %llu from %s replaces the %u change(s) made "
+                       "through the admin API", (unsigned long long)gen,
+                       by == SWS_PUBLISHED_BY_FILE ? "the configuration file"
+                                                   : "ingressd (merged with the file's routes)",
                        api->changes);
-    if (from_file)
+    if (by != SWS_PUBLISHED_BY_ADMIN)
         api->changes = 0;
     if (api->routes != NULL)
         sws__route_set__free_unpacked(api->routes, NULL);

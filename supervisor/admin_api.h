@@ -71,13 +71,22 @@ typedef struct sws_admin_reply {
 void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *target,
                           const char *body, size_t body_len, sws_admin_reply_t *reply);
 
+/* Who published a generation: the file (start, reload) and ingressd
+ * (merged with the file's copy) both replace what the admin API changed;
+ * the log names which. */
+typedef enum sws_published_by {
+    SWS_PUBLISHED_BY_ADMIN,
+    SWS_PUBLISHED_BY_FILE,
+    SWS_PUBLISHED_BY_INGRESS,
+} sws_published_by_t;
+
 /* Every publication, whatever its source: rs (borrowed) is now generation
- * gen. from_file: the configuration file (start or reload), which replaces
- * what the admin API changed (logged when it did). 0, or -1 when the copy
+ * gen, published by by; one not by the admin API replaces what the admin
+ * API changed (logged when it did). 0, or -1 when the copy
  * could not be made (the API then answers 503 to changes until the next
  * publication). */
 int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint64_t gen,
-                            int from_file);
+                            sws_published_by_t by);
 
 void sws_admin_api_free(sws_admin_api_t *api);
 

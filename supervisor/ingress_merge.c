@@ -25,16 +25,18 @@ static int file_has_pool(const Sws__RouteSet *file, const char *name)
     return 0;
 }
 
-/* Whether host proxies to a pool that the file shadows. */
-static int routes_to_shadowed(const Sws__Host *host, const Sws__RouteSet *file,
-                              const Sws__RouteSet *ingress)
+/* Whether host proxies to one of the pools the file shadows (shadowed,
+ * the short list the pool loop collected: not both pool lists per route). */
+static int routes_to_shadowed(const Sws__Host *host, const char *const *shadowed, size_t n)
 {
     for (size_t r = 0; r < host->n_routes; r++) {
         const Sws__Route *route = host->routes[r];
         if (route->action_case != SWS__ROUTE__ACTION_PROXY || route->proxy == NULL)
             continue;
-        if (file_has_pool(file, route->proxy->pool) && file_has_pool(ingress, route->proxy->pool))
-            return 1;
+        for (size_t i = 0; i < n; i++) {
+            if (strcmp(shadowed[i], route->proxy->pool) == 0)
+                return 1;
+        }
     }
     return 0;
 }
@@ -63,7 +65,10 @@ int sws_ingress_merge(const Sws__RouteSet *file, const Sws__RouteSet *ingress,
     m->rs.pools = malloc((file->n_pools + ingress->n_pools + 1) * sizeof(*m->rs.pools));
     m->copies = malloc((ingress->n_hosts + 1) * sizeof(*m->copies));
     m->names = malloc((nnames + 1) * sizeof(*m->names));
-    if (m->rs.hosts == NULL || m->rs.pools == NULL || m->copies == NULL || m->names == NULL) {
+    const char **shadowed = malloc((ingress->n_pools + 1) * sizeof(*shadowed));
+    if (m->rs.hosts == NULL || m->rs.pools == NULL || m->copies == NULL || m->names == NULL ||
+        shadowed == NULL) {
+        free(shadowed);
         sws_ingress_merge_free(m);
         return -1;
     }
@@ -76,9 +81,11 @@ int sws_ingress_merge(const Sws__RouteSet *file, const Sws__RouteSet *ingress,
     for (size_t p = 0; p < ingress->n_pools; p++) {
         if (!file_has_pool(file, ingress->pools[p]->name)) {
             m->rs.pools[m->rs.n_pools++] = ingress->pools[p];
-        } else if (m->shadowed_pools++ == 0 && m->first_shadowed == NULL) {
-            m->first_shadowed = ingress->pools[p]->name;
+            continue;
         }
+        shadowed[m->shadowed_pools] = ingress->pools[p]->name;
+        if (m->shadowed_pools++ == 0 && m->first_shadowed == NULL)
+            m->first_shadowed = ingress->pools[p]->name;
     }
 
     for (size_t h = 0; h < file->n_hosts; h++)
@@ -86,7 +93,7 @@ int sws_ingress_merge(const Sws__RouteSet *file, const Sws__RouteSet *ingress,
     size_t ncopies = 0, nkept_names = 0;
     for (size_t h = 0; h < ingress->n_hosts; h++) {
         Sws__Host *host = ingress->hosts[h];
-        if (m->shadowed_pools > 0 && routes_to_shadowed(host, file, ingress)) {
+        if (routes_to_shadowed(host, shadowed, m->shadowed_pools)) {
             m->dropped_hosts++;
             continue;
         }
@@ -113,5 +120,6 @@ int sws_ingress_merge(const Sws__RouteSet *file, const Sws__RouteSet *ingress,
             m->rs.hosts[m->rs.n_hosts++] = copy;
         }
     }
+    free(shadowed);
     return 0;
 }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,6 +12,7 @@
 #include "core/log.h"
 #include "core/loop.h"
 #include "shm/ingress_endpoint.h"
+#include "shm/ingress_zmq.h"
 #include "shm/routeset_check.h"
 #include "shm/routeset_delta.h"
 #include "shm/shm.h"
@@ -134,10 +136,13 @@ static int publish_state(sws_ingress_sub_t *s, const Sws__RouteSet *candidate, c
     /* The table build passes it through the RouteSet checker first and
      * refuses what that refuses (shm/table.h): checking here too would
      * double the largest cost of a delta (the check is most of it). No
-     * free arena means no build: then the check, before the state moves. */
+     * free arena means no build: then the check, before the state moves;
+     * but not for s->state itself, retried by the tick: it passed already
+     * (it became the state only so), merged with the same file (a file
+     * publication clears dirty). */
     int rc = s->publish(s->publish_ctx, &m.rs, err, sizeof(err));
     sws_routeset_refusal_t why;
-    if (rc == SWS_SHM_BUSY && sws_routeset_check(&m.rs, &why) < 0)
+    if (rc == SWS_SHM_BUSY && candidate != s->state && sws_routeset_check(&m.rs, &why) < 0)
         rc = sws_errf(err, sizeof(err), "%s%s%s", why.path, why.path[0] ? ": " : "", why.msg);
     sws_ingress_merge_free(&m);
     if (rc == SWS_SHM_BUSY) {
@@ -295,11 +300,7 @@ static void on_message(sws_ingress_sub_t *s, Sws__IngressMessage *m)
 /* Every message queued on sock. */
 static void drain(sws_ingress_sub_t *s, void *sock)
 {
-    for (;;) {
-        int events = 0;
-        size_t elen = sizeof(events);
-        if (zmq_getsockopt(sock, ZMQ_EVENTS, &events, &elen) < 0 || !(events & ZMQ_POLLIN))
-            return;
+    while (sws_ingress_zmq_readable(sock)) {
         zmq_msg_t msg;
         zmq_msg_init(&msg);
         if (zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) < 0) {
@@ -311,11 +312,8 @@ static void drain(sws_ingress_sub_t *s, void *sock)
             more ? NULL : sws__ingress_message__unpack(NULL, zmq_msg_size(&msg), zmq_msg_data(&msg));
         zmq_msg_close(&msg);
         /* A message of several frames is none of ours: read it to its end. */
-        while (more) {
-            zmq_msg_init(&msg);
-            more = zmq_msg_recv(&msg, sock, ZMQ_DONTWAIT) >= 0 && zmq_msg_more(&msg);
-            zmq_msg_close(&msg);
-        }
+        if (more)
+            sws_ingress_zmq_skip_rest(sock, UINT_MAX);
         if (m == NULL || m->body_case == SWS__INGRESS_MESSAGE__BODY__NOT_SET ||
             (m->body_case == SWS__INGRESS_MESSAGE__BODY_SNAPSHOT) != (sock == s->dealer)) {
             s->refused++;
@@ -348,9 +346,9 @@ static void on_tick(sws_timer_t *t)
     sws_ingress_sub_t *s = sws_container_of(t, sws_ingress_sub_t, tick);
     uint64_t now = now_ms(s);
     if (s->dirty && s->state != NULL) {
-        /* Refused now: logged, and the next message decides. */
         int busy;
-        publish_state(s, s->state, "a publication left waiting", &busy);
+        if (publish_state(s, s->state, "a publication left waiting", &busy) < 0)
+            resync(s);
         s->dirty = busy;
     }
     if (s->asked_ms != 0 && now - s->asked_ms >= SWS_INGRESS_SUB_ASK_AGAIN_MS)
@@ -469,6 +467,9 @@ int sws_ingress_sub_file_published(sws_ingress_sub_t *s, const Sws__RouteSet *fi
 {
     if (s == NULL)
         return 0;
+    /* That publication merged s->state: the tick has nothing left to
+     * retry (and would merge it with the previous file). */
+    s->dirty = 0;
     Sws__RouteSet *copy = sws_routeset_copy(file);
     if (copy == NULL) {
         sws_log_error("ingress: out of memory copying the file's routes; ingress updates merge "

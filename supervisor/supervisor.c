@@ -683,7 +683,9 @@ static int publish_routes(sws_supervisor_t *sup, const Sws__RouteSet *routes,
     sws_log(cause == PUBLISH_RELOAD ? SWS_LOG_NOTICE : SWS_LOG_INFO,
             "%sgeneration %llu published (%zu hosts, %zu routes) in %llu us", prefix[cause],
             (unsigned long long)gen, routes->n_hosts, nroutes, (unsigned long long)build_us);
-    sws_admin_published(sup->admin, routes, gen, cause != PUBLISH_ADMIN);
+    static const sws_published_by_t by[] = { SWS_PUBLISHED_BY_FILE, SWS_PUBLISHED_BY_FILE,
+                                              SWS_PUBLISHED_BY_ADMIN, SWS_PUBLISHED_BY_INGRESS };
+    sws_admin_published(sup->admin, routes, gen, by[cause]);
     /* Idle workers would adopt it at their next event only. A full
      * channel means the worker has messages to wake it already. */
     for (unsigned i = 0; sup->workers != NULL && i < sup->nworkers; i++) {

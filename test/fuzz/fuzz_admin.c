@@ -61,7 +61,7 @@ static int publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char *err,
         return -1;
     }
     *gen = ++generation;
-    if (sws_admin_api_published(&api, rs, *gen, 0) != 0)
+    if (sws_admin_api_published(&api, rs, *gen, SWS_PUBLISHED_BY_ADMIN) != 0)
         abort();
     return 0;
 }
@@ -89,7 +89,7 @@ static void reset(void)
     rs->settings = &st;
     rs->pools = pools;
     rs->n_pools = 1;
-    sws_admin_api_published(&api, rs, ++generation, 1);
+    sws_admin_api_published(&api, rs, ++generation, SWS_PUBLISHED_BY_FILE);
     rs->settings = NULL;
     rs->pools = NULL;
     rs->n_pools = 0;

@@ -113,43 +113,26 @@ static int merged_passes(const Sws__RouteSet *ingress)
     return ok;
 }
 
-static int same_bytes(const Sws__RouteSet *a, const Sws__RouteSet *b)
-{
-    size_t na = sws__route_set__get_packed_size(a), nb = sws__route_set__get_packed_size(b);
-    if (na != nb)
-        return 0;
-    uint8_t *pa = malloc(na + 1), *pb = malloc(nb + 1);
-    if (pa == NULL || pb == NULL)
-        abort();
-    sws__route_set__pack(a, pa);
-    sws__route_set__pack(b, pb);
-    int same = memcmp(pa, pb, na) == 0;
-    free(pa);
-    free(pb);
-    return same;
-}
-
 /* make(base, next) applied to base gives next again. */
 static void roundtrip(const Sws__RouteSet *base, const Sws__RouteSet *next)
 {
     Sws__RouteDelta d;
-    Sws__RouteSet *again = sws__route_set__unpack(NULL, base_len, base_bytes);
     char err[256];
-    if (again == NULL || sws_routeset_delta_make(base, next, &d) < 0)
+    if (sws_routeset_delta_make(base, next, &d) < 0)
         abort();
+    /* apply leaves base as it is: the set make read serves again. */
     sws_routeset_applied_t a;
-    if (sws_routeset_delta_apply(again, &d, &a, err, sizeof(err)) < 0)
+    if (sws_routeset_delta_apply(base, &d, &a, err, sizeof(err)) < 0)
         abort();
     /* The entries are next's, borrowed: only the shell moves. */
     Sws__RouteSet *shell = a.next;
-    if (!same_bytes(shell, next))
+    if (!sws_routeset_same_message(&shell->base, &next->base))
         abort();
     free(a.garbage);
     free(shell->hosts);
     free(shell->pools);
     free(shell);
     sws_routeset_delta_release(&d);
-    sws__route_set__free_unpacked(again, NULL);
 }
 
 static void on_delta(Sws__RouteDelta *d)
@@ -199,9 +182,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         seq = m->heartbeat->sequence;
         publisher = m->heartbeat->publisher;
     }
-    sws_ingress_verdict_t v = sws_ingress_judge(&at, m->body_case, seq, publisher);
-    if (v > SWS_INGRESS_RESTART)
-        abort();
+    /* Any message's numbers, judged: the judge has no refusal to check,
+     * only the sanitizers' verdict. */
+    (void)sws_ingress_judge(&at, m->body_case, seq, publisher);
     sws__ingress_message__free_unpacked(m, NULL);
     return 0;
 }

@@ -150,7 +150,7 @@ static void test_socket_is_0600_and_answers_then_is_removed(void **state)
     assert_non_null(strstr(exchange(f, "GET /v1/pools HTTP/1.1\r\nHost: x\r\n\r\n"),
                            "HTTP/1.1 503 Service Unavailable\r\n"));
     Sws__RouteSet *rs = rs_new();
-    sws_admin_published(admin, rs, 7, 1);
+    sws_admin_published(admin, rs, 7, SWS_PUBLISHED_BY_FILE);
     sws__route_set__free_unpacked(rs, NULL);
     const char *r = exchange(f, "GET /v1/pools HTTP/1.1\r\nHost: x\r\n\r\n");
     assert_string_equal(r, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
@@ -245,7 +245,7 @@ static void test_no_address_means_off(void **state)
     f->cfg.n_listen = 0;
     assert_null(start(f));
     /* Every call takes the NULL an API that is off is. */
-    sws_admin_published(NULL, NULL, 1, 1);
+    sws_admin_published(NULL, NULL, 1, SWS_PUBLISHED_BY_FILE);
     sws_admin_close_fds(NULL);
     sws_admin_stop(NULL);
 }

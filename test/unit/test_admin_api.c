@@ -11,8 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/log.h"
+#include "shm/routeset_delta.h"
 #include "shm/shm.h"
 #include "supervisor/admin_api.h"
 #include "support/routeset_build.h"
@@ -39,7 +41,7 @@ static int test_publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char 
     int rc = sws_shm_publish(&f->shm, rs, gen, err, errlen);
     if (rc == 0) {
         f->publishes++;
-        sws_admin_api_published(&f->api, rs, *gen, 0);
+        sws_admin_api_published(&f->api, rs, *gen, SWS_PUBLISHED_BY_ADMIN);
     }
     return rc;
 }
@@ -79,7 +81,7 @@ static int setup(void **state)
     f->api.publish_ctx = f;
     uint64_t gen;
     assert_int_equal(sws_shm_publish(&f->shm, rs, &gen, err, sizeof(err)), 0);
-    assert_int_equal(sws_admin_api_published(&f->api, rs, gen, 1), 0);
+    assert_int_equal(sws_admin_api_published(&f->api, rs, gen, SWS_PUBLISHED_BY_FILE), 0);
     sws__route_set__free_unpacked(rs, NULL);
     *state = f;
     return 0;
@@ -402,10 +404,38 @@ static void test_the_file_replaces_admin_changes(void **state)
     uint64_t gen;
     char err[256];
     assert_int_equal(sws_shm_publish(&f->shm, rs, &gen, err, sizeof(err)), 0);
-    assert_int_equal(sws_admin_api_published(&f->api, rs, gen, 1), 0);
+    assert_int_equal(sws_admin_api_published(&f->api, rs, gen, SWS_PUBLISHED_BY_FILE), 0);
     sws__route_set__free_unpacked(rs, NULL);
     assert_int_equal(f->api.changes, 0);
     assert_string_equal(call(f, "GET", "/v1/pools", NULL), "{\"generation\": 3, \"pools\": []}\n");
+}
+
+/* An ingress publication merges the file's copy, so it too replaces the
+ * API's changes; the log names ingressd, not the file. */
+static void test_an_ingress_publication_says_it_replaces_admin_changes(void **state)
+{
+    fixture_t *f = *state;
+    call(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", NULL);
+    assert_int_equal(f->api.changes, 1);
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    int saved = sws_log_fd();
+    sws_log_set_fd(fds[1]);
+    sws_log_set_level(SWS_LOG_NOTICE);
+    Sws__RouteSet *rs = sws_routeset_copy(f->api.routes);
+    assert_non_null(rs);
+    assert_int_equal(sws_admin_api_published(&f->api, rs, f->api.generation + 1,
+                                             SWS_PUBLISHED_BY_INGRESS), 0);
+    sws__route_set__free_unpacked(rs, NULL);
+    sws_log_set_level(SWS_LOG_CRIT);
+    sws_log_set_fd(saved);
+    close(fds[1]);
+    char line[512] = "";
+    assert_true(read(fds[0], line, sizeof(line) - 1) > 0);
+    close(fds[0]);
+    assert_non_null(strstr(line, "from ingressd (merged with the file's routes) replaces the 1 "
+                                 "change(s)"));
+    assert_int_equal(f->api.changes, 0);
 }
 
 /* Addresses follow the RouteSet checker's rules, the file's: what it
@@ -467,6 +497,7 @@ int main(void)
         T(test_bad_input_is_refused_and_changes_nothing),
         T(test_busy_arenas_answer_503_and_change_nothing),
         T(test_the_file_replaces_admin_changes),
+        T(test_an_ingress_publication_says_it_replaces_admin_changes),
         T(test_member_addresses_are_the_checkers),
         T(test_added_member_ids_are_derived_not_counted),
     };

@@ -11,14 +11,6 @@
 #include "supervisor/ingress_merge.h"
 #include "support/routeset_build.h"
 
-static Sws__Pool *rs_pool(Sws__RouteSet *rs, const char *name)
-{
-    Sws__Pool *p = NEW(Sws__Pool, SWS__POOL__INIT);
-    p->name = strdup(name);
-    PUSH(rs->pools, rs->n_pools, p);
-    return p;
-}
-
 static void host_proxy(Sws__Host *h, const char *path, const char *pool)
 {
     Sws__Route *r = host_route(h, SWS__ROUTE__MATCH__PREFIX, path);

@@ -18,15 +18,6 @@
 #include "support/routeset_build.h"
 #include "support/tls_pem.h"
 
-static Sws__Member *member(Sws__Pool *pool, const char *address)
-{
-    Sws__Member *m = NEW(Sws__Member, SWS__MEMBER__INIT);
-    m->address = strdup(address);
-    m->weight = 1;
-    PUSH(pool->members, pool->n_members, m);
-    return m;
-}
-
 /* hosts[0] "a.test": routes[0] respond "/", [1] static "/s/", [2] redirect
  * "/r/", [3] proxy "/p/" to pool "p" with a Host; hosts[1] "b.test".
  * pools[0] "p": hash on a header, members "127.0.0.1:9001", "[::1]:9002",
@@ -53,9 +44,9 @@ static Sws__RouteSet *fixture(void)
     pool->name = strdup("p");
     pool->balance = SWS__POOL__BALANCE__HASH;
     pool->hash_key = strdup("header:X-User");
-    member(pool, "127.0.0.1:9001");
-    member(pool, "[::1]:9002");
-    member(pool, "api.internal:80");
+    pool_member(pool, "127.0.0.1:9001", 1);
+    pool_member(pool, "[::1]:9002", 1);
+    pool_member(pool, "api.internal:80", 1);
     PUSH(rs->pools, rs->n_pools, pool);
     pool = NEW(Sws__Pool, SWS__POOL__INIT);
     pool->name = strdup("q-2.v1");
@@ -63,7 +54,7 @@ static Sws__RouteSet *fixture(void)
     pool->timeouts->connect_ms = pool->timeouts->send_ms = pool->timeouts->read_ms = 1;
     pool->timeouts->idle_ms = 24u * 3600 * 1000;
     pool->health = NEW(Sws__Pool__Health, SWS__POOL__HEALTH__INIT); /* off */
-    member(pool, "127.0.0.1:9001");
+    pool_member(pool, "127.0.0.1:9001", 1);
     PUSH(rs->pools, rs->n_pools, pool);
     host_respond(rs_host(rs, "b.test"), SWS__ROUTE__MATCH__EXACT, "/", "b");
     return rs;
@@ -405,7 +396,7 @@ static void too_many_members(Sws__RouteSet *rs)
     size_t have = 0;
     for (size_t p = 0; p < rs->n_pools; p++)
         have += rs->pools[p]->n_members;
-    /* One allocation: member()'s realloc per member is quadratic at this
+    /* One allocation: pool_member()'s realloc per member is quadratic at this
      * count, minutes under ASan. */
     size_t n = SWS_ROUTESET_MEMBERS_MAX + 1 - have;
     pool->members = calloc(n, sizeof(*pool->members));

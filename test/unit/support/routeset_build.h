@@ -1,7 +1,8 @@
 /* RouteSets built in code, as a source other than the YAML file would
  * build them: heap messages throughout, so sws__route_set__free_unpacked()
  * frees the lot. Shared by test_table.c, test_routeset_check.c,
- * test_stream.c and test_static.c. Include after <cmocka.h>. */
+ * test_routeset_delta.c, test_ingress_merge.c, test_stream.c and
+ * test_static.c. Include after <cmocka.h>. */
 #ifndef SWS_TEST_ROUTESET_BUILD_H
 #define SWS_TEST_ROUTESET_BUILD_H
 
@@ -69,6 +70,24 @@ static inline Sws__Route *host_respond(Sws__Host *h, Sws__Route__Match match, co
     r->action_case = SWS__ROUTE__ACTION_RESPOND;
     r->respond = rp;
     return r;
+}
+
+/* A pool called name, no members yet. */
+static inline Sws__Pool *rs_pool(Sws__RouteSet *rs, const char *name)
+{
+    Sws__Pool *p = NEW(Sws__Pool, SWS__POOL__INIT);
+    p->name = strdup(name);
+    PUSH(rs->pools, rs->n_pools, p);
+    return p;
+}
+
+static inline Sws__Member *pool_member(Sws__Pool *p, const char *address, uint32_t weight)
+{
+    Sws__Member *m = NEW(Sws__Member, SWS__MEMBER__INIT);
+    m->address = strdup(address);
+    m->weight = weight;
+    PUSH(p->members, p->n_members, m);
+    return m;
 }
 
 /* A static route on root (index.html). */
