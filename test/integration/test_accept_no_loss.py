@@ -13,44 +13,22 @@ stopped just before the kill, and excused, counted in the report. Every
 other connection, queued or yet to come, must be answered.
 """
 
-import ctypes
-import json
 import os
-import select
 import shutil
 import signal
-import subprocess
 import sys
-import time
-import traceback
 import unittest
 
 from harness import Server, poll, process_state, scale
+from loadgen import in_own_netns, listen_counters
 from placement import (BPF_POLICIES, WORKERS, Batch, accept_queues, holders, policy_config, refusal,
                        wait_workers_settled)
 
 CONNECTS = 2000
-CLONE_NEWNET = 0x40000000
 VICTIM_SLOT = 3
 # The child's bound: a hung run ends in its own cleanup, the parent waits a
 # little longer.
 CHILD_LIMIT = scale(60)
-
-
-def listen_counters():
-    """(ListenOverflows, ListenDrops) of this network namespace."""
-    with open("/proc/net/netstat") as f:
-        lines = [l.split() for l in f if l.startswith("TcpExt:")]
-    values = dict(zip(lines[0][1:], (int(v) for v in lines[1][1:])))
-    return values["ListenOverflows"], values["ListenDrops"]
-
-
-def enter_own_netns():
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(CLONE_NEWNET) != 0:
-        raise OSError(ctypes.get_errno(), "unshare(CLONE_NEWNET): %s"
-                      % os.strerror(ctypes.get_errno()))
-    subprocess.run(["ip", "link", "set", "lo", "up"], check=True, timeout=10)
 
 
 def run_once(policy):
@@ -97,62 +75,11 @@ def run_once(policy):
         shutil.rmtree(srv.dir, ignore_errors=True)
 
 
-def in_own_netns(fn, *args):
-    """fn(*args) in a forked child inside a new network namespace; its
-    result (JSON) or an AssertionError with the child's traceback."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(r)
-        status = 0
-        try:
-            def expire(*_):
-                raise TimeoutError("run still going after %ds" % CHILD_LIMIT)
-            signal.signal(signal.SIGALRM, expire)
-            signal.alarm(CHILD_LIMIT)
-            try:
-                enter_own_netns()
-            except (OSError, subprocess.SubprocessError) as e:
-                out = {"skip": "no network namespace of its own: %s" % e}
-            else:
-                out = fn(*args)
-        except BaseException:
-            out = {"error": traceback.format_exc()}
-            status = 1
-        try:
-            os.write(w, json.dumps(out).encode())
-        finally:
-            os._exit(status)
-    os.close(w)
-    data = b""
-    deadline = time.monotonic() + CHILD_LIMIT + scale(15)
-    try:
-        while time.monotonic() < deadline:
-            ready, _, _ = select.select([r], [], [], max(0.0, deadline - time.monotonic()))
-            if not ready:
-                break
-            chunk = os.read(r, 65536)
-            if not chunk:
-                break
-            data += chunk
-    finally:
-        os.close(r)
-        if not data:
-            os.kill(pid, signal.SIGKILL)
-        os.waitpid(pid, 0)
-    if not data:
-        raise AssertionError("the run in its own namespace gave no result in time")
-    out = json.loads(data)
-    if "error" in out:
-        raise AssertionError("the run failed:\n%s" % out["error"])
-    return out
-
-
 class NoLoss(unittest.TestCase):
     def no_loss(self, policy):
         if os.geteuid() != 0:
             self.skipTest("needs root for a network namespace of its own")
-        out = in_own_netns(run_once, policy)
+        out = in_own_netns(run_once, policy, limit=CHILD_LIMIT)
         if "skip" in out:
             self.skipTest(out["skip"])
         sys.stdout.write("    no-loss: %s: %d connects, worker %d SIGKILLed holding %d (excused), "
