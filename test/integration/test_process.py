@@ -27,13 +27,14 @@ def listening_sockets(port):
     return n
 
 
-def write_big_file(root):
-    """root/big.bin: BIG_SIZE bytes, every MiB different; returns its sha256."""
+def write_big_file(root, size=BIG_SIZE):
+    """root/big.bin: size bytes (a whole number of MiB), every MiB
+    different; returns its sha256."""
     os.makedirs(root, exist_ok=True)
     block = hashlib.sha256(b"scalws").digest() * (1024 * 1024 // 32)
     digest = hashlib.sha256()
     with open(os.path.join(root, "big.bin"), "wb") as f:
-        for i in range(BIG_SIZE // len(block)):
+        for i in range(size // len(block)):
             data = i.to_bytes(4, "big") + block[4:]
             f.write(data)
             digest.update(data)
@@ -45,13 +46,14 @@ class SlowDownload:
     the body still to send when a test stops it, and for as long as the
     test does not read."""
 
-    def __init__(self, port):
+    def __init__(self, port, path="/big.bin", size=BIG_SIZE):
+        self.size = size
         self.c = Client(port, rcvbuf=4096)
-        self.c.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
+        self.c.send(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
         r = self.c.read_head()
-        if (r.status, r.header("Content-Length")) != (200, str(BIG_SIZE)):
-            raise AssertionError("GET /big.bin: %d, Content-Length %s"
-                                 % (r.status, r.header("Content-Length")))
+        if (r.status, r.header("Content-Length")) != (200, str(size)):
+            raise AssertionError("GET %s: %d, Content-Length %s"
+                                 % (path, r.status, r.header("Content-Length")))
         self.digest = hashlib.sha256(self.c.buf)  # body bytes read along with the head
         self.received = len(self.c.buf)
         self.c.buf = b""
@@ -62,7 +64,7 @@ class SlowDownload:
     def read(self, upto):
         """Read in small pieces until upto bytes of body or the end of the
         stream; returns the body bytes received in all."""
-        for _ in range(BIG_SIZE):
+        for _ in range(self.size):
             if self.received >= upto:
                 break
             chunk = self.c.sock.recv(min(16384, upto - self.received))
