@@ -5,12 +5,23 @@ not failures. The load tests of issue 11 (test_upgrade_load.py) trust
 these counts, so each check here must be able to fail."""
 
 import os
+import shutil
 import signal
+import socket
 import ssl
+import tempfile
+import threading
+import unittest
+
+import h2.config
+import h2.connection
+import h2.errors
+import h2.events
+from hyperframe.frame import GoAwayFrame
 
 from backend import Backend
 from certs import make_pair
-from harness import ServerTestCase, free_port, scale
+from harness import TIMEOUT, ServerTestCase, free_port, scale
 from loadgen import REQUEST_TIMEOUT, LoadGen, format_summary
 
 # A respond route ("/", its body given per test) and a proxy route to one
@@ -126,3 +137,91 @@ class LoadGenChecks(ServerTestCase):
         # connection, and the h2 client needed more than one.
         self.assertEqual(gen.connects["h1"], 12, dict(gen.connects))
         self.assertGreater(gen.connects["h2"], 1, dict(gen.connects))
+
+
+class _GoawayServer(threading.Thread):
+    """An HTTP/2-over-TLS server (python3-h2) that makes a client retry:
+    on its first connection it takes two streams, sends GOAWAY naming the
+    first as the last it processes, answers that one and closes; on its
+    second it refuses the first stream (RST_STREAM REFUSED_STREAM), then
+    answers every stream. Each answer: 200, Server: fake, body "fake"."""
+
+    def __init__(self, directory):
+        super().__init__(daemon=True)
+        crt, key = make_pair(directory, "fake", "load.test", kind="ec")
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(crt, key)
+        self.ctx.set_alpn_protocols(["h2"])
+        self.client_ctx = ssl.create_default_context(cafile=crt)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(TIMEOUT)
+        self.port = self.listener.getsockname()[1]
+        self.stopping = threading.Event()
+        self.start()
+
+    def stop(self):
+        self.stopping.set()
+        self.listener.close()
+        self.join(TIMEOUT)
+
+    def answer(self, conn, sid):
+        conn.send_headers(sid, [(":status", "200"), ("server", "fake"),
+                                ("content-length", "4")])
+        conn.send_data(sid, b"fake", end_stream=True)
+
+    def run(self):
+        for n in range(2):
+            try:
+                raw, _ = self.listener.accept()
+                with self.ctx.wrap_socket(raw, server_side=True) as sock:
+                    sock.settimeout(TIMEOUT)
+                    self.serve(sock, first=n == 0)
+            except OSError:
+                if self.stopping.is_set():
+                    return
+
+    def serve(self, sock, first):
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        conn.initiate_connection()
+        sock.sendall(conn.data_to_send())
+        streams = []
+        for _ in range(10000):
+            data = sock.recv(65536)
+            if not data:
+                return
+            for ev in conn.receive_data(data):
+                if isinstance(ev, h2.events.RequestReceived):
+                    streams.append(ev.stream_id)
+                    if not first and len(streams) == 1:
+                        conn.reset_stream(ev.stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+                    elif not first:
+                        self.answer(conn, ev.stream_id)
+            if first and len(streams) == 2:
+                # GOAWAY before the answer it lets finish (python3-h2
+                # would send nothing after its own GOAWAY: built by hand).
+                self.answer(conn, streams[0])
+                goaway = GoAwayFrame(0, last_stream_id=streams[0], error_code=0).serialize()
+                sock.sendall(goaway + conn.data_to_send())
+                return
+            sock.sendall(conn.data_to_send())
+
+
+class LoadGenRetries(unittest.TestCase):
+    def test_streams_refused_or_above_goaway_are_retried_not_failed(self):
+        d = tempfile.mkdtemp(prefix="scalws-it-")
+        self.addCleanup(shutil.rmtree, d, ignore_errors=True)
+        srv = _GoawayServer(d)
+        self.addCleanup(srv.stop)
+        gen = LoadGen(None, ["/"], rate=50, max_requests=6, kinds=("h2",), h2_conns=1,
+                      h2_streams=2, tls_port=srv.port, tls_context=srv.client_ctx,
+                      server_name="load.test").start()
+        gen.wait_requests(6, timeout=scale(10))
+        gen.stop()
+        s = gen.summary()
+        print(format_summary(s))
+        self.assertEqual(s["failed"], 0, format_summary(s))
+        self.assertEqual(s["counts"]["h2"]["ok"], 6)
+        # Stream 3 above the GOAWAY's last stream id, then the refused one.
+        self.assertEqual(s["retried"]["h2"], 2, format_summary(s))
+        self.assertEqual(gen.connects["h2"], 2)
+        self.assertEqual(list(s["servers"]), ["fake"])
