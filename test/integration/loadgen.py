@@ -377,14 +377,6 @@ class LoadGen:
                 "failures": [r.as_dict() for r in records if r.outcome != "ok"][:20],
                 "failed": sum(1 for r in records if r.outcome != "ok")}
 
-    def first_served_by(self, server, after):
-        """The end time of the first request that started at or after
-        `after` (time.monotonic()) and was answered with Server: server,
-        or None."""
-        with self._lock:
-            ends = [r.end for r in self.records
-                    if r.outcome == "ok" and r.server == server and r.start >= after]
-        return min(ends) if ends else None
 
 
 def format_summary(s):

@@ -240,6 +240,12 @@ def accepted_keys(srv, text, keys):
     return "".join(out)
 
 
+def server_header(port):
+    """The Server header of "/" on a new connection."""
+    with Client(port) as c:
+        return c.get("/").header("Server")
+
+
 def become_subreaper():
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
@@ -303,11 +309,11 @@ def upgrades_under_load():
         if not os.access(builds[1], os.X_OK):
             raise AssertionError("%s is missing (the second build, issue 11)" % builds[1])
         run.start()
+        headers = [server_header(run.srv.port), None]  # builds[0]'s, builds[1]'s
         before = listen_counters()
         gen = start_load(run.srv, run.tls_port, run.ctx, rate=90, seconds=scale(100),
                          max_requests=100000)
         gen.wait_requests(30, timeout=scale(10))
-        headers = [gen.records[0].server, None]  # builds[0]'s, builds[1]'s
         k = 0
         for i in range(1, UPGRADES + 1):
             for _ in range(RELOADS // UPGRADES):
@@ -364,8 +370,7 @@ def download_and_websocket_across_upgrade():
         if not os.access(alt, os.X_OK):
             raise AssertionError("%s is missing (the second build, issue 11)" % alt)
         run.start()
-        with Client(run.srv.port) as c:
-            old_server = c.get("/").header("Server")
+        old_server = server_header(run.srv.port)
         dl = SlowDownload(run.srv.port, path="/files/big.bin", size=DOWNLOAD_SIZE)
         dl.read(1 << 20)
         ws = Client(run.srv.port)
@@ -378,10 +383,9 @@ def download_and_websocket_across_upgrade():
         run.srv.install(alt)
         t, old, new = run.srv.upgrade()
         # New requests reach the new build while both are still open.
-        with Client(run.srv.port) as c:
-            new_server = poll(lambda: (lambda s: s if s != old_server else None)(
-                c.get("/").header("Server")), timeout=SWITCH_BOUND,
-                what="a Server header other than %r" % old_server)
+        new_server = poll(lambda: (lambda s: s if s != old_server else None)(
+            server_header(run.srv.port)), timeout=SWITCH_BOUND,
+            what="a Server header other than %r" % old_server)
         old_alive = process_state(old) not in (None, "Z")
         ws.send(ws_frame(1, b"after", mask=b"abcd"))
         after_msg = ws_read_frame(reader)
@@ -450,8 +454,10 @@ class UnderLoad(unittest.TestCase):
 
     def test_websocket_and_download_across_upgrade(self):
         out = self.in_netns(download_and_websocket_across_upgrade)
-        sys.stdout.write("    new build serving while a WebSocket and a %d MiB download were open;"
-                         " both done %.1fs after SIGUSR2\n" % (DOWNLOAD_SIZE >> 20, out["took"]))
+        sys.stdout.write("    new build serving while a WebSocket and a %d MiB download were open"
+                         " (old supervisor %s); both done %.1fs after SIGUSR2\n"
+                         % (DOWNLOAD_SIZE >> 20, "still running" if out["old_alive"] else "gone",
+                            out["took"]))
         self.assertNotEqual(out["new_server"], out["old_server"])
         self.assertEqual(out["messages"], ["before", "after"])
         self.assertEqual(out["close"], [3, 0xe8])
