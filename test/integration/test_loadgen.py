@@ -133,9 +133,11 @@ class LoadGenChecks(ServerTestCase):
         s = gen.summary()
         print(format_summary(s))
         self.assertEqual(s["failed"], 0, format_summary(s))
-        # The server did close them: each h1 request came on a new
-        # connection, and the h2 client needed more than one.
-        self.assertEqual(gen.connects["h1"], 12, dict(gen.connects))
+        # The server did close them: at least every second h1 request
+        # (keepalive_requests) came on a new connection (nearly all, as the
+        # idle closes come first, but that depends on timing), and the h2
+        # client needed more than one.
+        self.assertGreaterEqual(gen.connects["h1"], 6, dict(gen.connects))
         self.assertGreater(gen.connects["h2"], 1, dict(gen.connects))
 
 
