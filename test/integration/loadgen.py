@@ -184,6 +184,7 @@ class LoadGen:
         self.connects = collections.Counter()  # per kind: connections opened
         self.queues = {k: _Queue() for k in self.kinds}
         self._lock = threading.Lock()
+        self._ended = 0
         self._stopping = threading.Event()  # no more requests become due
         self._done = threading.Event()      # and the clients may leave
         self._threads = []
@@ -235,8 +236,8 @@ class LoadGen:
             time.sleep(0.01)
 
     def ended(self):
-        with self._lock:
-            return sum(1 for r in self.records if r.outcome is not None)
+        """How many requests have ended (any outcome)."""
+        return self._ended
 
     def _schedule(self):
         """Make requests due at the fixed rate until a bound or stop()."""
@@ -272,7 +273,9 @@ class LoadGen:
         rec.status, rec.server, rec.body, rec.detail = status, server, body[:64], detail
         if outcome == "ok" and status != self.expect_status:
             outcome = "status"
-        rec.outcome = outcome  # last: ended() counts it from here
+        with self._lock:
+            rec.outcome = outcome
+            self._ended += 1
 
     # -- HTTP/1.1 ----------------------------------------------------------
 
