@@ -223,19 +223,24 @@ def accepted_keys(srv, text, keys):
     """The lines of keys (server-block YAML lines) that srv's binary
     accepts (`-t`) beside text's server block; the others are printed as
     left out."""
-    out = []
-    exe = srv.exe
     tmp = os.path.join(srv.dir, "probe.yaml")
-    for line in keys:
+
+    def check(line):
         with open(tmp, "w") as f:
             f.write(srv.expand(text.replace("server:\n", "server:\n" + line, 1)))
-        p = subprocess.run([exe, "-t", "-c", tmp], capture_output=True, timeout=TIMEOUT,
-                           cwd=os.path.dirname(exe))
-        if p.returncode == 0:
+        p = subprocess.run([srv.exe, "-t", "-c", tmp], capture_output=True, timeout=TIMEOUT,
+                           cwd=srv.dir)
+        return p.returncode == 0, (p.stdout.decode().strip() or p.stderr.decode().strip())
+    ok, why = check("")
+    if not ok:
+        raise AssertionError("the test's configuration is refused: %s" % why)
+    out = []
+    for line in keys:
+        ok, why = check(line)
+        if ok:
             out.append(line)
         else:
-            sys.stdout.write("    left out %r: %s\n" % (line.strip(), p.stdout.decode().strip()
-                                                        or p.stderr.decode().strip()))
+            sys.stdout.write("    left out %r: %s\n" % (line.strip(), why))
     os.unlink(tmp)
     return "".join(out)
 
@@ -360,11 +365,11 @@ def download_and_websocket_across_upgrade():
     run.ws = Backend("ws", "websocket")
     run.srv.exe = os.path.join(run.srv.dir, "scalwsd")
     run.srv.install(binary())
-    run.server_lines = accepted_keys(run.srv, run.config(0), [
-        "  pid_file: @DIR@/scalws.pid\n", "  server_tokens: build\n"])
-    ws_pool = '  - name: ws\n    members: ["%s"]\n' % run.ws.address
-    run.srv.write_config(run.config(0) + ws_pool)
     digest = write_big_file(os.path.join(run.srv.dir, "www", "files"), size=DOWNLOAD_SIZE)
+    ws_pool = '  - name: ws\n    members: ["%s"]\n' % run.ws.address
+    run.server_lines = accepted_keys(run.srv, run.config(0) + ws_pool, [
+        "  pid_file: @DIR@/scalws.pid\n", "  server_tokens: build\n"])
+    run.srv.write_config(run.config(0) + ws_pool)
     try:
         alt = os.path.join(os.path.dirname(binary()), "scalwsd-alt")
         if not os.access(alt, os.X_OK):
