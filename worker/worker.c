@@ -201,8 +201,10 @@ static void stop_now(sws_worker_t *w)
 static void on_shutdown_timeout(sws_timer_t *t)
 {
     sws_worker_t *w = sws_container_of(t, sws_worker_t, shutdown_timer);
+    unsigned idle = sws_conn_set_count_idle(&w->conns);
     unsigned n = sws_conn_set_close_all(&w->conns);
-    sws_log_notice("graceful stop: timeout, %u connection%s cut", n, n == 1 ? "" : "s");
+    sws_log_notice("graceful stop: timeout, %u connection%s cut (%u idle)", n, n == 1 ? "" : "s",
+                   idle);
     stop_now(w);
 }
 

@@ -45,11 +45,12 @@ class SlowDownload:
     the body still to send when a test stops it, and for as long as the
     test does not read."""
 
-    def __init__(self, port):
+    def __init__(self, port, size=BIG_SIZE):
+        self.size = size
         self.c = Client(port, rcvbuf=4096)
         self.c.send(b"GET /big.bin HTTP/1.1\r\nHost: x\r\n\r\n")
         r = self.c.read_head()
-        if (r.status, r.header("Content-Length")) != (200, str(BIG_SIZE)):
+        if (r.status, r.header("Content-Length")) != (200, str(size)):
             raise AssertionError("GET /big.bin: %d, Content-Length %s"
                                  % (r.status, r.header("Content-Length")))
         self.digest = hashlib.sha256(self.c.buf)  # body bytes read along with the head
@@ -62,7 +63,7 @@ class SlowDownload:
     def read(self, upto):
         """Read in small pieces until upto bytes of body or the end of the
         stream; returns the body bytes received in all."""
-        for _ in range(BIG_SIZE):
+        for _ in range(self.size):
             if self.received >= upto:
                 break
             chunk = self.c.sock.recv(min(16384, upto - self.received))
