@@ -394,7 +394,8 @@ static int cfg_server_tokens(cfg_parser_t *p, const cfg_fields_t *f, Sws__Settin
     if (n->type == YAML_SCALAR_NODE && strcmp(cfg_text(n), "build") == 0)
         st->server_tokens = SWS__SETTINGS__SERVER_TOKENS__BUILD;
     else if (n->type == YAML_SCALAR_NODE && cfg_bool_text(cfg_text(n), &on) == 0)
-        st->server_tokens = on ? SWS__SETTINGS__SERVER_TOKENS__ON : SWS__SETTINGS__SERVER_TOKENS__OFF;
+        st->server_tokens = on ? SWS__SETTINGS__SERVER_TOKENS__ON
+                               : SWS__SETTINGS__SERVER_TOKENS__OFF;
     else
         rc = cfg_fail(p, n, "expected off, on or build, got %s", cfg_quote(n, got, sizeof(got)));
     cfg_pop(p, mark);
@@ -548,8 +549,8 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
     static const char *const keys[] = { "listen", "event_loops", "accept_policy",
                                         "fountain_threshold", "backlog",
                                         "user", "shutdown_timeout", "table_size",
-                                        "keepalive_requests", "server_header", "server_tokens", "limits",
-                                        "timeouts", "logging", "admin", "tls", NULL };
+                                        "keepalive_requests", "server_header", "server_tokens",
+                                        "limits", "timeouts", "logging", "admin", "tls", NULL };
     Sws__Settings *st = rs->settings;
     cfg_fields_t f;
     size_t mark;
