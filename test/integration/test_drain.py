@@ -13,7 +13,6 @@ import signal
 import socket
 import ssl
 import struct
-
 import unittest
 
 from backend import Backend, ws_frame, ws_read_frame
