@@ -50,6 +50,9 @@ LIB_OBJS := $(LIB_SRCS:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/scalws.pb-c.o
 LLHTTP_OBJS := $(patsubst $(LLHTTP_DIR)/%.c,$(BUILD)/obj/llhttp/%.o,$(wildcard $(LLHTTP_DIR)/*.c))
 LIB := $(BUILD)/libscalws.a
 BIN := $(BUILD)/scalwsd
+# The same binary but for its build id (core/version.h), for the tests of
+# binary upgrades, which alternate between two builds they can tell apart.
+BIN_ALT := $(BUILD)/scalwsd-alt
 UNIT_SRCS := $(wildcard test/unit/test_*.c)
 UNIT_BINS := $(UNIT_SRCS:test/unit/%.c=$(BUILD)/test/%)
 TEST_SUPPORT := $(wildcard test/unit/support/*.c)
@@ -74,7 +77,7 @@ DOCS := README.md $(wildcard docs/*.md docs/*.html docs/adr/*.md docs/benchmarks
 .PHONY: all scalwsd unit help deps run run-tls test fuzz fuzz-build install uninstall clean \
         preflight
 
-all: $(BIN) $(UNIT_BINS)
+all: $(BIN) $(BIN_ALT) $(UNIT_BINS)
 
 scalwsd: $(BIN)
 
@@ -83,6 +86,7 @@ unit: $(UNIT_BINS)
 help:
 	@echo 'make                build scalwsd, ingressd and the tests into build/'
 	@echo 'make scalwsd        build build/scalwsd alone (needs no test tools)'
+	@echo '                    (BUILD_ID=...: the build id, default git describe)'
 	@echo 'make ingressd       build build/ingressd, the Kubernetes ingress controller'
 	@echo 'make run            install what running needs, build, serve conf/scalws.yaml'
 	@echo '                    on 127.0.0.1:8080'
@@ -188,6 +192,32 @@ $(LIB): $(LIB_OBJS) $(LLHTTP_OBJS)
 	ar rcs $@ $^
 
 $(BIN): $(BUILD)/obj/supervisor/main.o $(LIB)
+	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
+# The build id goes into core/version.o alone. A file holds the id of the
+# last build and changes only with it (the FORCE'd recipe rewrites it only
+# when different), so a new id recompiles that one object and relinks.
+ifeq ($(origin BUILD_ID),undefined)
+BUILD_ID := $(or $(shell git describe --always --dirty --tags 2>/dev/null),unknown)
+endif
+BUILD_ID_FILE := $(BUILD)/gen/build-id
+$(BUILD_ID_FILE): FORCE
+	@mkdir -p $(dir $@)
+	@case '$(BUILD_ID)' in ''|*[!A-Za-z0-9._+~-]*) \
+	    echo "BUILD_ID '$(BUILD_ID)': letters, digits and ._+~- only" >&2; exit 1;; esac
+	@echo '$(BUILD_ID)' | cmp -s - $@ || echo '$(BUILD_ID)' >$@
+FORCE:
+
+$(BUILD)/obj/core/version.o: CPPFLAGS += -DSWS_BUILD_ID='"$(BUILD_ID)"'
+$(BUILD)/obj/core/version.o: $(BUILD_ID_FILE)
+
+# scalwsd-alt: its version-alt.o comes before the library, so the linker
+# takes sws_build_id from it and never pulls the archive's version.o.
+$(BUILD)/obj/core/version-alt.o: core/version.c $(BUILD_ID_FILE) | $(GEN_H)
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) -DSWS_BUILD_ID='"$(BUILD_ID)-alt"' $(CFLAGS) -c $< -o $@
+
+$(BIN_ALT): $(BUILD)/obj/supervisor/main.o $(BUILD)/obj/core/version-alt.o $(LIB)
 	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 # ingressd (issue 10), a binary of its own: ingressd/*.c but main.c form

@@ -391,6 +391,9 @@ static int check_settings(const Sws__Settings *st, sws_routeset_refusal_t *why)
     if (!sws_routeset_field_value_ok(st->server_name))
         return refuse(at(why, "settings.server_name"),
                       "must not contain control characters (CR, LF, ...)");
+    if (st->server_tokens > SWS__SETTINGS__SERVER_TOKENS__BUILD)
+        return refuse(at(why, "settings.server_tokens"), "expected off, on or build, got %d",
+                      (int)st->server_tokens);
     return 0;
 }
 

@@ -663,6 +663,7 @@ static void build_settings(table_writer_t *w, sws_settings_t *out, const Sws__Se
     out->send_timeout_ms = s->send_timeout_ms;
     out->keepalive_requests = s->keepalive_requests;
     out->shutdown_timeout_ms = s->shutdown_timeout_ms;
+    out->server_tokens = (uint32_t)s->server_tokens;
     out->server_name = put_bytes(w, s->server_name, strlen(s->server_name));
     if (s->access_log != NULL) {
         const char *path = s->access_log->path;

@@ -98,6 +98,7 @@ typedef struct sws_settings {
     uint32_t access_log_format; /* Sws__AccessLog__Format */
     uint32_t log_level;         /* sws_log_level_t + 1; 0: not set (see below) */
     uint32_t shutdown_timeout_ms; /* graceful stop: read when it begins */
+    uint32_t server_tokens;     /* Sws__Settings__ServerTokens */
     sws_tstr_t server_name;     /* "" = no Server header */
     sws_tstr_t access_log_path; /* "" = standard output */
 } sws_settings_t;

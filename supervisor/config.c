@@ -380,6 +380,28 @@ static int cfg_server_header(cfg_parser_t *p, const cfg_fields_t *f, Sws__Settin
     return rc;
 }
 
+/* server_tokens: off (or false), on (or true), build. */
+static int cfg_server_tokens(cfg_parser_t *p, const cfg_fields_t *f, Sws__Settings *st)
+{
+    yaml_node_t *n = cfg_field(f, "server_tokens");
+    char got[64];
+    size_t mark;
+    int on, rc = 0;
+
+    if (n == NULL)
+        return 0;
+    mark = cfg_push(p, "server_tokens");
+    if (n->type == YAML_SCALAR_NODE && strcmp(cfg_text(n), "build") == 0)
+        st->server_tokens = SWS__SETTINGS__SERVER_TOKENS__BUILD;
+    else if (n->type == YAML_SCALAR_NODE && cfg_bool_text(cfg_text(n), &on) == 0)
+        st->server_tokens = on ? SWS__SETTINGS__SERVER_TOKENS__ON
+                               : SWS__SETTINGS__SERVER_TOKENS__OFF;
+    else
+        rc = cfg_fail(p, n, "expected off, on or build, got %s", cfg_quote(n, got, sizeof(got)));
+    cfg_pop(p, mark);
+    return rc;
+}
+
 static int cfg_limits(cfg_parser_t *p, yaml_node_t *node, Sws__Settings *st)
 {
     static const char *const keys[] = { "max_request_line", "max_header_size", "max_headers",
@@ -527,8 +549,8 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
     static const char *const keys[] = { "listen", "event_loops", "accept_policy",
                                         "fountain_threshold", "backlog",
                                         "user", "shutdown_timeout", "table_size",
-                                        "keepalive_requests", "server_header", "limits",
-                                        "timeouts", "logging", "admin", "tls", NULL };
+                                        "keepalive_requests", "server_header", "server_tokens",
+                                        "limits", "timeouts", "logging", "admin", "tls", NULL };
     Sws__Settings *st = rs->settings;
     cfg_fields_t f;
     size_t mark;
@@ -550,7 +572,7 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
         cfg_u32(p, &f, "table_size", CFG_SIZE, 64u << 10, 1u << 30, &sc->table_size) < 0 ||
         cfg_u32(p, &f, "keepalive_requests", CFG_COUNT, 1, 1000000000,
                 &st->keepalive_requests) < 0 ||
-        cfg_server_header(p, &f, st) < 0)
+        cfg_server_header(p, &f, st) < 0 || cfg_server_tokens(p, &f, st) < 0)
         return -1;
 
     mark = cfg_push(p, "limits");

@@ -131,7 +131,7 @@ int main(int argc, char **argv)
             usage(stdout);
             return 0;
         case 'v':
-            printf("scalwsd " SWS_VERSION "\n");
+            printf("scalwsd " SWS_VERSION " (build %s)\n", sws_build_id());
             return 0;
         case ':':
             fprintf(stderr, "scalwsd: option %s needs an argument\n", option_name(argv, optopt, letter));

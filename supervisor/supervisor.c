@@ -1123,8 +1123,8 @@ static void log_start(const sws_supervisor_t *sup)
         if (n > 0)
             len += (size_t)n;
     }
-    sws_log_notice("scalwsd " SWS_VERSION " starting: %u workers, accept_policy %s, listening on %s",
-                   sup->nworkers, sup->policy, where);
+    sws_log_notice("scalwsd " SWS_VERSION " (build %s) starting: %u workers, accept_policy %s, "
+                   "listening on %s", sws_build_id(), sup->nworkers, sup->policy, where);
 }
 
 static int create_table(sws_supervisor_t *sup)

@@ -27,6 +27,7 @@ static void conn_on_event(sws_io_t *io, uint32_t events);
 static void conn_on_timer(sws_timer_t *t);
 static void conn_run(sws_conn_t *c);
 static void conn_on_wake(sws_defer_t *d);
+static void conn_update_timer(sws_conn_t *c);
 
 void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, const sws_proto_ops_t *proto,
                        sws_stream_handler_t handler, sws_shm_counters_t *counters)
@@ -42,6 +43,7 @@ void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, const sws_proto_ops_
     sws_timer_queue_init(loop, &s->idle_q, s->settings->keepalive_timeout_ms);
     sws_timer_queue_init(loop, &s->send_q, s->settings->send_timeout_ms);
     sws_timer_queue_init(loop, &s->linger_q, SWS_CONN_LINGER_MS);
+    sws_timer_queue_init(loop, &s->drain_q, SWS_CONN_DRAIN_IDLE_MS);
     sws_timer_queue_init(loop, &s->handshake_q, SWS_DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS);
 }
 
@@ -324,16 +326,31 @@ static int conn_is_idle(const sws_conn_t *c)
 void sws_conn_set_drain(sws_conn_set_t *s)
 {
     s->draining = 1;
+    /* Set once: a reload while draining must not reorder the queue. */
+    if (s->settings->keepalive_timeout_ms < SWS_CONN_DRAIN_IDLE_MS)
+        sws_timer_queue_set_duration(&s->drain_q, s->settings->keepalive_timeout_ms);
     sws_conn_t *next;
     for (sws_conn_t *c = s->live; c != NULL; c = next) {
         next = c->next;
         /* A protocol that can say goodbye (HTTP/2's GOAWAY) does, also
-         * on an idle connection: the client then knows not to retry. */
+         * on an idle connection: the client then knows not to retry. One
+         * that cannot (HTTP/1.1) keeps an idle connection a little longer
+         * (drain_q, see conn_update_timer): closing it under a client that
+         * is sending its next request loses that request (a reset, or an
+         * EOF where the answer should be). */
         if (c->proto->drain != NULL)
             c->proto->drain(c);
         else if (conn_is_idle(c))
-            sws_conn_close(c);
+            conn_update_timer(c);
     }
+}
+
+unsigned sws_conn_set_count_idle(const sws_conn_set_t *s)
+{
+    unsigned n = 0;
+    for (const sws_conn_t *c = s->live; c != NULL; c = c->next)
+        n += conn_is_idle(c);
+    return n;
 }
 
 unsigned sws_conn_set_close_all(sws_conn_set_t *s)
@@ -738,6 +755,13 @@ static void conn_update_timer(sws_conn_t *c)
     }
     switch (c->proto->waiting_for(c)) {
     case SWS_PROTO_WAIT_IDLE:
+        if (s->draining && c->proto->drain == NULL) {
+            /* Its next request gets an answer with Connection: close
+             * (sws_conn_set_drain); none within drain_q's time, the close. */
+            if (c->timer_q != &s->drain_q)
+                conn_arm(c, &s->drain_q);
+            break;
+        }
         if (c->requests > 0 && (c->timer_q != &s->idle_q || c->wrote))
             conn_arm(c, &s->idle_q);
         break;
@@ -927,7 +951,8 @@ static void conn_turn(sws_conn_t *c)
         conn_finish(c);
         return;
     }
-    if (c->set->draining && conn_is_idle(c)) {
+    /* HTTP/1.1 waits a little for its next request (sws_conn_set_drain). */
+    if (c->set->draining && c->proto->drain != NULL && conn_is_idle(c)) {
         sws_conn_close(c);
         return;
     }

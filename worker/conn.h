@@ -80,6 +80,12 @@
 #define SWS_CONN_OUT_SLACK 512u
 #define SWS_CONN_OUT_MAX (SWS_CONN_OUT_HWM + SWS_CONN_OUT_SLACK)
 #define SWS_CONN_LINGER_MS 2000          /* wait for the client's FIN after ours */
+/* Graceful stop: how long an idle HTTP/1.1 connection waits for its next
+ * request (capped by the keep-alive timeout). Long enough for a request a
+ * client sent as the drain began, or right after its last response, to
+ * arrive and be answered (ADR 0044); short, so idle clients do not hold a
+ * stopping worker for its whole shutdown_timeout. */
+#define SWS_CONN_DRAIN_IDLE_MS 1000
 #define SWS_CONN_FREE_MAX 128            /* recycled connections kept */
 #define SWS_CONN_BUF_CACHE 64            /* idle buffers of each kind kept per set */
 #define SWS_CONN_READS_PER_RUN 16        /* reads per event before others get a turn */
@@ -187,6 +193,7 @@ struct sws_conn_set {
     sws_str_t server_name;
 
     sws_timer_queue_t header_q, body_q, idle_q, send_q, linger_q;
+    sws_timer_queue_t drain_q;       /* idle HTTP/1.1 while draining */
     sws_timer_queue_t handshake_q;   /* TLS: the handshake must be done within */
     sws_tls_gen_t *tls;              /* the generation's TLS contexts (the owner's);
                                       * NULL: TLS connections are refused */
@@ -230,9 +237,16 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
 sws_conn_t *sws_conn_open_tls(sws_conn_set_t *s, int fd, const struct sockaddr *peer,
                               socklen_t peer_len);
 
-/* Graceful stop: from now on every response closes its connection; idle
- * connections are closed at once. */
+/* Graceful stop: from now on every response closes its connection.
+ * HTTP/2 connections get their GOAWAYs; an idle HTTP/1.1 one (idle now, or
+ * once its current response is sent) stays open for SWS_CONN_DRAIN_IDLE_MS
+ * (at most its keep-alive timeout) in case its next request is on the way:
+ * that request is answered, with Connection: close. */
 void sws_conn_set_drain(sws_conn_set_t *s);
+
+/* How many connections are idle (no request in progress, nothing to send):
+ * what close_all would close without cutting a response. */
+unsigned sws_conn_set_count_idle(const sws_conn_set_t *s);
 
 /* Close every connection now (stop or end of drain); returns how many were
  * open. */

@@ -24,6 +24,7 @@
 #include "worker/http2.h"
 #include "worker/http1.h"
 #include "worker/load.h"
+#include "worker/server_tokens.h"
 #include "worker/tls.h"
 #include "worker/upstream_stats.h"
 
@@ -64,6 +65,7 @@ typedef struct sws_worker {
     sws_timer_queue_t access_log_q; /* wakes an idle worker to flush the access log */
     sws_timer_t access_log_timer;
     int serves_tls;               /* a listener is TLS: each generation gets contexts */
+    char server[SWS_SERVER_TOKENS_BUF]; /* the Server value with its tokens, if any */
 } sws_worker_t;
 
 static int listeners_register(sws_worker_t *w)
@@ -163,6 +165,7 @@ static void adopt_generation(sws_worker_t *w)
     w->generation = gen;
     const sws_settings_t *st = sws_table_settings(t);
     sws_str_t server = { sws_table_str(t, st->server_name), st->server_name.len };
+    server = sws_server_tokens_apply(server, st->server_tokens, w->server, sizeof(w->server));
     sws_conn_set_configure(&w->conns, t, st, server);
     char err[160];
     if (w->serves_tls) {
@@ -198,8 +201,10 @@ static void stop_now(sws_worker_t *w)
 static void on_shutdown_timeout(sws_timer_t *t)
 {
     sws_worker_t *w = sws_container_of(t, sws_worker_t, shutdown_timer);
+    unsigned idle = sws_conn_set_count_idle(&w->conns);
     unsigned n = sws_conn_set_close_all(&w->conns);
-    sws_log_notice("graceful stop: timeout, %u connection%s cut", n, n == 1 ? "" : "s");
+    sws_log_notice("graceful stop: timeout, %u connection%s cut (%u idle)", n, n == 1 ? "" : "s",
+                   idle);
     stop_now(w);
 }
 

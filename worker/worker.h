@@ -6,9 +6,12 @@
  * Signals (the supervisor sends them; a worker never acts on the terminal's):
  *   SIGTERM  stop now: close everything, exit 0.
  *   SIGQUIT  graceful stop: stop accepting, finish the requests in flight,
- *            close idle keep-alive connections at once and busy ones after
- *            their current response, exit 0 when none is left (or when the
- *            shutdown timeout passes: then exit 0 and log how many were cut).
+ *            close busy connections after their current response (HTTP/2:
+ *            GOAWAY) and idle HTTP/1.1 ones after their next request
+ *            (answered with Connection: close) or SWS_CONN_DRAIN_IDLE_MS
+ *            without one (worker/conn.h), exit 0 when
+ *            none is left (or when the shutdown timeout passes: then exit 0
+ *            and log how many were cut, and how many of those were idle).
  *            The timeout is the one of the newest table generation when
  *            the stop begins, so a reload before the SIGQUIT sets it.
  *   SIGINT, SIGHUP, SIGUSR1, SIGUSR2, SIGPIPE: ignored (log files are

@@ -36,8 +36,10 @@ SANITIZER_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:")
 LIVE_SERVERS = set()
 
 
-def binary():
-    return os.path.abspath(os.path.join(BUILD_DIR, "scalwsd"))
+def binary(name="scalwsd"):
+    """A binary of the build; "scalwsd-alt" is scalwsd but for its build id
+    (the Makefile), for tests that must tell two builds apart."""
+    return os.path.abspath(os.path.join(BUILD_DIR, name))
 
 
 def sanitized():
@@ -220,6 +222,7 @@ class Server(Process):
         # A command the binary runs under (e.g. capsh dropping capabilities);
         # it must exec the binary, so that self.pid stays the supervisor's.
         self.prefix = list(prefix)
+        self.exe = binary()  # a test may set binary("scalwsd-alt") before start()
         self.port = port or free_port()
         self.config_path = os.path.join(self.dir, "scalws.yaml")
         super().__init__(os.path.join(self.dir, "error.log"))
@@ -239,7 +242,7 @@ class Server(Process):
 
     def start(self, wait=True):
         with open(self.out_path, "ab") as out:
-            self.spawn(self.prefix + [binary(), "-c", self.config_path], stdout=out,
+            self.spawn(self.prefix + [self.exe, "-c", self.config_path], stdout=out,
                        cwd=self.dir)
         if wait:
             self.wait_ready()

@@ -193,7 +193,7 @@ hosts:
     def test_version(self):
         code, out, stdout = self.run_scalwsd("--version")
         self.assertEqual(code, 0, out)
-        self.assertEqual(stdout.strip(), "scalwsd 0.1.0")
+        self.assertRegex(stdout.strip(), r"^scalwsd 0\.1\.0 \(build [A-Za-z0-9._+~-]+\)$")
 
     def test_unknown_option(self):
         code, out, _ = self.run_scalwsd("--no-such-option")

@@ -134,6 +134,9 @@ class Manifests:
         cmd = self.r.containers["scalwsd"]["lifecycle"]["preStop"]["exec"]["command"]
         script = cmd[-1]
         self.assertIn("kill -QUIT 1", script)
+        # ... and waits for the drain: the kubelet's SIGTERM after the hook
+        # would stop scalwsd at once.
+        self.assertRegex(script.split("kill -QUIT 1", 1)[1], r"while kill -0 1\b")
         pause = sum(int(s) for s in re.findall(r"sleep (\d+);", script.split("kill -QUIT")[0]))
         drain = duration_seconds(self.r.config["server"]["shutdown_timeout"])
         self.assertGreater(self.r.pod["terminationGracePeriodSeconds"], pause + drain)

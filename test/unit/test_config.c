@@ -85,6 +85,7 @@ static void test_defaults(void **state)
                                     .shutdown_timeout_ms = 30000,
                                 }));
     assert_string_equal(st->server_name, "scalws");
+    assert_int_equal(st->server_tokens, SWS__SETTINGS__SERVER_TOKENS__OFF);
     assert_int_equal(st->access_log->format, SWS__ACCESS_LOG__FORMAT__COMBINED);
     assert_string_equal(st->access_log->path, "-");
     assert_int_equal(cfg->routes->n_hosts, 0);
@@ -274,6 +275,34 @@ static void test_value_forms(void **state)
     assert_string_equal(cfg->routes->settings->server_name, "");
     assert_int_equal(cfg->routes->settings->access_log->format, SWS__ACCESS_LOG__FORMAT__OFF);
     sws_config_free(cfg);
+}
+
+/* server_tokens: nginx's words, YAML's booleans, and build. */
+static void test_server_tokens(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *value;
+        Sws__Settings__ServerTokens want;
+    } cases[] = {
+        { "off", SWS__SETTINGS__SERVER_TOKENS__OFF },
+        { "false", SWS__SETTINGS__SERVER_TOKENS__OFF },
+        { "on", SWS__SETTINGS__SERVER_TOKENS__ON },
+        { "true", SWS__SETTINGS__SERVER_TOKENS__ON },
+        { "build", SWS__SETTINGS__SERVER_TOKENS__BUILD },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char yaml[128];
+        snprintf(yaml, sizeof(yaml), "server:\n  server_tokens: %s\n", cases[i].value);
+        Sws__Config *cfg = parse_ok(yaml);
+        assert_int_equal(cfg->routes->settings->server_tokens, cases[i].want);
+        assert_string_equal(cfg->routes->settings->server_name, "scalws");
+        sws_config_free(cfg);
+    }
+    expect_error("server:\n  server_tokens: full\n", "t.yaml:2:18: server.server_tokens: ",
+                 "expected off, on or build, got \"full\"");
+    expect_error("server:\n  server_tokens: [on]\n", "t.yaml:2:18: server.server_tokens: ",
+                 "expected off, on or build, got a list");
 }
 
 static void test_errors_keys_and_types(void **state)
@@ -1239,6 +1268,7 @@ int main(void)
         cmocka_unit_test(test_accept_policies),
         cmocka_unit_test(test_full),
         cmocka_unit_test(test_value_forms),
+        cmocka_unit_test(test_server_tokens),
         cmocka_unit_test(test_errors_keys_and_types),
         cmocka_unit_test(test_errors_ranges),
         cmocka_unit_test(test_errors_server),

@@ -381,16 +381,22 @@ static void test_input_that_does_not_fit_is_failed_with_431(void **state)
 
 /* A graceful stop closes a connection at once only when its protocol says
  * it waits for nothing of a request. */
-static void test_drain_closes_only_what_the_protocol_calls_idle(void **state)
+/* A protocol without a goodbye of its own (drain is NULL): a drain leaves
+ * a busy connection alone and gives an idle one drain_q's time for its
+ * next request, instead of closing it under a client that may be sending. */
+static void test_drain_gives_an_idle_connection_time(void **state)
 {
     fixture_t *f = *state;
     fake.wait = SWS_PROTO_WAIT_BODY;
     sws_conn_set_drain(&f->set);
     assert_int_equal(f->conn->phase, SWS_CONN_ACTIVE);
+    assert_ptr_not_equal(f->conn->timer_q, &f->set.drain_q);
     f->set.draining = 0;
     fake.wait = SWS_PROTO_WAIT_IDLE;
     sws_conn_set_drain(&f->set);
-    assert_int_equal(f->conn->phase, SWS_CONN_CLOSED);
+    assert_int_equal(f->conn->phase, SWS_CONN_ACTIVE);
+    assert_ptr_equal(f->conn->timer_q, &f->set.drain_q);
+    assert_int_equal(sws_conn_set_count_idle(&f->set), 1);
 }
 
 /* A protocol whose answer waits on the output hears so (writable) once the
@@ -470,8 +476,8 @@ int main(void)
                                         fake_setup, teardown),
         cmocka_unit_test_setup_teardown(test_input_that_does_not_fit_is_failed_with_431,
                                         fake_setup, teardown),
-        cmocka_unit_test_setup_teardown(test_drain_closes_only_what_the_protocol_calls_idle,
-                                        fake_setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drain_gives_an_idle_connection_time, fake_setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_writable_comes_once_the_output_drained, fake_setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_protocol_state_follows_the_connection, fake_setup,

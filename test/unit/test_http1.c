@@ -887,7 +887,10 @@ static void test_idle_keepalive_closed_silently(void **state)
     assert_int_equal(f->out_len, after_first); /* nothing sent at the close */
 }
 
-static void test_drain_closes_idle_and_ends_busy(void **state)
+/* A drain finishes the request in progress; an idle connection is kept
+ * for a next request its client may be sending (answered, with
+ * Connection: close) and closed when none comes within drain_q's time. */
+static void test_drain_ends_busy_and_answers_idle_once(void **state)
 {
     fixture_t *f = *state;
     send_str(f, "GET /partial HTTP/1.1\r\n");
@@ -903,10 +906,27 @@ static void test_drain_closes_idle_and_ends_busy(void **state)
     setup((void **)&g);
     send_str(g, "GET /idle" H11 "\r\n");
     assert_false(g->eof);
+    assert_null(strstr(g->out, "Connection: close"));
     sws_conn_set_drain(&g->set);
     pump(g);
+    assert_false(g->eof);
+    send_str(g, "GET /next" H11 "\r\n");
+    assert_int_equal(status_at(g, 1), 200);
+    assert_non_null(strstr(g->out, "Connection: close"));
     assert_true(g->eof);
     teardown((void **)&g);
+
+    fixture_t *h;
+    setup((void **)&h);
+    h->st.keepalive_timeout_ms = 20; /* drain_q: at most the keep-alive timeout */
+    send_str(h, "GET /idle" H11 "\r\n");
+    sws_conn_set_drain(&h->set);
+    pump(h);
+    assert_false(h->eof);
+    run_until_eof(h, 50);
+    assert_true(h->eof);
+    assert_int_equal(count(h->out, "HTTP/1.1 200"), 1);
+    teardown((void **)&h);
 }
 
 static void test_output_high_water_mark_pauses_pipeline(void **state)
@@ -1787,7 +1807,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_header_timeout_408, setup, teardown),
         cmocka_unit_test_setup_teardown(test_body_timeout_408, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_keepalive_closed_silently, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_drain_closes_idle_and_ends_busy, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_drain_ends_busy_and_answers_idle_once, setup, teardown),
         cmocka_unit_test_setup_teardown(test_output_high_water_mark_pauses_pipeline, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_input_flood_read_in_turns, setup, teardown),

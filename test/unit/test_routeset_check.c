@@ -363,6 +363,10 @@ static void server_name(Sws__RouteSet *rs)
 {
     set(&rs->settings->server_name, "x\r\nX-Evil: 1");
 }
+static void server_tokens(Sws__RouteSet *rs)
+{
+    rs->settings->server_tokens = (Sws__Settings__ServerTokens)7;
+}
 
 /* pools[0].members[2] is the name "api.internal:80". */
 static void resolve_to(Sws__RouteSet *rs, size_t m, const char *a, const char *b)
@@ -541,6 +545,8 @@ static const struct refusal_case {
       "expected debug, info, notice, warn or error, got \"loud\"" },
     { "server name", server_name, "settings.server_name",
       "must not contain control characters (CR, LF, ...)" },
+    { "server tokens", server_tokens, "settings.server_tokens",
+      "expected off, on or build, got 7" },
     { "too many members", too_many_members, "pools", "131073 members in all, at most 131072" },
     { "resolved for an IP", resolved_for_an_ip, "pools[0].members[0].resolved",
       "\"127.0.0.1:9001\" is not a name: only a name has resolved addresses" },
