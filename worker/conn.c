@@ -321,6 +321,15 @@ static int conn_is_idle(const sws_conn_t *c)
            conn_output_empty(c);
 }
 
+/* What a drain may close at once: an idle connection that has answered a
+ * request. One accepted just before the drain has its first request on
+ * the way (a binary upgrade drains right after the last accepts): it is
+ * answered, with Connection: close, or ends at its header timeout. */
+static int conn_drain_closes(const sws_conn_t *c)
+{
+    return c->requests > 0 && conn_is_idle(c);
+}
+
 void sws_conn_set_drain(sws_conn_set_t *s)
 {
     s->draining = 1;
@@ -331,7 +340,7 @@ void sws_conn_set_drain(sws_conn_set_t *s)
          * on an idle connection: the client then knows not to retry. */
         if (c->proto->drain != NULL)
             c->proto->drain(c);
-        else if (conn_is_idle(c))
+        else if (conn_drain_closes(c))
             sws_conn_close(c);
     }
 }
@@ -927,7 +936,7 @@ static void conn_turn(sws_conn_t *c)
         conn_finish(c);
         return;
     }
-    if (c->set->draining && conn_is_idle(c)) {
+    if (c->set->draining && conn_drain_closes(c)) {
         sws_conn_close(c);
         return;
     }

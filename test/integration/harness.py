@@ -215,8 +215,11 @@ class Server(Process):
     stderr (error.log) and stdout (access.log). stop() leaves no process of
     it behind."""
 
-    def __init__(self, config_text, port=None, prefix=()):
+    def __init__(self, config_text, port=None, prefix=(), binary_path=None):
         self.dir = tempfile.mkdtemp(prefix="scalws-it-")
+        # The binary to start (default: the build's); a binary upgrade test
+        # starts a copy it can replace.
+        self.binary_path = binary_path
         # A command the binary runs under (e.g. capsh dropping capabilities);
         # it must exec the binary, so that self.pid stays the supervisor's.
         self.prefix = list(prefix)
@@ -239,7 +242,8 @@ class Server(Process):
 
     def start(self, wait=True):
         with open(self.out_path, "ab") as out:
-            self.spawn(self.prefix + [binary(), "-c", self.config_path], stdout=out,
+            self.spawn(self.prefix + [self.binary_path or binary(), "-c", self.config_path],
+                       stdout=out,
                        cwd=self.dir)
         if wait:
             self.wait_ready()
@@ -352,8 +356,8 @@ class ServerTestCase(unittest.TestCase):
         self.helpers.append(process)
         return process
 
-    def server(self, config_text, start=True, port=None, prefix=()):
-        srv = Server(config_text, port=port, prefix=prefix)
+    def server(self, config_text, start=True, port=None, prefix=(), binary_path=None):
+        srv = Server(config_text, port=port, prefix=prefix, binary_path=binary_path)
         self.servers.append(srv)
         if start:
             srv.start()

@@ -380,15 +380,22 @@ static void test_input_that_does_not_fit_is_failed_with_431(void **state)
 }
 
 /* A graceful stop closes a connection at once only when its protocol says
- * it waits for nothing of a request. */
+ * it waits for nothing of a request, and it has answered one: a connection
+ * accepted just before the stop has its first request on the way. */
 static void test_drain_closes_only_what_the_protocol_calls_idle(void **state)
 {
     fixture_t *f = *state;
     fake.wait = SWS_PROTO_WAIT_BODY;
+    f->conn->requests = 1;
     sws_conn_set_drain(&f->set);
     assert_int_equal(f->conn->phase, SWS_CONN_ACTIVE);
     f->set.draining = 0;
     fake.wait = SWS_PROTO_WAIT_IDLE;
+    f->conn->requests = 0;
+    sws_conn_set_drain(&f->set);
+    assert_int_equal(f->conn->phase, SWS_CONN_ACTIVE);
+    f->set.draining = 0;
+    f->conn->requests = 1;
     sws_conn_set_drain(&f->set);
     assert_int_equal(f->conn->phase, SWS_CONN_CLOSED);
 }
