@@ -153,19 +153,6 @@ static int handoff_fd(void)
     return (int)fd;
 }
 
-/* The command line as given, for an upgrade's exec: sws_proctitle_init
- * may reuse the original's memory for the process title. */
-static char **copy_argv(int argc, char **argv)
-{
-    char **copy = calloc((size_t)argc + 1, sizeof(*copy));
-    for (int i = 0; copy != NULL && i < argc; i++) {
-        copy[i] = strdup(argv[i]);
-        if (copy[i] == NULL)
-            return NULL; /* the process is about to report it and exit */
-    }
-    return copy;
-}
-
 /* The supervisor reloads the file by name, from wherever; and ps shows it. */
 static char *absolute_path(const char *path)
 {
@@ -192,7 +179,6 @@ int main(int argc, char **argv)
         { "version", no_argument, NULL, 'v' },
         { NULL, 0, NULL, 0 },
     };
-    char **argv_copy = copy_argv(argc, argv);
     sws_proctitle_init(argc, argv);
     sws_log_init("supervisor", 2, SWS_LOG_INFO);
 
@@ -247,18 +233,17 @@ int main(int argc, char **argv)
     char why[256];
     char *abs = absolute_path(config);
     /* Without it, upgrades are refused (logged then); the server runs. */
-    char *binary = sws_upgrade_binary_path(argv_copy != NULL ? argv_copy[0] : "", why,
-                                           sizeof(why));
-    if (abs == NULL || argv_copy == NULL) {
+    char *binary = sws_upgrade_binary_path(argv[0], why, sizeof(why));
+    if (abs == NULL) {
         fprintf(stderr, "scalwsd: out of memory\n");
+        free(binary);
         return 1;
     }
-    sws_supervisor_exec_t exec = { .binary = binary, .argv = argv_copy, .handoff_fd = fd };
+    /* argv as given (sws_proctitle_init moved the strings aside, so the
+     * title does not overwrite them): an upgrade execs the same line. */
+    sws_supervisor_exec_t exec = { .binary = binary, .argv = argv, .handoff_fd = fd };
     int rc = sws_supervisor_run(abs, &exec);
     free(binary);
     free(abs);
-    for (int i = 0; i < argc; i++)
-        free(argv_copy[i]);
-    free(argv_copy);
     return rc;
 }

@@ -323,6 +323,19 @@ class Upgrade(UpgradeTestCase):
         p = subprocess.run([srv.bin, "-s", "bounce", "-c", srv.config_path],
                            capture_output=True, timeout=TIMEOUT)
         self.assertEqual(p.returncode, 2)
+        # A pid file naming a process that is gone (one we started and reaped).
+        child = subprocess.Popen(["true"])
+        child.wait(TIMEOUT)
+        dead = os.path.join(srv.dir, "dead.pid")
+        with open(dead, "w") as f:
+            f.write("%d\n" % child.pid)
+        stale = os.path.join(srv.dir, "stale.yaml")
+        with open(stale, "w") as f:
+            f.write(text.replace(srv.pid_path, dead))
+        p = subprocess.run([srv.bin, "-s", "quit", "-c", stale], capture_output=True,
+                           timeout=TIMEOUT)
+        self.assertEqual(p.returncode, 1)
+        self.assertIn(b"pid %d from %s: not running" % (child.pid, dead.encode()), p.stderr)
         # reload through the verb
         srv.write_config(text.replace("hello, world", "hello, verb"))
         p = subprocess.run([srv.bin, "-s", "reload", "-c", srv.config_path],
