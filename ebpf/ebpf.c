@@ -185,6 +185,7 @@ int sws_ebpf_attach(sws_ebpf_t *e, char *err, size_t errlen)
             return -1;
         }
     }
+    e->attached = 1;
     return 0;
 }
 
@@ -211,7 +212,7 @@ void sws_ebpf_hand_over(sws_ebpf_t *e)
             bpf_map_delete_elem(map, &key);
         }
     }
-    e->handed_over = 1;
+    e->attached = 0;
     e->parked = 0;
 }
 
@@ -231,9 +232,13 @@ struct sws_ebpf_worker *sws_ebpf_worker(const sws_ebpf_t *e, unsigned i)
 int sws_ebpf_park(sws_ebpf_t *e, unsigned i, char *err, size_t errlen)
 {
     struct sws_ebpf_worker *w = sws_ebpf_worker(e, i);
-    if (w == NULL || e->handed_over)
+    if (w == NULL)
         return 0;
     w->down = 1;
+    /* Not attached (yet, or any more): the sockets are another binary's
+     * to serve; shutting one down would move its queue under it. */
+    if (!e->attached)
+        return 0;
     unsigned out = (unsigned)__builtin_popcountll(e->parked);
     if (sws_ebpf_is_parked(e, i) || out + 1 >= e->listen->ngroups)
         return 0;
@@ -251,9 +256,9 @@ int sws_ebpf_park(sws_ebpf_t *e, unsigned i, char *err, size_t errlen)
 int sws_ebpf_unpark(sws_ebpf_t *e, unsigned i, int fresh, char *err, size_t errlen)
 {
     struct sws_ebpf_worker *w = sws_ebpf_worker(e, i);
-    if (w == NULL || e->handed_over)
+    if (w == NULL)
         return 0;
-    if (sws_ebpf_is_parked(e, i)) {
+    if (e->attached && sws_ebpf_is_parked(e, i)) {
         for (unsigned a = 0; a < e->listen->naddrs; a++) {
             if (listen(sock_of(e, i, a), e->backlog) < 0)
                 return sws_errf(err, errlen, "listen %s of worker %u again: %s",
@@ -291,8 +296,9 @@ void sws_ebpf_forget(sws_ebpf_t *e)
 
 void sws_ebpf_close(sws_ebpf_t *e)
 {
-    /* Handed over: the program on the groups is the new binary's. */
-    if (e->skel != NULL && e->listen != NULL && e->state != NULL && !e->handed_over)
+    /* Never attached, or handed over: the groups' program is another
+     * binary's. */
+    if (e->skel != NULL && e->listen != NULL && e->state != NULL && e->attached)
         detach(e, e->listen->naddrs);
     if (e->state != NULL)
         munmap(e->state, e->state_len);

@@ -41,7 +41,9 @@ typedef struct sws_ebpf {
     const sws_listen_set_t *listen; /* borrowed */
     int backlog;                  /* for listen() again when unparking */
     unsigned long long parked;    /* bit i: worker i's sockets are shut down */
-    int handed_over;              /* sws_ebpf_hand_over: the sockets are a new binary's */
+    int attached;                 /* the program is on the groups (sws_ebpf_attach) and the
+                                   * sockets ours to park; 0 before, and after
+                                   * sws_ebpf_hand_over */
 } sws_ebpf_t;
 
 /* "hash", "least-loaded", "fountain", "cpu" for logs. */
@@ -75,7 +77,8 @@ int sws_ebpf_attach(sws_ebpf_t *e, char *err, size_t errlen);
 
 /* The old binary at an upgrade's GO: empty the socket array so the new
  * binary's can take the sockets, and from then on never park, unpark or
- * detach (the sockets and the groups' program are the new binary's). */
+ * detach (the sockets and the groups' program are the new binary's). Park
+ * and unpark before sws_ebpf_attach likewise only mark the record. */
 void sws_ebpf_hand_over(sws_ebpf_t *e);
 
 /* fountain's threshold from now on (a reload); nothing when not loaded. */
