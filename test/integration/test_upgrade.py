@@ -14,6 +14,7 @@ import shutil
 import signal
 import subprocess
 import threading
+import time
 import unittest
 
 from backend import Backend
@@ -93,12 +94,14 @@ class Load(threading.Thread):
 
 
 class UpgradeTestCase(ServerTestCase):
-    def start_copy(self, hosts=HELLO_HOSTS, extra="", tail="", loops=2, tls=False):
+    def start_copy(self, hosts=HELLO_HOSTS, extra="", tail="", loops=2, tls=False,
+                   upgrade_timeout="2s"):
         """A server started from a copy of the binary in its directory, with
         a pid file, a 2 s upgrade timeout and the admin API on a Unix
         socket (tls: its listener is TLS, with a certificate made here)."""
-        server = ("event_loops: %d\npid_file: @DIR@/scalws.pid\nupgrade_timeout: 2s\n"
-                  "admin: {listen: [\"@DIR@/run/admin.sock\"]}\n%s" % (loops, extra))
+        server = ("event_loops: %d\npid_file: @DIR@/scalws.pid\nupgrade_timeout: %s\n"
+                  "admin: {listen: [\"@DIR@/run/admin.sock\"]}\n%s"
+                  % (loops, upgrade_timeout, extra))
         text = make_config(hosts, server=server) + tail
         if tls:
             text = text.replace('  listen: "127.0.0.1:@PORT@"\n',
@@ -342,6 +345,130 @@ class Upgrade(UpgradeTestCase):
                            capture_output=True, timeout=TIMEOUT)
         self.assertEqual(p.returncode, 0, p.stderr)
         srv.wait_answer(body=b"hello, verb\n")
+
+
+# A "new binary" that runs the real one behind a relay of the hand-off
+# socket: the old supervisor's messages (and their descriptors) go through,
+# the new one's never come back, so READY is lost and the old one gives up.
+SWALLOW_READY = r"""#!/usr/bin/python3
+import os, select, socket, sys
+up = socket.socket(fileno=int(os.environ["SCALWS_UPGRADE_FD"]))
+mine, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+if os.fork() == 0:
+    up.close()
+    mine.close()
+    os.set_inheritable(child.fileno(), True)
+    os.environ["SCALWS_UPGRADE_FD"] = str(child.fileno())
+    os.execv(sys.argv[0] + ".real", [sys.argv[0] + ".real"] + sys.argv[1:])
+child.close()
+for _ in range(100000):
+    ready, _, _ = select.select([up, mine], [], [], 60)
+    if not ready:
+        break
+    if up in ready:
+        msg, fds, _, _ = socket.recv_fds(up, 4096, 64)
+        if not msg:
+            break
+        socket.send_fds(mine, [msg], fds)
+        for fd in fds:
+            os.close(fd)
+    if mine in ready and not mine.recv(4096):
+        break
+"""
+
+
+def socket_inodes(pid):
+    """The inodes of the sockets process pid holds."""
+    found = set()
+    try:
+        for name in os.listdir("/proc/%d/fd" % pid):
+            try:
+                link = os.readlink("/proc/%d/fd/%s" % (pid, name))
+            except OSError:
+                continue
+            if link.startswith("socket:["):
+                found.add(int(link[8:-1]))
+    except OSError:
+        pass
+    return found
+
+
+def established_inodes(port):
+    """The inodes of the server ends of established TCP connections on
+    127.0.0.1:port (/proc/net/tcp: local address, state 01)."""
+    found = set()
+    with open("/proc/net/tcp") as f:
+        for line in f.readlines()[1:]:
+            fields = line.split()
+            if fields[3] == "01" and int(fields[1].split(":")[1], 16) == port:
+                found.add(int(fields[9]))
+    return found
+
+
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+class Standby(UpgradeTestCase):
+    def test_a_rolled_back_generation_accepted_nothing(self):
+        """Workers of a new binary that never hears GO accept nothing: the
+        connections made while they stand by are all the old workers'."""
+        srv = self.start_copy(upgrade_timeout="5s")
+        replace_file(srv.bin + ".real", source=binary())
+        replace_file(srv.bin, SWALLOW_READY)
+        old = srv.pid
+        old_workers = srv.wait_workers(2)
+        os.kill(old, signal.SIGUSR2)
+        new = int(srv.wait_log(r"supervisor\[(\d+)\]: upgrade: workers ready; waiting for pid "
+                               r"%d's GO" % old).group(1))
+        new_workers = poll(lambda: len(children(new)) == 2 and children(new),
+                           what="the new binary's two workers")
+        # The old workers are stopped while the connections come: only a
+        # standby worker that wrongly accepts could take them now.
+        for p in old_workers:
+            os.kill(p, signal.SIGSTOP)
+        clients = []
+        try:
+            try:
+                for _ in range(16):
+                    c = Client(srv.port)
+                    clients.append(c)
+                    c.send(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+                taken = set()
+                # Bounded: 50 looks over about a second; a wrong accept shows
+                # within milliseconds, a right standby never.
+                for _ in range(50):
+                    taken = set().union(*(socket_inodes(p) for p in new_workers))
+                    taken &= established_inodes(srv.port)
+                    if taken:
+                        break
+                    time.sleep(0.02)
+                self.assertEqual(taken, set(), "a standby worker accepted")
+            finally:
+                for p in old_workers:
+                    os.kill(p, signal.SIGCONT)
+            for c in clients:
+                r = c.read_response()
+                self.assertEqual((r.status, r.body), (200, HELLO_BODY))
+            held_old = set().union(*(socket_inodes(p) for p in old_workers))
+            self.assertEqual(len(held_old & established_inodes(srv.port)), 16)
+            line = srv.wait_log(r"upgrade failed: .*; still serving").group(0)
+            self.assertIn("not ready after 5000 ms", line)
+            for c in clients:
+                r = c.get("/")
+                self.assertEqual((r.status, r.body), (200, HELLO_BODY))
+        finally:
+            for c in clients:
+                c.close()
+        # The relay died with the rollback: the new supervisor hears its
+        # socket close and stops.
+        srv.wait_log(r"upgrade: pid %d gave up before GO; stopping" % old)
+        poll(lambda: gone(new), what="the abandoned new supervisor to exit")
+        self.assertEqual(self.pid_in_file(srv), old)
 
 
 TLS_HOSTS = """
