@@ -416,7 +416,8 @@ def children(pid):
 class Standby(UpgradeTestCase):
     def test_a_rolled_back_generation_accepted_nothing(self):
         """Workers of a new binary that never hears GO accept nothing: the
-        connections made while they stand by are all the old workers'."""
+        connections made while they stand by are all the old workers'. And
+        until GO the old supervisor takes reloads and serves the admin API."""
         srv = self.start_copy(upgrade_timeout="5s")
         replace_file(srv.bin + ".real", source=binary())
         replace_file(srv.bin, SWALLOW_READY)
@@ -456,11 +457,19 @@ class Standby(UpgradeTestCase):
                 self.assertEqual((r.status, r.body), (200, HELLO_BODY))
             held_old = set().union(*(socket_inodes(p) for p in old_workers))
             self.assertEqual(len(held_old & established_inodes(srv.port)), 16)
+            # Meanwhile the old supervisor still takes a reload and serves
+            # the admin API (the new one serves it only after GO).
+            code, _, body = admin_request(srv.admin, "GET", "/v1/status")
+            self.assertEqual((code, body["generation"]), (200, 1), body)
+            srv.write_config(open(srv.config_path).read().replace("hello, world", "hello, hup"))
+            os.kill(old, signal.SIGHUP)
+            srv.wait_answer(body=b"hello, hup\n")
+            self.assertIn("supervisor[%d]: reload: generation 2 published" % old, srv.log())
             line = srv.wait_log(r"upgrade failed: .*; still serving").group(0)
             self.assertIn("not ready after 5000 ms", line)
             for c in clients:
                 r = c.get("/")
-                self.assertEqual((r.status, r.body), (200, HELLO_BODY))
+                self.assertEqual((r.status, r.body), (200, b"hello, hup\n"))
         finally:
             for c in clients:
                 c.close()
