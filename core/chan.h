@@ -22,7 +22,13 @@
  *                  an idle worker, whose wake-up adopts the generation (so
  *                  GET /v1/status shows every worker on it, and the old
  *                  arena is freed, without waiting for traffic).
+ *   SWS_CHAN_ACCEPT  supervisor -> worker. No body, no descriptors. A
+ *                  worker started in standby (a binary upgrade's new
+ *                  generation, supervisor/upgrade.h) registers its
+ *                  listening sockets now; until then it accepts nothing.
  *
+ * The binary upgrade's socket (supervisor/upgrade.h) uses the same
+ * transport with its own types.
  * Who may call: both processes; the descriptors are the caller's (the
  * socketpair's ends, and those sent, which stay open in the sender). A
  * received message's fds belong to the receiver, which must close those it
@@ -35,11 +41,12 @@
 #include <stdint.h>
 
 #define SWS_CHAN_MAX_BODY 256u
-#define SWS_CHAN_MAX_FDS 4u
+#define SWS_CHAN_MAX_FDS 64u /* a binary upgrade hands listening sockets over in batches */
 
 enum sws_chan_type {
     SWS_CHAN_LOGS = 1,
     SWS_CHAN_GENERATION = 2,
+    SWS_CHAN_ACCEPT = 3,
 };
 
 #define SWS_CHAN_LOGS_ERROR 1u  /* an error-log descriptor follows */

@@ -21,7 +21,8 @@ static struct sws_logger {
     int echo;      /* errors also to standard error (sws_log_set_startup_echo) */
     sws_log_level_t min_level;
     char role[32];
-} logger = { 2, 0, 0, 0, SWS_LOG_INFO, "scalwsd" };
+    char last_error[256]; /* sws_log_last_error */
+} logger = { 2, 0, 0, 0, SWS_LOG_INFO, "scalwsd", "" };
 
 /* A message is cut at SWS_LOG_MSG_MAX bytes before escaping (4 bytes per
  * escaped byte), a line at PIPE_BUF: writes up to that size to a pipe are
@@ -151,6 +152,11 @@ void sws_logv(sws_log_level_t level, const char *fmt, va_list ap)
     if (m < 0)
         m = 0;
     size_t mlen = (size_t)m < sizeof(msg) ? (size_t)m : sizeof(msg) - 1;
+    if (level >= SWS_LOG_ERROR) {
+        size_t keep = mlen < sizeof(logger.last_error) ? mlen : sizeof(logger.last_error) - 1;
+        memcpy(logger.last_error, msg, keep);
+        logger.last_error[keep] = '\0';
+    }
     char *end = sws_put_escaped(line + n, msg, mlen, SWS_ESC_CTL);
     size_t len = (size_t)(end - line);
     if (len > SWS_LOG_WRITE_MAX - 1)
@@ -174,4 +180,9 @@ void sws_log(sws_log_level_t level, const char *fmt, ...)
     va_start(ap, fmt);
     sws_logv(level, fmt, ap);
     va_end(ap);
+}
+
+const char *sws_log_last_error(void)
+{
+    return logger.last_error;
 }

@@ -71,6 +71,11 @@ int sws_log_level_parse(const char *name, sws_log_level_t *out);
 
 void sws_log(sws_log_level_t level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The message of the last line logged at error level or above ("" when
+ * none), cut to 255 bytes: what a process that gives up tells another
+ * (a new binary that refuses an upgrade tells the old one why). */
+const char *sws_log_last_error(void);
 void sws_logv(sws_log_level_t level, const char *fmt, va_list ap);
 
 #define sws_log_debug(...) \

@@ -122,7 +122,7 @@ static void detach(const sws_ebpf_t *e, unsigned ngroups)
     }
 }
 
-int sws_ebpf_open(sws_ebpf_t *e, const sws_listen_set_t *set, int backlog,
+int sws_ebpf_prepare(sws_ebpf_t *e, const sws_listen_set_t *set, int backlog,
                   enum sws_ebpf_policy policy, unsigned fountain_threshold, const int *cpus,
                   char *err, size_t errlen)
 {
@@ -162,7 +162,12 @@ int sws_ebpf_open(sws_ebpf_t *e, const sws_listen_set_t *set, int backlog,
         group_key(&set->addrs[a], &c->groups[a]);
     for (unsigned i = 0; i < set->ngroups; i++)
         e->state->w[i].cpu = cpus[i] >= 0 ? (uint32_t)cpus[i] : ~0u;
+    return 0;
+}
 
+int sws_ebpf_attach(sws_ebpf_t *e, char *err, size_t errlen)
+{
+    const sws_listen_set_t *set = e->listen;
     for (unsigned i = 0; i < set->ngroups; i++) {
         if (put_socks(e, i, err, errlen) < 0) {
             sws_ebpf_close(e);
@@ -180,7 +185,35 @@ int sws_ebpf_open(sws_ebpf_t *e, const sws_listen_set_t *set, int backlog,
             return -1;
         }
     }
+    e->attached = 1;
     return 0;
+}
+
+int sws_ebpf_open(sws_ebpf_t *e, const sws_listen_set_t *set, int backlog,
+                  enum sws_ebpf_policy policy, unsigned fountain_threshold, const int *cpus,
+                  char *err, size_t errlen)
+{
+    if (sws_ebpf_prepare(e, set, backlog, policy, fountain_threshold, cpus, err, errlen) < 0)
+        return -1;
+    return sws_ebpf_attach(e, err, errlen);
+}
+
+void sws_ebpf_hand_over(sws_ebpf_t *e)
+{
+    if (e->skel == NULL)
+        return;
+    /* A socket sits in one socket array at a time: the new binary's can
+     * take these only once this one lets go. Meanwhile the program, still
+     * attached, finds no entry and the kernel's hash places the SYN. */
+    int map = bpf_map__fd(e->skel->maps.sws_socks);
+    for (unsigned i = 0; i < e->listen->ngroups; i++) {
+        for (unsigned a = 0; a < e->listen->naddrs; a++) {
+            uint32_t key = a * SWS_EBPF_MAX_WORKERS + i;
+            bpf_map_delete_elem(map, &key);
+        }
+    }
+    e->attached = 0;
+    e->parked = 0;
 }
 
 void sws_ebpf_set_fountain_threshold(sws_ebpf_t *e, unsigned percent)
@@ -202,6 +235,10 @@ int sws_ebpf_park(sws_ebpf_t *e, unsigned i, char *err, size_t errlen)
     if (w == NULL)
         return 0;
     w->down = 1;
+    /* Not attached (yet, or any more): the sockets are another binary's
+     * to serve; shutting one down would move its queue under it. */
+    if (!e->attached)
+        return 0;
     unsigned out = (unsigned)__builtin_popcountll(e->parked);
     if (sws_ebpf_is_parked(e, i) || out + 1 >= e->listen->ngroups)
         return 0;
@@ -221,7 +258,7 @@ int sws_ebpf_unpark(sws_ebpf_t *e, unsigned i, int fresh, char *err, size_t errl
     struct sws_ebpf_worker *w = sws_ebpf_worker(e, i);
     if (w == NULL)
         return 0;
-    if (sws_ebpf_is_parked(e, i)) {
+    if (e->attached && sws_ebpf_is_parked(e, i)) {
         for (unsigned a = 0; a < e->listen->naddrs; a++) {
             if (listen(sock_of(e, i, a), e->backlog) < 0)
                 return sws_errf(err, errlen, "listen %s of worker %u again: %s",
@@ -259,7 +296,9 @@ void sws_ebpf_forget(sws_ebpf_t *e)
 
 void sws_ebpf_close(sws_ebpf_t *e)
 {
-    if (e->skel != NULL && e->listen != NULL && e->state != NULL)
+    /* Never attached, or handed over: the groups' program is another
+     * binary's. */
+    if (e->skel != NULL && e->listen != NULL && e->state != NULL && e->attached)
         detach(e, e->listen->naddrs);
     if (e->state != NULL)
         munmap(e->state, e->state_len);

@@ -41,6 +41,9 @@ typedef struct sws_ebpf {
     const sws_listen_set_t *listen; /* borrowed */
     int backlog;                  /* for listen() again when unparking */
     unsigned long long parked;    /* bit i: worker i's sockets are shut down */
+    int attached;                 /* the program is on the groups (sws_ebpf_attach) and the
+                                   * sockets ours to park; 0 before, and after
+                                   * sws_ebpf_hand_over */
 } sws_ebpf_t;
 
 /* "hash", "least-loaded", "fountain", "cpu" for logs. */
@@ -60,6 +63,23 @@ int sws_ebpf_probe(char *err, size_t errlen);
 int sws_ebpf_open(sws_ebpf_t *e, const sws_listen_set_t *set, int backlog,
                   enum sws_ebpf_policy policy, unsigned fountain_threshold, const int *cpus,
                   char *err, size_t errlen);
+
+/* sws_ebpf_open in two steps, for a binary upgrade's new generation
+ * (docs/adr/0046-binary-upgrade.md): prepare loads the program and the load
+ * map (workers can be forked with their records) and touches no socket;
+ * attach fills the socket array and attaches the program to every group,
+ * replacing the old binary's, once that one has called sws_ebpf_hand_over.
+ * Each: 0, or -1 with the reason in err and nothing left loaded. */
+int sws_ebpf_prepare(sws_ebpf_t *e, const sws_listen_set_t *set, int backlog,
+                  enum sws_ebpf_policy policy, unsigned fountain_threshold, const int *cpus,
+                  char *err, size_t errlen);
+int sws_ebpf_attach(sws_ebpf_t *e, char *err, size_t errlen);
+
+/* The old binary at an upgrade's GO: empty the socket array so the new
+ * binary's can take the sockets, and from then on never park, unpark or
+ * detach (the sockets and the groups' program are the new binary's). Park
+ * and unpark before sws_ebpf_attach likewise only mark the record. */
+void sws_ebpf_hand_over(sws_ebpf_t *e);
 
 /* fountain's threshold from now on (a reload); nothing when not loaded. */
 void sws_ebpf_set_fountain_threshold(sws_ebpf_t *e, unsigned percent);

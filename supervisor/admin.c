@@ -54,6 +54,7 @@ struct sws_admin {
     admin_conn_t *conns;
     unsigned nconns;
     sws_timer_queue_t timeouts;
+    int keep_files; /* sws_admin_release: a new binary serves the socket files now */
 };
 
 /* ---- addresses ---- */
@@ -387,15 +388,28 @@ static sws_admin_t *admin_new(sws_loop_t *loop, size_t nlisten, sws_admin_handle
 /* Open the next listener on a (name: as given, for logs and the socket
  * file's removal). 0, or -1 with err. */
 static int admin_listen(sws_admin_t *admin, const char *name, const sws_admin_addr_t *a,
-                        char *err, size_t errlen)
+                        int inherited, char *err, size_t errlen)
 {
     admin_listener_t *l = &admin->listeners[admin->nlisteners];
     memset(l, 0, sizeof(*l));
     l->admin = admin;
     l->io.cb = on_accept;
     snprintf(l->name, sizeof(l->name), "%s", name);
-    int rc = a->ss.ss_family == AF_UNIX ? open_unix(l, a, err, errlen)
+    int rc = 0;
+    struct stat st;
+    if (inherited >= 0) {
+        /* A binary upgrade's: already bound and listening, its queue kept;
+         * the socket file is ours to remove at the stop. */
+        l->io.fd = inherited;
+        l->is_unix = a->ss.ss_family == AF_UNIX;
+        if (l->is_unix && stat(l->name, &st) == 0) {
+            l->dev = st.st_dev;
+            l->ino = st.st_ino;
+        }
+    } else {
+        rc = a->ss.ss_family == AF_UNIX ? open_unix(l, a, err, errlen)
                                         : open_inet(l, a, err, errlen);
+    }
     if (rc == 0 && sws_loop_add(admin->loop, &l->io, EPOLLIN) < 0) {
         rc = sws_errf(err, errlen, "epoll: %s", strerror(errno));
         close(l->io.fd);
@@ -416,6 +430,14 @@ static void api_handle(void *ctx, const char *method, const char *target, const 
 sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
                              unsigned nworkers, sws_admin_publish_fn publish, void *ctx)
 {
+    return sws_admin_start_inherited(loop, cfg, shm, nworkers, publish, ctx, NULL, NULL, 0);
+}
+
+sws_admin_t *sws_admin_start_inherited(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
+                                       unsigned nworkers, sws_admin_publish_fn publish,
+                                       void *ctx, const char *const *names, int *fds,
+                                       unsigned nfds)
+{
     if (cfg == NULL || cfg->n_listen == 0)
         return NULL;
     sws_admin_t *admin = admin_new(loop, cfg->n_listen, api_handle, NULL);
@@ -432,8 +454,17 @@ sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t 
     for (size_t i = 0; i < cfg->n_listen; i++) {
         sws_admin_addr_t a;
         char err[PATH_MAX + 128];
+        int inherited = -1;
+        for (unsigned k = 0; k < nfds && inherited < 0; k++) {
+            if (fds[k] >= 0 && strcmp(names[k], cfg->listen[i]) == 0) {
+                inherited = fds[k];
+                fds[k] = -1;
+            }
+        }
         if (sws_admin_parse_address(cfg->listen[i], &a, err, sizeof(err)) < 0 ||
-            admin_listen(admin, cfg->listen[i], &a, err, sizeof(err)) < 0) {
+            admin_listen(admin, cfg->listen[i], &a, inherited, err, sizeof(err)) < 0) {
+            if (inherited >= 0)
+                close(inherited);
             sws_log_error("admin API: %s; not served there", err);
             continue;
         }
@@ -450,7 +481,7 @@ sws_admin_t *sws_admin_serve(sws_loop_t *loop, const char *name, const sws_admin
         sws_errf(err, errlen, "out of memory");
         return NULL;
     }
-    if (admin_listen(admin, name, addr, err, errlen) < 0) {
+    if (admin_listen(admin, name, addr, -1, err, errlen) < 0) {
         sws_admin_stop(admin);
         return NULL;
     }
@@ -492,11 +523,37 @@ void sws_admin_stop(sws_admin_t *admin)
         sws_loop_del(admin->loop, &l->io);
         close(l->io.fd);
         /* Not a file another process has put there since. */
-        if (l->is_unix && lstat(l->name, &st) == 0 && st.st_dev == l->dev && st.st_ino == l->ino)
+        if (l->is_unix && !admin->keep_files && lstat(l->name, &st) == 0 &&
+            st.st_dev == l->dev && st.st_ino == l->ino)
             unlink(l->name);
     }
     sws_timer_queue_remove(admin->loop, &admin->timeouts);
     free(admin->listeners);
     sws_admin_api_free(&admin->api);
     free(admin);
+}
+
+void sws_admin_set_upgrade(sws_admin_t *admin, sws_admin_upgrade_fn upgrade)
+{
+    if (admin != NULL)
+        admin->api.upgrade = upgrade;
+}
+
+unsigned sws_admin_listeners(const sws_admin_t *admin, const char **names, int *fds,
+                             unsigned max)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; admin != NULL && i < admin->nlisteners && n < max; i++, n++) {
+        names[n] = admin->listeners[i].name;
+        fds[n] = admin->listeners[i].io.fd;
+    }
+    return n;
+}
+
+void sws_admin_release(sws_admin_t *admin)
+{
+    if (admin == NULL)
+        return;
+    admin->keep_files = 1;
+    sws_admin_stop(admin);
 }

@@ -61,6 +61,28 @@ int sws_admin_parse_address(const char *text, sws_admin_addr_t *addr, char *err,
 sws_admin_t *sws_admin_start(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
                              unsigned nworkers, sws_admin_publish_fn publish, void *ctx);
 
+/* sws_admin_start, taking over the listening sockets a binary upgrade
+ * handed (supervisor/upgrade.h) instead of binding: fds[k], already
+ * listening, serves the configured address equal to names[k]; a taken
+ * fd is set to -1 (the rest stay the caller's). */
+sws_admin_t *sws_admin_start_inherited(sws_loop_t *loop, const Sws__Admin *cfg, sws_shm_t *shm,
+                                       unsigned nworkers, sws_admin_publish_fn publish,
+                                       void *ctx, const char *const *names, int *fds,
+                                       unsigned nfds);
+
+/* POST /v1/upgrade calls upgrade with the publish ctx (NULL: no such
+ * endpoint). admin may be NULL. */
+void sws_admin_set_upgrade(sws_admin_t *admin, sws_admin_upgrade_fn upgrade);
+
+/* The listening sockets (at most max) and their configured names, for a
+ * binary upgrade's hand-off; both stay admin's. Returns the count. */
+unsigned sws_admin_listeners(const sws_admin_t *admin, const char **names, int *fds,
+                             unsigned max);
+
+/* sws_admin_stop, except that the Unix socket files stay: a new binary
+ * serves them now. */
+void sws_admin_release(sws_admin_t *admin);
+
 /* The same listener and connections for another process's small JSON
  * endpoint (ingressd's --health): handle answers every request on addr (any
  * address: the caller decides which it takes; name is for logs). NULL with

@@ -538,6 +538,45 @@ static void delete_member_req(sws_admin_api_t *api, const char *pool_name, const
 
 /* ---- dispatch ---- */
 
+/* POST /v1/upgrade: {} or {"binary": "/abs/path"}; 202 {"pid": N}. */
+static void post_upgrade(sws_admin_api_t *api, const char *body, size_t len,
+                         sws_admin_reply_t *reply)
+{
+    sws_json_field_t f[SWS_JSON_FIELDS_MAX];
+    size_t n = 0;
+    char err[512];
+    const char *binary = NULL;
+    if (len > 0 && sws_json_parse_flat(body, len, f, &n, err, sizeof(err)) < 0) {
+        reply_error(reply, 400, "%s", err);
+        return;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(f[i].key, "binary") != 0) {
+            reply_error(reply, 400, "unknown field \"%s\" (known: binary)", f[i].key);
+            return;
+        }
+        if (f[i].type != SWS_JSON_STRING || f[i].value[0] != '/') {
+            reply_error(reply, 400, "binary: expected an absolute path");
+            return;
+        }
+        binary = f[i].value;
+    }
+    long pid = 0;
+    int rc = api->upgrade(api->publish_ctx, binary, &pid, err, sizeof(err));
+    if (rc == SWS_ADMIN_CONFLICT)
+        reply_error(reply, 409, "%s", err);
+    else if (rc == SWS_ADMIN_UNAVAILABLE)
+        reply_error(reply, 503, "%s", err);
+    else if (rc < 0)
+        reply_error(reply, 500, "%s", err);
+    if (rc != 0)
+        return;
+    reply->status = 202;
+    sws_json_lit(&reply->body, "{\"pid\": ");
+    sws_json_u64(&reply->body, (uint64_t)pid);
+    sws_json_lit(&reply->body, "}\n");
+}
+
 static int method_is(const char *method, const char *want, const char *allow,
                      sws_admin_reply_t *reply)
 {
@@ -567,6 +606,9 @@ void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *
     else if (n == 2 && strcmp(seg[1], "status") == 0) {
         if (method_is(method, "GET", "GET, HEAD", reply))
             get_status(api, reply);
+    } else if (n == 2 && strcmp(seg[1], "upgrade") == 0 && api->upgrade != NULL) {
+        if (method_is(method, "POST", "POST", reply))
+            post_upgrade(api, body, body_len, reply);
     } else if (n == 2 && strcmp(seg[1], "pools") == 0) {
         if (method_is(method, "GET", "GET, HEAD", reply))
             get_pools(api, reply);

@@ -45,6 +45,14 @@ typedef int (*sws_admin_publish_fn)(void *ctx, const Sws__RouteSet *rs, uint64_t
 typedef int (*sws_admin_resolve_fn)(const sws_routeset_addr_t *name, sws_resolved_t *out,
                                     char *err, size_t errlen);
 
+/* Start a binary upgrade (supervisor/upgrade.h) with binary (NULL: the
+ * running binary's path): 0 and *pid (the new supervisor's),
+ * SWS_ADMIN_CONFLICT with err (one is in progress), SWS_ADMIN_UNAVAILABLE
+ * (stopping), or -1 with err (it could not start). */
+#define SWS_ADMIN_CONFLICT (-4)
+typedef int (*sws_admin_upgrade_fn)(void *ctx, const char *binary, long *pid, char *err,
+                                    size_t errlen);
+
 typedef struct sws_admin_api {
     Sws__RouteSet *routes;   /* a copy of the RouteSet published last (owned); NULL before */
     uint64_t generation;     /* its generation */
@@ -57,6 +65,7 @@ typedef struct sws_admin_api {
     sws_admin_resolve_fn resolve; /* NULL: sws_resolve_member (getaddrinfo); the fuzz
                                    * target's asks no DNS server */
     const struct sws_ingress_sub *ingress; /* read only; NULL: not subscribed */
+    sws_admin_upgrade_fn upgrade; /* POST /v1/upgrade, called with publish_ctx; NULL: 404 */
 } sws_admin_api_t;
 
 typedef struct sws_admin_reply {

@@ -52,6 +52,7 @@
 #define CFG_DEFAULT_LISTEN ":8080"
 #define CFG_DEFAULT_BACKLOG 4096
 #define CFG_DEFAULT_TABLE_SIZE (8u << 20)
+#define CFG_DEFAULT_UPGRADE_TIMEOUT_MS 30000u
 #define CFG_DEFAULT_SERVER_NAME "scalws"
 #define CFG_DEFAULT_LOG_LEVEL "info"
 #define CFG_DEFAULT_LOG_PATH "-"
@@ -543,6 +544,24 @@ static int cfg_user(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerConfig *s
     return -1;
 }
 
+/* Made absolute against the file's directory, like the log files; the
+ * file itself is written at start (supervisor/pid_file.h). */
+static int cfg_pid_file(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerConfig *sc)
+{
+    yaml_node_t *n = cfg_field(f, "pid_file");
+    char path[PATH_MAX];
+    if (cfg_string(p, f, "pid_file", &sc->pid_file) < 0)
+        return -1;
+    if (n == NULL || sc->pid_file[0] == '\0')
+        return 0;
+    size_t mark = cfg_push(p, "pid_file");
+    if (cfg_path(p, n, sc->pid_file, path, sizeof(path)) < 0 ||
+        cfg_set_str(p, n, &sc->pid_file, path) < 0)
+        return -1;
+    cfg_pop(p, mark);
+    return 0;
+}
+
 static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
                       Sws__RouteSet *rs)
 {
@@ -550,7 +569,8 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
                                         "fountain_threshold", "backlog",
                                         "user", "shutdown_timeout", "table_size",
                                         "keepalive_requests", "server_header", "server_tokens",
-                                        "limits", "timeouts", "logging", "admin", "tls", NULL };
+                                        "limits", "timeouts", "logging", "admin", "tls",
+                                        "upgrade_timeout", "pid_file", NULL };
     Sws__Settings *st = rs->settings;
     cfg_fields_t f;
     size_t mark;
@@ -570,6 +590,9 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
         cfg_u32(p, &f, "shutdown_timeout", CFG_DURATION, 0, CFG_DAY_MS,
                 &st->shutdown_timeout_ms) < 0 ||
         cfg_u32(p, &f, "table_size", CFG_SIZE, 64u << 10, 1u << 30, &sc->table_size) < 0 ||
+        cfg_u32(p, &f, "upgrade_timeout", CFG_DURATION, 1, CFG_DAY_MS,
+                &sc->upgrade_timeout_ms) < 0 ||
+        cfg_pid_file(p, &f, sc) < 0 ||
         cfg_u32(p, &f, "keepalive_requests", CFG_COUNT, 1, 1000000000,
                 &st->keepalive_requests) < 0 ||
         cfg_server_header(p, &f, st) < 0 || cfg_server_tokens(p, &f, st) < 0)
@@ -1056,6 +1079,7 @@ static int cfg_defaults(cfg_parser_t *p, yaml_node_t *at, Sws__Config *cfg)
     sc->fountain_threshold = 85;
     sc->backlog = CFG_DEFAULT_BACKLOG;
     sc->table_size = CFG_DEFAULT_TABLE_SIZE;
+    sc->upgrade_timeout_ms = CFG_DEFAULT_UPGRADE_TIMEOUT_MS;
     st = cfg->routes->settings;
     st->max_request_line = SWS_DEFAULT_MAX_REQUEST_LINE;
     st->max_header_size = SWS_DEFAULT_MAX_HEADER_SIZE;

@@ -20,7 +20,7 @@
 
 #include "proto/scalws.pb-c.h"
 
-#define CFG_MAX_FIELDS 16
+#define CFG_MAX_FIELDS 24
 
 /* YAML aliases let a small file name the same body or route list many
  * times over, and the parse copies each use: without a bound, a 1 MiB file

@@ -1,9 +1,12 @@
 /*
- * scalwsd: the command line. Runs the supervisor in the foreground, or
- * checks a configuration file (-t) the way `nginx -t` does.
+ * scalwsd: the command line. Runs the supervisor in the foreground, checks
+ * a configuration file (-t) the way `nginx -t` does, or signals the running
+ * one named by the file's server.pid_file (-s, as `nginx -s`).
  */
+#include <errno.h>
 #include <getopt.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,15 +16,17 @@
 #include "core/version.h"
 #include "ebpf/ebpf.h"
 #include "supervisor/config.h"
+#include "supervisor/pid_file.h"
 #include "supervisor/proctitle.h"
 #include "supervisor/supervisor.h"
+#include "supervisor/upgrade.h"
 
 #define DEFAULT_CONFIG "/etc/scalws/scalws.yaml"
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "Usage: scalwsd [-t] [-c FILE]\n"
+            "Usage: scalwsd [-t] [-c FILE] [-s reload|reopen|quit|stop|upgrade]\n"
             "\n"
             "Runs the ScalWS web server in the foreground (logs go to standard error\n"
             "until server.logging.error_log says otherwise).\n"
@@ -29,11 +34,15 @@ static void usage(FILE *out)
             "Options:\n"
             "  -c, --config FILE  configuration file (default " DEFAULT_CONFIG ")\n"
             "  -t, --test         check the configuration file and exit\n"
+            "  -s, --signal VERB  signal the server whose pid is in the file's\n"
+            "                     server.pid_file: reload (HUP), reopen (USR1),\n"
+            "                     quit (QUIT), stop (TERM), upgrade (USR2)\n"
             "  -h, --help         show this help and exit\n"
             "  -v, --version      show the version and exit\n"
             "\n"
             "Signals to the running server: HUP reload the configuration,\n"
-            "USR1 reopen the log files, QUIT graceful stop, TERM or INT stop now.\n");
+            "USR1 reopen the log files, QUIT graceful stop, TERM or INT stop now,\n"
+            "USR2 binary upgrade (docs/operations.md).\n");
 }
 
 /* The option getopt stopped at: a short one by its letter (it may sit in
@@ -86,6 +95,64 @@ static int test_config(const char *path)
     return 0;
 }
 
+/* `scalwsd -s VERB -c FILE`: the verb's signal to the pid in the file's
+ * server.pid_file. */
+static int signal_server(const char *config, const char *verb)
+{
+    static const struct {
+        const char *verb;
+        int sig;
+    } verbs[] = {
+        { "reload", SIGHUP }, { "reopen", SIGUSR1 }, { "quit", SIGQUIT },
+        { "stop", SIGTERM },  { "upgrade", SIGUSR2 },
+    };
+    int sig = 0;
+    for (size_t i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++) {
+        if (strcmp(verb, verbs[i].verb) == 0)
+            sig = verbs[i].sig;
+    }
+    if (sig == 0) {
+        fprintf(stderr, "scalwsd: -s %s: expected reload, reopen, quit, stop or upgrade\n", verb);
+        return 2;
+    }
+    char err[PATH_MAX + 128];
+    Sws__Config *cfg = NULL;
+    if (sws_config_load(config, &cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "%s\n", err);
+        return 1;
+    }
+    int rc = 1;
+    pid_t pid;
+    if (cfg->server->pid_file[0] == '\0')
+        fprintf(stderr, "scalwsd: -s %s: %s sets no server.pid_file\n", verb, config);
+    else if (sws_pid_file_read(cfg->server->pid_file, &pid, err, sizeof(err)) < 0)
+        fprintf(stderr, "scalwsd: -s %s: server.pid_file %s\n", verb, err);
+    else if (kill(pid, sig) < 0)
+        fprintf(stderr, "scalwsd: -s %s: pid %d from %s: %s\n", verb, (int)pid,
+                cfg->server->pid_file, errno == ESRCH ? "not running" : strerror(errno));
+    else
+        rc = 0;
+    sws_config_free(cfg);
+    return rc;
+}
+
+/* SWS_UPGRADE_ENV: set by an old supervisor that started this one; taken
+ * out of the environment, so nothing this one starts sees it. -1: none,
+ * -2: not a descriptor number. */
+static int handoff_fd(void)
+{
+    const char *v = getenv(SWS_UPGRADE_ENV);
+    if (v == NULL)
+        return -1;
+    char *end;
+    errno = 0;
+    long fd = strtol(v, &end, 10);
+    unsetenv(SWS_UPGRADE_ENV);
+    if (errno != 0 || end == v || *end != '\0' || fd < 3 || fd > INT_MAX)
+        return -2;
+    return (int)fd;
+}
+
 /* The supervisor reloads the file by name, from wherever; and ps shows it. */
 static char *absolute_path(const char *path)
 {
@@ -107,6 +174,7 @@ int main(int argc, char **argv)
     static const struct option options[] = {
         { "config", required_argument, NULL, 'c' },
         { "test", no_argument, NULL, 't' },
+        { "signal", required_argument, NULL, 's' },
         { "help", no_argument, NULL, 'h' },
         { "version", no_argument, NULL, 'v' },
         { NULL, 0, NULL, 0 },
@@ -116,16 +184,20 @@ int main(int argc, char **argv)
 
     const char *config = DEFAULT_CONFIG;
     int test = 0;
+    const char *verb = NULL;
     int opt;
     char letter[3];
     opterr = 0; /* our own messages, named "scalwsd" whatever argv[0] is */
-    while ((opt = getopt_long(argc, argv, ":c:thv", options, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, ":c:ts:hv", options, NULL)) != -1) {
         switch (opt) {
         case 'c':
             config = optarg;
             break;
         case 't':
             test = 1;
+            break;
+        case 's':
+            verb = optarg;
             break;
         case 'h':
             usage(stdout);
@@ -150,13 +222,28 @@ int main(int argc, char **argv)
     }
     if (test)
         return test_config(config);
+    if (verb != NULL)
+        return signal_server(config, verb);
 
-    char *abs = absolute_path(config);
-    if (abs == NULL) {
-        fprintf(stderr, "scalwsd: out of memory\n");
+    int fd = handoff_fd();
+    if (fd == -2) {
+        fprintf(stderr, "scalwsd: %s is not a descriptor number\n", SWS_UPGRADE_ENV);
         return 1;
     }
-    int rc = sws_supervisor_run(abs);
+    char why[256];
+    char *abs = absolute_path(config);
+    /* Without it, upgrades are refused (logged then); the server runs. */
+    char *binary = sws_upgrade_binary_path(argv[0], why, sizeof(why));
+    if (abs == NULL) {
+        fprintf(stderr, "scalwsd: out of memory\n");
+        free(binary);
+        return 1;
+    }
+    /* argv as given (sws_proctitle_init moved the strings aside, so the
+     * title does not overwrite them): an upgrade execs the same line. */
+    sws_supervisor_exec_t exec = { .binary = binary, .argv = argv, .handoff_fd = fd };
+    int rc = sws_supervisor_run(abs, &exec);
+    free(binary);
     free(abs);
     return rc;
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
@@ -24,7 +25,9 @@
 #include "supervisor/config.h"
 #include "supervisor/ingress_sub.h"
 #include "supervisor/listen.h"
+#include "supervisor/pid_file.h"
 #include "supervisor/proctitle.h"
+#include "supervisor/upgrade.h"
 #include "worker/load.h"
 #include "worker/worker.h"
 
@@ -37,6 +40,11 @@
  * its heartbeat is SWS_EBPF_STALE_MS old, so it is parked within this much
  * more; workers beat four times as often (worker/load.h). */
 #define LOAD_WATCH_MS 250u
+/* A new binary's wait for its standby workers to adopt their first
+ * generation (a poll of the shm reader slots: they say nothing else). */
+#define UPGRADE_READY_POLL_MS 10u
+/* A new binary's wait for the old one's hand-off, sent before the exec. */
+#define UPGRADE_HANDOFF_WAIT_MS 5000
 
 /* ---- policy: pure functions ---- */
 
@@ -167,6 +175,7 @@ size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__Ser
         { "server.table_size", running->table_size != next->table_size },
         { "server.admin.listen", !same_admin(running->admin, next->admin) },
         { "ingress.subscribe", !same_ingress(running->ingress, next->ingress) },
+        { "server.pid_file", strcmp(running->pid_file, next->pid_file) != 0 },
     };
     size_t len = 0;
     if (outlen == 0)
@@ -233,6 +242,28 @@ typedef enum sup_state {
     SUP_STOPPING, /* SIGTERM/SIGINT: workers close everything now */
 } sup_state_t;
 
+/* The old side of a binary upgrade: the new supervisor, our child until
+ * it is ready and told GO, or ended (rollback). */
+typedef struct upgrade_child {
+    pid_t pid;          /* 0: no upgrade in progress */
+    char binary[PATH_MAX];
+    sws_io_t io;        /* our end of its socket; fd -1: none */
+    sws_timer_queue_t timeout_queue; /* server.upgrade_timeout */
+    sws_timer_t timeout_timer;
+    char why[SWS_CHAN_MAX_BODY + 1]; /* what its FAILED message said */
+} upgrade_child_t;
+
+/* The new side, until GO: what the old one handed, and the wait. */
+typedef struct upgrade_parent {
+    int active;         /* started by an upgrade and not committed yet */
+    pid_t pid;          /* the old supervisor */
+    sws_upgrade_state_t state; /* admin sockets and routes kept for the commit */
+    sws_io_t io;        /* the hand-off socket; fd -1: none */
+    int ready_sent;
+    sws_timer_queue_t ready_queue;
+    sws_timer_t ready_timer;
+} upgrade_parent_t;
+
 /* Owner: sws_supervisor_run(), on its stack for the life of the process. */
 struct sws_supervisor {
     const char *config_path;
@@ -268,6 +299,13 @@ struct sws_supervisor {
     sws_timer_t tickets_timer;
     sws_admin_t *admin;   /* NULL: the admin API is off */
     sws_ingress_sub_t *ingress; /* NULL: no ingress.subscribe */
+    const sws_supervisor_exec_t *exec;
+    uint8_t *published;   /* the RouteSet published last, packed: an upgrade hands it over */
+    size_t published_len;
+    uint32_t upgrade_timeout_ms; /* of the config in force (start, reload) */
+    upgrade_child_t up;   /* old side */
+    upgrade_parent_t from; /* new side */
+    int handed_over;      /* GO sent: the sockets and the pid file are the new binary's */
 };
 
 /* Workers alive: forked and not yet reaped. */
@@ -331,6 +369,14 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
     if (sup->pending_access_fd >= 0)
         close(sup->pending_access_fd);
     sws_admin_close_fds(sup->admin);
+    if (sup->from.io.fd >= 0)
+        close(sup->from.io.fd);
+    if (sup->up.io.fd >= 0)
+        close(sup->up.io.fd);
+    for (unsigned k = 0; k < sup->from.state.nadmin; k++) {
+        if (sup->from.state.admin_fds[k] >= 0)
+            close(sup->from.state.admin_fds[k]);
+    }
 
     /* Eligible from its title on (what tests and operators wait for):
      * connections placed before its loop runs wait in its queue. */
@@ -360,6 +406,7 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
         .ctl_fd = w->ctl_fd,
         .access_fd = sup->access_fd,
         .load = sws_ebpf_worker(&sup->ebpf, w->index),
+        .standby = sup->from.active,
     };
     _exit(sws_worker_main(&cfg));
 }
@@ -477,6 +524,8 @@ static void on_worker_exit(sws_supervisor_t *sup, worker_proc_t *w, int status)
     restart_worker(sup, w);
 }
 
+static void upgrade_child_exited(sws_supervisor_t *sup, pid_t pid, int status);
+
 static void reap_children(sws_supervisor_t *sup)
 {
     int status;
@@ -485,6 +534,8 @@ static void reap_children(sws_supervisor_t *sup)
         worker_proc_t *w = find_worker(sup, pid);
         if (w != NULL)
             on_worker_exit(sup, w, status);
+        else
+            upgrade_child_exited(sup, pid, status);
     }
     if (sup->state != SUP_RUNNING && workers_running(sup) == 0)
         sup->loop.stop = 1;
@@ -542,14 +593,21 @@ static void start_ebpf(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
     for (unsigned i = 0; i < sup->nworkers && i < SWS_EBPF_MAX_WORKERS; i++)
         cpus[i] = sws_worker_cpu(&sup->cpus, i);
     char err[256];
-    if (sws_ebpf_open(&sup->ebpf, &sup->listen, (int)sc->backlog, policy, sc->fountain_threshold,
-                      cpus, err, sizeof(err)) < 0) {
+    /* Taking over: loaded now (workers are forked with their records),
+     * attached at GO (upgrade_take_over), when the old one lets go. */
+    int rc = sup->from.active
+                 ? sws_ebpf_prepare(&sup->ebpf, &sup->listen, (int)sc->backlog, policy,
+                                 sc->fountain_threshold, cpus, err, sizeof(err))
+                 : sws_ebpf_open(&sup->ebpf, &sup->listen, (int)sc->backlog, policy,
+                                 sc->fountain_threshold, cpus, err, sizeof(err));
+    if (rc < 0) {
         sws_log_warn("accept_policy %s: %s; falling back to reuseport",
                      sws_ebpf_policy_name(policy), err);
         return;
     }
     sup->policy = sws_ebpf_policy_name(policy);
-    sws_timer_arm(&sup->loop, &sup->watch_queue, &sup->watch_timer);
+    if (!sup->from.active)
+        sws_timer_arm(&sup->loop, &sup->watch_queue, &sup->watch_timer);
 }
 
 /* ---- log files: opened here, before any privilege drops ---- */
@@ -660,6 +718,24 @@ typedef enum publish_cause {
     PUBLISH_INGRESS,
 } publish_cause_t;
 
+/* What a binary upgrade hands over is the table as served, whoever made
+ * it (file, admin API, ingressd): kept packed, the form it crosses in. A
+ * copy that fails is said once; an upgrade then sends the one before. */
+static void keep_published(sws_supervisor_t *sup, const Sws__RouteSet *routes)
+{
+    size_t len = sws__route_set__get_packed_size(routes);
+    uint8_t *buf = malloc(len > 0 ? len : 1);
+    if (buf == NULL) {
+        sws_log_error("out of memory keeping the published routes; an upgrade now would hand "
+                      "over an older set");
+        return;
+    }
+    sws__route_set__pack(routes, buf);
+    free(sup->published);
+    sup->published = buf;
+    sup->published_len = len;
+}
+
 /* Publish routes as they are as the next generation: 0, or what
  * sws_shm_publish returned, with err set. */
 static int publish_routes(sws_supervisor_t *sup, const Sws__RouteSet *routes,
@@ -686,6 +762,7 @@ static int publish_routes(sws_supervisor_t *sup, const Sws__RouteSet *routes,
     static const sws_published_by_t by[] = { SWS_PUBLISHED_BY_FILE, SWS_PUBLISHED_BY_FILE,
                                               SWS_PUBLISHED_BY_ADMIN, SWS_PUBLISHED_BY_INGRESS };
     sws_admin_published(sup->admin, routes, gen, by[cause]);
+    keep_published(sup, routes);
     /* Idle workers would adopt it at their next event only. A full
      * channel means the worker has messages to wake it already. */
     for (unsigned i = 0; sup->workers != NULL && i < sup->nworkers; i++) {
@@ -784,11 +861,23 @@ static uint64_t ticket_period_ms(const Sws__RouteSet *routes)
     return sws_table_ticket_key_rotation_ms(routes->tls);
 }
 
+/* The old binary's keys, oldest first, so the current one stays current
+ * and sessions resume across the upgrade (ADR 0028). */
+static void adopt_tickets(sws_supervisor_t *sup)
+{
+    sws_tickets_snapshot_t *t = &sup->from.state.tickets;
+    for (unsigned i = t->n; i-- > 0;)
+        sws_tickets_install(sws_shm_tickets(&sup->shm), &t->keys[i]);
+    sws_tickets_forget(t);
+}
+
 /* The keys in the region: kept if it already holds some, else a first one;
  * rotated every server.tls.ticket_key_rotation. */
 static int start_tickets(sws_supervisor_t *sup)
 {
     char err[256];
+    if (sup->from.active)
+        adopt_tickets(sup);
     if (sws_tickets_init(sws_shm_tickets(&sup->shm), sws_loop_now_ms(&sup->loop),
                          ticket_period_ms(sup->config->routes), err, sizeof(err)) < 0) {
         sws_log_error("%s", err);
@@ -823,6 +912,8 @@ static void publish_pending(sws_supervisor_t *sup)
     /* A new rotation period: the keys stay, the next rotation moves. */
     if (rc == 0)
         retime_tickets(sup, ticket_period_ms(sup->pending->routes));
+    if (rc == 0)
+        sup->upgrade_timeout_ms = sup->pending->server->upgrade_timeout_ms;
     /* Published: the workers adopt the table at their next turn and the
      * access log's new file now (a few lines may land in the old one). */
     if (rc == 0 && sup->pending_access_fd >= 0 &&
@@ -963,6 +1054,458 @@ static void stop_at_once(sws_supervisor_t *sup)
     sup->loop.stop = 1;
 }
 
+/* ---- binary upgrade, the old side ---- */
+
+/* Either end of the upgrade socket, done with. */
+static void close_upgrade_io(sws_supervisor_t *sup, sws_io_t *io)
+{
+    if (io->fd < 0)
+        return;
+    sws_loop_del(&sup->loop, io);
+    close(io->fd);
+    io->fd = -1;
+}
+
+static void upgrade_forget_child(sws_supervisor_t *sup)
+{
+    upgrade_child_t *up = &sup->up;
+    sws_timer_disarm(&up->timeout_timer);
+    close_upgrade_io(sup, &up->io);
+    up->pid = 0;
+    up->why[0] = '\0';
+}
+
+static const char *pid_file(const sws_supervisor_t *sup)
+{
+    return sup->config->server->pid_file;
+}
+
+/* The new binary is ended (its workers die with it: they accepted
+ * nothing), the pid file is ours again, and we serve on as before. */
+static void upgrade_rollback(sws_supervisor_t *sup, const char *why)
+{
+    char err[PATH_MAX * 2 + 64];
+    if (sup->up.pid > 0 && kill(sup->up.pid, SIGKILL) < 0 && errno != ESRCH)
+        sws_log_error("kill pid %d: %s", (int)sup->up.pid, strerror(errno));
+    upgrade_forget_child(sup);
+    if (pid_file(sup)[0] != '\0' &&
+        sws_pid_file_move(pid_file(sup), SWS_PID_FILE_OLDBIN, "", err, sizeof(err)) < 0)
+        sws_log_error("%s", err);
+    sws_log_error("upgrade failed: %s; still serving", why);
+}
+
+static void upgrade_child_exited(sws_supervisor_t *sup, pid_t pid, int status)
+{
+    char how[64], why[PATH_MAX + 400];
+    describe_exit(status, how, sizeof(how));
+    if (pid != sup->up.pid || sup->up.pid == 0)
+        return; /* one ended by a rollback, or the new supervisor after GO */
+    if (sup->handed_over) {
+        sws_log_warn("upgrade: the new supervisor (pid %d) %s", (int)pid, how);
+        return;
+    }
+    /* Reaped: nothing left to kill. */
+    sup->up.pid = 0;
+    snprintf(why, sizeof(why), "%s %s before ready%s%s", sup->up.binary, how,
+             sup->up.why[0] != '\0' ? ": " : "", sup->up.why);
+    upgrade_rollback(sup, why);
+}
+
+static void on_upgrade_timeout(sws_timer_t *t)
+{
+    sws_supervisor_t *sup = sws_container_of(t, sws_supervisor_t, up.timeout_timer);
+    char why[PATH_MAX + 64];
+    snprintf(why, sizeof(why), "%s (pid %d) not ready after %llu ms", sup->up.binary,
+             (int)sup->up.pid, (unsigned long long)sup->up.timeout_queue.duration_ms);
+    upgrade_rollback(sup, why);
+}
+
+static void begin_stop(sws_supervisor_t *sup, sup_state_t state, const char *why);
+
+/* READY: let go of what the new binary takes over, tell it GO, drain.
+ * The order keeps every socket served: the eBPF socket array is emptied
+ * before GO (the new one fills its own), and the sockets themselves stay
+ * open here until the process ends. */
+static void upgrade_commit(sws_supervisor_t *sup)
+{
+    char err[256];
+    upgrade_child_t *up = &sup->up;
+    if (sup->state != SUP_RUNNING) {
+        upgrade_rollback(sup, "the running server began to stop");
+        return;
+    }
+    sws_timer_disarm(&sup->watch_timer);
+    sws_ebpf_hand_over(&sup->ebpf);
+    if (sws_chan_send(up->io.fd, SWS_UPGRADE_GO, NULL, 0, NULL, 0, err, sizeof(err)) < 0) {
+        if (sws_ebpf_attach(&sup->ebpf, err, sizeof(err)) == 0 && sup->ebpf.skel != NULL)
+            sws_timer_arm(&sup->loop, &sup->watch_queue, &sup->watch_timer);
+        upgrade_rollback(sup, "the new binary went away before GO");
+        return;
+    }
+    sws_log_notice("upgrade: pid %d ready, old workers draining", (int)up->pid);
+    sup->handed_over = 1;
+    sws_timer_disarm(&up->timeout_timer);
+    close_upgrade_io(sup, &up->io);
+    /* The new binary serves the admin API and subscribes to ingressd. */
+    sws_admin_release(sup->admin);
+    sup->admin = NULL;
+    sws_ingress_sub_stop(sup->ingress);
+    sup->ingress = NULL;
+    sws_timer_disarm(&sup->tickets_timer);
+    begin_stop(sup, SUP_DRAINING, "upgrade");
+}
+
+static void on_upgrade_io(sws_io_t *io, uint32_t events)
+{
+    (void)events;
+    sws_supervisor_t *sup = sws_container_of(io, sws_supervisor_t, up.io);
+    char err[256];
+    sws_chan_msg_t m;
+    int rc;
+    while (sup->up.io.fd >= 0 && (rc = sws_chan_recv(io->fd, &m, err, sizeof(err))) != 0) {
+        if (rc < 0) {
+            /* Gone: the reaping says how; a socket closed by a live
+             * binary is waited out by the timeout. */
+            close_upgrade_io(sup, io);
+            return;
+        }
+        if (m.type == SWS_UPGRADE_READY) {
+            upgrade_commit(sup);
+        } else if (m.type == SWS_UPGRADE_FAILED) {
+            snprintf(sup->up.why, sizeof(sup->up.why), "%.*s", (int)m.len, (const char *)m.body);
+        }
+        sws_chan_msg_close_fds(&m);
+    }
+}
+
+/* The child: the new binary, with the socket as its only extra fd. */
+static void exec_new_binary(sws_supervisor_t *sup, int fd) __attribute__((noreturn));
+static void exec_new_binary(sws_supervisor_t *sup, int fd)
+{
+    sigset_t none;
+    sigemptyset(&none);
+    for (int sig = 1; sig < NSIG; sig++) {
+        if (sigismember(&sup->sigmask, sig) == 1)
+            signal(sig, SIG_DFL);
+    }
+    signal(SIGPIPE, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    char num[16];
+    snprintf(num, sizeof(num), "%d", fd);
+    if (fcntl(fd, F_SETFD, 0) < 0 || setenv(SWS_UPGRADE_ENV, num, 1) < 0)
+        _exit(126);
+    /* argv[0] is the binary: its own later upgrades run the same path. */
+    size_t argc = 0;
+    while (sup->exec->argv[argc] != NULL)
+        argc++;
+    char **argv = calloc(argc + 1, sizeof(*argv));
+    if (argv == NULL)
+        _exit(126);
+    for (size_t i = 0; i < argc; i++)
+        argv[i] = sup->exec->argv[i];
+    argv[0] = sup->up.binary;
+    execv(sup->up.binary, argv);
+    /* Its reaping says it: "exited with status 127 before ready". */
+    _exit(127);
+}
+
+/* The hand-off: every listening socket, the admin API's, the keys, the
+ * routes as served. */
+static int send_handoff(sws_supervisor_t *sup, int fd, char *err, size_t errlen)
+{
+    sws_upgrade_state_t *st = calloc(1, sizeof(*st));
+    if (st == NULL)
+        return sws_errf(err, errlen, "out of memory");
+    st->old_pid = sup->pid;
+    st->backlog = sup->config->server->backlog;
+    st->listen = sup->listen;
+    const char *names[SWS_UPGRADE_MAX_ADMIN];
+    st->nadmin = sws_admin_listeners(sup->admin, names, st->admin_fds, SWS_UPGRADE_MAX_ADMIN);
+    for (unsigned i = 0; i < st->nadmin; i++)
+        snprintf(st->admin_names[i], sizeof(st->admin_names[i]), "%s", names[i]);
+    int rc = 0;
+    if (sws_tickets_read(sws_shm_tickets(&sup->shm), &st->tickets) < 0)
+        st->tickets.n = 0; /* torn or empty: the new one makes a key; sessions do a full handshake */
+    rc = sws_upgrade_send_state(fd, st, sup->published, sup->published_len, err, errlen);
+    sws_tickets_forget(&st->tickets);
+    free(st);
+    return rc;
+}
+
+/* Start binary (NULL: the one we were started from). 0 and *pid;
+ * SWS_ADMIN_CONFLICT, SWS_ADMIN_UNAVAILABLE or -1 with err. */
+static int upgrade_start(sws_supervisor_t *sup, const char *binary, pid_t *pid, char *err,
+                         size_t errlen)
+{
+    upgrade_child_t *up = &sup->up;
+    if (up->pid > 0) {
+        sws_errf(err, errlen, "an upgrade is in progress (pid %d)", (int)up->pid);
+        return SWS_ADMIN_CONFLICT;
+    }
+    if (sup->from.active) {
+        sws_errf(err, errlen, "this server is still taking over from pid %d", (int)sup->from.pid);
+        return SWS_ADMIN_CONFLICT;
+    }
+    if (sup->state != SUP_RUNNING) {
+        sws_errf(err, errlen, "the server is stopping");
+        return SWS_ADMIN_UNAVAILABLE;
+    }
+    if (binary == NULL)
+        binary = sup->exec->binary;
+    if (binary == NULL || sup->exec->argv == NULL)
+        return sws_errf(err, errlen, "the running binary's path is not known");
+    snprintf(up->binary, sizeof(up->binary), "%s", binary);
+    int ends[2];
+    if (sws_chan_pair(ends, err, errlen) < 0)
+        return -1;
+    pid_t child = fork();
+    if (child < 0) {
+        close(ends[0]);
+        close(ends[1]);
+        return sws_errf(err, errlen, "fork: %s", strerror(errno));
+    }
+    if (child == 0) {
+        close(ends[0]);
+        exec_new_binary(sup, ends[1]);
+    }
+    close(ends[1]);
+    up->pid = child;
+    up->io.fd = ends[0];
+    up->io.cb = on_upgrade_io;
+    /* Sent now, read by the child once it runs: the queue holds it. */
+    if (send_handoff(sup, ends[0], err, errlen) < 0 ||
+        sws_loop_add(&sup->loop, &up->io, EPOLLIN) < 0) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", err);
+        kill(child, SIGKILL);
+        upgrade_forget_child(sup);
+        return sws_errf(err, errlen, "hand-off to %s: %s", binary, why);
+    }
+    sws_timer_queue_set_duration(&up->timeout_queue, sup->upgrade_timeout_ms);
+    sws_timer_arm(&sup->loop, &up->timeout_queue, &up->timeout_timer);
+    char perr[PATH_MAX * 2 + 64];
+    if (pid_file(sup)[0] != '\0' &&
+        sws_pid_file_move(pid_file(sup), "", SWS_PID_FILE_OLDBIN, perr, sizeof(perr)) < 0)
+        sws_log_warn("%s", perr);
+    sws_log_notice("upgrade: started %s as pid %d", binary, (int)child);
+    *pid = child;
+    return 0;
+}
+
+static void upgrade_on_signal(sws_supervisor_t *sup)
+{
+    char err[PATH_MAX + 256];
+    pid_t pid;
+    int rc = upgrade_start(sup, NULL, &pid, err, sizeof(err));
+    if (rc == SWS_ADMIN_CONFLICT || rc == SWS_ADMIN_UNAVAILABLE)
+        sws_log_warn("SIGUSR2: %s; ignored", err);
+    else if (rc < 0)
+        sws_log_error("upgrade failed: %s; still serving", err);
+}
+
+/* POST /v1/upgrade (supervisor/admin_api.h). */
+static int admin_upgrade(void *ctx, const char *binary, long *pid, char *err, size_t errlen)
+{
+    pid_t child;
+    int rc = upgrade_start(ctx, binary, &child, err, errlen);
+    if (rc == -1)
+        sws_log_error("upgrade failed: %s; still serving", err);
+    if (rc == 0)
+        *pid = (long)child;
+    return rc;
+}
+
+/* ---- binary upgrade, the new side ---- */
+
+/* The handed layout must be the one the file asks for: the sockets are
+ * kept as they are (never re-bound), so a different set means a restart. */
+static int check_handed_layout(const sws_supervisor_t *sup, const sws_listen_set_t *ls,
+                               const Sws__ServerConfig *sc, char *err, size_t errlen)
+{
+    char handed[512] = "", configured[512] = "";
+    size_t hl = 0, cl = 0;
+    int same = ls->naddrs == sc->n_listen;
+    for (unsigned i = 0; i < ls->naddrs; i++)
+        hl += (size_t)snprintf(handed + hl, hl < sizeof(handed) ? sizeof(handed) - hl : 0,
+                               "%s%s", i > 0 ? ", " : "", ls->addrs[i].name);
+    for (size_t i = 0; i < sc->n_listen; i++) {
+        cl += (size_t)snprintf(configured + cl, cl < sizeof(configured) ? sizeof(configured) - cl
+                                                                        : 0,
+                               "%s%s", i > 0 ? ", " : "", sc->listen[i]->address);
+        if (i < ls->naddrs && strcmp(sc->listen[i]->address, ls->addrs[i].name) != 0)
+            same = 0;
+    }
+    if (!same)
+        return sws_errf(err, errlen, "server.listen is %s here, the running server listens on "
+                        "%s: a binary upgrade keeps the listening sockets; restart to change them",
+                        configured, handed);
+    sws_accept_policy_t policy = sc->accept_policy == SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED
+                                     ? SWS_ACCEPT_SHARED
+                                     : SWS_ACCEPT_REUSEPORT;
+    unsigned groups = policy == SWS_ACCEPT_SHARED ? 1 : sup->nworkers;
+    if (policy != ls->policy || groups != ls->ngroups)
+        return sws_errf(err, errlen, "the running server has %u %s socket group(s), this one "
+                        "would need %u %s (server.accept_policy, server.event_loops): restart "
+                        "to change them", ls->ngroups, sws_listen_policy_name(ls->policy), groups,
+                        sws_listen_policy_name(policy));
+    return 0;
+}
+
+/* Instead of open_listeners: the old binary's sockets, as they are. */
+static int adopt_listeners(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
+{
+    char err[1400];
+    sws_upgrade_state_t *st = &sup->from.state;
+    if (check_handed_layout(sup, &st->listen, sc, err, sizeof(err)) < 0) {
+        sws_log_error("upgrade: %s", err);
+        return -1;
+    }
+    sup->listen = st->listen;
+    memset(&st->listen, 0, sizeof(st->listen));
+    return 0;
+}
+
+static void upgrade_refuse(sws_supervisor_t *sup, const char *why)
+{
+    if (sup->from.io.fd >= 0)
+        sws_upgrade_send_failed(sup->from.io.fd, why);
+}
+
+/* GO: our workers accept, the old ones drain. */
+static void upgrade_take_over(sws_supervisor_t *sup)
+{
+    upgrade_parent_t *from = &sup->from;
+    const Sws__ServerConfig *sc = sup->config->server;
+    char err[512];
+    from->active = 0;
+    sws_timer_disarm(&from->ready_timer);
+    close_upgrade_io(sup, &from->io);
+    /* A socket the old binary had parked (ADR 0010) listens again. */
+    size_t nfds = (size_t)sup->listen.naddrs * sup->listen.ngroups;
+    for (size_t i = 0; i < nfds; i++) {
+        if (listen(sup->listen.fds[i], (int)sc->backlog) < 0)
+            sws_log_error("upgrade: listen again: %s", strerror(errno));
+    }
+    if (sup->ebpf.skel != NULL) {
+        if (sws_ebpf_attach(&sup->ebpf, err, sizeof(err)) < 0) {
+            sws_log_warn("accept_policy %s: %s; falling back to reuseport", sup->policy, err);
+            sup->policy = sws_listen_policy_name(sup->listen.policy);
+        } else {
+            sws_timer_arm(&sup->loop, &sup->watch_queue, &sup->watch_timer);
+        }
+    }
+    for (unsigned i = 0; i < sup->nworkers; i++) {
+        worker_proc_t *w = &sup->workers[i];
+        if (w->pid > 0 && w->ctl_fd >= 0 &&
+            sws_chan_send(w->ctl_fd, SWS_CHAN_ACCEPT, NULL, 0, NULL, 0, err, sizeof(err)) < 0) {
+            /* Restarted, it accepts from the start. */
+            sws_log_error("worker %u: %s; restarting it", w->index, err);
+            kill(w->pid, SIGKILL);
+        }
+    }
+    const char *names[SWS_UPGRADE_MAX_ADMIN];
+    for (unsigned i = 0; i < from->state.nadmin; i++)
+        names[i] = from->state.admin_names[i];
+    sup->admin = sws_admin_start_inherited(&sup->loop, sc->admin, &sup->shm, sup->nworkers,
+                                           admin_publish, sup, names, from->state.admin_fds,
+                                           from->state.nadmin);
+    sws_admin_set_accept_policy(sup->admin, sup->policy);
+    sws_admin_set_upgrade(sup->admin, admin_upgrade);
+    sws_admin_published(sup->admin, from->state.routes, sws_shm_current_generation(&sup->shm),
+                        SWS_PUBLISHED_BY_FILE);
+    const char *endpoint = sc->ingress != NULL ? sc->ingress->subscribe : "";
+    if (endpoint[0] != '\0') {
+        sup->ingress = sws_ingress_sub_start(&sup->loop, endpoint, ingress_publish, sup, err,
+                                             sizeof(err));
+        if (sup->ingress == NULL)
+            sws_log_error("ingress.subscribe: %s; serving without ingressd's updates", err);
+        else
+            sws_ingress_sub_file_published(sup->ingress, sup->config->routes);
+        sws_admin_set_ingress(sup->admin, sup->ingress);
+    }
+    if (pid_file(sup)[0] != '\0' &&
+        sws_pid_file_write(pid_file(sup), sup->pid, err, sizeof(err)) < 0)
+        sws_log_error("%s", err);
+    sws_log_notice("upgrade: took over from pid %d", (int)from->pid);
+    sws_upgrade_state_free(&from->state);
+}
+
+static void on_handoff_io(sws_io_t *io, uint32_t events)
+{
+    (void)events;
+    sws_supervisor_t *sup = sws_container_of(io, sws_supervisor_t, from.io);
+    char err[256];
+    sws_chan_msg_t m;
+    int rc;
+    while (sup->from.active && (rc = sws_chan_recv(io->fd, &m, err, sizeof(err))) != 0) {
+        if (rc < 0) {
+            sws_log_error("upgrade: pid %d gave up before GO; stopping", (int)sup->from.pid);
+            sup->from.active = 0;
+            sws_timer_disarm(&sup->from.ready_timer);
+            close_upgrade_io(sup, io);
+            begin_stop(sup, SUP_STOPPING, "upgrade abandoned");
+            return;
+        }
+        if (m.type == SWS_UPGRADE_GO)
+            upgrade_take_over(sup);
+        sws_chan_msg_close_fds(&m);
+    }
+}
+
+/* Ready when every worker runs and holds a generation (it adopts one
+ * before its loop starts). */
+static void on_ready_timer(sws_timer_t *t)
+{
+    sws_supervisor_t *sup = sws_container_of(t, sws_supervisor_t, from.ready_timer);
+    char err[256];
+    if (!sup->from.active || sup->from.ready_sent)
+        return;
+    for (unsigned i = 0; i < sup->nworkers; i++) {
+        if (sup->workers[i].pid == 0 || sws_shm_reader_generation(&sup->shm, i) == 0) {
+            sws_timer_arm(&sup->loop, &sup->from.ready_queue, &sup->from.ready_timer);
+            return;
+        }
+    }
+    if (sws_chan_send(sup->from.io.fd, SWS_UPGRADE_READY, NULL, 0, NULL, 0, err,
+                      sizeof(err)) < 0) {
+        sws_log_error("upgrade: %s", err);
+        return; /* the socket's end (on_handoff_io) stops us */
+    }
+    sup->from.ready_sent = 1;
+    sws_log_info("upgrade: workers ready; waiting for pid %d's GO", (int)sup->from.pid);
+}
+
+/* Before setup: what the old binary sent, waiting a bounded time. */
+static int receive_handoff(sws_supervisor_t *sup)
+{
+    char err[256];
+    upgrade_parent_t *from = &sup->from;
+    from->io.fd = sup->exec->handoff_fd;
+    from->io.cb = on_handoff_io;
+    if (sws_upgrade_recv_state(from->io.fd, UPGRADE_HANDOFF_WAIT_MS, &from->state, err,
+                               sizeof(err)) < 0) {
+        sws_log_error("upgrade: %s", err);
+        return -1;
+    }
+    from->active = 1;
+    from->pid = from->state.old_pid;
+    return 0;
+}
+
+/* After setup and the workers' fork: wait for them, then READY, then GO. */
+static int await_go(sws_supervisor_t *sup)
+{
+    upgrade_parent_t *from = &sup->from;
+    if (sws_loop_add(&sup->loop, &from->io, EPOLLIN) < 0) {
+        sws_log_error("upgrade socket: epoll: %s", strerror(errno));
+        return -1;
+    }
+    sws_timer_queue_init(&sup->loop, &from->ready_queue, UPGRADE_READY_POLL_MS);
+    sws_timer_init(&from->ready_timer, on_ready_timer);
+    sws_timer_arm(&sup->loop, &from->ready_queue, &from->ready_timer);
+    return 0;
+}
+
 static void on_signal(sws_io_t *io, uint32_t events)
 {
     (void)events;
@@ -992,7 +1535,7 @@ static void on_signal(sws_io_t *io, uint32_t events)
             reopen_logs(sup);
             break;
         case SIGUSR2:
-            sws_log_warn("SIGUSR2: binary upgrade is not implemented yet");
+            upgrade_on_signal(sup);
             break;
         default:
             break;
@@ -1136,7 +1679,11 @@ static int create_table(sws_supervisor_t *sup)
         sws_log_error("shared memory: %s", err);
         return -1;
     }
-    if (publish(sup, sup->config->routes, PUBLISH_START, err, sizeof(err)) < 0) {
+    /* Taking over: the table as the old binary served it, so the first
+     * generation answers exactly as before. */
+    const Sws__RouteSet *routes =
+        sup->from.active ? sup->from.state.routes : sup->config->routes;
+    if (publish(sup, routes, PUBLISH_START, err, sizeof(err)) < 0) {
         sws_log_error("publish the routing table: %s", err);
         return -1;
     }
@@ -1165,6 +1712,8 @@ static int init_workers(sws_supervisor_t *sup)
 static int setup(sws_supervisor_t *sup)
 {
     char err[512];
+    if (sup->exec->handoff_fd >= 0 && receive_handoff(sup) < 0)
+        return -1;
     if (sws_config_load(sup->config_path, &sup->config, err, sizeof(err)) < 0) {
         sws_log_error("%s", err);
         return -1;
@@ -1177,6 +1726,7 @@ static int setup(sws_supervisor_t *sup)
     const Sws__ServerConfig *sc = sup->config->server;
     if (apply_logging(sup, sc, sup->config->routes->settings) < 0 || resolve_user(sup, sc) < 0)
         return -1;
+    sup->upgrade_timeout_ms = sc->upgrade_timeout_ms;
 
     CPU_ZERO(&sup->cpus);
     if (sched_getaffinity(0, sizeof(sup->cpus), &sup->cpus) < 0) {
@@ -1197,21 +1747,25 @@ static int setup(sws_supervisor_t *sup)
     }
     if (open_signals(sup) < 0)
         return -1;
-    if (open_listeners(sup, sc) < 0)
+    if (sup->from.active ? adopt_listeners(sup, sc) < 0 : open_listeners(sup, sc) < 0)
         return -1;
     sws_timer_queue_init(&sup->loop, &sup->watch_queue, LOAD_WATCH_MS);
     sws_timer_init(&sup->watch_timer, on_watch_timer);
     start_ebpf(sup, sc);
     log_start(sup);
     /* Before the first publication, which it keeps a copy of; a failure
-     * to serve it is logged and the start goes on. */
-    sup->admin = sws_admin_start(&sup->loop, sc->admin, &sup->shm, sup->nworkers, admin_publish,
-                                 sup);
+     * to serve it is logged and the start goes on. Taking over: both at
+     * GO (upgrade_take_over), the old binary serves them until then. */
+    if (!sup->from.active) {
+        sup->admin = sws_admin_start(&sup->loop, sc->admin, &sup->shm, sup->nworkers,
+                                     admin_publish, sup);
+        sws_admin_set_upgrade(sup->admin, admin_upgrade);
+    }
     sws_admin_set_accept_policy(sup->admin, sup->policy);
     /* Before the first publication, which it keeps the file's routes of;
      * nothing is read from it before the loop runs. */
     const char *endpoint = sc->ingress != NULL ? sc->ingress->subscribe : "";
-    if (endpoint[0] != '\0') {
+    if (endpoint[0] != '\0' && !sup->from.active) {
         sup->ingress = sws_ingress_sub_start(&sup->loop, endpoint, ingress_publish, sup, err,
                                              sizeof(err));
         if (sup->ingress == NULL) {
@@ -1226,6 +1780,14 @@ static int setup(sws_supervisor_t *sup)
     sws_timer_init(&sup->stop_timer, on_stop_timer);
     sws_timer_queue_init(&sup->loop, &sup->publish_queue, PUBLISH_RETRY_MS);
     sws_timer_init(&sup->publish_timer, on_publish_timer);
+    sws_timer_queue_init(&sup->loop, &sup->up.timeout_queue, sup->upgrade_timeout_ms);
+    sws_timer_init(&sup->up.timeout_timer, on_upgrade_timeout);
+    /* Taking over, the file is written at GO. */
+    if (!sup->from.active && sc->pid_file[0] != '\0' &&
+        sws_pid_file_write(sc->pid_file, sup->pid, err, sizeof(err)) < 0) {
+        sws_log_error("%s", err);
+        return -1;
+    }
     return 0;
 }
 
@@ -1236,6 +1798,20 @@ static void teardown(sws_supervisor_t *sup)
     sws_admin_stop(sup->admin);
     sws_ingress_sub_stop(sup->ingress);
     drop_pending(sup);
+    if (sup->up.pid > 0 && !sup->handed_over)
+        upgrade_rollback(sup, "the running server stopped first");
+    upgrade_forget_child(sup);
+    if (sup->from.io.fd >= 0)
+        close(sup->from.io.fd);
+    sws_upgrade_state_free(&sup->from.state);
+    free(sup->published);
+    /* Ours to remove: FILE, or FILE.oldbin once a new binary wrote FILE. */
+    if (sup->config != NULL && pid_file(sup)[0] != '\0') {
+        char path[PATH_MAX];
+        snprintf(path, sizeof(path), "%s%s", pid_file(sup), sup->handed_over ? SWS_PID_FILE_OLDBIN
+                                                                             : "");
+        sws_pid_file_remove(path, sup->pid);
+    }
     if (sup->config != NULL)
         sws_config_free(sup->config);
     for (unsigned i = 0; sup->workers != NULL && i < sup->nworkers; i++) {
@@ -1258,11 +1834,16 @@ static void teardown(sws_supervisor_t *sup)
     }
 }
 
-int sws_supervisor_run(const char *config_path)
+int sws_supervisor_run(const char *config_path, const sws_supervisor_exec_t *exec)
 {
     sws_supervisor_t sup;
     memset(&sup, 0, sizeof(sup));
     sup.config_path = config_path;
+    sup.exec = exec;
+    sup.up.io.fd = -1;
+    sup.from.io.fd = -1;
+    for (unsigned i = 0; i < SWS_UPGRADE_MAX_ADMIN; i++)
+        sup.from.state.admin_fds[i] = -1;
     sup.pid = getpid();
     sup.signals.fd = -1;
     sup.loop.epfd = -1;
@@ -1274,12 +1855,20 @@ int sws_supervisor_run(const char *config_path)
     int setup_rc = setup(&sup);
     sws_log_set_startup_echo(0);
     if (setup_rc < 0) {
+        /* A new binary says why before it goes: the old one logs it. */
+        if (sup.from.active || exec->handoff_fd >= 0)
+            upgrade_refuse(&sup, sws_log_last_error());
         teardown(&sup);
         return 1;
     }
     sws_loop_update_time(&sup.loop);
     for (unsigned i = 0; i < sup.nworkers; i++)
         restart_worker(&sup, &sup.workers[i]);
+    if (sup.from.active && await_go(&sup) < 0) {
+        upgrade_refuse(&sup, sws_log_last_error());
+        teardown(&sup);
+        return 1;
+    }
 
     int rc = sws_loop_run(&sup.loop);
     if (rc < 0)

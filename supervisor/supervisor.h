@@ -13,7 +13,10 @@
  *   SIGQUIT  graceful stop: workers finish what is in flight, then exit
  *   SIGTERM, SIGINT  stop now (a second SIGINT: kill -9 and exit)
  *   SIGUSR1  reopen the log files and hand them to every worker
- *   SIGUSR2  binary upgrade (not implemented yet: logged)
+ *   SIGUSR2  binary upgrade: start the binary at the path this one was
+ *            started from, hand it the sockets, keys and routes, and drain
+ *            once it is ready, or roll back (supervisor/upgrade.h,
+ *            docs/adr/0046-binary-upgrade.md)
  *
  * With an eBPF accept policy it also loads the program and owns its maps
  * (ebpf/ebpf.h), and parks a worker that died or stopped beating
@@ -47,10 +50,22 @@
 #define SWS_RESTART_FIRST_DELAY_MS 100u
 #define SWS_RESTART_MAX_DELAY_MS 10000u
 
+/* How this process was started, for a binary upgrade: the binary to exec
+ * (an absolute path, symlinks not resolved: sws_upgrade_binary_path), the
+ * command line to exec it with (a copy: the process title overwrites the
+ * original), and the hand-off socket when an old supervisor started this
+ * one (-1: a fresh start). All borrowed for the life of the run. */
+typedef struct sws_supervisor_exec {
+    const char *binary; /* NULL: upgrades are refused */
+    char *const *argv;
+    int handoff_fd;
+} sws_supervisor_exec_t;
+
 /* Run the supervisor with the configuration file at config_path (absolute,
  * so reloads find it whatever the working directory). Returns the process
- * exit status: 0 after a stop, 1 when it could not start. */
-int sws_supervisor_run(const char *config_path);
+ * exit status: 0 after a stop (or after handing over to a new binary), 1
+ * when it could not start (a new binary has then told the old one why). */
+int sws_supervisor_run(const char *config_path, const sws_supervisor_exec_t *exec);
 
 /* Check that routes build into a table of at most table_size bytes: what
  * `scalwsd -t` and the start check against the file's server.table_size.

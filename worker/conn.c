@@ -323,6 +323,16 @@ static int conn_is_idle(const sws_conn_t *c)
            conn_output_empty(c);
 }
 
+/* What a drain may end: an idle connection that has answered a request
+ * (HTTP/2 at once after its GOAWAY, HTTP/1.1 after drain_q's wait). One
+ * accepted just before the drain has its first request on the way (a
+ * binary upgrade drains right after the last accepts): it is answered,
+ * with Connection: close, or ends at its header timeout. */
+static int conn_drain_closes(const sws_conn_t *c)
+{
+    return c->requests > 0 && conn_is_idle(c);
+}
+
 void sws_conn_set_drain(sws_conn_set_t *s)
 {
     s->draining = 1;
@@ -340,7 +350,7 @@ void sws_conn_set_drain(sws_conn_set_t *s)
          * EOF where the answer should be). */
         if (c->proto->drain != NULL)
             c->proto->drain(c);
-        else if (conn_is_idle(c))
+        else if (conn_drain_closes(c))
             conn_update_timer(c);
     }
 }
@@ -755,7 +765,7 @@ static void conn_update_timer(sws_conn_t *c)
     }
     switch (c->proto->waiting_for(c)) {
     case SWS_PROTO_WAIT_IDLE:
-        if (s->draining && c->proto->drain == NULL) {
+        if (s->draining && c->proto->drain == NULL && c->requests > 0) {
             /* Its next request gets an answer with Connection: close
              * (sws_conn_set_drain); none within drain_q's time, the close. */
             if (c->timer_q != &s->drain_q)
@@ -952,7 +962,7 @@ static void conn_turn(sws_conn_t *c)
         return;
     }
     /* HTTP/1.1 waits a little for its next request (sws_conn_set_drain). */
-    if (c->set->draining && c->proto->drain != NULL && conn_is_idle(c)) {
+    if (c->set->draining && c->proto->drain != NULL && conn_drain_closes(c)) {
         sws_conn_close(c);
         return;
     }

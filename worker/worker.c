@@ -304,6 +304,16 @@ static void take_logs(sws_worker_t *w, sws_chan_msg_t *m)
     sws_log_info("log files reopened");
 }
 
+/* A standby worker's go-ahead (a binary upgrade's GO). One that cannot
+ * register stops: restarted by the supervisor, it accepts from the start. */
+static void accept_now(sws_worker_t *w)
+{
+    if (w->listening || w->conns.draining || w->quit_requested)
+        return;
+    if (listeners_register(w) < 0)
+        stop_now(w);
+}
+
 static void on_control(sws_io_t *io, uint32_t events)
 {
     (void)events;
@@ -316,6 +326,8 @@ static void on_control(sws_io_t *io, uint32_t events)
             take_logs(w, &m);
         else if (m.type == SWS_CHAN_GENERATION)
             ; /* on_wake adopted it before this handler ran */
+        else if (m.type == SWS_CHAN_ACCEPT)
+            accept_now(w);
         else
             sws_log_error("control channel: unknown message type %u", (unsigned)m.type);
         sws_chan_msg_close_fds(&m);
@@ -435,7 +447,9 @@ static int worker_setup(sws_worker_t *w)
         w->listeners[i].io.cb = on_listener;
         w->listeners[i].worker = w;
     }
-    if (listeners_register(w) < 0)
+    /* Standby: the old binary's workers still accept on these sockets;
+     * this one is ready (its generation adopted above) and waits. */
+    if (!cfg->standby && listeners_register(w) < 0)
         return -1;
     sws_loop_set_tick(&w->loop, on_tick, w);
     sws_loop_set_wake(&w->loop, on_wake, w);

@@ -379,20 +379,27 @@ static void test_input_that_does_not_fit_is_failed_with_431(void **state)
     free(data);
 }
 
-/* A graceful stop closes a connection at once only when its protocol says
- * it waits for nothing of a request. */
 /* A protocol without a goodbye of its own (drain is NULL): a drain leaves
- * a busy connection alone and gives an idle one drain_q's time for its
- * next request, instead of closing it under a client that may be sending. */
+ * a busy connection alone, and one that has not answered a request yet
+ * (accepted just before the stop: its first request is on the way), and
+ * gives an idle one drain_q's time for its next request, instead of
+ * closing it under a client that may be sending. */
 static void test_drain_gives_an_idle_connection_time(void **state)
 {
     fixture_t *f = *state;
     fake.wait = SWS_PROTO_WAIT_BODY;
+    f->conn->requests = 1;
     sws_conn_set_drain(&f->set);
     assert_int_equal(f->conn->phase, SWS_CONN_ACTIVE);
     assert_ptr_not_equal(f->conn->timer_q, &f->set.drain_q);
     f->set.draining = 0;
     fake.wait = SWS_PROTO_WAIT_IDLE;
+    f->conn->requests = 0;
+    sws_conn_set_drain(&f->set);
+    assert_int_equal(f->conn->phase, SWS_CONN_ACTIVE);
+    assert_ptr_not_equal(f->conn->timer_q, &f->set.drain_q);
+    f->set.draining = 0;
+    f->conn->requests = 1;
     sws_conn_set_drain(&f->set);
     assert_int_equal(f->conn->phase, SWS_CONN_ACTIVE);
     assert_ptr_equal(f->conn->timer_q, &f->set.drain_q);
