@@ -217,17 +217,14 @@ class Server(Process):
     stderr (error.log) and stdout (access.log). stop() leaves no process of
     it behind."""
 
-    def __init__(self, config_text, port=None, prefix=(), binary_path=None):
+    def __init__(self, config_text, port=None, prefix=()):
         self.dir = tempfile.mkdtemp(prefix="scalws-it-")
-        # The binary to start (default: the build's); a binary upgrade test
-        # starts a copy it can replace.
-        self.binary_path = binary_path
         # A command the binary runs under (e.g. capsh dropping capabilities);
         # it must exec the binary, so that self.pid stays the supervisor's.
         self.prefix = list(prefix)
-        # The binary started: binary_path (a copy an upgrade test replaces),
-        # else the build's; a test may set binary("scalwsd-alt") before start().
-        self.exe = binary_path or binary()
+        # The binary started; a test may set another before start():
+        # binary("scalwsd-alt"), or a copy a binary upgrade test replaces.
+        self.exe = binary()
         self.port = port or free_port()
         self.config_path = os.path.join(self.dir, "scalws.yaml")
         super().__init__(os.path.join(self.dir, "error.log"))
@@ -360,8 +357,8 @@ class ServerTestCase(unittest.TestCase):
         self.helpers.append(process)
         return process
 
-    def server(self, config_text, start=True, port=None, prefix=(), binary_path=None):
-        srv = Server(config_text, port=port, prefix=prefix, binary_path=binary_path)
+    def server(self, config_text, start=True, port=None, prefix=()):
+        srv = Server(config_text, port=port, prefix=prefix)
         self.servers.append(srv)
         if start:
             srv.start()

@@ -233,7 +233,7 @@ class Drain(ServerTestCase):
         r, _ = ws_handshake(ws)
         self.assertEqual(r.status, 101)
         reader = _ClientReader(ws)
-        d = SlowDownload(srv.port, BIG_SIZE)
+        d = SlowDownload(srv.port, size=BIG_SIZE)
         self.addCleanup(d.close)
         self.assertEqual(d.read(1 << 20), 1 << 20, "closed early")
         self.quit(srv, 2)
@@ -266,7 +266,7 @@ class Drain(ServerTestCase):
         self.assertEqual(idle.get("/hello").status, 200)
         ws = self.client(srv)
         self.assertEqual(ws_handshake(ws)[0].status, 101)
-        d = SlowDownload(srv.port, BIG_SIZE)
+        d = SlowDownload(srv.port, size=BIG_SIZE)
         self.addCleanup(d.close)
         worker = srv.wait_workers(1)[0]
         self.quit(srv, 3)

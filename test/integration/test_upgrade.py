@@ -109,7 +109,7 @@ class UpgradeTestCase(ServerTestCase):
         srv = self.server(text, start=False)
         srv.bin = os.path.join(srv.dir, "scalwsd")
         replace_file(srv.bin, source=binary())
-        srv.binary_path = srv.bin
+        srv.exe = srv.bin
         srv.pid_path = os.path.join(srv.dir, "scalws.pid")
         srv.admin = os.path.join(srv.dir, "run", "admin.sock")
         if tls:
