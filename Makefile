@@ -261,6 +261,10 @@ all: $(BUILD)/test/kube_probe
 ROUTES_PUB := $(BUILD)/test/routes_pub
 all: $(ROUTES_PUB)
 
+# What one endpoint change costs ingressd at 10,000 Ingresses, for
+# callgrind (test/tools/ingress_change.c; docs/benchmarks/2026-12-01-ingress.md).
+all: $(BUILD)/test/ingress_change
+
 # The config as installed: its static route serves the installed docs
 # (the source tree's `root: ..` is the checkout).
 install: $(BIN) $(INGRESSD)

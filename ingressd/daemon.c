@@ -31,6 +31,7 @@ typedef struct daemon {
     sws_kube_conn_t conn;
     sws_kube_t *kube;
     sws_ingress_store_t store;
+    sws_ingress_translation_t *tr; /* the last translation, kept for endpoint changes */
     sws_ingress_pub_t *pub;
     sws_io_t pub_io;
     sws_ingress_health_t *health;
@@ -43,43 +44,62 @@ typedef struct daemon {
     int loop_open;
 } daemon_t;
 
-/* Translate the whole store and hand it to the publisher, which sends
- * what differs from the last one. A failure (memory) leaves the change
- * bits set, so the next window tries again. */
+/* A change of EndpointSlices only, after a translation that worked:
+ * redo the pools of their Services (ingressd/translate.h) and have the
+ * publisher compare those alone. Anything else: translate the whole store
+ * and let the publisher compare the full sets. Either way it sends what
+ * differs from the last set. A failure (memory) drops the kept
+ * translation and leaves the change bits set, so the next window
+ * translates everything again. */
 static void publish_now(daemon_t *d)
 {
-    sws_ingress_translate_stats_t stats;
     char err[256];
-    uint64_t t0 = sws_clock_us();
+    uint64_t t0 = sws_clock_us(), version = d->translations + 1;
     unsigned changed = sws_ingress_store_take_changes(&d->store);
+    int endpoints = changed == SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE);
+    int incremental = d->tr != NULL && endpoints, rc;
 
-    /* After endpoints alone moved, the parts left out are the same as
-     * last time: not logged again. */
-    int quiet = d->published && changed == SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE);
-    Sws__RouteSet *rs = sws_ingress_translate(&d->store, d->o->ingress_class,
-                                              d->translations + 1, quiet, &stats);
-    if (rs == NULL) {
-        d->store.changed |= changed ? changed : 1u;
-        sws_timer_arm(&d->loop, &d->coalesce_queue, &d->coalesce);
-        return;
+    if (incremental) {
+        rc = sws_ingress_translation_endpoints(d->tr, &d->store, version);
+    } else {
+        /* After endpoints alone moved, the parts left out are the same as
+         * last time: not logged again. */
+        sws_ingress_translation_free(d->tr);
+        d->tr = sws_ingress_translation_new(&d->store, d->o->ingress_class, version,
+                                            d->published && endpoints);
+        rc = d->tr != NULL ? 0 : -1;
     }
-    d->translations++;
-    d->last_translate_us = sws_clock_us() - t0;
-    int rc = sws_ingress_pub_routes(d->pub, rs, err, sizeof(err));
-    sws_ingress_translate_free(rs);
+    sws_ingress_store_clear_touched(&d->store);
+    uint64_t t1 = sws_clock_us();
+    if (rc == 0) {
+        d->translations++;
+        d->last_translate_us = t1 - t0;
+        const Sws__RouteSet *rs = sws_ingress_translation_routes(d->tr);
+        size_t npools;
+        Sws__Pool *const *pools = sws_ingress_translation_changed(d->tr, &npools);
+        rc = incremental
+                 ? sws_ingress_pub_pools(d->pub, rs, pools, npools, err, sizeof(err))
+                 : sws_ingress_pub_routes(d->pub, rs, err, sizeof(err));
+        if (rc < 0)
+            sws_log_error("publish: %s; trying again", err);
+    }
     if (rc < 0) {
-        sws_log_error("publish: %s; trying again", err);
+        sws_ingress_translation_free(d->tr);
+        d->tr = NULL;
         d->store.changed |= changed ? changed : 1u;
         sws_timer_arm(&d->loop, &d->coalesce_queue, &d->coalesce);
         return;
     }
-    if (rc > 0 || !d->published)
+    if (rc > 0 || !d->published) {
+        const sws_ingress_translate_stats_t *stats = sws_ingress_translation_stats(d->tr);
         sws_log_info("routes: sequence %" PRIu64 ": %zu Ingresses of class %s, %zu hosts, "
                      "%zu routes, %zu pools, %zu members, %zu parts left out; translated in "
-                     "%" PRIu64 " us",
-                     sws_ingress_pub_sequence(d->pub), stats.ingresses, d->o->ingress_class,
-                     stats.hosts, stats.routes, stats.pools, stats.members, stats.skipped,
-                     d->last_translate_us);
+                     "%" PRIu64 " us (%s), published in %" PRIu64 " us",
+                     sws_ingress_pub_sequence(d->pub), stats->ingresses, d->o->ingress_class,
+                     stats->hosts, stats->routes, stats->pools, stats->members, stats->skipped,
+                     d->last_translate_us, incremental ? "endpoints" : "full",
+                     sws_clock_us() - t1);
+    }
     d->published = 1;
     d->published_ms = sws_loop_now_ms(&d->loop);
 }
@@ -287,6 +307,7 @@ static void teardown(daemon_t *d)
         sws_loop_del(&d->loop, &d->sig);
         close(d->sig.fd);
     }
+    sws_ingress_translation_free(d->tr);
     sws_ingress_store_free(&d->store);
     sws_kube_conn_free(&d->conn);
     if (d->loop_open)

@@ -226,6 +226,19 @@ void sws_ingress_pub_on_readable(sws_ingress_pub_t *pub)
         answer_request(pub);
 }
 
+/* d numbered and sent. */
+static void send_delta(sws_ingress_pub_t *pub, Sws__RouteDelta *d)
+{
+    pub->sequence += pub->skip ? 2 : 1;
+    pub->skip = 0;
+    d->sequence = pub->sequence;
+    d->publisher = pub->id;
+    Sws__IngressMessage msg = SWS__INGRESS_MESSAGE__INIT;
+    msg.body_case = SWS__INGRESS_MESSAGE__BODY_DELTA;
+    msg.delta = d;
+    send_msg(pub->pub, &msg, "delta");
+}
+
 /* An owned canonical copy of rs (the caller's arrays stay in its order). */
 static Sws__RouteSet *canonical_copy(const Sws__RouteSet *rs)
 {
@@ -252,14 +265,7 @@ int sws_ingress_pub_routes(sws_ingress_pub_t *pub, const Sws__RouteSet *rs, char
         sws__route_set__free_unpacked(next, NULL);
         return 0;
     }
-    pub->sequence += pub->skip ? 2 : 1;
-    pub->skip = 0;
-    d.sequence = pub->sequence;
-    d.publisher = pub->id;
-    Sws__IngressMessage msg = SWS__INGRESS_MESSAGE__INIT;
-    msg.body_case = SWS__INGRESS_MESSAGE__BODY_DELTA;
-    msg.delta = &d;
-    send_msg(pub->pub, &msg, "delta");
+    send_delta(pub, &d);
     /* After the send: the removal keys point into the previous set. */
     sws_routeset_delta_release(&d);
     if (pub->current != NULL)
@@ -268,4 +274,93 @@ int sws_ingress_pub_routes(sws_ingress_pub_t *pub, const Sws__RouteSet *rs, char
     free(pub->snapshot);
     pub->snapshot = NULL;
     return 1;
+}
+
+/* ---- a change of pools only ---- */
+
+/* The index of the pool named name in the current set (sorted by name),
+ * or -1. */
+static ssize_t current_pool(const sws_ingress_pub_t *pub, const char *name)
+{
+    size_t lo = 0, hi = pub->current->n_pools;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int c = strcmp(pub->current->pools[mid]->name, name);
+        if (c == 0)
+            return (ssize_t)mid;
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+typedef struct pool_up {
+    size_t at;       /* in the current set */
+    Sws__Pool *copy; /* what replaces it */
+} pool_up_t;
+
+static int by_position(const void *a, const void *b)
+{
+    const pool_up_t *x = a, *y = b;
+    return x->at < y->at ? -1 : x->at > y->at;
+}
+
+int sws_ingress_pub_pools(sws_ingress_pub_t *pub, const Sws__RouteSet *rs, Sws__Pool *const *pools,
+                          size_t npools, char *err, size_t errlen)
+{
+    if (pub->current == NULL)
+        return sws_ingress_pub_routes(pub, rs, err, errlen);
+    pool_up_t *ups = malloc((npools + 1) * sizeof(*ups));
+    Sws__Pool **list = malloc((npools + 1) * sizeof(*list));
+    size_t n = 0;
+    int rc = 0;
+    if (ups == NULL || list == NULL) {
+        rc = sws_errf(err, errlen, "out of memory computing a delta");
+        goto done;
+    }
+    for (size_t i = 0; i < npools; i++) {
+        ssize_t at = current_pool(pub, pools[i]->name);
+        if (at < 0) {
+            sws_log_warn("publish: pool %s is new: comparing the whole set", pools[i]->name);
+            rc = 2;
+            goto done;
+        }
+        if (sws_routeset_same_message((const ProtobufCMessage *)pub->current->pools[at],
+                                      (const ProtobufCMessage *)pools[i]))
+            continue;
+        /* Unpacked-shaped, as the current set's entries are. */
+        ups[n].copy = (Sws__Pool *)sws_routeset_copy_message(&pools[i]->base);
+        if (ups[n].copy == NULL) {
+            rc = sws_errf(err, errlen, "out of memory copying a pool");
+            goto done;
+        }
+        ups[n++].at = (size_t)at;
+    }
+    if (n == 0)
+        goto done;
+    /* A delta's upserts in key order (routeset_delta.h): the set's order. */
+    qsort(ups, n, sizeof(*ups), by_position);
+    for (size_t i = 0; i < n; i++)
+        list[i] = ups[i].copy;
+    Sws__RouteDelta d = SWS__ROUTE_DELTA__INIT;
+    d.upsert_pools = list;
+    d.n_upsert_pools = n;
+    send_delta(pub, &d);
+    for (size_t i = 0; i < n; i++) {
+        sws__pool__free_unpacked(pub->current->pools[ups[i].at], NULL);
+        pub->current->pools[ups[i].at] = ups[i].copy;
+    }
+    n = 0; /* the copies are the set's now */
+    pub->current->version = rs->version;
+    free(pub->snapshot);
+    pub->snapshot = NULL;
+    rc = 1;
+done:
+    for (size_t i = 0; i < n; i++)
+        sws__pool__free_unpacked(ups[i].copy, NULL);
+    free(ups);
+    free(list);
+    return rc == 2 ? sws_ingress_pub_routes(pub, rs, err, errlen) : rc;
 }

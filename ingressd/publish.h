@@ -60,6 +60,17 @@ void sws_ingress_pub_on_readable(sws_ingress_pub_t *pub);
 int sws_ingress_pub_routes(sws_ingress_pub_t *pub, const Sws__RouteSet *rs, char *err,
                            size_t errlen);
 
+/* The same as sws_ingress_pub_routes(pub, rs, ...) when rs differs from
+ * the last set given at most in its version and in the members of pools
+ * (borrowed; pools of rs, each once, each a pool of the last set): what
+ * an endpoint change gives (ingressd/translate.h
+ * sws_ingress_translation_endpoints). Only those pools are compared,
+ * copied and sent, so the cost is the change's, not the set's. A pool the
+ * last set lacks (the contract broken) makes it compare rs whole. Before
+ * the first set: sws_ingress_pub_routes. */
+int sws_ingress_pub_pools(sws_ingress_pub_t *pub, const Sws__RouteSet *rs, Sws__Pool *const *pools,
+                          size_t npools, char *err, size_t errlen);
+
 /* The next heartbeat's time; tick sends it when now_ms has reached it. */
 uint64_t sws_ingress_pub_deadline_ms(const sws_ingress_pub_t *pub);
 void sws_ingress_pub_tick(sws_ingress_pub_t *pub, uint64_t now_ms);

@@ -690,10 +690,100 @@ static void note_change(sws_ingress_store_t *st, sws_kube_kind_t kind)
     st->changed |= SWS_INGRESS_CHANGED(kind);
 }
 
+/* ---- the index of EndpointSlices by Service, the touched Services ---- */
+
+static void touch(sws_ingress_store_t *st, const char *key, size_t len)
+{
+    if (sws_ingress_map_get(&st->touched, key, len) != NULL)
+        return;
+    char *k = strndup(key, len);
+    if (k == NULL || sws_ingress_map_put(&st->touched, k, len, k) < 0) {
+        free(k);
+        st->changed |= SWS_INGRESS_CHANGED_UNKNOWN;
+    }
+}
+
+static int index_add(sws_ingress_store_t *st, const sws_ingress_slice_t *s, const char *key,
+                     size_t len)
+{
+    sws_ingress_slices_t *v = sws_ingress_map_get(&st->slices, key, len);
+    if (v == NULL) {
+        if ((v = calloc(1, sizeof(*v) + len + 1)) == NULL)
+            return -1;
+        memcpy(v->key, key, len + 1);
+        if (sws_ingress_map_put(&st->slices, v->key, len, v) < 0) {
+            free(v);
+            return -1;
+        }
+    }
+    if (v->n == v->cap) {
+        size_t cap = v->cap ? 2 * v->cap : 2;
+        const sws_ingress_slice_t **p = realloc(v->v, cap * sizeof(*p));
+        if (p == NULL)
+            return -1; /* an empty list stays: index_del and free take it */
+        v->v = p;
+        v->cap = cap;
+    }
+    /* A Service has few slices (100 endpoints each by default). */
+    size_t at = v->n;
+    while (at > 0 && strcmp(v->v[at - 1]->obj.name, s->obj.name) > 0)
+        at--;
+    memmove(&v->v[at + 1], &v->v[at], (v->n - at) * sizeof(*v->v));
+    v->v[at] = s;
+    v->n++;
+    return 0;
+}
+
+static void index_del(sws_ingress_store_t *st, const sws_ingress_slice_t *s, const char *key,
+                      size_t len)
+{
+    sws_ingress_slices_t *v = sws_ingress_map_get(&st->slices, key, len);
+    for (size_t i = 0; v != NULL && i < v->n; i++) {
+        if (v->v[i] != s)
+            continue;
+        memmove(&v->v[i], &v->v[i + 1], (v->n - i - 1) * sizeof(*v->v));
+        v->n--;
+        break;
+    }
+    if (v != NULL && v->n == 0) {
+        sws_ingress_map_del(&st->slices, key, len);
+        free(v->v);
+        free(v);
+    }
+}
+
+/* An EndpointSlice leaves (old) and one comes in (new), either NULL:
+ * the index follows and their Services are touched. Other kinds: nothing.
+ * -1 when memory ran out indexing new (the caller drops it). */
+static int slice_moved(sws_ingress_store_t *st, const sws_ingress_obj_t *old,
+                       const sws_ingress_obj_t *new)
+{
+    const sws_ingress_slice_t *o = (const void *)old, *n = (const void *)new;
+    char key[SWS_INGRESS_KEY_MAX];
+    size_t len;
+    if ((old != NULL ? old : new)->kind != SWS_KUBE_ENDPOINTSLICE)
+        return 0;
+    if (o != NULL && o->service[0] != '\0') {
+        len = sws_ingress_key(key, o->obj.ns, o->service);
+        index_del(st, o, key, len);
+        touch(st, key, len);
+    }
+    if (n != NULL && n->service[0] != '\0') {
+        len = sws_ingress_key(key, n->obj.ns, n->service);
+        touch(st, key, len);
+        if (index_add(st, n, key, len) < 0) {
+            index_del(st, n, key, len); /* an empty list it made */
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static void remove_key(sws_ingress_store_t *st, sws_kube_kind_t kind, const char *key)
 {
     sws_ingress_obj_t *old = sws_ingress_map_del(&st->objs[kind], key, strlen(key));
     if (old != NULL) {
+        slice_moved(st, old, NULL);
         obj_free(old);
         note_change(st, kind);
     }
@@ -736,6 +826,11 @@ static void upsert(sws_ingress_store_t *st, sws_kube_kind_t kind, const json_t *
         remove_key(st, kind, key);
         return;
     }
+    if (slice_moved(st, old, obj) < 0) {
+        sws_log_error("%s %s dropped: out of memory", kind_names[kind], key);
+        sws_ingress_map_del(m, obj->key, strlen(obj->key));
+        obj_free(obj);
+    }
     obj_free(old);
     note_change(st, kind);
 }
@@ -769,6 +864,7 @@ static void sweep(sws_ingress_store_t *st, sws_kube_kind_t kind)
             gone[n++] = s->val;
     for (size_t i = 0; i < n; i++) {
         sws_ingress_map_del(m, gone[i]->key, strlen(gone[i]->key));
+        slice_moved(st, gone[i], NULL);
         obj_free(gone[i]);
         note_change(st, kind);
     }
@@ -811,7 +907,24 @@ void sws_ingress_store_free(sws_ingress_store_t *st)
             obj_free(s->val);
         sws_ingress_map_free(&st->objs[k]);
     }
+    const sws_ingress_map_slot_t *s;
+    size_t it = 0;
+    while ((s = sws_ingress_map_next(&st->slices, &it)) != NULL) {
+        free(((sws_ingress_slices_t *)s->val)->v);
+        free(s->val);
+    }
+    sws_ingress_map_free(&st->slices);
+    sws_ingress_store_clear_touched(st);
     *st = (sws_ingress_store_t){ 0 };
+}
+
+void sws_ingress_store_clear_touched(sws_ingress_store_t *st)
+{
+    const sws_ingress_map_slot_t *s;
+    size_t it = 0;
+    while ((s = sws_ingress_map_next(&st->touched, &it)) != NULL)
+        free(s->val);
+    sws_ingress_map_free(&st->touched);
 }
 
 unsigned sws_ingress_store_take_changes(sws_ingress_store_t *st)

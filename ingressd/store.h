@@ -24,7 +24,15 @@
  * every removal sets its kind's bit in `changed`;
  * the loop coalesces a burst by translating once when it sees the bits,
  * then clears them (sws_ingress_store_take_changes); changed ==
- * SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE) says only endpoints moved.
+ * SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE) says only endpoints moved,
+ * and `touched` then names every Service they moved in (an EndpointSlice
+ * that changes its Service touches both), so a translation can redo only
+ * those Services' pools (ingressd/translate.h,
+ * docs/adr/0042-ingressd-incremental-endpoint-translation.md).
+ *
+ * Index: the EndpointSlices of each Service (label
+ * kubernetes.io/service-name), in name order, so every translation reads
+ * them in one order, whatever order they arrived in.
  *
  * Ownership: the store owns every object and string in it; pointers the
  * getters return stay valid until the next event. ingressd's one thread only.
@@ -52,6 +60,9 @@
 #define SWS_INGRESS_CONTROLLER "scalws.io/ingress-controller"
 
 #define SWS_INGRESS_CHANGED(kind) (1u << (kind))
+/* Memory ran out noting a touched Service: only a full translation is
+ * right until the bits are taken again. */
+#define SWS_INGRESS_CHANGED_UNKNOWN (1u << SWS_KUBE_KINDS)
 
 /* What every stored object starts with. */
 typedef struct sws_ingress_obj {
@@ -139,6 +150,13 @@ typedef struct sws_ingress_slice {
                                           each address once, conditions of repeats merged */
 } sws_ingress_slice_t;
 
+/* The EndpointSlices of one Service, by name (byte order). */
+typedef struct sws_ingress_slices {
+    const sws_ingress_slice_t **v;
+    size_t n, cap;
+    char key[]; /* "NS/SERVICE" (sws_ingress_key): the index's key */
+} sws_ingress_slices_t;
+
 typedef struct sws_ingress_secret {
     sws_ingress_obj_t obj;
     unsigned char *cert, *key; /* PEM, decoded from data."tls.crt" / "tls.key" */
@@ -150,6 +168,9 @@ typedef struct sws_ingress_store {
     sws_ingress_map_t objs[SWS_KUBE_KINDS]; /* "NS/NAME" -> sws_ingress_*_t */
     uint64_t epoch[SWS_KUBE_KINDS];         /* of the LIST in progress or last done */
     unsigned changed;                       /* SWS_INGRESS_CHANGED bits since taken */
+    sws_ingress_map_t slices;               /* "NS/SERVICE" -> sws_ingress_slices_t */
+    sws_ingress_map_t touched;              /* "NS/SERVICE" -> the key itself (owned):
+                                               Services whose slices changed since cleared */
     uint64_t refused;                       /* objects that did not parse, ever */
 } sws_ingress_store_t;
 
@@ -163,6 +184,25 @@ void sws_ingress_store_event(void *ctx, sws_kube_kind_t kind, sws_kube_event_t e
 
 /* The changed bits since the last call, cleared. */
 unsigned sws_ingress_store_take_changes(sws_ingress_store_t *st);
+
+/* The Services whose EndpointSlices changed since the last clear: walk
+ * with sws_ingress_map_next, each slot's key is "NS/SERVICE". Complete
+ * unless SWS_INGRESS_CHANGED_UNKNOWN is among the bits. Clearing is the
+ * caller's, once it has used them (the bits are taken apart: a caller
+ * that translates everything clears them unread). */
+static inline const sws_ingress_map_t *sws_ingress_store_touched(const sws_ingress_store_t *st)
+{
+    return &st->touched;
+}
+void sws_ingress_store_clear_touched(sws_ingress_store_t *st);
+
+/* The EndpointSlices of the Service of key "NS/SERVICE" (len bytes), or
+ * NULL when it has none. */
+static inline const sws_ingress_slices_t *sws_ingress_store_slices(const sws_ingress_store_t *st,
+                                                                   const char *key, size_t len)
+{
+    return sws_ingress_map_get(&st->slices, key, len);
+}
 
 /* The object of kind at ns/name (ns "" for an IngressClass), or NULL. */
 const void *sws_ingress_store_get(const sws_ingress_store_t *st, sws_kube_kind_t kind,

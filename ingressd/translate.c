@@ -41,10 +41,26 @@ typedef struct claim {
     char key[]; /* HOST \0 TYPE \0 PATH */
 } claim_t;
 
-typedef struct slices {
-    const sws_ingress_slice_t **v;
+/* A pool made from a Service, and the name of the Service's port whose
+ * endpoints are its members: what an endpoint change redoes. */
+typedef struct service_pool {
+    Sws__Pool *pool;
+    char *port_name;
+} service_pool_t;
+
+typedef struct service_pools {
+    service_pool_t *v;
     size_t n, cap;
-} slices_t;
+    char key[]; /* "NS/SERVICE": the map key */
+} service_pools_t;
+
+struct sws_ingress_translation {
+    Sws__RouteSet *rs;
+    sws_ingress_translate_stats_t stats;
+    sws_ingress_map_t services; /* "NS/SERVICE" -> service_pools_t */
+    Sws__Pool **changed;        /* made anew by the last endpoints call */
+    size_t nchanged, changed_cap;
+};
 
 typedef struct tr {
     const sws_ingress_store_t *st;
@@ -55,7 +71,7 @@ typedef struct tr {
     sws_ingress_map_t hosts;  /* name -> host_b_t */
     sws_ingress_map_t claims; /* claim key -> claim_t */
     sws_ingress_map_t pools;  /* name -> pool index + 1 */
-    sws_ingress_map_t slices; /* "NS/SERVICE" -> slices_t */
+    sws_ingress_map_t *services; /* kept translations only: the pools of each Service */
     sws_ingress_translate_stats_t stats;
 } tr_t;
 
@@ -142,35 +158,9 @@ void sws_ingress_pool_name(const char *ns, const char *service, uint32_t port, c
              sws_ingress_hash(full, strlen(full)));
 }
 
-static int index_slices(tr_t *t)
-{
-    const sws_ingress_slice_t *s;
-    size_t it = 0;
-    char key[SWS_INGRESS_KEY_MAX];
-    while ((s = sws_ingress_store_next(t->st, SWS_KUBE_ENDPOINTSLICE, &it)) != NULL) {
-        if (s->service[0] == '\0' || s->nendpoints == 0)
-            continue;
-        size_t n = sws_ingress_key(key, s->obj.ns, s->service);
-        slices_t *v = sws_ingress_map_get(&t->slices, key, n);
-        if (v == NULL) {
-            /* The key lives with the list: one allocation. */
-            if ((v = calloc(1, sizeof(*v) + n + 1)) == NULL)
-                return t->oom = 1, -1;
-            memcpy(v + 1, key, n + 1);
-            if (sws_ingress_map_put(&t->slices, (const char *)(v + 1), n, v) < 0) {
-                free(v);
-                return t->oom = 1, -1;
-            }
-        }
-        if (grow(t, &v->v, v->n, &v->cap, sizeof(*v->v)) < 0)
-            return -1;
-        v->v[v->n++] = s;
-    }
-    return 0;
-}
-
 /* Add the endpoints of slices on the port named port_name to pool. */
-static void add_members(tr_t *t, Sws__Pool *pool, const slices_t *sl, const char *port_name)
+static void add_members(tr_t *t, Sws__Pool *pool, const sws_ingress_slices_t *sl,
+                        const char *port_name)
 {
     sws_ingress_map_t seen = { 0 }; /* address -> member */
     size_t cap = 0;
@@ -217,6 +207,29 @@ static void add_members(tr_t *t, Sws__Pool *pool, const slices_t *sl, const char
         }
     }
     sws_ingress_map_free(&seen);
+}
+
+/* pool is made from the Service of key (its port port_name): kept for
+ * sws_ingress_translation_endpoints. */
+static int note_service_pool(tr_t *t, const char *key, size_t len, Sws__Pool *pool,
+                             const char *port_name)
+{
+    service_pools_t *v = sws_ingress_map_get(t->services, key, len);
+    if (v == NULL) {
+        if ((v = calloc(1, sizeof(*v) + len + 1)) == NULL)
+            return t->oom = 1, -1;
+        memcpy(v->key, key, len + 1);
+        if (sws_ingress_map_put(t->services, v->key, len, v) < 0) {
+            free(v);
+            return t->oom = 1, -1;
+        }
+    }
+    if (grow(t, &v->v, v->n, &v->cap, sizeof(*v->v)) < 0)
+        return -1;
+    if ((v->v[v->n].port_name = dup(t, port_name)) == NULL)
+        return -1;
+    v->v[v->n++].pool = pool;
+    return 0;
 }
 
 /* The pool of backend b of Ingress in (created on first use): its name in
@@ -270,7 +283,9 @@ static const char *backend_pool(tr_t *t, const sws_ingress_ingress_t *in,
         return t->oom = 1, snprintf(why, whylen, "out of memory"), NULL;
     t->stats.pools++;
     size_t n = sws_ingress_key(key, in->obj.ns, b->service);
-    add_members(t, pool, sws_ingress_map_get(&t->slices, key, n), sp->name);
+    add_members(t, pool, sws_ingress_store_slices(t->st, key, n), sp->name);
+    if (t->services != NULL && note_service_pool(t, key, n, pool, sp->name) < 0)
+        return snprintf(why, whylen, "out of memory"), NULL;
     return pool->name;
 }
 
@@ -562,21 +577,18 @@ static void free_maps(tr_t *t)
     size_t it = 0;
     while ((s = sws_ingress_map_next(&t->claims, &it)) != NULL)
         free(s->val);
-    for (it = 0; (s = sws_ingress_map_next(&t->slices, &it)) != NULL;) {
-        free(((slices_t *)s->val)->v);
-        free(s->val);
-    }
     sws_ingress_map_free(&t->claims);
-    sws_ingress_map_free(&t->slices);
     sws_ingress_map_free(&t->hosts);
     sws_ingress_map_free(&t->pools);
 }
 
-Sws__RouteSet *sws_ingress_translate(const sws_ingress_store_t *st, const char *class_name,
-                                     uint64_t version, int quiet,
-                                     sws_ingress_translate_stats_t *stats)
+/* The whole store; services: NULL, or the map that keeps the pools of
+ * each Service. */
+static Sws__RouteSet *translate(const sws_ingress_store_t *st, const char *class_name,
+                                uint64_t version, int quiet, sws_ingress_translate_stats_t *stats,
+                                sws_ingress_map_t *services)
 {
-    tr_t t = { .st = st, .quiet = quiet };
+    tr_t t = { .st = st, .quiet = quiet, .services = services };
     const sws_ingress_ingress_t *in, **sel = NULL;
     size_t n = 0, it = 0;
 
@@ -593,7 +605,6 @@ Sws__RouteSet *sws_ingress_translate(const sws_ingress_store_t *st, const char *
     t.stats.ingresses = n;
     if (sel != NULL) {
         qsort(sel, n, sizeof(*sel), older_first);
-        index_slices(&t);
         /* Rules of every Ingress before any default backend or TLS: a
          * default backend takes only what no rule took, and a TLS entry
          * certifies only hosts that rules serve. */
@@ -617,8 +628,119 @@ Sws__RouteSet *sws_ingress_translate(const sws_ingress_store_t *st, const char *
     return t.rs;
 }
 
+Sws__RouteSet *sws_ingress_translate(const sws_ingress_store_t *st, const char *class_name,
+                                     uint64_t version, int quiet,
+                                     sws_ingress_translate_stats_t *stats)
+{
+    return translate(st, class_name, version, quiet, stats, NULL);
+}
+
 void sws_ingress_translate_free(Sws__RouteSet *rs)
 {
     if (rs != NULL)
         sws__route_set__free_unpacked(rs, NULL);
+}
+
+/* ---- a translation kept ---- */
+
+static void free_services(sws_ingress_map_t *services)
+{
+    const sws_ingress_map_slot_t *s;
+    size_t it = 0;
+    while ((s = sws_ingress_map_next(services, &it)) != NULL) {
+        service_pools_t *v = s->val;
+        for (size_t i = 0; i < v->n; i++)
+            free(v->v[i].port_name);
+        free(v->v);
+        free(v);
+    }
+    sws_ingress_map_free(services);
+}
+
+sws_ingress_translation_t *sws_ingress_translation_new(const sws_ingress_store_t *st,
+                                                       const char *class_name, uint64_t version,
+                                                       int quiet)
+{
+    sws_ingress_translation_t *x = calloc(1, sizeof(*x));
+    if (x == NULL) {
+        sws_log_error("translation: out of memory");
+        return NULL;
+    }
+    x->rs = translate(st, class_name, version, quiet, &x->stats, &x->services);
+    if (x->rs == NULL) {
+        sws_ingress_translation_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* The members of pool anew, from the slices of the Service of key on its
+ * port port_name: what add_members gives a full translation. */
+static int redo_members(sws_ingress_translation_t *x, tr_t *t, const char *key, size_t len,
+                        service_pool_t *sp)
+{
+    Sws__Pool fresh = SWS__POOL__INIT, *pool = sp->pool;
+    add_members(t, &fresh, sws_ingress_store_slices(t->st, key, len), sp->port_name);
+    if (!t->oom)
+        grow(t, &x->changed, x->nchanged, &x->changed_cap, sizeof(*x->changed));
+    if (t->oom) {
+        for (size_t i = 0; i < fresh.n_members; i++)
+            sws__member__free_unpacked(fresh.members[i], NULL);
+        free(fresh.members);
+        return -1;
+    }
+    for (size_t i = 0; i < pool->n_members; i++)
+        sws__member__free_unpacked(pool->members[i], NULL);
+    free(pool->members);
+    x->stats.members = x->stats.members - pool->n_members + fresh.n_members;
+    pool->members = fresh.members;
+    pool->n_members = fresh.n_members;
+    x->changed[x->nchanged++] = pool;
+    return 0;
+}
+
+int sws_ingress_translation_endpoints(sws_ingress_translation_t *x, const sws_ingress_store_t *st,
+                                      uint64_t version)
+{
+    tr_t t = { .st = st, .rs = x->rs, .quiet = 1 };
+    const sws_ingress_map_slot_t *s;
+    size_t it = 0;
+    x->nchanged = 0;
+    /* A Service none of our Ingresses names has no pools: nothing to do. */
+    while ((s = sws_ingress_map_next(sws_ingress_store_touched(st), &it)) != NULL) {
+        service_pools_t *v = sws_ingress_map_get(&x->services, s->key, s->len);
+        for (size_t i = 0; v != NULL && i < v->n; i++)
+            if (redo_members(x, &t, s->key, s->len, &v->v[i]) < 0) {
+                sws_log_error("translation: out of memory");
+                return -1;
+            }
+    }
+    x->rs->version = version;
+    return 0;
+}
+
+const Sws__RouteSet *sws_ingress_translation_routes(const sws_ingress_translation_t *x)
+{
+    return x->rs;
+}
+
+const sws_ingress_translate_stats_t *sws_ingress_translation_stats(const sws_ingress_translation_t *x)
+{
+    return &x->stats;
+}
+
+Sws__Pool *const *sws_ingress_translation_changed(const sws_ingress_translation_t *x, size_t *n)
+{
+    *n = x->nchanged;
+    return x->changed;
+}
+
+void sws_ingress_translation_free(sws_ingress_translation_t *x)
+{
+    if (x == NULL)
+        return;
+    sws_ingress_translate_free(x->rs);
+    free_services(&x->services);
+    free(x->changed);
+    free(x);
 }

@@ -45,6 +45,12 @@
  * Linear in the size of the store (hash maps throughout, one sort of the
  * Ingresses). Logs through core/log.h a warning per part left out (see
  * quiet below). ingressd's thread only.
+ *
+ * After a change of EndpointSlices only, nothing but the members of the
+ * pools of the Services they belong to can differ: a translation kept
+ * (sws_ingress_translation_t) redoes those pools' members and reuses the
+ * rest, and the result is byte for byte what a full translation of the
+ * store gives (docs/adr/0042-ingressd-incremental-endpoint-translation.md).
  */
 #ifndef SWS_INGRESSD_TRANSLATE_H
 #define SWS_INGRESSD_TRANSLATE_H
@@ -77,6 +83,43 @@ Sws__RouteSet *sws_ingress_translate(const sws_ingress_store_t *st, const char *
 
 /* Free a RouteSet sws_ingress_translate returned (NULL is fine). */
 void sws_ingress_translate_free(Sws__RouteSet *rs);
+
+/* A full translation kept for the changes that follow: its RouteSet and,
+ * per Service, the pools made from it. Owns its RouteSet; holds no
+ * pointer into the store. */
+typedef struct sws_ingress_translation sws_ingress_translation_t;
+
+/* sws_ingress_translate's result, kept. NULL only when memory ran out
+ * (logged). */
+sws_ingress_translation_t *sws_ingress_translation_new(const sws_ingress_store_t *st,
+                                                       const char *class_name, uint64_t version,
+                                                       int quiet);
+
+/* Bring x up to st after EndpointSlices alone changed: since x was made
+ * or last brought up, the store's change bits were
+ * SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE) at most and
+ * sws_ingress_store_touched(st) names their Services (ingressd/store.h).
+ * The members of those Services' pools are made anew, the version set;
+ * the rest is x's. Then x's RouteSet is what sws_ingress_translate(st,
+ * class_name, version, ...) gives, byte for byte. Logs nothing (no part
+ * is left out because of an EndpointSlice). 0, or -1 when memory ran out:
+ * x is then half brought up, only fit for sws_ingress_translation_free. */
+int sws_ingress_translation_endpoints(sws_ingress_translation_t *x, const sws_ingress_store_t *st,
+                                      uint64_t version);
+
+/* The RouteSet (x's, valid until x changes or is freed). */
+const Sws__RouteSet *sws_ingress_translation_routes(const sws_ingress_translation_t *x);
+
+/* Its figures, as sws_ingress_translate gives them. */
+const sws_ingress_translate_stats_t *sws_ingress_translation_stats(const sws_ingress_translation_t *x);
+
+/* The pools (in x's RouteSet) the last sws_ingress_translation_endpoints
+ * made anew, each once, and their count in *n: what a publisher needs to
+ * compare (ingressd/publish.h sws_ingress_pub_pools). None after _new. */
+Sws__Pool *const *sws_ingress_translation_changed(const sws_ingress_translation_t *x, size_t *n);
+
+/* NULL is fine. */
+void sws_ingress_translation_free(sws_ingress_translation_t *x);
 
 /* The pool name of Service ns/service port port (the rule above), into
  * out (at least SWS_ROUTESET_POOL_NAME_MAX + 1 bytes). */

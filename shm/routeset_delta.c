@@ -29,16 +29,21 @@ static int cmp_pool(const void *a, const void *b)
     return strcmp(pool_key(*(void *const *)a), pool_key(*(void *const *)b));
 }
 
-Sws__RouteSet *sws_routeset_copy(const Sws__RouteSet *rs)
+ProtobufCMessage *sws_routeset_copy_message(const ProtobufCMessage *m)
 {
-    size_t n = sws__route_set__get_packed_size(rs);
+    size_t n = protobuf_c_message_get_packed_size(m);
     uint8_t *buf = malloc(n > 0 ? n : 1);
     if (buf == NULL)
         return NULL;
-    sws__route_set__pack(rs, buf);
-    Sws__RouteSet *copy = sws__route_set__unpack(NULL, n, buf);
+    protobuf_c_message_pack(m, buf);
+    ProtobufCMessage *copy = protobuf_c_message_unpack(m->descriptor, NULL, n, buf);
     free(buf);
     return copy;
+}
+
+Sws__RouteSet *sws_routeset_copy(const Sws__RouteSet *rs)
+{
+    return (Sws__RouteSet *)sws_routeset_copy_message(&rs->base);
 }
 
 void sws_routeset_canonicalize(Sws__RouteSet *rs)

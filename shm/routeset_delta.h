@@ -34,6 +34,9 @@
  * memory ran out: what a holder of a RouteSet it does not own keeps. */
 Sws__RouteSet *sws_routeset_copy(const Sws__RouteSet *rs);
 
+/* The same for any message of the schema (a Pool, a Host, ...). */
+ProtobufCMessage *sws_routeset_copy_message(const ProtobufCMessage *m);
+
 /* Whether a and b (either NULL) encode to the same bytes: the one notion
  * of "unchanged" (make's, and the tests' and fuzzers' of "the same set").
  * Memory running out counts as a change: a needless upsert, never a

@@ -10,7 +10,10 @@
  * delivered to a fresh store; after each line the store is translated for
  * class "scalws" and the RouteSet must pass sws_routeset_check: whatever
  * the objects hold, ingressd never publishes a RouteSet scalwsd refuses
- * (a refusal aborts with its path and message on stderr).
+ * (a refusal aborts with its path and message on stderr). And as the
+ * daemon does, a translation is kept: after a line that changed
+ * EndpointSlices alone it is brought up incrementally and must be the
+ * full translation, byte for byte (else an abort).
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +25,7 @@
 #include "ingressd/store.h"
 #include "ingressd/translate.h"
 #include "shm/routeset_check.h"
+#include "shm/routeset_delta.h"
 
 #define MAX_LINES 32
 
@@ -33,22 +37,39 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
     return 0;
 }
 
-static void translate_and_check(const sws_ingress_store_t *st)
+/* *kept: the translation the daemon would hold (NULL at first). */
+static void translate_and_check(sws_ingress_store_t *st, sws_ingress_translation_t **kept,
+                                uint64_t version)
 {
     sws_routeset_refusal_t why;
-    Sws__RouteSet *rs = sws_ingress_translate(st, "scalws", 1, 0, NULL);
+    unsigned changed = sws_ingress_store_take_changes(st);
+    Sws__RouteSet *rs = sws_ingress_translate(st, "scalws", version, 0, NULL);
     if (rs == NULL)
         abort(); /* only out of memory */
     if (sws_routeset_check(rs, &why) != 0) {
         fprintf(stderr, "RouteSet refused: %s: %s\n", why.path, why.msg);
         abort();
     }
+    if (*kept != NULL && (changed & ~SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE)) == 0) {
+        if (sws_ingress_translation_endpoints(*kept, st, version) < 0)
+            abort();
+        if (!sws_routeset_same_message(&sws_ingress_translation_routes(*kept)->base, &rs->base)) {
+            fprintf(stderr, "the incremental translation is not the full one\n");
+            abort();
+        }
+    } else {
+        sws_ingress_translation_free(*kept);
+        if ((*kept = sws_ingress_translation_new(st, "scalws", version, 1)) == NULL)
+            abort();
+    }
+    sws_ingress_store_clear_touched(st);
     sws_ingress_translate_free(rs);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     sws_ingress_store_t st;
+    sws_ingress_translation_t *kept = NULL;
     char *text = malloc(size + 1), *save = NULL;
     int lines = 0;
     if (text == NULL)
@@ -81,8 +102,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         default:
             continue;
         }
-        translate_and_check(&st);
+        translate_and_check(&st, &kept, (uint64_t)lines + 1);
     }
+    sws_ingress_translation_free(kept);
     sws_ingress_store_free(&st);
     free(text);
     return 0;

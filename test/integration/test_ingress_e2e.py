@@ -193,6 +193,9 @@ class IngressE2E(ServerTestCase):
         self.assertEqual(loop.failures, [])
         served = {b.name for b in self.backends if b.requests}
         self.assertGreaterEqual(len(served), 2, "the new endpoints took requests")
+        # ADR 0042: a change of EndpointSlices alone redoes only their pools.
+        self.assertIn("(endpoints), published in", self.ingressd.log(),
+                      "no endpoint change took the incremental path")
 
     def test_tls_secret_served_with_sni(self):
         cert, key = make_pair(self.kube.dir, "web", "web.demo.test", dns=["web.demo.test"])

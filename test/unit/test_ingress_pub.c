@@ -13,6 +13,7 @@
 #include <cmocka.h>
 
 #include "ingressd/publish.h"
+#include "shm/routeset_delta.h"
 #include "support/routeset_build.h"
 
 #define WAIT_MS 5000
@@ -202,6 +203,67 @@ static void test_deltas_numbered_only_on_change_and_snapshot_on_request(void **s
     sws__route_set__free_unpacked(b, NULL);
 }
 
+/* Three pools out of name order, one member each, and a host. */
+static Sws__RouteSet *three_pools(void)
+{
+    Sws__RouteSet *rs = two_hosts("one");
+    pool_member(rs_pool(rs, "p-c"), "10.0.0.3:80", 1);
+    pool_member(rs_pool(rs, "p-a"), "10.0.0.1:80", 1);
+    pool_member(rs_pool(rs, "p-b"), "10.0.0.2:80", 1);
+    rs->version = 1;
+    return rs;
+}
+
+static void test_pools_alone_send_what_the_full_set_would(void **state)
+{
+    fixture_t *f = *state;
+    char err[256];
+    wait_joined(f);
+    Sws__RouteSet *rs = three_pools();
+    assert_int_equal(sws_ingress_pub_routes(f->pub, rs, err, sizeof(err)), 1);
+    Sws__IngressMessage *m = next_msg(f, f->sub);
+    assert_non_null(m);
+    sws__ingress_message__free_unpacked(m, NULL);
+
+    /* p-c and p-a change, p-b is named but the same: the delta holds the
+     * two in name order, nothing else. */
+    Sws__Pool *c = rs->pools[0], *a = rs->pools[1], *b = rs->pools[2];
+    pool_member(c, "10.0.0.33:80", 1);
+    a->members[0]->state = SWS__MEMBER__STATE__DRAINING;
+    rs->version = 2;
+    Sws__Pool *named[] = { c, b, a };
+    assert_int_equal(sws_ingress_pub_pools(f->pub, rs, named, 3, err, sizeof(err)), 1);
+    m = next_msg(f, f->sub);
+    assert_non_null(m);
+    assert_int_equal(m->body_case, SWS__INGRESS_MESSAGE__BODY_DELTA);
+    assert_int_equal(m->delta->sequence, 2);
+    assert_int_equal(m->delta->n_upsert_hosts + m->delta->n_remove_hosts +
+                         m->delta->n_remove_pools, 0);
+    assert_int_equal(m->delta->n_upsert_pools, 2);
+    assert_string_equal(m->delta->upsert_pools[0]->name, "p-a");
+    assert_string_equal(m->delta->upsert_pools[1]->name, "p-c");
+    assert_int_equal(m->delta->upsert_pools[1]->n_members, 2);
+    sws__ingress_message__free_unpacked(m, NULL);
+
+    /* The snapshot is the whole new set, version included, as
+     * sws_ingress_pub_routes would have left it. */
+    Sws__RouteSet *want = sws_routeset_copy(rs);
+    assert_non_null(want);
+    sws_routeset_canonicalize(want);
+    ask_snapshot(f);
+    m = next_msg(f, f->dealer);
+    assert_non_null(m);
+    assert_int_equal(m->body_case, SWS__INGRESS_MESSAGE__BODY_SNAPSHOT);
+    assert_true(sws_routeset_same_message(&m->snapshot->routes->base, &want->base));
+    sws__ingress_message__free_unpacked(m, NULL);
+    sws__route_set__free_unpacked(want, NULL);
+
+    /* Named again unchanged: nothing goes out. */
+    assert_int_equal(sws_ingress_pub_pools(f->pub, rs, named, 3, err, sizeof(err)), 0);
+    assert_int_equal(sws_ingress_pub_sequence(f->pub), 2);
+    sws__route_set__free_unpacked(rs, NULL);
+}
+
 static void test_tcp_must_be_loopback(void **state)
 {
     (void)state;
@@ -219,6 +281,8 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_deltas_numbered_only_on_change_and_snapshot_on_request,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_pools_alone_send_what_the_full_set_would, setup,
+                                        teardown),
         cmocka_unit_test(test_tcp_must_be_loopback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

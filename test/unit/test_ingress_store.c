@@ -260,6 +260,67 @@ static void test_ingressclass_is_cluster_scoped(void **state)
     sws_ingress_store_free(&st);
 }
 
+#define STORE_SLICE_PORTS "[{\"name\": \"http\", \"port\": 8080}]"
+
+static char *slice_of(const char *name, const char *rv, const char *svc)
+{
+    char *ep = k_endpoint("10.0.0.1", 1, 0), *eps = kfmt("[%s]", ep);
+    char *s = k_slice("default", name, rv, svc, "IPv4", STORE_SLICE_PORTS, eps);
+    free(ep);
+    free(eps);
+    return s;
+}
+
+static int touched(const sws_ingress_store_t *st, const char *key)
+{
+    return sws_ingress_map_get(sws_ingress_store_touched(st), key, strlen(key)) != NULL;
+}
+
+static void test_slices_by_service_in_name_order_and_the_services_touched(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    sws_ingress_store_init(&st);
+    /* Arrival order c, a, b: the index holds a, b, c. */
+    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, slice_of("web-c", "1", "web"));
+    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, slice_of("web-a", "1", "web"));
+    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, slice_of("web-b", "1", "web"));
+    const sws_ingress_slices_t *v = sws_ingress_store_slices(&st, "default/web", 11);
+    assert_non_null(v);
+    assert_int_equal(v->n, 3);
+    assert_string_equal(v->v[0]->obj.name, "web-a");
+    assert_string_equal(v->v[1]->obj.name, "web-b");
+    assert_string_equal(v->v[2]->obj.name, "web-c");
+    assert_true(touched(&st, "default/web"));
+    sws_ingress_store_clear_touched(&st);
+    assert_false(touched(&st, "default/web"));
+
+    /* The same version again (a relist) touches nothing. */
+    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, slice_of("web-a", "1", "web"));
+    assert_int_equal(sws_ingress_store_touched(&st)->n, 0);
+    /* A slice moving to another Service touches both. */
+    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, slice_of("web-b", "2", "api"));
+    assert_true(touched(&st, "default/web"));
+    assert_true(touched(&st, "default/api"));
+    assert_int_equal(sws_ingress_store_slices(&st, "default/web", 11)->n, 2);
+    assert_int_equal(sws_ingress_store_slices(&st, "default/api", 11)->n, 1);
+    sws_ingress_store_clear_touched(&st);
+
+    /* Deleted, and swept by a LIST that no longer names them. */
+    kevent(&st, SWS_KUBE_ENDPOINTSLICE, SWS_KUBE_DELETE, slice_of("web-b", "3", "api"));
+    assert_true(touched(&st, "default/api"));
+    assert_null(sws_ingress_store_slices(&st, "default/api", 11));
+    kevent(&st, SWS_KUBE_ENDPOINTSLICE, SWS_KUBE_LIST_BEGIN, NULL);
+    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, slice_of("web-c", "1", "web"));
+    kevent(&st, SWS_KUBE_ENDPOINTSLICE, SWS_KUBE_LIST_END, NULL);
+    v = sws_ingress_store_slices(&st, "default/web", 11);
+    assert_int_equal(v->n, 1);
+    assert_string_equal(v->v[0]->obj.name, "web-c");
+    assert_true(sws_ingress_store_take_changes(&st) ==
+                SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE));
+    sws_ingress_store_free(&st);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -269,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_endpoints_conditions_and_addresses),
         cmocka_unit_test(test_only_tls_secrets_kept_decoded_and_checked),
         cmocka_unit_test(test_ingressclass_is_cluster_scoped),
+        cmocka_unit_test(test_slices_by_service_in_name_order_and_the_services_touched),
     };
     sws_log_init("test", 2, SWS_LOG_CRIT);
     return cmocka_run_group_tests(tests, NULL, NULL);

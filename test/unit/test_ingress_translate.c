@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "core/log.h"
+#include "shm/routeset_delta.h"
 #include "support/ingress_objects.h"
 #include "support/tls_pem.h"
 
@@ -40,17 +41,29 @@ static void service(sws_ingress_store_t *st, const char *ns, const char *name, c
     free(slice);
 }
 
+/* A backend "SERVICE" (port 80) or "SERVICE:PORTNAME", as JSON. */
+static char *backend_of(const char *svc)
+{
+    const char *colon = strchr(svc, ':');
+    if (colon == NULL)
+        return k_backend(svc, 80, NULL);
+    char *name = strndup(svc, (size_t)(colon - svc)), *be = k_backend(name, 0, colon + 1);
+    free(name);
+    return be;
+}
+
 /* An Ingress of class scalws: one rule for host with paths "TYPE PATH
- * SERVICE", ';'-separated (TYPE E, P or I). */
-static char *rule_ingress(const char *ns, const char *name, const char *created, const char *host,
-                          const char *paths)
+ * BACKEND", ';'-separated (TYPE E, P or I; BACKEND as backend_of), and
+ * the default backend dflt (NULL: none). */
+static char *rule_ingress_default(const char *ns, const char *name, const char *created,
+                                  const char *host, const char *paths, const char *dflt)
 {
     char *list = kfmt("%s", ""), *copy = strdup(paths), *save = NULL;
     for (char *p = strtok_r(copy, ";", &save); p != NULL; p = strtok_r(NULL, ";", &save)) {
         char type, path[256], svc[64];
         assert_int_equal(sscanf(p, " %c %255s %63s", &type, path, svc), 3);
         const char *t = type == 'E' ? "Exact" : type == 'P' ? "Prefix" : "ImplementationSpecific";
-        char *be = k_backend(svc, 80, NULL);
+        char *be = backend_of(svc);
         char *next = kfmt("%s%s{\"path\": \"%s\", \"pathType\": \"%s\", \"backend\": %s}", list,
                           list[0] ? ", " : "", path, t, be);
         free(be);
@@ -59,14 +72,24 @@ static char *rule_ingress(const char *ns, const char *name, const char *created,
     }
     free(copy);
     char *hostfield = host[0] ? kfmt("\"host\": \"%s\", ", host) : kfmt("%s", "");
-    char *spec = kfmt("{\"ingressClassName\": \"scalws\", \"rules\": [{%s\"http\": "
+    char *be = dflt != NULL ? backend_of(dflt) : NULL;
+    char *dfield = be != NULL ? kfmt("\"defaultBackend\": %s, ", be) : kfmt("%s", "");
+    char *spec = kfmt("{\"ingressClassName\": \"scalws\", %s\"rules\": [{%s\"http\": "
                       "{\"paths\": [%s]}}]}",
-                      hostfield, list);
+                      dfield, hostfield, list);
     char *in = k_ingress(ns, name, created, "", spec);
     free(list);
     free(hostfield);
+    free(be);
+    free(dfield);
     free(spec);
     return in;
+}
+
+static char *rule_ingress(const char *ns, const char *name, const char *created, const char *host,
+                          const char *paths)
+{
+    return rule_ingress_default(ns, name, created, host, paths, NULL);
 }
 
 /* ---- pathType: the documentation's examples ---- */
@@ -547,6 +570,155 @@ static void test_routeset_carries_no_settings(void **state)
     sws_ingress_store_free(&st);
 }
 
+/* ---- endpoint changes, incrementally ---- */
+
+/* The Services of the endpoint test: namespace, name, spec.ports and the
+ * ports of their slices. */
+typedef struct churn_svc {
+    const char *ns, *name, *ports, *slice_ports;
+} churn_svc_t;
+
+#define WEB_PORTS "[{\"name\": \"http\", \"port\": 80}, {\"name\": \"admin\", \"port\": 9090}]"
+#define WEB_SLICE_PORTS "[{\"name\": \"http\", \"port\": 8080}, {\"name\": \"admin\", \"port\": 9091}]"
+#define GRPC_PORTS "[{\"name\": \"grpc\", \"port\": 50051}]"
+
+static const churn_svc_t churn_svcs[] = {
+    { "default", "web", WEB_PORTS, WEB_SLICE_PORTS },   /* two ports, one by name */
+    { "default", "api", HTTP_PORTS, SLICE_PORTS },      /* two Ingresses share it */
+    { "default", "named", GRPC_PORTS, GRPC_PORTS },     /* a port by name only */
+    { "default", "gone", HTTP_PORTS, SLICE_PORTS },     /* its slices all vanish */
+    { "default", "lonely", HTTP_PORTS, SLICE_PORTS },   /* no Ingress names it */
+    { "other", "web", HTTP_PORTS, SLICE_PORTS },        /* the same name elsewhere */
+};
+#define CHURN_SVCS (sizeof(churn_svcs) / sizeof(churn_svcs[0]))
+#define CHURN_SLICES 3  /* per Service */
+#define CHURN_STEPS 400
+
+/* The Ingresses of the endpoint test, on the Services above. */
+static void churn_ingresses(sws_ingress_store_t *st)
+{
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", "ing-a", T0, "a.test",
+                                               "P / web; E /admin web:admin; P /api api"));
+    KUPSERT(st, SWS_KUBE_INGRESS,
+            rule_ingress_default("default", "ing-b", T1, "b.test", "P / api", "gone"));
+    KUPSERT(st, SWS_KUBE_INGRESS,
+            rule_ingress("default", "ing-c", T0, "c.test", "P / named:grpc; P /g gone"));
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("other", "ing-o", T0, "o.test", "P / web"));
+}
+
+/* A deterministic generator: the test is the same sequence every run. */
+static uint32_t churn_rand(uint64_t *seed)
+{
+    *seed = *seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (uint32_t)(*seed >> 33);
+}
+
+/* Slice i of Service sv, labelled for Service label (sv's own or another
+ * of its namespace), with up to 4 endpoints from 6 addresses (so slices of
+ * one Service share some), ready, terminating or neither. */
+static char *churn_slice(const churn_svc_t *sv, unsigned i, const char *label, unsigned rv,
+                         uint64_t *seed)
+{
+    char name[64], version[16], *eps = kfmt("%s", "");
+    unsigned n = churn_rand(seed) % 5;
+    for (unsigned e = 0; e < n; e++) {
+        char ip[32];
+        unsigned r = churn_rand(seed);
+        snprintf(ip, sizeof(ip), "10.9.0.%u", 1 + r % 6);
+        char *ep = k_endpoint(ip, (r >> 8) % 3 == 0 ? 0 : 1, (r >> 12) % 2);
+        char *next = kfmt("%s%s%s", eps, eps[0] ? ", " : "", ep);
+        free(ep);
+        free(eps);
+        eps = next;
+    }
+    snprintf(name, sizeof(name), "%s-s%u", sv->name, i);
+    snprintf(version, sizeof(version), "%u", rv);
+    char *list = kfmt("[%s]", eps);
+    char *slice = k_slice(sv->ns, name, version, label, "IPv4", sv->slice_ports, list);
+    free(eps);
+    free(list);
+    return slice;
+}
+
+/* After the events since the last call: the translation kept, brought up
+ * incrementally, against a full translation of the same store. */
+static void churn_compare(sws_ingress_translation_t *x, sws_ingress_store_t *st, uint64_t version,
+                          unsigned step)
+{
+    sws_ingress_translate_stats_t stats;
+    unsigned bits = sws_ingress_store_take_changes(st);
+    if (bits != 0 && bits != SWS_INGRESS_CHANGED(SWS_KUBE_ENDPOINTSLICE))
+        fail_msg("step %u: change bits %#x, not EndpointSlices alone", step, bits);
+    assert_int_equal(sws_ingress_translation_endpoints(x, st, version), 0);
+    sws_ingress_store_clear_touched(st);
+    Sws__RouteSet *full = sws_ingress_translate(st, "scalws", version, 1, &stats);
+    assert_non_null(full);
+    const Sws__RouteSet *inc = sws_ingress_translation_routes(x);
+    if (!sws_routeset_same_message(&inc->base, &full->base)) {
+        for (size_t i = 0; i < full->n_pools && i < inc->n_pools; i++)
+            if (!sws_routeset_same_message(&inc->pools[i]->base, &full->pools[i]->base))
+                fail_msg("step %u: pool %s: %zu members incrementally, %zu in full", step,
+                         full->pools[i]->name, inc->pools[i]->n_members,
+                         full->pools[i]->n_members);
+        fail_msg("step %u: the incremental RouteSet is not the full one", step);
+    }
+    assert_int_equal(sws_ingress_translation_stats(x)->members, stats.members);
+    sws_ingress_translate_free(full);
+}
+
+static void test_endpoint_changes_incrementally_as_a_full_translation(void **state)
+{
+    (void)state;
+    sws_ingress_store_t st;
+    uint64_t seed = 10, version = 1;
+    unsigned rv = 10, changed_sets = 0;
+    sws_ingress_store_init(&st);
+    our_class(&st, 0);
+    for (size_t i = 0; i < CHURN_SVCS; i++)
+        KUPSERT(&st, SWS_KUBE_SERVICE,
+                k_service(churn_svcs[i].ns, churn_svcs[i].name, churn_svcs[i].ports));
+    churn_ingresses(&st);
+    sws_ingress_store_take_changes(&st);
+    sws_ingress_translation_t *x = sws_ingress_translation_new(&st, "scalws", version, 1);
+    assert_non_null(x);
+    sws_ingress_store_clear_touched(&st);
+    assert_int_equal(sws_ingress_translation_stats(x)->pools, 6);
+
+    for (unsigned step = 0; step < CHURN_STEPS; step++) {
+        Sws__RouteSet *before = sws_routeset_copy(sws_ingress_translation_routes(x));
+        /* A burst of 1 to 3 events, as one coalescing window sees. */
+        for (unsigned e = 0, n = 1 + churn_rand(&seed) % 3; e < n; e++) {
+            const churn_svc_t *sv = &churn_svcs[churn_rand(&seed) % CHURN_SVCS];
+            unsigned i = churn_rand(&seed) % CHURN_SLICES, op = churn_rand(&seed) % 10;
+            const char *label = sv->name;
+            if (op == 9) /* the slice moves to another Service of its namespace */
+                label = strcmp(sv->ns, "default") != 0 ? sv->name
+                        : strcmp(sv->name, "api") == 0 ? "gone" : "api";
+            char *slice = churn_slice(sv, i, label, ++rv, &seed);
+            kevent(&st, SWS_KUBE_ENDPOINTSLICE, op >= 6 && op < 9 ? SWS_KUBE_DELETE : SWS_KUBE_UPSERT,
+                   slice);
+        }
+        churn_compare(x, &st, ++version, step);
+        /* The test means something only if most steps change the set. */
+        before->version = version;
+        changed_sets += !sws_routeset_same_message(&before->base,
+                                                   &sws_ingress_translation_routes(x)->base);
+        sws__route_set__free_unpacked(before, NULL);
+    }
+    /* Every slice of "gone" deleted: its pools stay, without members. */
+    for (unsigned i = 0; i < CHURN_SLICES; i++)
+        kevent(&st, SWS_KUBE_ENDPOINTSLICE, SWS_KUBE_DELETE,
+               churn_slice(&churn_svcs[3], i, "gone", ++rv, &seed));
+    churn_compare(x, &st, ++version, CHURN_STEPS);
+    const Sws__RouteSet *rs = sws_ingress_translation_routes(x);
+    for (size_t p = 0; p < rs->n_pools; p++)
+        if (strcmp(rs->pools[p]->name, "default_gone_80") == 0)
+            assert_int_equal(rs->pools[p]->n_members, 0);
+    assert_true(changed_sets > CHURN_STEPS / 2);
+    sws_ingress_translation_free(x);
+    sws_ingress_store_free(&st);
+}
+
 /* ---- size ---- */
 
 #define LARGE_INGRESSES 10000
@@ -613,6 +785,7 @@ int main(void)
         cmocka_unit_test(test_host_spellings_are_one_host),
         cmocka_unit_test(test_quiet_translation_logs_nothing),
         cmocka_unit_test(test_routeset_carries_no_settings),
+        cmocka_unit_test(test_endpoint_changes_incrementally_as_a_full_translation),
         cmocka_unit_test(test_large_store_translates),
     };
     sws_log_init("test", 2, SWS_LOG_CRIT);
