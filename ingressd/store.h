@@ -28,7 +28,7 @@
  * and `touched` then names every Service they moved in (an EndpointSlice
  * that changes its Service touches both), so a translation can redo only
  * those Services' pools (ingressd/translate.h,
- * docs/adr/0042-ingressd-incremental-endpoint-translation.md).
+ * docs/adr/0047-ingressd-incremental-endpoint-translation.md).
  *
  * Index: the EndpointSlices of each Service (label
  * kubernetes.io/service-name), in name order, so every translation reads

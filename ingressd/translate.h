@@ -50,7 +50,7 @@
  * pools of the Services they belong to can differ: a translation kept
  * (sws_ingress_translation_t) redoes those pools' members and reuses the
  * rest, and the result is byte for byte what a full translation of the
- * store gives (docs/adr/0042-ingressd-incremental-endpoint-translation.md).
+ * store gives (docs/adr/0047-ingressd-incremental-endpoint-translation.md).
  */
 #ifndef SWS_INGRESSD_TRANSLATE_H
 #define SWS_INGRESSD_TRANSLATE_H

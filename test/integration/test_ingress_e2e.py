@@ -193,7 +193,7 @@ class IngressE2E(ServerTestCase):
         self.assertEqual(loop.failures, [])
         served = {b.name for b in self.backends if b.requests}
         self.assertGreaterEqual(len(served), 2, "the new endpoints took requests")
-        # ADR 0042: a change of EndpointSlices alone redoes only their pools.
+        # ADR 0047: a change of EndpointSlices alone redoes only their pools.
         self.assertIn("(endpoints), published in", self.ingressd.log(),
                       "no endpoint change took the incremental path")
 
