@@ -15,23 +15,15 @@ import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import unittest
 
 import certs
 import test_proxy_h2
 from h2_backend import H2Backend, H2Client, tls_context
 from harness import TIMEOUT, Client, ServerTestCase, free_port, make_config, poll, request
+from test_proxy_h2 import GRPC_HEADERS, HOSTS
 
-HOSTS = """
-- name: "*"
-  routes:
-    - path: /h2/
-      proxy: {pool: plain}
-    - path: /rpc/
-      proxy: {pool: rpc}
-"""
-
-GRPC_HEADERS = [("content-type", "application/grpc"), ("te", "trailers")]
 FILE_BODY = b"served by nghttpd over TLS\n" * 40
 
 
@@ -85,7 +77,6 @@ class Http1OnlyMember:
     nothing): it counts the handshakes it completed."""
 
     def __init__(self, crt, key):
-        import threading
         self.ctx = tls_context(crt, key, alpn=("http/1.1",))
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         self.sock.bind(("127.0.0.1", 0))
