@@ -469,15 +469,21 @@ static int ca_pem_check(const void *pem, size_t len, char *err, size_t errlen)
 
 const char *sws_routeset_pool_tls_problem(int protocol)
 {
-    if (protocol == SWS__POOL__PROTOCOL__HTTPS)
+    if (protocol == SWS__POOL__PROTOCOL__HTTPS || protocol == SWS__POOL__PROTOCOL__H2 ||
+        protocol == SWS__POOL__PROTOCOL__GRPC)
         return NULL;
-    if (protocol == SWS__POOL__PROTOCOL__H2 || protocol == SWS__POOL__PROTOCOL__GRPC)
-        return "HTTP/2 over TLS to the members is not supported yet (h2 and grpc are h2c)";
-    return "tls needs protocol: https";
+    return "tls needs protocol: https, h2 or grpc";
 }
 
-/* protocol, and tls only with https: verification needs trust anchors,
- * and an sni is a host name. Paths as the YAML keys (tls.ca). */
+int sws_routeset_pool_tls(const Sws__Pool *pool)
+{
+    if (pool->protocol == SWS__POOL__PROTOCOL__HTTPS)
+        return 1;
+    return pool->tls != NULL && sws_routeset_pool_tls_problem(pool->protocol) == NULL;
+}
+
+/* protocol, and tls only with https, h2 or grpc: verification needs trust
+ * anchors, and an sni is a host name. Paths as the YAML keys (tls.ca). */
 static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_refusal_t *why)
 {
     const Sws__Pool__Tls *tls = pool->tls;
@@ -490,6 +496,8 @@ static int check_pool_tls(const Sws__Pool *pool, const char *p, sws_routeset_ref
                       (int)pool->protocol);
     if ((problem = sws_routeset_pool_tls_problem(pool->protocol)) != NULL)
         return tls == NULL ? 0 : refuse(at(why, "%s.tls", p), "%s", problem);
+    if (!sws_routeset_pool_tls(pool))
+        return 0; /* h2c */
     if ((tls == NULL || !tls->skip_verify) &&
         ca_pem_check(tls ? tls->ca_pem.data : NULL, tls ? tls->ca_pem.len : 0, ca_problem,
                      sizeof(ca_problem)) < 0)

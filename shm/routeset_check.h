@@ -107,8 +107,14 @@ const char *sws_routeset_sni_problem(const char *name);
 
 
 /* Why a pool of this protocol (Sws__Pool__Protocol) may not carry tls,
- * or NULL when it may (https only; h2 and grpc are h2c, ADR 0034). */
+ * or NULL when it may (https, h2, grpc). */
 const char *sws_routeset_pool_tls_problem(int protocol);
+
+/* Whether a pool speaks TLS to its members: https always (its tls absent
+ * is verification against no CA, which the checker refuses); h2 and grpc
+ * when they carry tls, else h2c (ADR 0034). Every reader of a RouteSet
+ * asks this, so that one rule says it. */
+int sws_routeset_pool_tls(const Sws__Pool *pool);
 
 /* The pseudonym a proxy route's `via: true` stands for, and the longest
  * one accepted (RFC 9110 7.6.3: a token). */

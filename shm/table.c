@@ -256,19 +256,18 @@ static const char *pool_hash_name(const Sws__Pool *pool, unsigned *kind)
 }
 
 /* A pool's TLS strings as the table keeps them: the CA only when it is
- * used (HTTPS with verification), the SNI only for HTTPS. */
+ * used (over TLS with verification), the SNI only over TLS. */
 static const ProtobufCBinaryData *pool_tls_ca(const Sws__Pool *pool)
 {
     static const ProtobufCBinaryData none = { 0, NULL };
-    if (pool->protocol != SWS__POOL__PROTOCOL__HTTPS || pool->tls == NULL ||
-        pool->tls->skip_verify)
+    if (!sws_routeset_pool_tls(pool) || pool->tls == NULL || pool->tls->skip_verify)
         return &none;
     return &pool->tls->ca_pem;
 }
 
 static const char *pool_tls_sni(const Sws__Pool *pool)
 {
-    if (pool->protocol != SWS__POOL__PROTOCOL__HTTPS || pool->tls == NULL)
+    if (!sws_routeset_pool_tls(pool) || pool->tls == NULL)
         return "";
     return pool->tls->sni;
 }
@@ -620,8 +619,8 @@ static void build_pool(table_writer_t *w, const Sws__Pool *pool, sws_pool_t *out
     out->fail_window_ms = he->fail_window_ms;
     out->cooldown_ms = he->cooldown_ms;
     out->protocol = (uint8_t)pool->protocol;
-    out->tls_verify = pool->protocol == SWS__POOL__PROTOCOL__HTTPS &&
-                      (pool->tls == NULL || !pool->tls->skip_verify);
+    out->tls = (uint8_t)sws_routeset_pool_tls(pool);
+    out->tls_verify = out->tls && (pool->tls == NULL || !pool->tls->skip_verify);
     out->tls_ca_pem = put_bytes(w, (const char *)ca->data, ca->len);
     out->tls_sni = put_bytes(w, sni, strlen(sni));
 }

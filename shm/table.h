@@ -149,7 +149,8 @@ typedef struct sws_pool {
     uint8_t balance;         /* sws_balance_t */
     uint8_t hash_kind;       /* sws_hash_kind_t */
     uint8_t protocol;        /* Sws__Pool__Protocol: HTTP, HTTPS, H2, GRPC */
-    uint8_t tls_verify;      /* HTTPS: 1 = the member's certificate is verified */
+    uint8_t tls;             /* 1: to the members over TLS (sws_routeset_pool_tls) */
+    uint8_t tls_verify;      /* over TLS: 1 = the member's certificate is verified */
     sws_tstr_t hash_name;    /* header or cookie name; "" otherwise */
     uint32_t keepalive;      /* idle connections per member per worker */
     uint32_t retries;        /* further members tried after a failure */
@@ -161,8 +162,8 @@ typedef struct sws_pool {
     uint32_t max_fails;      /* within fail_window_ms: down for cooldown_ms; 0 = off */
     uint32_t fail_window_ms;
     uint32_t cooldown_ms;
-    sws_tstr_t tls_ca_pem;   /* HTTPS and verify: trust anchors (PEM); else "" */
-    sws_tstr_t tls_sni;      /* HTTPS: the name to send and verify; "": the member's */
+    sws_tstr_t tls_ca_pem;   /* over TLS and verify: trust anchors (PEM); else "" */
+    sws_tstr_t tls_sni;      /* over TLS: the name to send and verify; "": the member's */
 } sws_pool_t;
 
 /* The id of a member that the RouteSet gave none (Member.id 0): a 64-bit

@@ -95,8 +95,8 @@ static int cfg_pool_health(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, 
 }
 
 /* protocol: http (the default), https, h2 or grpc; the words are in the
- * order of the enum. h2 and grpc are cleartext (prior knowledge): their
- * tls is refused by cfg_pool_tls (ADR 0034). */
+ * order of the enum. h2 and grpc are cleartext (prior knowledge) unless
+ * they have a tls key (ADR 0034). */
 static int cfg_pool_protocol(cfg_parser_t *p, const cfg_fields_t *f, Sws__Pool *pool)
 {
     static const char *const protocols[] = { "http", "https", "h2", "grpc", NULL };
@@ -108,9 +108,11 @@ static int cfg_pool_protocol(cfg_parser_t *p, const cfg_fields_t *f, Sws__Pool *
     return 0;
 }
 
-/* tls: {verify, ca, sni}, for protocol https only; there the message is
- * always present with every default filled (verify on, the system's CA
- * file). node is the key's value (NULL: absent), at the pool. */
+/* tls: {verify, ca, sni}, for protocol https, h2 or grpc. For https the
+ * message is always present with every default filled (verify on, the
+ * system's CA file); for h2 and grpc only when the key is (`tls: {}`
+ * asks for the defaults): without it they are h2c. node is the key's
+ * value (NULL: absent), at the pool. */
 static int cfg_pool_tls(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, Sws__Pool *pool)
 {
     static const char *const keys[] = { "verify", "ca", "sni", NULL };
@@ -122,6 +124,8 @@ static int cfg_pool_tls(cfg_parser_t *p, yaml_node_t *at, yaml_node_t *node, Sws
 
     if ((problem = sws_routeset_pool_tls_problem(pool->protocol)) != NULL)
         return node == NULL ? 0 : cfg_fail(p, node, "%s", problem);
+    if (node == NULL && pool->protocol != SWS__POOL__PROTOCOL__HTTPS)
+        return 0;
     if ((tls = pool->tls = cfg_new(p, at, &sws__pool__tls__descriptor)) == NULL ||
         cfg_map(p, node, keys, &f) < 0 || cfg_bool(p, &f, "verify", &verify) < 0 ||
         cfg_string(p, &f, "ca", &tls->ca) < 0 || cfg_string(p, &f, "sni", &tls->sni) < 0)

@@ -1025,8 +1025,8 @@ static void h2_exchange(proxy_t *p, const sws_upstream_member_t *m)
     };
     sws_upstream_h2_fail_t kind;
     p->phase = PH_SEND;
-    p->h2s = sws_upstream_h2_submit(p->h2set, p->cur_id, &m->addr, &p->conf, &req, &h2_ops, p,
-                                    &kind, err, sizeof(err));
+    p->h2s = sws_upstream_h2_submit(p->h2set, p->cur_id, &m->addr, m->tls.ctx ? &m->tls : NULL,
+                                    &p->conf, &req, &h2_ops, p, &kind, err, sizeof(err));
     if (p->h2s == NULL) {
         failed(p, h2_fail_kind(kind), err);
         return;

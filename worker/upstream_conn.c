@@ -457,6 +457,15 @@ void sws_upstream_put(sws_upstream_conn_t *u)
     sws_upstream_arm(u, SWS_UPSTREAM_T_IDLE);
 }
 
+void sws_upstream_keep_session(sws_upstream_conn_t *u)
+{
+    if (u->ssl == NULL || u->connecting)
+        return;
+    sws_upstream_bucket_t *b = bucket_get(u->set, u->member_id);
+    if (b != NULL)
+        bucket_keep_session(b, u->ssl);
+}
+
 static void conn_on_io(sws_io_t *io, uint32_t events)
 {
     sws_upstream_conn_t *u = sws_container_of(io, sws_upstream_conn_t, io);

@@ -228,6 +228,13 @@ void sws_upstream_disarm(sws_upstream_conn_t *u);
  * more than conf.keepalive are idle). */
 void sws_upstream_put(sws_upstream_conn_t *u);
 
+/* Keep the session of a TLS connection the holder keeps open (an HTTP/2
+ * connection never goes back to the idle pool), as sws_upstream_put
+ * does, for the member's next new connection. Nothing for plain TCP, or
+ * before the member sent a resumable session (TLS 1.3 tickets come after
+ * the handshake). */
+void sws_upstream_keep_session(sws_upstream_conn_t *u);
+
 /* Whether nothing (no byte, no FIN) waits in the socket now, nor (TLS)
  * decrypted in the SSL: one MSG_PEEK read, for a holder whose last read
  * filled its buffer before it gives the connection back. */

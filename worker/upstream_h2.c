@@ -144,6 +144,10 @@ static void stream_end(sws_upstream_h2_stream_t *hs, int with_trailers)
     if (!hs->local_ended)
         nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, hs->id, NGHTTP2_NO_ERROR);
     stream_detach(hs);
+    /* As an HTTP/1.1 exchange given back does (ADR 0030): by now a TLS
+     * 1.3 member has sent its ticket. */
+    if (c->u != NULL)
+        sws_upstream_keep_session(c->u);
     hs->ops->end(data, t, n);
 }
 
@@ -572,14 +576,24 @@ static void conn_on_event(sws_upstream_conn_t *u, uint32_t events)
     char err[128];
     int progress = 0;
     if (c->connecting) {
-        if (!(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
+        /* The TLS handshake waits for either direction; a connect only
+         * for EPOLLOUT. */
+        if (!u->handshaking && !(events & (EPOLLOUT | EPOLLERR | EPOLLHUP)))
             return;
-        if (sws_upstream_connected(u, err, sizeof(err)) < 0) {
+        int rc = sws_upstream_connected(u, err, sizeof(err));
+        if (rc == 1)
+            return; /* under the connect timer still */
+        if (rc < 0 || (u->ssl != NULL && sws_upstream_tls_alpn_h2(u->ssl, err, sizeof(err)) < 0)) {
             conn_fail(c, SWS_UPSTREAM_H2_CONNECT, err);
             return;
         }
         c->connecting = 0;
         progress = 1;
+        /* The member's first frames may have come with its last
+         * handshake flight: drained by no read yet, they bring no new
+         * edge. */
+        if (u->ssl != NULL)
+            events |= EPOLLIN;
     }
     if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && conn_read(c, &progress) < 0)
         return;
@@ -704,12 +718,13 @@ static sws_upstream_h2_conn_t *conn_new(sws_upstream_h2_set_t *s, sws_upstream_c
 
 static sws_upstream_h2_conn_t *conn_open(sws_upstream_h2_set_t *s, uint64_t member_id,
                                          const sws_upstream_addr_t *addr,
+                                         const sws_upstream_tls_t *tls,
                                          const sws_upstream_conf_t *conf, char *err,
                                          size_t errlen)
 {
     /* Always a new socket: an idle one of the set speaks HTTP/1. */
     sws_upstream_conn_t *u =
-        sws_upstream_open(s->ups, member_id, addr, NULL, &conn_ops, NULL, err, errlen);
+        sws_upstream_open(s->ups, member_id, addr, tls, &conn_ops, NULL, err, errlen);
     return u == NULL ? NULL : conn_new(s, u, conf, err, errlen);
 }
 
@@ -731,11 +746,13 @@ int sws_upstream_h2_adopt(sws_upstream_h2_set_t *s, uint64_t member_id, int fd,
     return 0;
 }
 
-/* An open connection to the member that takes one more stream. */
-static sws_upstream_h2_conn_t *conn_with_room(sws_upstream_h2_set_t *s, uint64_t member_id)
+/* An open connection to the member that takes one more stream, over TLS
+ * or not as asked (a reload may switch a pool, keeping its members' ids). */
+static sws_upstream_h2_conn_t *conn_with_room(sws_upstream_h2_set_t *s, uint64_t member_id,
+                                              int tls)
 {
     for (sws_upstream_h2_conn_t *c = s->conns; c != NULL; c = c->next) {
-        if (c->member_id != member_id || c->goaway || c->retiring)
+        if (c->member_id != member_id || c->goaway || c->retiring || (c->u->ssl != NULL) != tls)
             continue;
         uint32_t max = nghttp2_session_get_remote_settings(
             c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
@@ -765,7 +782,8 @@ static int field_dropped(sws_str_t name)
  * many, or -1 when it is not a head proxy_req.c writes. nv[3] is kept
  * for :authority (pseudo-fields come first), closed up when there is no
  * Host. */
-static int head_to_nv(char *h, size_t len, int te_trailers, nghttp2_nv *nv, size_t max)
+static int head_to_nv(char *h, size_t len, int te_trailers, int https, nghttp2_nv *nv,
+                      size_t max)
 {
     char *end = h + len, *p = h;
     char *sp1 = memchr(p, ' ', len);
@@ -774,7 +792,7 @@ static int head_to_nv(char *h, size_t len, int te_trailers, nghttp2_nv *nv, size
     if (eol == NULL || max < 5)
         return -1;
     nv[0] = NV_STR(SWS_STR(":method"), ((sws_str_t){ p, (size_t)(sp1 - p) }));
-    nv[1] = NV_STR(SWS_STR(":scheme"), SWS_STR("http"));
+    nv[1] = NV_STR(SWS_STR(":scheme"), https ? SWS_STR("https") : SWS_STR("http"));
     nv[2] = NV_STR(SWS_STR(":path"), ((sws_str_t){ sp1 + 1, (size_t)(sp2 - sp1 - 1) }));
     int has_authority = 0;
     size_t k = 4;
@@ -808,6 +826,7 @@ static int head_to_nv(char *h, size_t len, int te_trailers, nghttp2_nv *nv, size
 
 sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint64_t member_id,
                                                  const sws_upstream_addr_t *addr,
+                                                 const sws_upstream_tls_t *tls,
                                                  const sws_upstream_conf_t *conf,
                                                  const sws_upstream_h2_req_t *req,
                                                  const sws_upstream_h2_ops_t *ops, void *data,
@@ -830,7 +849,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     nghttp2_nv *nv = (nghttp2_nv *)(void *)copy;
     char *head = copy + max * sizeof(nghttp2_nv);
     memcpy(head, req->head, req->head_len);
-    int n = head_to_nv(head, req->head_len, req->te_trailers, nv, max);
+    int n = head_to_nv(head, req->head_len, req->te_trailers, tls != NULL, nv, max);
     if (n < 0) {
         free(hs);
         free(copy);
@@ -838,9 +857,9 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
         sws_errf(err, errlen, "the request head cannot be sent over HTTP/2");
         return NULL;
     }
-    sws_upstream_h2_conn_t *c = conn_with_room(s, member_id);
+    sws_upstream_h2_conn_t *c = conn_with_room(s, member_id, tls != NULL);
     if (c == NULL)
-        c = conn_open(s, member_id, addr, conf, err, errlen);
+        c = conn_open(s, member_id, addr, tls, conf, err, errlen);
     if (c == NULL) {
         free(hs);
         free(copy);

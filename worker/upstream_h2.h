@@ -1,7 +1,9 @@
 /*
  * HTTP/2 to upstream members (ADR 0034): one nghttp2 client session per
- * upstream connection, in the clear with prior knowledge (h2c), many
- * requests multiplexed on it. The proxy (worker/proxy.c) uses it for the
+ * upstream connection, many requests multiplexed on it; in the clear with
+ * prior knowledge (h2c), or over TLS (the pool's `tls:`) where ALPN must
+ * choose "h2": a member that chooses another protocol or none fails the
+ * connection as a failed handshake would (SWS_UPSTREAM_H2_CONNECT). The proxy (worker/proxy.c) uses it for the
  * pools whose protocol is h2 or grpc, and keeps what does not depend on
  * the wire: the pick, the retry rules, passive health, the access log.
  *
@@ -41,7 +43,7 @@
  * The request: its head is the HTTP/1.1 head worker/proxy_req.c made for
  * the request (one rule for what is forwarded: hop-by-hop fields,
  * X-Forwarded-*, Via), mapped onto HTTP/2: the request line to :method,
- * :scheme (http) and :path, Host to :authority, names lowercased,
+ * :scheme (http, or https over TLS) and :path, Host to :authority, names lowercased,
  * Transfer-Encoding and Connection dropped; `te: trailers` added when
  * asked (gRPC). The body comes from ops->body as the member's window
  * allows; at its end its trailers (ops->trailers) go as a HEADERS frame.
@@ -126,7 +128,8 @@ void sws_upstream_h2_set_init(sws_upstream_h2_set_t *s, sws_upstream_set_t *ups)
 void sws_upstream_h2_set_close(sws_upstream_h2_set_t *s);
 
 /* Send req to member_id (addr) on a connection with room, or a new one
- * (conf: the pool's keepalive and timeouts). The handle, or NULL with err
+ * (conf: the pool's keepalive and timeouts; tls: NULL for h2c, else the
+ * member's, with alpn_h2 set, worker/upstream_pools.h). The handle, or NULL with err
  * and *kind set; nothing was sent then: CONNECT when no connection could
  * be made; REFUSED when the connection chosen took no new stream (it
  * takes none from then on: a later request goes on another); INVALID when
@@ -134,6 +137,7 @@ void sws_upstream_h2_set_close(sws_upstream_h2_set_t *s);
  * anything of the member). */
 sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint64_t member_id,
                                                  const sws_upstream_addr_t *addr,
+                                                 const sws_upstream_tls_t *tls,
                                                  const sws_upstream_conf_t *conf,
                                                  const sws_upstream_h2_req_t *req,
                                                  const sws_upstream_h2_ops_t *ops, void *data,

@@ -95,6 +95,7 @@ static int pool_tls(sws_upstream_pool_t *p, const sws_table_t *t, const sws_pool
             .sni = is_name ? um->tls_name : NULL,
             .name = um->tls_name,
             .verify = tp->tls_verify,
+            .alpn_h2 = tp->protocol != SWS__POOL__PROTOCOL__HTTPS,
         };
         if (p->tls_ctx == NULL)
             p->bal.peers[i].state = SWS_UPSTREAM_DOWN;
@@ -151,7 +152,7 @@ static int pool_build(sws_upstream_pool_t *p, const sws_table_t *t, const sws_po
             peer->state = SWS_UPSTREAM_DOWN;
         }
     }
-    if (tp->protocol == SWS__POOL__PROTOCOL__HTTPS && pool_tls(p, t, tp) < 0)
+    if (tp->tls && pool_tls(p, t, tp) < 0)
         return -1;
     sws_upstream_balance_prepare(&p->bal);
     return 0;

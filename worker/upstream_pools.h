@@ -16,11 +16,12 @@
  * at the switch (they would only wait for their idle timeout); requests in
  * flight on it finish, and their report finds no member and is dropped.
  *
- * An https pool gets one client SSL_CTX per generation (its CA and verify
- * setting are the generation's); each member its SNI and the name its
- * certificate must carry: tls.sni, else the member's host name, else (an
- * IP literal) no SNI and its IP. proxy.c hands &member->tls to
- * sws_upstream_get_tls().
+ * A pool over TLS (https; h2 or grpc with tls, the table's `tls`) gets one
+ * client SSL_CTX per generation (its CA and verify setting are the
+ * generation's); each member its SNI and the name its certificate must
+ * carry: tls.sni, else the member's host name, else (an IP literal) no SNI
+ * and its IP, and for h2 and grpc ALPN "h2". proxy.c hands &member->tls to
+ * sws_upstream_get_tls() or sws_upstream_h2_submit().
  *
  * A request keeps no pointer into the view across loop iterations (the
  * next generation frees it): it keeps the pool's name and index and asks
@@ -57,7 +58,7 @@ typedef struct sws_upstream_pool {
     char *key_name;                 /* owned */
     uint32_t retries;               /* further members tried after a failure */
     sws_upstream_conf_t conf;       /* keepalive and timeouts, for its connections */
-    SSL_CTX *tls_ctx;               /* https: this generation's (ADR 0030); NULL: http */
+    SSL_CTX *tls_ctx;               /* over TLS: this generation's (ADR 0030); NULL: none */
 } sws_upstream_pool_t;
 
 typedef struct sws_upstream_pools {

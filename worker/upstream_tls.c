@@ -70,6 +70,11 @@ SSL *sws_upstream_tls_new(const sws_upstream_tls_t *t, int fd, SSL_SESSION *sess
         if (ok != 1)
             goto fail;
     }
+    /* h2 alone: a member that can only speak HTTP/1.1 over TLS must not
+     * be sent a preface (RFC 9113 3.2: h2 over TLS is chosen by ALPN). */
+    static const unsigned char h2[] = { 2, 'h', '2' };
+    if (t->alpn_h2 && SSL_set_alpn_protos(ssl, h2, sizeof(h2)) != 0) /* 0 is success */
+        goto fail;
     if (session != NULL)
         SSL_set_session(ssl, session); /* a refusal only costs the resumption */
     SSL_set_connect_state(ssl);
@@ -119,6 +124,20 @@ int sws_upstream_tls_handshake(SSL *ssl, char *err, size_t errlen)
                         X509_verify_cert_error_string(v));
     }
     return sws_errf(err, errlen, "TLS handshake: %s", sws_tls_reason("unknown error"));
+}
+
+int sws_upstream_tls_alpn_h2(SSL *ssl, char *err, size_t errlen)
+{
+    const unsigned char *p = NULL;
+    unsigned len = 0;
+    SSL_get0_alpn_selected(ssl, &p, &len);
+    if (len == 2 && memcmp(p, "h2", 2) == 0)
+        return 0;
+    if (len == 0)
+        return sws_errf(err, errlen, "the member chose no ALPN protocol, not h2 (it offers no "
+                                     "HTTP/2 over TLS)");
+    return sws_errf(err, errlen, "the member chose \"%.*s\" in ALPN, not h2", (int)len,
+                    (const char *)p);
 }
 
 /* Whether an SSL call that failed only waits for the socket: errno

@@ -39,6 +39,7 @@ typedef struct sws_upstream_tls {
     const char *sni;      /* sent as server_name; NULL: none (an IP literal) */
     const char *name;     /* the host name or IP the certificate must name; NULL: none */
     uint8_t verify;       /* 0: any certificate (tls.verify: false) */
+    uint8_t alpn_h2;      /* offer ALPN "h2" alone (an h2 or grpc pool, ADR 0034) */
 } sws_upstream_tls_t;
 
 /* A client context: TLS 1.2 and later, the member's certificate verified
@@ -50,7 +51,8 @@ SSL_CTX *sws_upstream_tls_ctx_new(const char *ca_pem, size_t len, int verify, ch
 void sws_upstream_tls_ctx_free(SSL_CTX *ctx);
 
 /* A client SSL on the connected (or connecting) socket fd, offering
- * session (may be NULL) for resumption. NULL with err set. */
+ * session (may be NULL) for resumption, and ALPN "h2" when t->alpn_h2.
+ * NULL with err set. */
 SSL *sws_upstream_tls_new(const sws_upstream_tls_t *t, int fd, SSL_SESSION *session, char *err,
                           size_t errlen);
 
@@ -60,6 +62,12 @@ void sws_upstream_tls_free(SSL *ssl);
  * direction), -1 failed with err set to why ("TLS handshake: certificate
  * verify failed: self-signed certificate"). */
 int sws_upstream_tls_handshake(SSL *ssl, char *err, size_t errlen);
+
+/* After the handshake of an SSL that offered "h2": 0 when the member
+ * chose it, else -1 with err saying what it chose ("the member chose
+ * \"http/1.1\" in ALPN, not h2"; "... chose no ALPN protocol ..."). A
+ * member that ignores ALPN would read our HTTP/2 preface as garbage. */
+int sws_upstream_tls_alpn_h2(SSL *ssl, char *err, size_t errlen);
 
 ssize_t sws_upstream_tls_read(SSL *ssl, void *buf, size_t len);
 ssize_t sws_upstream_tls_write(SSL *ssl, const void *buf, size_t len);

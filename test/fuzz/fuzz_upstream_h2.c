@@ -189,7 +189,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     char err[128];
     sws_upstream_h2_fail_t kind;
     for (unsigned k = 0; k < nu; k++) {
-        u[k].hs = sws_upstream_h2_submit(&h2, MEMBER, &none, &conf, &req, &ops, &u[k], &kind,
+        u[k].hs = sws_upstream_h2_submit(&h2, MEMBER, &none, NULL, &conf, &req, &ops, &u[k], &kind,
                                          err, sizeof(err));
         if (u[k].hs == NULL) /* the adopted connection takes both: never a connect */
             abort();

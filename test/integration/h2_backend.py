@@ -1,5 +1,6 @@
-"""A gRPC-style HTTP/2 backend (h2c, prior knowledge) for the tests of pools
-with `protocol: h2` or `grpc`, and a small HTTP/2 client that shows
+"""A gRPC-style HTTP/2 backend (h2c, prior knowledge, or over TLS with
+`tls=`, a server context from tls_context) for the tests of pools with
+`protocol: h2` or `grpc`, and a small HTTP/2 client that shows
 trailers and can reset a stream. python3-h2 (Debian's), run by
 /usr/bin/python3.
 
@@ -21,10 +22,13 @@ request is answered, once its stream ended, by `mode`:
 What it saw: `connections`, `streams` (requests begun), `requests` (a list
 of Request: headers as (name, value) str pairs, body, trailers),
 `resets` (stream ids the peer reset), `goaways` (GOAWAYs it sent),
-`received` (request body bytes, every stream).
+`received` (request body bytes, every stream); over TLS also
+`handshakes`, `resumed` (of them), `failed_handshakes` and `alpn` (the
+protocol each handshake chose, None for none).
 """
 
 import socket
+import ssl
 import threading
 import time
 
@@ -57,6 +61,21 @@ def send_window(conn, sid, body):
     return body
 
 
+def drain(s):
+    """Read what the peer sent after our GOAWAY (RFC 9113 6.8: its sender
+    goes on reading), so that the close is a FIN: closed with bytes unread
+    it would be a reset, and the peer's kernel may drop the GOAWAY with
+    it (over TLS, which reads a record at a time, that is the usual
+    case). Bounded: until the peer pauses or closes, at most 64 reads."""
+    s.settimeout(0.05)
+    for _ in range(64):
+        try:
+            if not s.recv(65536):
+                return
+        except (socket.timeout, OSError):
+            return
+
+
 class Request:
     def __init__(self, stream_id):
         self.stream_id = stream_id
@@ -69,10 +88,25 @@ class Request:
         return field(self.headers, name)
 
 
+def tls_context(certfile, keyfile, alpn=("h2",)):
+    """A server context for H2Backend or another member: the pair, and
+    ALPN offering alpn (a member without h2 gives ("http/1.1",))."""
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    ctx.load_cert_chain(certfile, keyfile)
+    ctx.set_alpn_protocols(list(alpn))
+    return ctx
+
+
 class H2Backend:
-    def __init__(self, name="m", mode="echo"):
+    def __init__(self, name="m", mode="echo", tls=None, max_streams=None):
         self.name = name
-        self.mode = mode
+        self.mode = mode  # read at each request: a test may change it
+        self.tls = tls
+        self.max_streams = max_streams  # its SETTINGS_MAX_CONCURRENT_STREAMS; None: h2's
+        self.handshakes = 0
+        self.resumed = 0
+        self.failed_handshakes = 0
+        self.alpn = []
         self.lock = threading.Lock()
         self.connections = 0
         self.streams = 0
@@ -117,9 +151,30 @@ class H2Backend:
 
     # ---- one connection ----
 
+    def _handshake(self, s):
+        """s over TLS, or None when the handshake failed (s closed)."""
+        try:
+            s.settimeout(TIMEOUT)
+            tls = self.tls.wrap_socket(s, server_side=True)
+        except (ssl.SSLError, OSError):
+            with self.lock:
+                self.failed_handshakes += 1
+            s.close()
+            return None
+        with self.lock:
+            self.handshakes += 1
+            self.resumed += 1 if tls.session_reused else 0
+            self.alpn.append(tls.selected_alpn_protocol())
+        return tls
+
     def _serve(self, s):
+        if self.tls is not None and (s := self._handshake(s)) is None:
+            return
         conn = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=False, header_encoding="utf-8"))
+        if self.max_streams is not None:
+            conn.local_settings = h2.settings.Settings(client=False, initial_values={
+                h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams})
         conn.initiate_connection()
         state = {"conn": conn, "sock": s, "reqs": {}, "out": {}, "close": False,
                  "answer": []}
@@ -139,6 +194,8 @@ class H2Backend:
                 self._answer_ready(state)
                 self._pump(state)
                 s.sendall(conn.data_to_send())
+            if state["close"]:
+                drain(s)
         except (OSError, h2.exceptions.ProtocolError):
             pass
         finally:

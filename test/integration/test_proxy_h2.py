@@ -39,12 +39,13 @@ class H2Pools(ServerTestCase):
         self.addCleanup(b.stop)
         return b
 
-    def start(self, members, rpc_extra=""):
+    def start(self, members, rpc_extra="", tls=""):
+        """tls: more keys for both pools (test_proxy_h2_tls.py's ", tls: ...")."""
         addresses = ", ".join('"%s"' % m.address for m in members)
         pools = ("pools:\n"
-                 '  - {name: plain, protocol: h2, members: [%s]}\n'
-                 '  - {name: rpc, protocol: grpc, members: [%s]%s}\n'
-                 % (addresses, addresses, rpc_extra))
+                 '  - {name: plain, protocol: h2, members: [%s]%s}\n'
+                 '  - {name: rpc, protocol: grpc, members: [%s]%s%s}\n'
+                 % (addresses, tls, addresses, tls, rpc_extra))
         return self.server(make_config(HOSTS) + pools)
 
     def h2client(self, srv):

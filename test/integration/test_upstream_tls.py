@@ -257,13 +257,20 @@ class UpstreamTls(ProxyTestCase):
 
 
 class Config(ProxyTestCase):
-    def test_h2_over_tls_is_refused_as_not_supported_yet(self):
+    def test_tls_on_an_http_pool_is_refused(self):
+        srv = self.server(tls_config("127.0.0.1:1", "    tls: {verify: false}\n").replace(
+            "protocol: https", "protocol: http"), start=False)
+        p = subprocess.run([binary(), "-t", "-c", srv.config_path],
+                           capture_output=True, text=True)
+        self.assertNotEqual(p.returncode, 0)
+        self.assertIn("tls needs protocol: https, h2 or grpc", p.stderr + p.stdout)
+
+    def test_h2_over_tls_is_accepted(self):
         srv = self.server(tls_config("127.0.0.1:1", "    tls: {verify: false}\n").replace(
             "protocol: https", "protocol: h2"), start=False)
         p = subprocess.run([binary(), "-t", "-c", srv.config_path],
                            capture_output=True, text=True)
-        self.assertNotEqual(p.returncode, 0)
-        self.assertIn("HTTP/2 over TLS to the members is not supported yet", p.stderr + p.stdout)
+        self.assertEqual(p.returncode, 0, p.stderr + p.stdout)
 
     def test_ca_that_is_no_pem_is_refused_at_its_line(self):
         srv = self.server(tls_config("127.0.0.1:1", "    tls: {ca: garbage.pem}\n"), start=False)

@@ -719,7 +719,8 @@ static void write_file(const char *path, const char *text)
 
 /* protocol https: verification on by default against the CA file, read
  * by the configuration reader (relative to the file) into the RouteSet;
- * with verify: false nothing is read. h2 and grpc: h2c, no tls. */
+ * with verify: false nothing is read. h2 and grpc: h2c without tls, over
+ * TLS with it, read as https's. */
 static void test_pool_https(void **state)
 {
     (void)state;
@@ -740,6 +741,8 @@ static void test_pool_https(void **state)
                      "  - {name: c}\n"
                      "  - {name: d, protocol: h2}\n"
                      "  - {name: e, protocol: grpc}\n"
+                     "  - {name: f, protocol: h2, tls: {ca: ca.pem}}\n"
+                     "  - {name: g, protocol: grpc, tls: {verify: false, sni: rpc.test}}\n"
                      "hosts: []\n");
     if (sws_config_load(file, &cfg, err, sizeof(err)) != 0)
         fail_msg("%s", err);
@@ -758,6 +761,13 @@ static void test_pool_https(void **state)
     assert_null(pools[3]->tls);
     assert_int_equal(pools[4]->protocol, SWS__POOL__PROTOCOL__GRPC);
     assert_null(pools[4]->tls);
+    assert_int_equal(pools[5]->protocol, SWS__POOL__PROTOCOL__H2);
+    assert_false(pools[5]->tls->skip_verify);
+    assert_string_equal(pools[5]->tls->ca, ca);
+    assert_int_equal(pools[5]->tls->ca_pem.len, len);
+    assert_int_equal(pools[6]->protocol, SWS__POOL__PROTOCOL__GRPC);
+    assert_true(pools[6]->tls->skip_verify);
+    assert_string_equal(pools[6]->tls->sni, "rpc.test");
     sws_config_free(cfg);
 
     /* Read from a file, the CA file is opened: its refusals at tls.ca. */
@@ -1092,15 +1102,12 @@ static void test_pool_errors(void **state)
         { "pools:\n  - {name: a, colour: red}\n", "t.yaml:2:15: pools[0].colour: ",
           "unknown key (expected one of: name, members, balance, hash_key, keepalive, retries, "
           "max_conns, timeouts, health, protocol, tls)" },
-        { "pools:\n  - {name: a, protocol: h2, tls: {verify: false}}\n",
-          "t.yaml:2:34: pools[0].tls: ",
-          "HTTP/2 over TLS to the members is not supported yet (h2 and grpc are h2c)" },
-        { "pools:\n  - {name: a, protocol: grpc, tls: {verify: false}}\n",
-          "t.yaml:2:36: pools[0].tls: ", "HTTP/2 over TLS to the members is not supported yet" },
+        { "pools:\n  - {name: a, protocol: h2, tls: {verify: maybe}}\n",
+          "t.yaml:2:43: pools[0].tls.verify: ", "expected true or false" },
         { "pools:\n  - {name: a, protocol: ftp}\n", "t.yaml:2:25: pools[0].protocol: ",
           "expected http, https, h2 or grpc, got \"ftp\"" },
         { "pools:\n  - {name: a, tls: {verify: false}}\n", "t.yaml:2:20: pools[0].tls: ",
-          "tls needs protocol: https" },
+          "tls needs protocol: https, h2 or grpc" },
         { "pools:\n  - {name: a, protocol: https, tls: {verify: maybe}}\n",
           "t.yaml:2:46: pools[0].tls.verify: ", "expected true or false" },
         /* Parsed from text, the CA file is not opened (test_pool_https

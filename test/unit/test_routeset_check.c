@@ -264,14 +264,15 @@ static void protocol_unknown(Sws__RouteSet *rs)
 {
     rs->pools[0]->protocol = (Sws__Pool__Protocol)5;
 }
-static void tls_with_h2(Sws__RouteSet *rs)
+static void h2_tls_without_ca(Sws__RouteSet *rs)
 {
-    https(rs, NULL)->skip_verify = 1;
+    https(rs, NULL);
     rs->pools[0]->protocol = SWS__POOL__PROTOCOL__H2;
 }
-static void tls_with_grpc(Sws__RouteSet *rs)
+static void grpc_tls_sni_ip(Sws__RouteSet *rs)
 {
-    https(rs, NULL)->skip_verify = 1;
+    set(&https(rs, NULL)->sni, "10.0.0.1");
+    rs->pools[0]->tls->skip_verify = 1;
     rs->pools[0]->protocol = SWS__POOL__PROTOCOL__GRPC;
 }
 static void tls_without_https(Sws__RouteSet *rs)
@@ -487,11 +488,14 @@ static const struct refusal_case {
       "a certificate in it does not parse (expected PEM certificates)" },
     { "unknown protocol", protocol_unknown, "pools[0].protocol",
       "expected http, https, h2 or grpc, got 5" },
-    { "tls without https", tls_without_https, "pools[0].tls", "tls needs protocol: https" },
-    { "tls with h2", tls_with_h2, "pools[0].tls",
-      "HTTP/2 over TLS to the members is not supported yet (h2 and grpc are h2c)" },
-    { "tls with grpc", tls_with_grpc, "pools[0].tls",
-      "HTTP/2 over TLS to the members is not supported yet (h2 and grpc are h2c)" },
+    { "tls without https", tls_without_https, "pools[0].tls",
+      "tls needs protocol: https, h2 or grpc" },
+    /* h2 and grpc with tls are checked as https is. */
+    { "h2 over TLS without a CA", h2_tls_without_ca, "pools[0].tls.ca",
+      "verifying the members needs CA certificates" },
+    { "grpc over TLS, sni an IP", grpc_tls_sni_ip, "pools[0].tls.sni",
+      "\"10.0.0.1\": an IP address is never sent as SNI (leave sni out: the member's IP is "
+      "verified)" },
     { "sni wildcard", sni_wildcard, "pools[0].tls.sni",
       "\"*.example\": a wildcard names no one host" },
     { "sni IP", sni_ip, "pools[0].tls.sni",
@@ -608,6 +612,7 @@ static void test_https_pool_accepted_and_tabled(void **state)
         const sws_table_t *t = (const sws_table_t *)arena;
         const sws_pool_t *tp = sws_table_pool(t, 0);
         assert_int_equal(tp->protocol, SWS__POOL__PROTOCOL__HTTPS);
+        assert_int_equal(tp->tls, 1);
         assert_int_equal(tp->tls_verify, verify);
         assert_string_equal(sws_table_str(t, tp->tls_sni), "api.example");
         assert_string_equal(sws_table_str(t, tp->tls_ca_pem), verify ? pem : "");
@@ -636,11 +641,48 @@ static void test_h2_pools_accepted_and_tabled(void **state)
         const sws_table_t *t = (const sws_table_t *)arena;
         const sws_pool_t *tp = sws_table_pool(t, 0);
         assert_int_equal(tp->protocol, protocols[i]);
+        assert_int_equal(tp->tls, 0);
         assert_int_equal(tp->tls_verify, 0);
         assert_int_equal(tp->tls_sni.len, 0);
         assert_int_equal(tp->tls_ca_pem.len, 0);
         sws__route_set__free_unpacked(rs, NULL);
     }
+}
+
+/* h2 and grpc with tls (ADR 0034): checked as https is, and tabled over
+ * TLS with the CA, the SNI and the verify flag the worker needs. */
+static void test_h2_pools_over_tls_accepted_and_tabled(void **state)
+{
+    (void)state;
+    static _Alignas(8) char arena[1 << 16];
+    static const Sws__Pool__Protocol protocols[] = { SWS__POOL__PROTOCOL__H2,
+                                                     SWS__POOL__PROTOCOL__GRPC };
+    char err[256];
+    size_t len = 0;
+    char *pem = test_pem_cert_text(&len);
+    assert_non_null(pem);
+    for (size_t i = 0; i < 2 * sizeof(protocols) / sizeof(protocols[0]); i++) {
+        int verify = (int)(i & 1);
+        Sws__RouteSet *rs = fixture();
+        Sws__Pool__Tls *tls = https(rs, verify ? pem : NULL);
+        tls->skip_verify = !verify;
+        set(&tls->sni, "grpc.example");
+        rs->pools[0]->protocol = protocols[i / 2];
+        sws_routeset_refusal_t why;
+        if (sws_routeset_check(rs, &why) != 0)
+            fail_msg("protocol %d verify %d refused: %s: %s", (int)protocols[i / 2], verify,
+                     why.path, why.msg);
+        assert_int_equal(sws_table_build(arena, sizeof(arena), 1, rs, err, sizeof(err)), 0);
+        const sws_table_t *t = (const sws_table_t *)arena;
+        const sws_pool_t *tp = sws_table_pool(t, 0);
+        assert_int_equal(tp->protocol, protocols[i / 2]);
+        assert_int_equal(tp->tls, 1);
+        assert_int_equal(tp->tls_verify, verify);
+        assert_string_equal(sws_table_str(t, tp->tls_sni), "grpc.example");
+        assert_string_equal(sws_table_str(t, tp->tls_ca_pem), verify ? pem : "");
+        sws__route_set__free_unpacked(rs, NULL);
+    }
+    free(pem);
 }
 
 /* Addresses in their canonical form: the key member ids derive from. */
@@ -882,6 +924,7 @@ int main(void)
         cmocka_unit_test(test_each_refusal),
         cmocka_unit_test(test_https_pool_accepted_and_tabled),
         cmocka_unit_test(test_h2_pools_accepted_and_tabled),
+        cmocka_unit_test(test_h2_pools_over_tls_accepted_and_tabled),
         cmocka_unit_test(test_address_forms),
         cmocka_unit_test(test_address_any_host_only_when_asked),
         cmocka_unit_test(test_hash_keys),

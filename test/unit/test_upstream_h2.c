@@ -227,7 +227,7 @@ static sws_upstream_h2_stream_t *submit(fixture_t *f, user_t *u, int te)
     sws_upstream_h2_fail_t kind;
     sws_upstream_h2_req_t req = { head, sizeof(head) - 1, 0, te };
     sws_upstream_h2_stream_t *hs =
-        sws_upstream_h2_submit(&f->h2, MEMBER, &f->addr, &f->conf, &req, &ops, u, &kind, err,
+        sws_upstream_h2_submit(&f->h2, MEMBER, &f->addr, NULL, &f->conf, &req, &ops, u, &kind, err,
                                sizeof(err));
     assert_non_null(hs);
     return hs;
@@ -292,7 +292,7 @@ static void test_unmappable_head_is_invalid_not_connect(void **state)
     sws_upstream_h2_fail_t kind = SWS_UPSTREAM_H2_CONNECT;
     sws_upstream_h2_req_t req = { bad, sizeof(bad) - 1, 0, 0 };
     user_t u = { 0 };
-    assert_null(sws_upstream_h2_submit(&f->h2, MEMBER, &f->addr, &f->conf, &req, &ops, &u,
+    assert_null(sws_upstream_h2_submit(&f->h2, MEMBER, &f->addr, NULL, &f->conf, &req, &ops, &u,
                                        &kind, err, sizeof(err)));
     assert_int_equal(kind, SWS_UPSTREAM_H2_INVALID);
     assert_null(f->h2.conns);

@@ -27,7 +27,30 @@ typedef struct fixture {
     SSL_CTX *client_ctx; /* verifies against cert */
     int fd[2];           /* [0] ours (the client), [1] the member's */
     SSL *client, *server;
+    int alpn_h2;         /* the client offers ALPN h2 */
+    const char *choose;  /* the member's ALPN choice when offered; NULL: none (NOACK) */
+    unsigned char offered[64]; /* what the member was offered, wire form */
+    unsigned offered_len;
 } fixture_t;
+
+/* The member's ALPN: records the offer, answers f->choose (as a member
+ * that speaks only that protocol: no overlap is no answer, as Python's
+ * ssl and nghttpd without h2 do). */
+static int member_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
+                       const unsigned char *in, unsigned inlen, void *arg)
+{
+    fixture_t *f = arg;
+    (void)ssl;
+    f->offered_len = inlen < sizeof(f->offered) ? inlen : (unsigned)sizeof(f->offered);
+    memcpy(f->offered, in, f->offered_len);
+    for (unsigned i = 0; f->choose != NULL && i < inlen; i += 1u + in[i])
+        if (in[i] == strlen(f->choose) && memcmp(in + i + 1, f->choose, in[i]) == 0) {
+            *out = in + i + 1;
+            *outlen = in[i];
+            return SSL_TLSEXT_ERR_OK;
+        }
+    return SSL_TLSEXT_ERR_NOACK;
+}
 
 static int setup(void **state)
 {
@@ -38,6 +61,7 @@ static int setup(void **state)
     f->server_ctx = SSL_CTX_new(TLS_server_method());
     assert_int_equal(SSL_CTX_use_certificate(f->server_ctx, f->cert), 1);
     assert_int_equal(SSL_CTX_use_PrivateKey(f->server_ctx, f->key), 1);
+    SSL_CTX_set_alpn_select_cb(f->server_ctx, member_alpn, f);
     char *pem = test_pem_x509_text(f->cert, &len);
     f->client_ctx = sws_upstream_tls_ctx_new(pem, len, 1, err, sizeof(err));
     free(pem);
@@ -75,7 +99,8 @@ static void pair_open(fixture_t *f, const char *name, SSL_SESSION *session)
 {
     char err[256];
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, f->fd), 0);
-    sws_upstream_tls_t t = { f->client_ctx, NULL, name, 1 };
+    sws_upstream_tls_t t = { .ctx = f->client_ctx, .name = name, .verify = 1,
+                             .alpn_h2 = (uint8_t)f->alpn_h2 };
     f->client = sws_upstream_tls_new(&t, f->fd[0], session, err, sizeof(err));
     assert_non_null(f->client);
     f->server = SSL_new(f->server_ctx);
@@ -199,6 +224,47 @@ static void test_session_resumes(void **state)
     sws_upstream_tls_session_free(s);
 }
 
+/* An h2 pool's connection offers h2 alone, and a member that chooses it
+ * passes the check. */
+static void test_alpn_offers_h2_alone_and_takes_it(void **state)
+{
+    fixture_t *f = *state;
+    char err[256];
+    f->alpn_h2 = 1;
+    f->choose = "h2";
+    pair_open(f, "scalws-test", NULL);
+    assert_int_equal(handshake(f, err, sizeof(err)), 0);
+    assert_int_equal(f->offered_len, 3);
+    assert_memory_equal(f->offered, "\2h2", 3);
+    assert_int_equal(sws_upstream_tls_alpn_h2(f->client, err, sizeof(err)), 0);
+}
+
+/* A member that speaks only HTTP/1.1 over TLS answers no ALPN: the
+ * handshake succeeds, the check fails and says what the member chose. */
+static void test_alpn_member_without_h2_is_refused_by_the_check(void **state)
+{
+    fixture_t *f = *state;
+    char err[256];
+    f->alpn_h2 = 1;
+    f->choose = "http/1.1";
+    pair_open(f, "scalws-test", NULL);
+    assert_int_equal(handshake(f, err, sizeof(err)), 0);
+    assert_int_equal(sws_upstream_tls_alpn_h2(f->client, err, sizeof(err)), -1);
+    assert_string_equal(err, "the member chose no ALPN protocol, not h2 (it offers no HTTP/2 "
+                             "over TLS)");
+}
+
+/* An https pool's connection (HTTP/1.1) offers no ALPN, as before. */
+static void test_no_alpn_unless_asked(void **state)
+{
+    fixture_t *f = *state;
+    char err[256];
+    f->choose = "h2";
+    pair_open(f, "scalws-test", NULL);
+    assert_int_equal(handshake(f, err, sizeof(err)), 0);
+    assert_int_equal(f->offered_len, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -209,6 +275,10 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_not_tls_fails_the_handshake, setup, teardown),
         cmocka_unit_test_setup_teardown(test_session_resumes, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alpn_offers_h2_alone_and_takes_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_alpn_member_without_h2_is_refused_by_the_check,
+                                        setup, teardown),
+        cmocka_unit_test_setup_teardown(test_no_alpn_unless_asked, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
