@@ -162,6 +162,11 @@ typedef struct sws_pool {
     uint32_t cooldown_ms;
     sws_tstr_t tls_ca_pem;   /* HTTPS and verify: trust anchors (PEM); else "" */
     sws_tstr_t tls_sni;      /* HTTPS: the name to send and verify; "": the member's */
+    /* A 64-bit hash of everything above but the offsets (the strings'
+     * bytes instead) and of its members in order, likewise; never 0. Two
+     * generations' pools of one name with one digest are the same pool: a
+     * worker keeps its view of it (worker/upstream_pools.h, ADR 0042). */
+    uint64_t digest;
 } sws_pool_t;
 
 /* The id of a member that the RouteSet gave none (Member.id 0): a 64-bit

@@ -9,12 +9,16 @@
  * the proxy (worker/proxy.h) reads it. Single-threaded, like the worker.
  *
  * Across a reload (ADR 0012, 0013): a pool is the same pool when its name
- * is; its members carry their round-robin position, requests in flight and
- * passive health by member id (sws_upstream_balance_carry), so a reload
- * that adds one member leaves the others' turns and health as they were.
- * A member gone from every pool has its idle upstream connections closed
- * at the switch (they would only wait for their idle timeout); requests in
- * flight on it finish, and their report finds no member and is dropped.
+ * is. One whose digest (sws_pool_t.digest) did not change either is kept
+ * as it is, moved into the new view (ADR 0042): an ingress generation
+ * that changed one pool of 10,000 rebuilds that one. A changed pool is
+ * rebuilt and its members carry their round-robin position, requests in
+ * flight and passive health by member id (sws_upstream_balance_carry), so
+ * a reload that adds one member leaves the others' turns and health as
+ * they were. A member gone from every pool has its idle upstream
+ * connections closed at the switch (they would only wait for their idle
+ * timeout); requests in flight on it finish, and their report finds no
+ * member and is dropped.
  *
  * An https pool gets one client SSL_CTX per generation (its CA and verify
  * setting are the generation's); each member its SNI and the name its
@@ -58,6 +62,7 @@ typedef struct sws_upstream_pool {
     uint32_t retries;               /* further members tried after a failure */
     sws_upstream_conf_t conf;       /* keepalive and timeouts, for its connections */
     SSL_CTX *tls_ctx;               /* https: this generation's (ADR 0030); NULL: http */
+    uint64_t digest;                /* the table's (sws_pool_t.digest); 0: rebuild it */
 } sws_upstream_pool_t;
 
 typedef struct sws_upstream_pools {
@@ -65,9 +70,11 @@ typedef struct sws_upstream_pools {
     uint32_t npools;                /* the table's pool count, same order */
 } sws_upstream_pools_t;
 
-/* Replace the view with one of table t, carrying state from the current
- * one (see the top), and close the idle connections in s of the members
- * gone. 0, or -1 with err set (out of memory): the view stays as it was.
+/* Replace the view with one of table t, keeping or carrying state from
+ * the current one (see the top), and close the idle connections in s of
+ * the members gone. Costs one pass over the pools plus the work of the
+ * pools that changed. 0, or -1 with err set (out of memory): the view
+ * stays as it was.
  * Addresses come as the table parsed them (no second parser); a member
  * that is a name nobody resolved is logged and counted down. */
 int sws_upstream_pools_adopt(sws_upstream_pools_t *v, const sws_table_t *t,
