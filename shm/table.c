@@ -279,20 +279,27 @@ static size_t pool_hash_name_len(const Sws__Pool *pool)
     return strlen(pool_hash_name(pool, &kind));
 }
 
-/* The strings of the table members mb becomes (each has its own copy of
- * the address: a member's strings are its own). */
-static size_t member_str_bytes(const Sws__Member *mb)
+/* The addresses of the table members mb becomes (each has its own copy:
+ * a member's strings are its own). */
+static size_t member_address_bytes(const Sws__Member *mb)
+{
+    return sws_routeset_member_width(mb) * str_bytes(strlen(mb->address));
+}
+
+/* Their hosts (sws_member_t.host), as sws_routeset_pools_t.host_bytes
+ * counts them for a RouteSet checked. */
+static size_t member_host_bytes(const Sws__Member *mb)
 {
     sws_routeset_addr_t addr;
     size_t n = 0;
 
     if (mb->n_resolved == 0) {
         sws_routeset_address_problem(mb->address, 1, &addr);
-        return str_bytes(strlen(mb->address)) + str_bytes(strlen(addr.host));
+        return str_bytes(strlen(addr.host));
     }
     for (size_t r = 0; r < mb->n_resolved; r++) {
         sws_routeset_address_problem(mb->resolved[r], 1, &addr);
-        n += str_bytes(strlen(mb->address)) + str_bytes(strlen(addr.host));
+        n += str_bytes(strlen(addr.host));
     }
     return n;
 }
@@ -324,7 +331,10 @@ static size_t tls_str_bytes(const Sws__Tls *tls)
     return n;
 }
 
-static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
+/* checked: what the check found (the build), or NULL (sws_table_size):
+ * then every member's address is parsed here. */
+static void table_layout(const Sws__RouteSet *rs, const sws_routeset_pools_t *checked,
+                         table_layout_t *lay)
 {
     size_t strings = 1; /* the shared "" */
     memset(lay, 0, sizeof(*lay));
@@ -361,9 +371,13 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
                    str_bytes(pool_tls_ca(pool)->len) + str_bytes(strlen(pool_tls_sni(pool)));
         for (size_t m = 0; m < pool->n_members; m++) {
             lay->nmembers += sws_routeset_member_width(pool->members[m]);
-            strings += member_str_bytes(pool->members[m]);
+            strings += member_address_bytes(pool->members[m]);
+            if (checked == NULL)
+                strings += member_host_bytes(pool->members[m]);
         }
     }
+    if (checked != NULL)
+        strings += checked->host_bytes;
     if (rs->settings != NULL) {
         strings += str_bytes(strlen(rs->settings->server_name));
         if (rs->settings->access_log != NULL)
@@ -393,7 +407,7 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
 size_t sws_table_size(const Sws__RouteSet *rs)
 {
     table_layout_t lay;
-    table_layout(rs, &lay);
+    table_layout(rs, NULL, &lay);
     return lay.total;
 }
 
@@ -808,7 +822,7 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     sws_routeset_pools_t pools;
     if (sws_routeset_check_pools(rs, &why, &pools) != 0)
         return sws_errf(err, errlen, "%s%s%s", why.path, why.path[0] ? ": " : "", why.msg);
-    table_layout(rs, &lay);
+    table_layout(rs, &pools, &lay);
     if (lay.total > arena_size || lay.total > UINT32_MAX) {
         sws_routeset_pools_free(&pools);
         if (lay.total > arena_size)

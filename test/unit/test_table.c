@@ -864,6 +864,55 @@ static void test_large_set_builds(void **state)
     sws__route_set__free_unpacked(rs, NULL);
 }
 
+/* The build's shortcuts (the check's counts instead of a second parse of
+ * every address) write the same bytes as before them: an FNV-1a of each
+ * table, built into a zeroed arena, as the build of 0040948 wrote it. */
+static uint64_t table_fnv(Sws__RouteSet *rs)
+{
+    char err[256] = "";
+    size_t size = sws_table_size(rs);
+    char *arena = aligned_alloc(8, size);
+    assert_non_null(arena);
+    memset(arena, 0, size);
+    if (sws_table_build(arena, size, 3, rs, err, sizeof(err)) != 0)
+        fail_msg("build: %s", err);
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < size; i++)
+        h = (h ^ (unsigned char)arena[i]) * 1099511628211ull;
+    free(arena);
+    sws__route_set__free_unpacked(rs, NULL);
+    return h;
+}
+
+static Sws__RouteSet *resolved_fixture(void)
+{
+    Sws__RouteSet *rs = pools_fixture();
+    Sws__Member *name = rs->pools[0]->members[2];
+    PUSH(name->resolved, name->n_resolved, strdup("10.9.0.1:80"));
+    PUSH(name->resolved, name->n_resolved, strdup("[fd00::9]:80"));
+    return rs;
+}
+
+static void test_table_bytes_as_before(void **state)
+{
+    (void)state;
+    static const struct {
+        Sws__RouteSet *(*make)(void);
+        uint64_t fnv;
+    } sets[] = {
+        { actions_fixture, 0x88ded8a718312529ull },
+        { pools_fixture, 0xf9b4258b100402a7ull },
+        { resolved_fixture, 0x9224140e0177cb81ull },
+        { large_set, 0x5335cc8d2f8ccbc9ull },
+    };
+    for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
+        uint64_t h = table_fnv(sets[i].make());
+        if (h != sets[i].fnv)
+            fail_msg("set %zu: table bytes %016llx, were %016llx", i, (unsigned long long)h,
+                     (unsigned long long)sets[i].fnv);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -879,6 +928,7 @@ int main(void)
         cmocka_unit_test(test_member_ids_stable),
         cmocka_unit_test(test_pool_digest_is_content_not_position),
         cmocka_unit_test(test_large_set_builds),
+        cmocka_unit_test(test_table_bytes_as_before),
         cmocka_unit_test(test_resolved_name_is_a_member_per_address),
         cmocka_unit_test(test_position_independent),
         cmocka_unit_test(test_settings_round_trip),
