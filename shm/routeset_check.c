@@ -548,6 +548,10 @@ static int check_pool_fields(const Sws__Pool *pool, const char *p, sws_routeset_
     return 0;
 }
 
+/* A member's path in a refusal, formatted only then: an ingress set
+ * passes 100,000 members. */
+#define MEMBER_AT "pools[%zu].members[%zu]"
+
 /* One member's place and id, for the ids-once check. */
 typedef struct member_use {
     uint64_t id;
@@ -559,16 +563,16 @@ typedef struct member_use {
 /* A name's resolved addresses (Member.resolved): IP literals with the
  * name's port, each once. Quadratic in at most SWS_ROUTESET_RESOLVED_MAX. */
 static int check_resolved(const Sws__Member *mb, const sws_routeset_addr_t *name,
-                          const char *at_member, size_t *host_bytes, sws_routeset_refusal_t *why)
+                          member_use_t *use, sws_routeset_refusal_t *why)
 {
     sws_routeset_addr_t r, q;
 
     if (name->family != AF_UNSPEC)
-        return refuse(at(why, "%s.resolved", at_member),
+        return refuse(at(why, MEMBER_AT ".resolved", use->p, use->m),
                       "\"%s\" is not a name: only a name has resolved addresses", mb->address);
     if (mb->n_resolved > SWS_ROUTESET_RESOLVED_MAX)
-        return refuse(at(why, "%s.resolved", at_member), "%zu addresses, at most %u",
-                      mb->n_resolved, SWS_ROUTESET_RESOLVED_MAX);
+        return refuse(at(why, MEMBER_AT ".resolved", use->p, use->m),
+                      "%zu addresses, at most %u", mb->n_resolved, SWS_ROUTESET_RESOLVED_MAX);
     for (size_t i = 0; i < mb->n_resolved; i++) {
         const char *problem = sws_routeset_address_problem(mb->resolved[i], 1, &r);
         if (problem == NULL && r.family == AF_UNSPEC)
@@ -580,31 +584,32 @@ static int check_resolved(const Sws__Member *mb, const sws_routeset_addr_t *name
                 strcmp(q.key, r.key) == 0)
                 problem = "listed twice";
         if (problem != NULL)
-            return refuse(at(why, "%s.resolved[%zu]", at_member, i), "\"%s\": %s",
+            return refuse(at(why, MEMBER_AT ".resolved[%zu]", use->p, use->m, i), "\"%s\": %s",
                           mb->resolved[i], problem);
-        *host_bytes += strlen(r.host) + 1;
+        use->host_bytes += strlen(r.host) + 1;
     }
     return 0;
 }
 
-static int check_member(const Sws__Pool *pool, const Sws__Member *mb, const char *at_member,
-                        member_use_t *use, sws_routeset_refusal_t *why)
+static int check_member(const Sws__Pool *pool, const Sws__Member *mb, member_use_t *use,
+                        sws_routeset_refusal_t *why)
 {
     sws_routeset_addr_t addr;
     const char *problem = sws_routeset_address_problem(mb->address, 1, &addr);
 
     if (problem != NULL)
-        return refuse(at(why, "%s.address", at_member), "\"%s\": %s", mb->address, problem);
+        return refuse(at(why, MEMBER_AT ".address", use->p, use->m), "\"%s\": %s", mb->address,
+                      problem);
     if (mb->weight > SWS_ROUTESET_WEIGHT_MAX)
-        return refuse(at(why, "%s.weight", at_member),
+        return refuse(at(why, MEMBER_AT ".weight", use->p, use->m),
                       "expected a number from 1 to %u (0: the default, 1), got %u",
                       SWS_ROUTESET_WEIGHT_MAX, mb->weight);
     if (mb->state != SWS__MEMBER__STATE__UP && mb->state != SWS__MEMBER__STATE__DRAINING &&
         mb->state != SWS__MEMBER__STATE__DOWN)
-        return refuse(at(why, "%s.state", at_member), "expected up, draining or down, got %d",
-                      (int)mb->state);
+        return refuse(at(why, MEMBER_AT ".state", use->p, use->m),
+                      "expected up, draining or down, got %d", (int)mb->state);
     use->host_bytes = mb->n_resolved > 0 ? 0 : strlen(addr.host) + 1;
-    if (mb->n_resolved > 0 && check_resolved(mb, &addr, at_member, &use->host_bytes, why) < 0)
+    if (mb->n_resolved > 0 && check_resolved(mb, &addr, use, why) < 0)
         return -1;
     use->derived = mb->id == 0;
     use->id = use->derived ? sws_member_id(pool->name, addr.key) : mb->id;
@@ -787,10 +792,8 @@ static int check_pools(check_ctx_t *cx, sws_routeset_refusal_t *why)
         return refuse(at(why, "pools"), "out of memory");
     for (size_t p = 0; p < rs->n_pools && rc == 0; p++) {
         for (size_t m = 0; m < rs->pools[p]->n_members && rc == 0; m++) {
-            char at_member[sizeof("pools[].members[]") + 2 * SWS_FMT_U64_MAX];
-            put_index(put_index(at_member, "pools", p), ".members", m);
             uses[k] = (member_use_t){ .p = p, .m = m };
-            rc = check_member(rs->pools[p], rs->pools[p]->members[m], at_member, &uses[k], why);
+            rc = check_member(rs->pools[p], rs->pools[p]->members[m], &uses[k], why);
             cx->host_bytes += uses[k++].host_bytes;
         }
     }

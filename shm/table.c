@@ -826,8 +826,8 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     if (lay.total > arena_size || lay.total > UINT32_MAX) {
         sws_routeset_pools_free(&pools);
         if (lay.total > arena_size)
-            return sws_errf(err, errlen, "table needs %zu bytes, arena has %zu", lay.total,
-                            arena_size);
+            return sws_errf(err, errlen, "table needs %zu bytes, arena has %zu; raise "
+                            "server.table_size", lay.total, arena_size);
         return sws_errf(err, errlen, "table needs %zu bytes, more than 4 GiB", lay.total);
     }
 

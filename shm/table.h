@@ -272,7 +272,8 @@ size_t sws_table_size(const Sws__RouteSet *rs);
 /* Build rs into arena (arena_size bytes, 8-byte aligned) stamped with
  * generation gen. Returns 0, or -1 with a message in err
  * ("hosts[0].routes[1].match: regex paths are not supported yet", "table
- * needs 123 bytes, arena has 100").
+ * needs 123 bytes, arena has 100; raise server.table_size": the arena is
+ * that key's size; nothing is written then).
  * Caller: supervisor only.
  *
  * Refused: whatever sws_routeset_check() refuses (shm/routeset_check.h),
