@@ -20,11 +20,11 @@
  * timeout); requests in flight on it finish, and their report finds no
  * member and is dropped.
  *
- * An https pool gets one client SSL_CTX per generation (its CA and verify
- * setting are the generation's); each member its SNI and the name its
- * certificate must carry: tls.sni, else the member's host name, else (an
- * IP literal) no SNI and its IP. proxy.c hands &member->tls to
- * sws_upstream_get_tls().
+ * An https pool gets one client SSL_CTX when it is built (its CA and
+ * verify setting are in its digest, so a kept pool keeps it); each member
+ * its SNI and the name its certificate must carry: tls.sni, else the
+ * member's host name, else (an IP literal) no SNI and its IP. proxy.c
+ * hands &member->tls to sws_upstream_get_tls().
  *
  * A request keeps no pointer into the view across loop iterations (the
  * next generation frees it): it keeps the pool's name and index and asks
