@@ -5,6 +5,8 @@
  */
 #include "shm/routeset_check.h"
 
+#include "core/fmt.h"
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdarg.h>
@@ -228,13 +230,15 @@ const char *sws_routeset_location_problem(const char *location)
 /* 1..65535, in at most five digits. */
 static int port_parse(const char *s, uint16_t *port)
 {
-    size_t len = strlen(s);
-    unsigned long v;
+    unsigned long v = 0;
+    size_t len = 0;
 
-    if (len == 0 || len > 5 || strspn(s, "0123456789") != len)
-        return -1;
-    v = strtoul(s, NULL, 10);
-    if (v < 1 || v > 65535)
+    for (; s[len] >= '0' && s[len] <= '9'; len++)
+        if (len == 5)
+            return -1; /* a sixth digit */
+        else
+            v = v * 10 + (unsigned long)(s[len] - '0');
+    if (len == 0 || s[len] != '\0' || v < 1 || v > 65535)
         return -1;
     *port = (uint16_t)v;
     return 0;
@@ -283,7 +287,12 @@ const char *sws_routeset_address_parse(const char *text, unsigned flags, sws_rou
 
     if (out == NULL)
         out = &tmp;
-    memset(out, 0, sizeof(*out));
+    /* Not the whole struct: host and key are strings (a parse per member
+     * of a large RouteSet, several times per build). */
+    out->family = AF_UNSPEC;
+    out->port = 0;
+    memset(out->ip, 0, sizeof(out->ip));
+    out->host[0] = out->key[0] = '\0';
     if (text[0] == '\0')
         return "must not be empty";
     if (text[0] == '[') {
@@ -298,6 +307,7 @@ const char *sws_routeset_address_parse(const char *text, unsigned flags, sws_rou
         if (hostlen >= INET6_ADDRSTRLEN)
             return "not an IPv6 address";
         memcpy(out->host, text + 1, hostlen);
+        out->host[hostlen] = '\0';
         if (inet_pton(AF_INET6, out->host, out->ip) != 1)
             return "not an IPv6 address";
         inet_ntop(AF_INET6, out->ip, out->host, sizeof(out->host));
@@ -318,6 +328,7 @@ const char *sws_routeset_address_parse(const char *text, unsigned flags, sws_rou
             if (hostlen >= sizeof(out->host))
                 return "is longer than 253 characters";
             memcpy(out->host, text, hostlen);
+            out->host[hostlen] = '\0';
             problem = addr_host(out);
             if (problem != NULL)
                 return problem;
@@ -327,11 +338,20 @@ const char *sws_routeset_address_parse(const char *text, unsigned flags, sws_rou
         return "the port must be a number from 1 to 65535";
     if (port == NULL && (flags & SWS_ADDR_NEED_PORT))
         return "the port is missing (expected HOST:PORT)";
-    snprintf(out->key, sizeof(out->key), "%s%s%s", out->family == AF_INET6 ? "[" : "", out->host,
-             out->family == AF_INET6 ? "]" : "");
-    if (out->port != 0)
-        snprintf(out->key + strlen(out->key), sizeof(out->key) - strlen(out->key), ":%u",
-                 out->port);
+    /* Not snprintf: an ingress RouteSet has 100,000 members, each parsed
+     * by the check and the table build (bench/ingressbench.py). It fits:
+     * a host of 255 bytes, "[]:" and 5 digits < sizeof(key). */
+    char *o = out->key;
+    if (out->family == AF_INET6)
+        o = SWS_PUT_LIT(o, "[");
+    o = sws_put(o, out->host, strlen(out->host));
+    if (out->family == AF_INET6)
+        o = SWS_PUT_LIT(o, "]");
+    if (out->port != 0) {
+        o = SWS_PUT_LIT(o, ":");
+        o = sws_put_u64(o, out->port);
+    }
+    *o = '\0';
     return NULL;
 }
 
@@ -539,37 +559,31 @@ static int check_pool_fields(const Sws__Pool *pool, const char *p, sws_routeset_
     return 0;
 }
 
+/* A member's path in a refusal, formatted only then: an ingress set
+ * passes 100,000 members. */
+#define MEMBER_AT "pools[%zu].members[%zu]"
+
 /* One member's place and id, for the ids-once check. */
 typedef struct member_use {
     uint64_t id;
     size_t p, m;
     int derived;
+    size_t host_bytes; /* its table members' hosts, each with its NUL */
 } member_use_t;
-
-static int member_use_cmp(const void *x, const void *y)
-{
-    const member_use_t *u = x, *v = y;
-
-    if (u->id != v->id)
-        return u->id < v->id ? -1 : 1;
-    if (u->p != v->p)
-        return u->p < v->p ? -1 : 1;
-    return u->m < v->m ? -1 : (u->m > v->m);
-}
 
 /* A name's resolved addresses (Member.resolved): IP literals with the
  * name's port, each once. Quadratic in at most SWS_ROUTESET_RESOLVED_MAX. */
 static int check_resolved(const Sws__Member *mb, const sws_routeset_addr_t *name,
-                          const char *at_member, sws_routeset_refusal_t *why)
+                          member_use_t *use, sws_routeset_refusal_t *why)
 {
     sws_routeset_addr_t r, q;
 
     if (name->family != AF_UNSPEC)
-        return refuse(at(why, "%s.resolved", at_member),
+        return refuse(at(why, MEMBER_AT ".resolved", use->p, use->m),
                       "\"%s\" is not a name: only a name has resolved addresses", mb->address);
     if (mb->n_resolved > SWS_ROUTESET_RESOLVED_MAX)
-        return refuse(at(why, "%s.resolved", at_member), "%zu addresses, at most %u",
-                      mb->n_resolved, SWS_ROUTESET_RESOLVED_MAX);
+        return refuse(at(why, MEMBER_AT ".resolved", use->p, use->m),
+                      "%zu addresses, at most %u", mb->n_resolved, SWS_ROUTESET_RESOLVED_MAX);
     for (size_t i = 0; i < mb->n_resolved; i++) {
         const char *problem = sws_routeset_address_problem(mb->resolved[i], 1, &r);
         if (problem == NULL && r.family == AF_UNSPEC)
@@ -581,55 +595,65 @@ static int check_resolved(const Sws__Member *mb, const sws_routeset_addr_t *name
                 strcmp(q.key, r.key) == 0)
                 problem = "listed twice";
         if (problem != NULL)
-            return refuse(at(why, "%s.resolved[%zu]", at_member, i), "\"%s\": %s",
+            return refuse(at(why, MEMBER_AT ".resolved[%zu]", use->p, use->m, i), "\"%s\": %s",
                           mb->resolved[i], problem);
+        use->host_bytes += strlen(r.host) + 1;
     }
     return 0;
 }
 
-static int check_member(const Sws__Pool *pool, const Sws__Member *mb, const char *at_member,
-                        member_use_t *use, sws_routeset_refusal_t *why)
+static int check_member(const Sws__Pool *pool, const Sws__Member *mb, member_use_t *use,
+                        sws_routeset_refusal_t *why)
 {
     sws_routeset_addr_t addr;
     const char *problem = sws_routeset_address_problem(mb->address, 1, &addr);
 
     if (problem != NULL)
-        return refuse(at(why, "%s.address", at_member), "\"%s\": %s", mb->address, problem);
+        return refuse(at(why, MEMBER_AT ".address", use->p, use->m), "\"%s\": %s", mb->address,
+                      problem);
     if (mb->weight > SWS_ROUTESET_WEIGHT_MAX)
-        return refuse(at(why, "%s.weight", at_member),
+        return refuse(at(why, MEMBER_AT ".weight", use->p, use->m),
                       "expected a number from 1 to %u (0: the default, 1), got %u",
                       SWS_ROUTESET_WEIGHT_MAX, mb->weight);
     if (mb->state != SWS__MEMBER__STATE__UP && mb->state != SWS__MEMBER__STATE__DRAINING &&
         mb->state != SWS__MEMBER__STATE__DOWN)
-        return refuse(at(why, "%s.state", at_member), "expected up, draining or down, got %d",
-                      (int)mb->state);
-    if (mb->n_resolved > 0 && check_resolved(mb, &addr, at_member, why) < 0)
+        return refuse(at(why, MEMBER_AT ".state", use->p, use->m),
+                      "expected up, draining or down, got %d", (int)mb->state);
+    use->host_bytes = mb->n_resolved > 0 ? 0 : strlen(addr.host) + 1;
+    if (mb->n_resolved > 0 && check_resolved(mb, &addr, use, why) < 0)
         return -1;
     use->derived = mb->id == 0;
     use->id = use->derived ? sws_member_id(pool->name, addr.key) : mb->id;
     return 0;
 }
 
-/* Every member id once across the RouteSet: sorted, so ingressd's large
- * pools cost n log n. Two derived ids are equal for the same address in a
- * pool (a 64-bit collision otherwise), so that is how it is reported. */
-static int check_ids_once(const Sws__RouteSet *rs, member_use_t *uses, size_t n,
+/* Every member id once across the RouteSet: a hash set filled in
+ * RouteSet order, so the first id seen again is the earliest second use
+ * (ingressd's sets have 100,000 members: a sort was a fifth of the check).
+ * Two derived ids are equal for the same address in a pool (a 64-bit
+ * collision otherwise), so that is how it is reported. */
+static int check_ids_once(const Sws__RouteSet *rs, const member_use_t *uses, size_t n,
                           sws_routeset_refusal_t *why)
 {
     const member_use_t *dup = NULL, *first = NULL;
-
-    qsort(uses, n, sizeof(*uses), member_use_cmp);
-    for (size_t i = 1; i < n; i++) {
-        if (uses[i].id != uses[i - 1].id)
-            continue;
-        size_t f = i - 1;
-        while (f > 0 && uses[f - 1].id == uses[i].id)
-            f--;
-        if (dup == NULL || uses[i].p < dup->p || (uses[i].p == dup->p && uses[i].m < dup->m)) {
+    size_t cap = 2;
+    while (cap < 2 * n)
+        cap <<= 1;
+    uint32_t *slots = calloc(cap, sizeof(*slots)); /* use index + 1; 0: empty */
+    if (slots == NULL)
+        return refuse(at(why, "pools"), "out of memory");
+    for (size_t i = 0; i < n && dup == NULL; i++) {
+        /* A given id may be 1, 2, 3: spread it (Fibonacci hashing). */
+        size_t s = (size_t)((uses[i].id * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
+        while (slots[s] != 0 && uses[slots[s] - 1].id != uses[i].id)
+            s = (s + 1) & (cap - 1);
+        if (slots[s] != 0) {
             dup = &uses[i];
-            first = &uses[f];
+            first = &uses[slots[s] - 1];
         }
+        slots[s] = (uint32_t)(i + 1);
     }
+    free(slots);
     if (dup == NULL)
         return 0;
     if (dup->derived && first->derived && dup->p == first->p)
@@ -739,6 +763,18 @@ static int check_pool_names(check_ctx_t *cx, sws_routeset_refusal_t *why)
     return 0;
 }
 
+/* "NAME[I]" at o, NUL-terminated; returns where the NUL is. Per pool and
+ * per member of a large RouteSet, where snprintf was a tenth of the check. */
+static char *put_index(char *o, const char *name, size_t i)
+{
+    o = sws_put(o, name, strlen(name));
+    o = SWS_PUT_LIT(o, "[");
+    o = sws_put_u64(o, i);
+    o = SWS_PUT_LIT(o, "]");
+    *o = '\0';
+    return o;
+}
+
 static int check_pools(check_ctx_t *cx, sws_routeset_refusal_t *why)
 {
     const Sws__RouteSet *rs = cx->rs;
@@ -747,8 +783,8 @@ static int check_pools(check_ctx_t *cx, sws_routeset_refusal_t *why)
     int rc = 0;
 
     for (size_t p = 0; p < rs->n_pools; p++) {
-        char at_pool[32];
-        snprintf(at_pool, sizeof(at_pool), "pools[%zu]", p);
+        char at_pool[sizeof("pools[]") + SWS_FMT_U64_MAX];
+        put_index(at_pool, "pools", p);
         if (check_pool_fields(rs->pools[p], at_pool, why) < 0)
             return -1;
         nmembers += rs->pools[p]->n_members;
@@ -767,11 +803,9 @@ static int check_pools(check_ctx_t *cx, sws_routeset_refusal_t *why)
         return refuse(at(why, "pools"), "out of memory");
     for (size_t p = 0; p < rs->n_pools && rc == 0; p++) {
         for (size_t m = 0; m < rs->pools[p]->n_members && rc == 0; m++) {
-            char at_member[64];
-            snprintf(at_member, sizeof(at_member), "pools[%zu].members[%zu]", p, m);
             uses[k] = (member_use_t){ .p = p, .m = m };
-            rc = check_member(rs->pools[p], rs->pools[p]->members[m], at_member, &uses[k++],
-                              why);
+            rc = check_member(rs->pools[p], rs->pools[p]->members[m], &uses[k], why);
+            cx->host_bytes += uses[k++].host_bytes;
         }
     }
     if (rc == 0)
@@ -856,9 +890,9 @@ static int check_action(const check_ctx_t *cx, const Sws__Route *r, const char *
 static int check_route(const check_ctx_t *cx, const Sws__Route *r, size_t h, size_t i,
                        sws_routeset_refusal_t *why)
 {
-    char route[64];
+    char route[sizeof("hosts[].routes[]") + 2 * SWS_FMT_U64_MAX];
 
-    snprintf(route, sizeof(route), "hosts[%zu].routes[%zu]", h, i);
+    put_index(put_index(route, "hosts", h), ".routes", i);
     if (r->match == SWS__ROUTE__MATCH__REGEX)
         return refuse(at(why, "%s.match", route), "regex paths are not supported yet");
     if (r->match != SWS__ROUTE__MATCH__PREFIX && r->match != SWS__ROUTE__MATCH__EXACT)

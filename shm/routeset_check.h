@@ -66,6 +66,10 @@ int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why);
 typedef struct sws_routeset_pools {
     const Sws__RouteSet *rs;
     struct use *sorted; /* one per pool, sorted by name (routeset_check.c) */
+    size_t host_bytes;  /* the canonical hosts (sws_routeset_addr_t.host) of
+                         * every member and resolved address, each with a
+                         * NUL: the table's layout takes it from the check,
+                         * which parsed them, rather than parse them again */
 } sws_routeset_pools_t;
 
 /* sws_routeset_check, and when it passes (0) *pools for

@@ -343,11 +343,9 @@ int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, 
                     size_t errlen)
 {
     shm_header_t *h = header(shm);
-    size_t need = sws_table_size(rs);
-    if (need > h->arena_size)
-        return sws_errf(err, errlen, "table needs %zu bytes, arena has %llu; raise server.table_size",
-                        need, (unsigned long long)h->arena_size);
-
+    /* A table too large for the arena is refused by the build, before it
+     * writes a byte: a size computed here first would parse every member
+     * address of an ingress RouteSet once more per generation. */
     /* Relaxed: this process is the only writer of the word. */
     uint64_t current = atomic_load_explicit(&h->current, memory_order_relaxed);
     int idx = arena_free(shm, current);

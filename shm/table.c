@@ -278,20 +278,27 @@ static size_t pool_hash_name_len(const Sws__Pool *pool)
     return strlen(pool_hash_name(pool, &kind));
 }
 
-/* The strings of the table members mb becomes (each has its own copy of
- * the address: a member's strings are its own). */
-static size_t member_str_bytes(const Sws__Member *mb)
+/* The addresses of the table members mb becomes (each has its own copy:
+ * a member's strings are its own). */
+static size_t member_address_bytes(const Sws__Member *mb)
+{
+    return sws_routeset_member_width(mb) * str_bytes(strlen(mb->address));
+}
+
+/* Their hosts (sws_member_t.host), as sws_routeset_pools_t.host_bytes
+ * counts them for a RouteSet checked. */
+static size_t member_host_bytes(const Sws__Member *mb)
 {
     sws_routeset_addr_t addr;
     size_t n = 0;
 
     if (mb->n_resolved == 0) {
         sws_routeset_address_problem(mb->address, 1, &addr);
-        return str_bytes(strlen(mb->address)) + str_bytes(strlen(addr.host));
+        return str_bytes(strlen(addr.host));
     }
     for (size_t r = 0; r < mb->n_resolved; r++) {
         sws_routeset_address_problem(mb->resolved[r], 1, &addr);
-        n += str_bytes(strlen(mb->address)) + str_bytes(strlen(addr.host));
+        n += str_bytes(strlen(addr.host));
     }
     return n;
 }
@@ -323,7 +330,10 @@ static size_t tls_str_bytes(const Sws__Tls *tls)
     return n;
 }
 
-static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
+/* checked: what the check found (the build), or NULL (sws_table_size):
+ * then every member's address is parsed here. */
+static void table_layout(const Sws__RouteSet *rs, const sws_routeset_pools_t *checked,
+                         table_layout_t *lay)
 {
     size_t strings = 1; /* the shared "" */
     memset(lay, 0, sizeof(*lay));
@@ -360,9 +370,13 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
                    str_bytes(pool_tls_ca(pool)->len) + str_bytes(strlen(pool_tls_sni(pool)));
         for (size_t m = 0; m < pool->n_members; m++) {
             lay->nmembers += sws_routeset_member_width(pool->members[m]);
-            strings += member_str_bytes(pool->members[m]);
+            strings += member_address_bytes(pool->members[m]);
+            if (checked == NULL)
+                strings += member_host_bytes(pool->members[m]);
         }
     }
+    if (checked != NULL)
+        strings += checked->host_bytes;
     if (rs->settings != NULL) {
         strings += str_bytes(strlen(rs->settings->server_name));
         if (rs->settings->access_log != NULL)
@@ -392,7 +406,7 @@ static void table_layout(const Sws__RouteSet *rs, table_layout_t *lay)
 size_t sws_table_size(const Sws__RouteSet *rs)
 {
     table_layout_t lay;
-    table_layout(rs, &lay);
+    table_layout(rs, NULL, &lay);
     return lay.total;
 }
 
@@ -625,6 +639,67 @@ static void build_pool(table_writer_t *w, const Sws__Pool *pool, sws_pool_t *out
     out->tls_sni = put_bytes(w, sni, strlen(sni));
 }
 
+/* ---- pool digests (sws_pool_t.digest, ADR 0048) ------------------------ */
+
+/* One 64-bit word into the digest: a multiply and a shift per 8 bytes, so
+ * that digesting 100,000 members costs the build about a millisecond
+ * (FNV's multiply per byte would cost eight times that). Equality is all
+ * it is for; the inputs are the table's own bytes. */
+static uint64_t digest_word(uint64_t h, uint64_t v)
+{
+    h = (h ^ v) * 0x9e3779b97f4a7c15ull;
+    return h ^ (h >> 31);
+}
+
+/* len bytes; the length goes in with the last word, so "ab" then "c"
+ * differs from "a" then "bc". */
+static uint64_t digest_bytes(uint64_t h, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    uint64_t v;
+    for (; len >= sizeof(v); b += sizeof(v), len -= sizeof(v)) {
+        memcpy(&v, b, sizeof(v));
+        h = digest_word(h, v);
+    }
+    v = 0;
+    memcpy(&v, b, len);
+    return digest_word(h, v ^ (uint64_t)len << 56);
+}
+
+/* A string's bytes, wherever it lies (its offset differs per generation). */
+static uint64_t digest_str(uint64_t h, const char *base, sws_tstr_t *s)
+{
+    h = digest_bytes(h, base + s->off, s->len);
+    s->off = 0;
+    return h;
+}
+
+/* Each record as written (build_pool and build_member zero them first, so
+ * padding reads 0), with its offsets replaced by the strings' bytes: a
+ * field added later is in the digest without a line here, and an offset
+ * forgotten below only makes the digest differ more often, never less. */
+static uint64_t pool_digest(const char *base, const sws_pool_t *pool, const sws_member_t *m)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    sws_pool_t p;
+    memcpy(&p, pool, sizeof(p));
+    h = digest_str(h, base, &p.name);
+    h = digest_str(h, base, &p.hash_name);
+    h = digest_str(h, base, &p.tls_ca_pem);
+    h = digest_str(h, base, &p.tls_sni);
+    p.first_member = 0;
+    p.digest = 0;
+    h = digest_bytes(h, &p, sizeof(p));
+    for (uint32_t i = 0; i < pool->nmembers; i++) {
+        sws_member_t mb;
+        memcpy(&mb, &m[i], sizeof(mb));
+        h = digest_str(h, base, &mb.address);
+        h = digest_str(h, base, &mb.host);
+        h = digest_bytes(h, &mb, sizeof(mb));
+    }
+    return h != 0 ? h : 1;
+}
+
 /* Pools and members are checked (sws_routeset_check). */
 static void build_pools(table_writer_t *w, struct sws_table *t, const Sws__RouteSet *rs)
 {
@@ -639,6 +714,7 @@ static void build_pools(table_writer_t *w, struct sws_table *t, const Sws__Route
             for (size_t r = 0; r < sws_routeset_member_width(pool->members[i]); r++, m++)
                 build_member(w, pool, pool->members[i], r, &members[m]);
         pools[p].nmembers = m - pools[p].first_member;
+        pools[p].digest = pool_digest(w->base, &pools[p], &members[pools[p].first_member]);
     }
 }
 
@@ -746,12 +822,12 @@ int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__Rou
     sws_routeset_pools_t pools;
     if (sws_routeset_check_pools(rs, &why, &pools) != 0)
         return sws_errf(err, errlen, "%s%s%s", why.path, why.path[0] ? ": " : "", why.msg);
-    table_layout(rs, &lay);
+    table_layout(rs, &pools, &lay);
     if (lay.total > arena_size || lay.total > UINT32_MAX) {
         sws_routeset_pools_free(&pools);
         if (lay.total > arena_size)
-            return sws_errf(err, errlen, "table needs %zu bytes, arena has %zu", lay.total,
-                            arena_size);
+            return sws_errf(err, errlen, "table needs %zu bytes, arena has %zu; raise "
+                            "server.table_size", lay.total, arena_size);
         return sws_errf(err, errlen, "table needs %zu bytes, more than 4 GiB", lay.total);
     }
 

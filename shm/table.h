@@ -164,6 +164,11 @@ typedef struct sws_pool {
     uint32_t cooldown_ms;
     sws_tstr_t tls_ca_pem;   /* over TLS and verify: trust anchors (PEM); else "" */
     sws_tstr_t tls_sni;      /* over TLS: the name to send and verify; "": the member's */
+    /* A 64-bit hash of everything above but the offsets (the strings'
+     * bytes instead) and of its members in order, likewise; never 0. Two
+     * generations' pools of one name with one digest are the same pool: a
+     * worker keeps its view of it (worker/upstream_pools.h, ADR 0048). */
+    uint64_t digest;
 } sws_pool_t;
 
 /* The id of a member that the RouteSet gave none (Member.id 0): a 64-bit
@@ -269,7 +274,8 @@ size_t sws_table_size(const Sws__RouteSet *rs);
 /* Build rs into arena (arena_size bytes, 8-byte aligned) stamped with
  * generation gen. Returns 0, or -1 with a message in err
  * ("hosts[0].routes[1].match: regex paths are not supported yet", "table
- * needs 123 bytes, arena has 100").
+ * needs 123 bytes, arena has 100; raise server.table_size": the arena is
+ * that key's size; nothing is written then).
  * Caller: supervisor only.
  *
  * Refused: whatever sws_routeset_check() refuses (shm/routeset_check.h),

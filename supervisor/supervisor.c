@@ -759,12 +759,10 @@ static int publish_routes(sws_supervisor_t *sup, const Sws__RouteSet *routes,
     sws_log(cause == PUBLISH_RELOAD ? SWS_LOG_NOTICE : SWS_LOG_INFO,
             "%sgeneration %llu published (%zu hosts, %zu routes) in %llu us", prefix[cause],
             (unsigned long long)gen, routes->n_hosts, nroutes, (unsigned long long)build_us);
-    static const sws_published_by_t by[] = { SWS_PUBLISHED_BY_FILE, SWS_PUBLISHED_BY_FILE,
-                                              SWS_PUBLISHED_BY_ADMIN, SWS_PUBLISHED_BY_INGRESS };
-    sws_admin_published(sup->admin, routes, gen, by[cause]);
-    keep_published(sup, routes);
     /* Idle workers would adopt it at their next event only. A full
-     * channel means the worker has messages to wake it already. */
+     * channel means the worker has messages to wake it already. Before
+     * the admin API's copy of the RouteSet, which at ingress scale costs
+     * more than the workers' adoption (bench/ingressbench.py). */
     for (unsigned i = 0; sup->workers != NULL && i < sup->nworkers; i++) {
         const worker_proc_t *w = &sup->workers[i];
         char why[256];
@@ -773,6 +771,10 @@ static int publish_routes(sws_supervisor_t *sup, const Sws__RouteSet *routes,
                           sizeof(why)) < 0 && errno != EAGAIN)
             sws_log_warn("worker %u: %s", w->index, why);
     }
+    static const sws_published_by_t by[] = { SWS_PUBLISHED_BY_FILE, SWS_PUBLISHED_BY_FILE,
+                                              SWS_PUBLISHED_BY_ADMIN, SWS_PUBLISHED_BY_INGRESS };
+    sws_admin_published(sup->admin, routes, gen, by[cause]);
+    keep_published(sup, routes);
     return 0;
 }
 

@@ -155,6 +155,8 @@ static int pool_build(sws_upstream_pool_t *p, const sws_table_t *t, const sws_po
     if (tp->tls && pool_tls(p, t, tp) < 0)
         return -1;
     sws_upstream_balance_prepare(&p->bal);
+    /* A pool whose TLS context could not be made is built again next time. */
+    p->digest = tp->protocol == SWS__POOL__PROTOCOL__HTTPS && p->tls_ctx == NULL ? 0 : tp->digest;
     return 0;
 }
 
@@ -185,25 +187,121 @@ static int id_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The ids of every member of pools, sorted (NULL when there are none or
- * memory is short): a search per old member instead of member_kept's walk
- * of every pool, which at 100,000 members in 10,000 pools was 10^9 steps,
- * tens of seconds of a worker's loop per generation (bench/ingressbench.py). */
-static uint64_t *sorted_ids(const sws_upstream_pool_t *pools, uint32_t n, size_t *count)
+/* The ids of the members of the pools rebuilt (kept[i] 0), sorted (NULL
+ * when there are none or memory is short): a search per old member
+ * instead of member_kept's walk of every pool, which at 100,000 members in
+ * 10,000 pools was 10^9 steps, tens of seconds of a worker's loop per
+ * generation (bench/ingressbench.py). */
+static uint64_t *sorted_ids(const sws_upstream_pool_t *pools, const uint8_t *kept, uint32_t n,
+                            size_t *count)
 {
     size_t k = 0;
     for (uint32_t i = 0; i < n; i++)
-        k += pools[i].bal.npeers;
+        k += kept[i] ? 0 : pools[i].bal.npeers;
     uint64_t *ids = k > 0 ? malloc(k * sizeof(*ids)) : NULL;
     if (ids == NULL)
         return NULL;
     k = 0;
     for (uint32_t i = 0; i < n; i++)
-        for (uint32_t j = 0; j < pools[i].bal.npeers; j++)
+        for (uint32_t j = 0; !kept[i] && j < pools[i].bal.npeers; j++)
             ids[k++] = pools[i].bal.peers[j].id;
     qsort(ids, k, sizeof(*ids), id_cmp);
     *count = k;
     return ids;
+}
+
+/* The current view's pools by name, for the new table's: the one after
+ * the last found first (a generation keeps the pools' order, give or take
+ * a pool added or removed: ingress pools come sorted), else a binary
+ * search over the names sorted once, at the first miss, so that a table
+ * of renamed pools costs n log n, not n^2. */
+typedef struct prev_index {
+    const sws_upstream_pools_t *v;
+    uint32_t next;
+    uint32_t *sorted; /* indexes into v->pools by name; NULL until a miss */
+} prev_index_t;
+
+static int name_cmp(const char *a, size_t alen, const char *b, size_t blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    return c != 0 ? c : (alen > blen) - (alen < blen);
+}
+
+static int sorted_cmp(const void *a, const void *b, void *ctx)
+{
+    const sws_upstream_pool_t *pools = ctx;
+    const sws_upstream_pool_t *x = &pools[*(const uint32_t *)a], *y = &pools[*(const uint32_t *)b];
+    return name_cmp(x->name, x->name_len, y->name, y->name_len);
+}
+
+static int prev_is(const prev_index_t *x, uint32_t i, const char *name, size_t len)
+{
+    const sws_upstream_pool_t *p = &x->v->pools[i];
+    return p->name_len == len && memcmp(p->name, name, len) == 0;
+}
+
+/* The index in the current view of the pool called name, or -1; -2 when
+ * out of memory. */
+static int64_t prev_find(prev_index_t *x, const char *name, size_t len)
+{
+    for (uint32_t i = x->next; i < x->next + 2 && i < x->v->npools; i++)
+        if (prev_is(x, i, name, len)) {
+            x->next = i + 1;
+            return i;
+        }
+    uint32_t n = x->v->npools;
+    if (x->sorted == NULL && n > 0) {
+        if ((x->sorted = malloc(n * sizeof(*x->sorted))) == NULL)
+            return -2;
+        for (uint32_t i = 0; i < n; i++)
+            x->sorted[i] = i;
+        qsort_r(x->sorted, n, sizeof(*x->sorted), sorted_cmp, x->v->pools);
+    }
+    for (uint32_t lo = 0, hi = n; lo < hi;) {
+        uint32_t mid = lo + (hi - lo) / 2, i = x->sorted[mid];
+        const sws_upstream_pool_t *p = &x->v->pools[i];
+        int c = name_cmp(name, len, p->name, p->name_len);
+        if (c == 0) {
+            x->next = i + 1;
+            return i;
+        }
+        if (c < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return -1;
+}
+
+/* The new view's pools: kept[i] 1 when pool i is the current view's
+ * prev[i] unchanged (same name and digest), to be moved; else built from
+ * the table, carrying from prev[i] (-1: a new pool). Nothing of the
+ * current view is touched yet. -1: out of memory. */
+static int pools_build(sws_upstream_pool_t *pools, uint8_t *kept, int64_t *prev, uint32_t n,
+                       const sws_upstream_pools_t *v, const sws_table_t *t)
+{
+    prev_index_t x = { v, 0, NULL };
+    int rc = 0;
+    for (uint32_t i = 0; i < n && rc == 0; i++) {
+        const sws_pool_t *tp = sws_table_pool(t, i);
+        prev[i] = prev_find(&x, sws_table_str(t, tp->name), tp->name.len);
+        if (prev[i] == -2) {
+            rc = -1;
+            break;
+        }
+        const sws_upstream_pool_t *from = prev[i] >= 0 ? &v->pools[prev[i]] : NULL;
+        if (from != NULL && from->digest != 0 && from->digest == tp->digest) {
+            kept[i] = 1;
+            continue;
+        }
+        if (pool_build(&pools[i], t, tp) < 0)
+            rc = -1;
+        else if (from != NULL)
+            sws_upstream_balance_carry(pools[i].bal.peers, pools[i].bal.npeers,
+                                       from->bal.peers, from->bal.npeers);
+    }
+    free(x.sorted);
+    return rc;
 }
 
 int sws_upstream_pools_adopt(sws_upstream_pools_t *v, const sws_table_t *t,
@@ -211,32 +309,38 @@ int sws_upstream_pools_adopt(sws_upstream_pools_t *v, const sws_table_t *t,
 {
     uint32_t n = sws_table_pool_count(t);
     sws_upstream_pool_t *pools = calloc(n ? n : 1, sizeof(*pools));
-    if (pools == NULL)
+    uint8_t *kept = calloc(n ? n : 1, sizeof(*kept));
+    int64_t *prev = calloc(n ? n : 1, sizeof(*prev));
+    if (pools == NULL || kept == NULL || prev == NULL ||
+        pools_build(pools, kept, prev, n, v, t) < 0) {
+        view_free(pools, pools != NULL ? n : 0); /* the kept ones are still zeroes */
+        free(kept);
+        free(prev);
         return sws_errf(err, errlen, "out of memory for the upstream pools");
-    for (uint32_t i = 0; i < n; i++) {
-        if (pool_build(&pools[i], t, sws_table_pool(t, i)) < 0) {
-            view_free(pools, n);
-            return sws_errf(err, errlen, "out of memory for the upstream pools");
-        }
-        sws_upstream_pool_t *prev =
-            sws_upstream_pools_find(v, pools[i].name, pools[i].name_len, i);
-        if (prev != NULL)
-            sws_upstream_balance_carry(pools[i].bal.peers, pools[i].bal.npeers,
-                                       prev->bal.peers, prev->bal.npeers);
     }
+    for (uint32_t i = 0; i < n; i++)
+        if (kept[i]) {
+            pools[i] = v->pools[prev[i]];
+            v->pools[prev[i]] = (sws_upstream_pool_t){ 0 }; /* moved: npeers 0 below */
+        }
+    /* A member of a pool kept is still there; one of a pool rebuilt or gone
+     * may be in a rebuilt pool only: a RouteSet has each id once, and a
+     * kept pool has the ids it had. */
     size_t nids = 0;
-    uint64_t *ids = sorted_ids(pools, n, &nids);
+    uint64_t *ids = sorted_ids(pools, kept, n, &nids);
     for (uint32_t i = 0; i < v->npools; i++) {
         const sws_upstream_balancer_t *b = &v->pools[i].bal;
         for (uint32_t j = 0; j < b->npeers; j++) {
             uint64_t id = b->peers[j].id;
-            int kept = ids != NULL ? bsearch(&id, ids, nids, sizeof(*ids), id_cmp) != NULL
-                                   : member_kept(pools, n, id);
-            if (!kept)
+            int still = ids != NULL ? bsearch(&id, ids, nids, sizeof(*ids), id_cmp) != NULL
+                                    : member_kept(pools, n, id);
+            if (!still)
                 sws_upstream_close_idle(s, id);
         }
     }
     free(ids);
+    free(kept);
+    free(prev);
     view_free(v->pools, v->npools);
     v->pools = pools;
     v->npools = n;

@@ -9,19 +9,23 @@
  * the proxy (worker/proxy.h) reads it. Single-threaded, like the worker.
  *
  * Across a reload (ADR 0012, 0013): a pool is the same pool when its name
- * is; its members carry their round-robin position, requests in flight and
- * passive health by member id (sws_upstream_balance_carry), so a reload
- * that adds one member leaves the others' turns and health as they were.
- * A member gone from every pool has its idle upstream connections closed
- * at the switch (they would only wait for their idle timeout); requests in
- * flight on it finish, and their report finds no member and is dropped.
+ * is. One whose digest (sws_pool_t.digest) did not change either is kept
+ * as it is, moved into the new view (ADR 0048): an ingress generation
+ * that changed one pool of 10,000 rebuilds that one. A changed pool is
+ * rebuilt and its members carry their round-robin position, requests in
+ * flight and passive health by member id (sws_upstream_balance_carry), so
+ * a reload that adds one member leaves the others' turns and health as
+ * they were. A member gone from every pool has its idle upstream
+ * connections closed at the switch (they would only wait for their idle
+ * timeout); requests in flight on it finish, and their report finds no
+ * member and is dropped.
  *
  * A pool over TLS (https; h2 or grpc with tls, the table's `tls`) gets one
- * client SSL_CTX per generation (its CA and verify setting are the
- * generation's); each member its SNI and the name its certificate must
- * carry: tls.sni, else the member's host name, else (an IP literal) no SNI
- * and its IP, and for h2 and grpc ALPN "h2". proxy.c hands &member->tls to
- * sws_upstream_get_tls() or sws_upstream_h2_submit().
+ * client SSL_CTX when it is built (its CA and verify setting are in its
+ * digest, so a kept pool keeps it); each member its SNI and the name its
+ * certificate must carry: tls.sni, else the member's host name, else (an
+ * IP literal) no SNI and its IP, and for h2 and grpc ALPN "h2". proxy.c
+ * hands &member->tls to sws_upstream_get_tls() or sws_upstream_h2_submit().
  *
  * A request keeps no pointer into the view across loop iterations (the
  * next generation frees it): it keeps the pool's name and index and asks
@@ -58,7 +62,8 @@ typedef struct sws_upstream_pool {
     char *key_name;                 /* owned */
     uint32_t retries;               /* further members tried after a failure */
     sws_upstream_conf_t conf;       /* keepalive and timeouts, for its connections */
-    SSL_CTX *tls_ctx;               /* over TLS: this generation's (ADR 0030); NULL: none */
+    SSL_CTX *tls_ctx;               /* over TLS: made when built (ADR 0030); NULL: none */
+    uint64_t digest;                /* the table's (sws_pool_t.digest); 0: rebuild it */
 } sws_upstream_pool_t;
 
 typedef struct sws_upstream_pools {
@@ -66,9 +71,11 @@ typedef struct sws_upstream_pools {
     uint32_t npools;                /* the table's pool count, same order */
 } sws_upstream_pools_t;
 
-/* Replace the view with one of table t, carrying state from the current
- * one (see the top), and close the idle connections in s of the members
- * gone. 0, or -1 with err set (out of memory): the view stays as it was.
+/* Replace the view with one of table t, keeping or carrying state from
+ * the current one (see the top), and close the idle connections in s of
+ * the members gone. Costs one pass over the pools plus the work of the
+ * pools that changed. 0, or -1 with err set (out of memory): the view
+ * stays as it was.
  * Addresses come as the table parsed them (no second parser); a member
  * that is a name nobody resolved is logged and counted down. */
 int sws_upstream_pools_adopt(sws_upstream_pools_t *v, const sws_table_t *t,

@@ -2,30 +2,33 @@
 #include "worker/upstream_stats.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/log.h"
 
+/* A slot of the open-addressing table (linear probing) of ids. */
 struct sws_upstream_stats_ix {
     uint64_t id;
-    uint32_t rec;
+    uint32_t rec; /* record index + 1; 0: an empty slot */
 };
 
-static int ix_cmp(const void *a, const void *b)
+/* Member ids are hashes already, but a source may give its own (1, 2, 3):
+ * spread them (Fibonacci hashing). */
+static uint32_t ix_first(const sws_upstream_stats_t *st, uint64_t id)
 {
-    uint64_t x = ((const sws_upstream_stats_ix_t *)a)->id;
-    uint64_t y = ((const sws_upstream_stats_ix_t *)b)->id;
-    return x < y ? -1 : x > y;
+    return (uint32_t)((id * 0x9e3779b97f4a7c15ull) >> 32) & (st->nslots - 1);
 }
 
 /* The record of member id, or NULL (the idle connections of a member the
  * view no longer has: closed at the switch, or a test's). */
 static sws_shm_member_stats_t *rec_of(sws_upstream_stats_t *st, uint64_t id)
 {
-    sws_upstream_stats_ix_t key = { .id = id };
     if (st->n == 0)
         return NULL;
-    const sws_upstream_stats_ix_t *k = bsearch(&key, st->ix, st->n, sizeof(*st->ix), ix_cmp);
-    return k != NULL ? &st->recs[k->rec] : NULL;
+    for (uint32_t i = ix_first(st, id); st->ix[i].rec != 0; i = (i + 1) & (st->nslots - 1))
+        if (st->ix[i].id == id)
+            return &st->recs[st->ix[i].rec - 1];
+    return NULL;
 }
 
 /* Timers run after the iteration's events: this publication has them all,
@@ -55,11 +58,14 @@ void sws_upstream_stats_adopted(sws_upstream_stats_t *st)
         n += st->pools->pools[p].bal.npeers;
     if (n > SWS_SHM_MEMBER_STATS_MAX)
         n = SWS_SHM_MEMBER_STATS_MAX; /* the table refuses more (SWS_ROUTESET_MEMBERS_MAX) */
-    if (n > st->cap) {
-        sws_shm_member_stats_t *recs = realloc(st->recs, n * sizeof(*recs));
+    uint32_t nslots = 2;
+    while (nslots < 2 * n)
+        nslots <<= 1;
+    if (n > st->cap || nslots > st->nslots) {
+        sws_shm_member_stats_t *recs = realloc(st->recs, (n ? n : 1) * sizeof(*recs));
         if (recs != NULL)
             st->recs = recs;
-        sws_upstream_stats_ix_t *ix = realloc(st->ix, n * sizeof(*ix));
+        sws_upstream_stats_ix_t *ix = realloc(st->ix, nslots * sizeof(*ix));
         if (ix != NULL)
             st->ix = ix;
         if (recs == NULL || ix == NULL) {
@@ -71,15 +77,19 @@ void sws_upstream_stats_adopted(sws_upstream_stats_t *st)
         }
         st->cap = n;
     }
+    st->nslots = nslots;
+    memset(st->ix, 0, nslots * sizeof(*st->ix));
     uint32_t k = 0;
     for (uint32_t p = 0; p < st->pools->npools; p++) {
         const sws_upstream_balancer_t *b = &st->pools->pools[p].bal;
-        for (uint32_t i = 0; i < b->npeers && k < n; i++, k++)
-            st->ix[k] = (sws_upstream_stats_ix_t){ b->peers[i].id, k };
+        for (uint32_t i = 0; i < b->npeers && k < n; i++, k++) {
+            uint32_t s = ix_first(st, b->peers[i].id);
+            while (st->ix[s].rec != 0)
+                s = (s + 1) & (nslots - 1);
+            st->ix[s] = (sws_upstream_stats_ix_t){ b->peers[i].id, k + 1 };
+        }
     }
     st->n = n;
-    if (n > 0) /* with none, ix may still be NULL, which qsort must not get */
-        qsort(st->ix, n, sizeof(*st->ix), ix_cmp);
     sws_upstream_stats_publish(st);
 }
 
@@ -142,5 +152,5 @@ void sws_upstream_stats_close(sws_upstream_stats_t *st)
     free(st->ix);
     st->recs = NULL;
     st->ix = NULL;
-    st->n = st->cap = 0;
+    st->n = st->cap = st->nslots = 0;
 }
