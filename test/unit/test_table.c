@@ -864,7 +864,10 @@ static void test_large_set_builds(void **state)
 
 /* The build's shortcuts (the check's counts instead of a second parse of
  * every address) write the same bytes as before them: an FNV-1a of each
- * table, built into a zeroed arena, as the build of 0040948 wrote it. */
+ * table, built into a zeroed arena, as the build of 0040948 wrote it
+ * (ADR 0049), then with the layout changes since (the pool's tls field,
+ * Settings' server_tokens). A change of layout updates these values; a
+ * change of them without one is a defect. */
 static uint64_t table_fnv(Sws__RouteSet *rs)
 {
     char err[256] = "";
@@ -898,10 +901,10 @@ static void test_table_bytes_as_before(void **state)
         Sws__RouteSet *(*make)(void);
         uint64_t fnv;
     } sets[] = {
-        { actions_fixture, 0x88ded8a718312529ull },
-        { pools_fixture, 0xf9b4258b100402a7ull },
-        { resolved_fixture, 0x9224140e0177cb81ull },
-        { large_set, 0x5335cc8d2f8ccbc9ull },
+        { actions_fixture, 0x7b54d461999a789eull },
+        { pools_fixture, 0x0173ea09436f2fc8ull },
+        { resolved_fixture, 0x01ef97f03d5212ecull },
+        { large_set, 0x02d8dd22b4583770ull },
     };
     for (size_t i = 0; i < sizeof(sets) / sizeof(sets[0]); i++) {
         uint64_t h = table_fnv(sets[i].make());
