@@ -147,10 +147,9 @@ static int handoff_fd(void)
     char *end;
     errno = 0;
     long fd = strtol(v, &end, 10);
-    unsetenv(SWS_UPGRADE_ENV);
-    if (errno != 0 || end == v || *end != '\0' || fd < 3 || fd > INT_MAX)
-        return -2;
-    return (int)fd;
+    int bad = errno != 0 || end == v || *end != '\0' || fd < 3 || fd > INT_MAX;
+    sws_proctitle_unsetenv(SWS_UPGRADE_ENV); /* frees v */
+    return bad ? -2 : (int)fd;
 }
 
 /* The supervisor reloads the file by name, from wherever; and ps shows it. */

@@ -78,6 +78,21 @@ int sws_proctitle_init(int argc, char **argv)
     return 0;
 }
 
+void sws_proctitle_unsetenv(const char *name)
+{
+    size_t len = strlen(name);
+    char *ours = NULL;
+    for (size_t i = 0; proctitle.env_copy != NULL && environ == proctitle.env_copy &&
+                       environ[i] != NULL; i++) {
+        if (strncmp(environ[i], name, len) == 0 && environ[i][len] == '=') {
+            ours = environ[i];
+            break;
+        }
+    }
+    unsetenv(name);
+    free(ours);
+}
+
 void sws_proctitle_set(const char *fmt, ...)
 {
     if (proctitle.area == NULL || proctitle.size < 2)

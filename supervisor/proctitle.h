@@ -27,4 +27,8 @@ int sws_proctitle_init(int argc, char **argv);
  * Does nothing if sws_proctitle_init() was not called or failed. */
 void sws_proctitle_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+/* unsetenv(name), freeing the heap copy sws_proctitle_init() made of its
+ * string (unsetenv only drops the pointer: the copy would leak). */
+void sws_proctitle_unsetenv(const char *name);
+
 #endif

@@ -29,7 +29,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 # test file by hand.
 BUILD_DIR = os.environ.get("SCALWS_BUILD", "build")
 
-SANITIZER_PATTERNS = ("ERROR: AddressSanitizer", "runtime error:")
+SANITIZER_PATTERNS = ("ERROR: AddressSanitizer", "ERROR: LeakSanitizer", "runtime error:")
 
 # Servers started and not yet stopped: run.py's watchdog kills them if a test
 # hangs past its bound.
