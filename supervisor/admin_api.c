@@ -279,7 +279,7 @@ static void get_status(sws_admin_api_t *api, sws_admin_reply_t *reply)
 static void get_probe(sws_admin_api_t *api, int ready_probe, sws_admin_reply_t *reply)
 {
     const char *why = NULL;
-    if (ready_probe && api->routes == NULL)
+    if (ready_probe && api->packed == NULL)
         why = "no routing table published yet";
     else if (ready_probe)
         sws_ingress_sub_ready(api->ingress, &why);
@@ -292,7 +292,9 @@ static void get_probe(sws_admin_api_t *api, int ready_probe, sws_admin_reply_t *
 static void get_pools(sws_admin_api_t *api, sws_admin_reply_t *reply)
 {
     sws_json_out_t *o = &reply->body;
-    const Sws__RouteSet *rs = api->routes;
+    const Sws__RouteSet *rs = sws_admin_api_routes(api);
+    if (rs == NULL)
+        return reply_error(reply, 500, "out of memory");
     uint32_t k = 0; /* the member's index in the table: the workers' hint */
     sws_json_lit(o, "{\"generation\": ");
     sws_json_u64(o, api->generation);
@@ -448,7 +450,10 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     if (parse_member_body(body, len, &has_weight, &weight, &has_state, &state, err,
                           sizeof(err)) < 0)
         return reply_error(reply, 400, "%s", err);
-    if (find_pool(api->routes, pool_name) == NULL)
+    const Sws__RouteSet *cur = sws_admin_api_routes(api);
+    if (cur == NULL)
+        return reply_error(reply, 500, "out of memory");
+    if (find_pool(cur, pool_name) == NULL)
         return reply_error(reply, 404, "no pool \"%s\"", pool_name);
     /* A name is resolved now, as the file's are at a reload (ADR 0024): a
      * PUT of a known name takes its current addresses. */
@@ -457,7 +462,7 @@ static void put_member_req(sws_admin_api_t *api, const char *pool_name, const ch
     if (a.family == AF_UNSPEC && resolve(&a, &res, err, sizeof(err)) < 0)
         return reply_error(reply, 422, "member \"%s\": %s; nothing changed", addr, err);
 
-    Sws__RouteSet *next = sws_routeset_copy(api->routes);
+    Sws__RouteSet *next = sws_routeset_copy(cur);
     if (next == NULL)
         return reply_error(reply, 500, "out of memory");
     Sws__Pool *pool = find_pool(next, pool_name);
@@ -518,12 +523,15 @@ static void delete_member_req(sws_admin_api_t *api, const char *pool_name, const
                               sws_admin_reply_t *reply)
 {
     sws_routeset_addr_t a;
-    const Sws__Pool *cur = find_pool(api->routes, pool_name);
+    const Sws__RouteSet *routes = sws_admin_api_routes(api);
+    if (routes == NULL)
+        return reply_error(reply, 500, "out of memory");
+    const Sws__Pool *cur = find_pool(routes, pool_name);
     if (cur == NULL)
         return reply_error(reply, 404, "no pool \"%s\"", pool_name);
     if (sws_routeset_address_problem(addr, 1, &a) != NULL || find_member(cur, a.key) == cur->n_members)
         return reply_error(reply, 404, "pool \"%s\" has no member \"%s\"", pool_name, addr);
-    Sws__RouteSet *next = sws_routeset_copy(api->routes);
+    Sws__RouteSet *next = sws_routeset_copy(routes);
     if (next == NULL)
         return reply_error(reply, 500, "out of memory");
     Sws__Pool *pool = find_pool(next, pool_name);
@@ -601,7 +609,7 @@ void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *
             get_probe(api, seg[0][0] == 'r', reply);
     } else if (n < 2 || strcmp(seg[0], "v1") != 0)
         reply_error(reply, 404, "no such endpoint (see docs/admin-api.md)");
-    else if (api->routes == NULL)
+    else if (api->packed == NULL)
         reply_error(reply, 503, "no routing table published yet");
     else if (n == 2 && strcmp(seg[1], "status") == 0) {
         if (method_is(method, "GET", "GET, HEAD", reply))
@@ -628,6 +636,16 @@ void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *
 
 /* ---- publications ---- */
 
+static void drop_routes(sws_admin_api_t *api)
+{
+    if (api->routes != NULL)
+        sws__route_set__free_unpacked(api->routes, NULL);
+    api->routes = NULL;
+    free(api->packed);
+    api->packed = NULL;
+    api->packed_len = 0;
+}
+
 int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint64_t gen,
                             sws_published_by_t by)
 {
@@ -639,21 +657,27 @@ int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint6
                        api->changes);
     if (by != SWS_PUBLISHED_BY_ADMIN)
         api->changes = 0;
-    if (api->routes != NULL)
-        sws__route_set__free_unpacked(api->routes, NULL);
-    api->routes = sws_routeset_copy(rs);
+    drop_routes(api);
     api->generation = gen;
-    if (api->routes == NULL) {
-        sws_log_error("admin API: out of memory copying generation %llu; changes refused until "
+    size_t len = sws__route_set__get_packed_size(rs);
+    api->packed = malloc(len > 0 ? len : 1);
+    if (api->packed == NULL) {
+        sws_log_error("admin API: out of memory keeping generation %llu; changes refused until "
                       "the next publication", (unsigned long long)gen);
         return -1;
     }
+    api->packed_len = sws__route_set__pack(rs, api->packed);
     return 0;
+}
+
+const Sws__RouteSet *sws_admin_api_routes(sws_admin_api_t *api)
+{
+    if (api->routes == NULL && api->packed != NULL)
+        api->routes = sws__route_set__unpack(NULL, api->packed_len, api->packed);
+    return api->routes;
 }
 
 void sws_admin_api_free(sws_admin_api_t *api)
 {
-    if (api->routes != NULL)
-        sws__route_set__free_unpacked(api->routes, NULL);
-    api->routes = NULL;
+    drop_routes(api);
 }

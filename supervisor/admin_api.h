@@ -12,7 +12,8 @@
  *                                              subscribed to ingressd, its first
  *                                              snapshot applied); else 503
  *
- * A change copies the RouteSet published last, edits the copy, passes it
+ * A change copies the RouteSet published last (kept packed, unpacked at
+ * the first request that reads it), edits the copy, passes it
  * through sws_routeset_check() and hands it to publish(): the supervisor's
  * one publication path, which calls sws_admin_api_published() on success
  * like for any other source. Refused input gets a 4xx and {"error": "..."},
@@ -54,7 +55,12 @@ typedef int (*sws_admin_upgrade_fn)(void *ctx, const char *binary, long *pid, ch
                                     size_t errlen);
 
 typedef struct sws_admin_api {
-    Sws__RouteSet *routes;   /* a copy of the RouteSet published last (owned); NULL before */
+    /* The RouteSet published last, packed (owned; NULL before the first):
+     * a pack per publication, where a copy (pack, unpack, free the last)
+     * cost the supervisor more than the table build at ingress scale. */
+    uint8_t *packed;
+    size_t packed_len;
+    Sws__RouteSet *routes;   /* packed, unpacked when a request needs it (owned); NULL: not yet */
     uint64_t generation;     /* its generation */
     unsigned changes;        /* admin changes published since the file's last publication */
     sws_shm_t *shm;          /* read only: generations and counters; NULL: none shown */
@@ -96,6 +102,11 @@ typedef enum sws_published_by {
  * publication). */
 int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint64_t gen,
                             sws_published_by_t by);
+
+/* The RouteSet published last, unpacked on first use and kept until the
+ * next publication (owned by api): NULL before the first publication or
+ * when out of memory. */
+const Sws__RouteSet *sws_admin_api_routes(sws_admin_api_t *api);
 
 void sws_admin_api_free(sws_admin_api_t *api);
 

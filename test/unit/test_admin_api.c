@@ -111,9 +111,11 @@ static const char *call(fixture_t *f, const char *method, const char *target, co
 
 static const Sws__Pool *pool_of(fixture_t *f, const char *name)
 {
-    for (size_t i = 0; i < f->api.routes->n_pools; i++)
-        if (strcmp(f->api.routes->pools[i]->name, name) == 0)
-            return f->api.routes->pools[i];
+    const Sws__RouteSet *rs = sws_admin_api_routes(&f->api);
+    assert_non_null(rs);
+    for (size_t i = 0; i < rs->n_pools; i++)
+        if (strcmp(rs->pools[i]->name, name) == 0)
+            return rs->pools[i];
     fail_msg("no pool %s", name);
     return NULL;
 }
@@ -146,14 +148,14 @@ static void test_probes_health_always_ready_once_a_table_is_served(void **state)
     call(f, "POST", "/readyz", NULL);
     assert_int_equal(f->reply.status, 405);
     /* Before the first publication. */
-    Sws__RouteSet *routes = f->api.routes;
-    f->api.routes = NULL;
+    uint8_t *packed = f->api.packed;
+    f->api.packed = NULL;
     assert_string_equal(call(f, "GET", "/readyz", NULL),
                         "{\"error\": \"not ready: no routing table published yet\"}\n");
     assert_int_equal(f->reply.status, 503);
     call(f, "GET", "/healthz", NULL);
     assert_int_equal(f->reply.status, 200);
-    f->api.routes = routes;
+    f->api.packed = packed;
 }
 
 #define NO_LIVE ", \"health\": \"up\", \"down_workers\": 0, \"connections\": 0, \"idle\": 0, " \
@@ -422,7 +424,7 @@ static void test_an_ingress_publication_says_it_replaces_admin_changes(void **st
     int saved = sws_log_fd();
     sws_log_set_fd(fds[1]);
     sws_log_set_level(SWS_LOG_NOTICE);
-    Sws__RouteSet *rs = sws_routeset_copy(f->api.routes);
+    Sws__RouteSet *rs = sws_routeset_copy(sws_admin_api_routes(&f->api));
     assert_non_null(rs);
     assert_int_equal(sws_admin_api_published(&f->api, rs, f->api.generation + 1,
                                              SWS_PUBLISHED_BY_INGRESS), 0);
