@@ -246,6 +246,7 @@ int sws_shm_create(sws_shm_t *shm, size_t arena_size, unsigned narenas, unsigned
     shm->fd = fd;
     shm->base = base;
     shm->size = lay.total;
+    shm->warm = 0;
     return 0;
 }
 
@@ -297,6 +298,7 @@ int sws_shm_attach(sws_shm_t *shm, int fd, char *err, size_t errlen)
     shm->fd = fd;
     shm->base = base;
     shm->size = size;
+    shm->warm = 0;
     return 0;
 }
 
@@ -372,6 +374,33 @@ int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, 
                           memory_order_release);
     *gen_out = gen;
     return 0;
+}
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
+#endif
+
+void sws_shm_warm(sws_shm_t *shm)
+{
+    shm_header_t *h = header(shm);
+    uint64_t word = atomic_load_explicit(&h->current, memory_order_relaxed);
+    if (word == 0)
+        return;
+    size_t used = sws_table_bytes(arena_table(shm, WORD_ARENA(word)));
+    size_t want = used + used / 4;
+    if (want > h->arena_size)
+        want = h->arena_size;
+    if (want <= shm->warm)
+        return;
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (unsigned i = 0; i < h->narenas; i++) {
+        uintptr_t from = (uintptr_t)arena_table(shm, i) + shm->warm;
+        uintptr_t to = (uintptr_t)arena_table(shm, i) + want;
+        from &= ~(page - 1);
+        if (madvise((void *)from, to - from, MADV_POPULATE_WRITE) < 0)
+            break; /* an older kernel: the builds fault pages in as before */
+    }
+    shm->warm = want;
 }
 
 uint64_t sws_shm_current_generation(const sws_shm_t *shm)

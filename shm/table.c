@@ -403,6 +403,11 @@ static void table_layout(const Sws__RouteSet *rs, const sws_routeset_pools_t *ch
     lay->total = align8(off + strings);
 }
 
+size_t sws_table_bytes(const sws_table_t *t)
+{
+    return t->size;
+}
+
 size_t sws_table_size(const Sws__RouteSet *rs)
 {
     table_layout_t lay;

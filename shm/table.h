@@ -271,6 +271,10 @@ typedef struct sws_tcert {
  * check an arena is large enough before touching it. */
 size_t sws_table_size(const Sws__RouteSet *rs);
 
+/* Bytes a built table occupies in its arena (what sws_table_size() said
+ * for its RouteSet). */
+size_t sws_table_bytes(const sws_table_t *t);
+
 /* Build rs into arena (arena_size bytes, 8-byte aligned) stamped with
  * generation gen. Returns 0, or -1 with a message in err
  * ("hosts[0].routes[1].match: regex paths are not supported yet", "table

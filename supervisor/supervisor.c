@@ -775,6 +775,7 @@ static int publish_routes(sws_supervisor_t *sup, const Sws__RouteSet *routes,
                                               SWS_PUBLISHED_BY_ADMIN, SWS_PUBLISHED_BY_INGRESS };
     sws_admin_published(sup->admin, routes, gen, by[cause]);
     keep_published(sup, routes);
+    sws_shm_warm(&sup->shm);
     return 0;
 }
 

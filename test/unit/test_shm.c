@@ -129,6 +129,60 @@ static void test_publish_and_acquire(void **state)
     sws_shm_close(&shm);
 }
 
+/* Pages of the region in memory (mincore), for sws_shm_warm. */
+static size_t resident_pages(const sws_shm_t *shm)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t n = (shm->size + page - 1) / page;
+    unsigned char *vec = malloc(n);
+    assert_non_null(vec);
+    assert_int_equal(mincore(shm->base, shm->size, vec), 0);
+    size_t in = 0;
+    for (size_t i = 0; i < n; i++)
+        in += vec[i] & 1;
+    free(vec);
+    return in;
+}
+
+/* After a publication the supervisor faults in every arena up to the
+ * current table's size and a quarter more, so that the next builds (into
+ * arenas never written) do not pay those page faults; the tables read as
+ * before, and a smaller table never shrinks what is warm. */
+static void test_warm_faults_every_arena_in(void **state)
+{
+    (void)state;
+    sws_shm_t shm;
+    char err[256] = "";
+    if (sws_shm_create(&shm, 1u << 20, 4, 1, err, sizeof(err)) != 0)
+        fail_msg("create failed: %s", err);
+    sws_shm_warm(&shm); /* nothing published: nothing to size it by */
+    assert_int_equal(shm.warm, 0);
+    /* A table of some 50 pages: a body of 200,000 bytes. */
+    char *big = malloc(200001);
+    assert_non_null(big);
+    memset(big, 'o', 200000);
+    big[200000] = '\0';
+    assert_int_equal(publish(&shm, big), 1);
+    size_t before = resident_pages(&shm);
+    sws_shm_warm(&shm);
+    assert_true(shm.warm >= 200000 && shm.warm <= 1u << 20);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    /* Three arenas never written before, each now at least warm's pages
+     * (less the one its first page may share with what was resident). */
+    assert_true(resident_pages(&shm) >= before + 3 * (shm.warm / page - 1));
+    size_t warm = shm.warm;
+    const sws_table_t *t = sws_shm_reader_acquire(&shm, 0, getpid());
+    assert_non_null(t);
+    assert_string_equal(body_of(t), big);
+    free(big);
+    assert_int_equal(publish(&shm, "two"), 2);
+    sws_shm_warm(&shm);
+    assert_int_equal(shm.warm, warm);
+    t = sws_shm_reader_acquire(&shm, 0, getpid());
+    assert_string_equal(body_of(t), "two");
+    sws_shm_close(&shm);
+}
+
 static void test_counters_per_slot(void **state)
 {
     (void)state;
@@ -578,6 +632,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_publish_and_acquire),
         cmocka_unit_test(test_counters_per_slot),
+        cmocka_unit_test(test_warm_faults_every_arena_in),
         cmocka_unit_test(test_held_arena_never_reused),
         cmocka_unit_test(test_table_too_large),
         cmocka_unit_test(test_invalid_routeset_keeps_current),
