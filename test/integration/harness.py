@@ -212,6 +212,24 @@ class Process:
                 if any(p in line for p in SANITIZER_PATTERNS)]
 
 
+def socket_inodes(pid):
+    """The inodes of the sockets process pid holds (from /proc/PID/fd), to
+    match against /proc/net/tcp*; empty when pid is gone."""
+    inodes = set()
+    try:
+        fds = os.listdir("/proc/%d/fd" % pid)
+    except OSError:
+        return inodes
+    for fd in fds:
+        try:
+            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[len("socket:["):-1])
+    return inodes
+
+
 class Server(Process):
     """One scalwsd with a temp dir holding its config (scalws.yaml), its
     stderr (error.log) and stdout (access.log). stop() leaves no process of

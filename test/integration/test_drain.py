@@ -7,7 +7,6 @@ shutdown_timeout everything left is cut, the log counts it and the worker
 exits. (test_process.py has the plain download and the idle server's exit,
 test_http2.py the h2c GOAWAYs, test_tunnel.py the tunnel alone.)"""
 
-import hashlib
 import os
 import signal
 import socket
@@ -20,7 +19,7 @@ from certs import make_pair
 from harness import TIMEOUT, ConnectionClosed, ServerTestCase, connect_refused, free_port, \
     make_config, request
 from test_http2 import DATA, FLAG_END_STREAM, GOAWAY, HEADERS, PREFACE, RawH2, hpack
-from test_process import SlowDownload
+from test_process import SlowDownload, write_big_file
 from test_tunnel import _ClientReader, ws_handshake
 
 if hpack is not None:  # python3-h2, as test_http2.py
@@ -39,18 +38,6 @@ HOSTS = """
     - path: /
       static: {root: www}
 """
-
-
-def write_file(path, size):
-    """size bytes, every MiB different; returns the sha256."""
-    block = hashlib.sha256(b"drain").digest() * (1024 * 1024 // 32)
-    digest = hashlib.sha256()
-    with open(path, "wb") as f:
-        for i in range(size // len(block)):
-            data = i.to_bytes(4, "big") + block[4:]
-            f.write(data)
-            digest.update(data)
-    return digest.hexdigest()
 
 
 class _TlsSock:
@@ -120,7 +107,7 @@ class Drain(ServerTestCase):
         srv = self.server(cfg, start=False)
         os.makedirs(os.path.join(srv.dir, "www"))
         if big:
-            self.want = write_file(os.path.join(srv.dir, "www", "big.bin"), big)
+            self.want = write_big_file(os.path.join(srv.dir, "www"), big)
         if tls_port:
             make_pair(srv.dir, "a", "a.test", kind="ec")
         srv.start()

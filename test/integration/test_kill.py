@@ -10,8 +10,8 @@ import signal
 import threading
 import time
 
-from harness import (HELLO_BODY, HELLO_HOSTS, ConnectionClosed, Client, ServerTestCase,
-                     connect_refused, make_config, poll, process_state, scale)
+from harness import (HELLO_BODY, HELLO_HOSTS, Client, ConnectionClosed, ServerTestCase,
+                     connect_refused, make_config, poll, process_state, scale, socket_inodes)
 
 KEEPALIVE_CLIENTS = 6
 NEWCONN_CLIENTS = 2
@@ -23,16 +23,8 @@ STAMP = r"^(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3})Z"
 def held_ports(pid, port):
     """The client ports of the established TCP connections to `port` that
     process pid holds (its fds matched to /proc/net/tcp by inode)."""
-    inodes = set()
-    try:
-        for fd in os.listdir("/proc/%d/fd" % pid):
-            try:
-                link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-            except OSError:
-                continue
-            if link.startswith("socket:["):
-                inodes.add(link[8:-1])
-    except OSError:
+    inodes = socket_inodes(pid)
+    if not inodes:
         return set()
     ports = set()
     with open("/proc/net/tcp") as f:

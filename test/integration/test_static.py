@@ -6,7 +6,7 @@ import os
 import re
 import resource
 
-from harness import Client, ServerTestCase, curl, make_config, poll, static_hosts
+from harness import Client, ServerTestCase, curl, make_config, poll, socket_inodes, static_hosts
 
 ALPHABET = b"0123456789abcdefghijklmnopqrstuvwxyz\n"  # 37 bytes
 SECRET = b"TOP-SECRET-outside-the-root"
@@ -45,14 +45,7 @@ PING_STATIC_HOSTS = """
 def client_sockets(pid):
     """How many TCP connections process pid holds (its sockets that are in
     /proc/net/tcp* and not listening)."""
-    inodes = set()
-    for fd in os.listdir("/proc/%d/fd" % pid):
-        try:
-            link = os.readlink("/proc/%d/fd/%s" % (pid, fd))
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[len("socket:["):-1])
+    inodes = socket_inodes(pid)
     n = 0
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         with open(table) as f:
