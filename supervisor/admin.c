@@ -557,3 +557,10 @@ void sws_admin_release(sws_admin_t *admin)
     admin->keep_files = 1;
     sws_admin_stop(admin);
 }
+
+void sws_admin_published_packed(sws_admin_t *admin, const uint8_t *packed, size_t len,
+                                uint64_t gen, sws_published_by_t by)
+{
+    if (admin != NULL)
+        sws_admin_api_published_packed(&admin->api, packed, len, gen, by);
+}

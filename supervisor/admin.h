@@ -101,6 +101,9 @@ void sws_admin_set_ingress(sws_admin_t *admin, const struct sws_ingress_sub *ing
 /* Every publication (see sws_admin_api_published). */
 void sws_admin_published(sws_admin_t *admin, const Sws__RouteSet *rs, uint64_t gen,
                          sws_published_by_t by);
+/* The same, already packed (sws_admin_api_published_packed). */
+void sws_admin_published_packed(sws_admin_t *admin, const uint8_t *packed, size_t len,
+                                uint64_t gen, sws_published_by_t by);
 
 /* In a forked child: close every admin descriptor, touching nothing else
  * (the child leaves the loop, and the socket files stay the parent's). */

@@ -636,6 +636,26 @@ void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *
 
 /* ---- publications ---- */
 
+/* A publication not by the admin API replaces its changes: said once. */
+static void note_source(sws_admin_api_t *api, uint64_t gen, sws_published_by_t by)
+{
+    if (by != SWS_PUBLISHED_BY_ADMIN && api->changes > 0)
+        sws_log_notice("admin API: generation %llu from %s replaces the %u change(s) made "
+                       "through the admin API", (unsigned long long)gen,
+                       by == SWS_PUBLISHED_BY_FILE ? "the configuration file"
+                                                   : "ingressd (merged with the file's routes)",
+                       api->changes);
+    if (by != SWS_PUBLISHED_BY_ADMIN)
+        api->changes = 0;
+}
+
+static int kept_nothing(uint64_t gen)
+{
+    sws_log_error("admin API: out of memory keeping generation %llu; changes refused until "
+                  "the next publication", (unsigned long long)gen);
+    return -1;
+}
+
 static void drop_routes(sws_admin_api_t *api)
 {
     if (api->routes != NULL)
@@ -649,24 +669,28 @@ static void drop_routes(sws_admin_api_t *api)
 int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint64_t gen,
                             sws_published_by_t by)
 {
-    if (by != SWS_PUBLISHED_BY_ADMIN && api->changes > 0)
-        sws_log_notice("admin API: generation %llu from %s replaces the %u change(s) made "
-                       "through the admin API", (unsigned long long)gen,
-                       by == SWS_PUBLISHED_BY_FILE ? "the configuration file"
-                                                   : "ingressd (merged with the file's routes)",
-                       api->changes);
-    if (by != SWS_PUBLISHED_BY_ADMIN)
-        api->changes = 0;
+    note_source(api, gen, by);
     drop_routes(api);
     api->generation = gen;
     size_t len = sws__route_set__get_packed_size(rs);
     api->packed = malloc(len > 0 ? len : 1);
-    if (api->packed == NULL) {
-        sws_log_error("admin API: out of memory keeping generation %llu; changes refused until "
-                      "the next publication", (unsigned long long)gen);
-        return -1;
-    }
+    if (api->packed == NULL)
+        return kept_nothing(gen);
     api->packed_len = sws__route_set__pack(rs, api->packed);
+    return 0;
+}
+
+int sws_admin_api_published_packed(sws_admin_api_t *api, const uint8_t *packed, size_t len,
+                                   uint64_t gen, sws_published_by_t by)
+{
+    note_source(api, gen, by);
+    drop_routes(api);
+    api->generation = gen;
+    api->packed = malloc(len > 0 ? len : 1);
+    if (api->packed == NULL)
+        return kept_nothing(gen);
+    memcpy(api->packed, packed, len);
+    api->packed_len = len;
     return 0;
 }
 

@@ -103,6 +103,11 @@ typedef enum sws_published_by {
 int sws_admin_api_published(sws_admin_api_t *api, const Sws__RouteSet *rs, uint64_t gen,
                             sws_published_by_t by);
 
+/* The same from the RouteSet already packed (the supervisor keeps it so
+ * for a binary upgrade): the bytes are copied, not packed again. */
+int sws_admin_api_published_packed(sws_admin_api_t *api, const uint8_t *packed, size_t len,
+                                   uint64_t gen, sws_published_by_t by);
+
 /* The RouteSet published last, unpacked on first use and kept until the
  * next publication (owned by api): NULL before the first publication or
  * when out of memory. */

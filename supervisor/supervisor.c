@@ -721,19 +721,20 @@ typedef enum publish_cause {
 /* What a binary upgrade hands over is the table as served, whoever made
  * it (file, admin API, ingressd): kept packed, the form it crosses in. A
  * copy that fails is said once; an upgrade then sends the one before. */
-static void keep_published(sws_supervisor_t *sup, const Sws__RouteSet *routes)
+static int keep_published(sws_supervisor_t *sup, const Sws__RouteSet *routes)
 {
     size_t len = sws__route_set__get_packed_size(routes);
     uint8_t *buf = malloc(len > 0 ? len : 1);
     if (buf == NULL) {
         sws_log_error("out of memory keeping the published routes; an upgrade now would hand "
                       "over an older set");
-        return;
+        return -1;
     }
     sws__route_set__pack(routes, buf);
     free(sup->published);
     sup->published = buf;
     sup->published_len = len;
+    return 0;
 }
 
 /* Publish routes as they are as the next generation: 0, or what
@@ -773,8 +774,12 @@ static int publish_routes(sws_supervisor_t *sup, const Sws__RouteSet *routes,
     }
     static const sws_published_by_t by[] = { SWS_PUBLISHED_BY_FILE, SWS_PUBLISHED_BY_FILE,
                                               SWS_PUBLISHED_BY_ADMIN, SWS_PUBLISHED_BY_INGRESS };
-    sws_admin_published(sup->admin, routes, gen, by[cause]);
-    keep_published(sup, routes);
+    /* One pack for both the upgrade's copy and the admin API's. */
+    if (keep_published(sup, routes) == 0)
+        sws_admin_published_packed(sup->admin, sup->published, sup->published_len, gen,
+                                   by[cause]);
+    else
+        sws_admin_published(sup->admin, routes, gen, by[cause]);
     sws_shm_warm(&sup->shm);
     return 0;
 }

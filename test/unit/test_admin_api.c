@@ -481,6 +481,34 @@ static void test_added_member_ids_are_derived_not_counted(void **state)
     assert_int_not_equal(sws_member_id("api", "10.0.0.8:80"), sws_member_id("api", "10.0.0.7:80"));
 }
 
+/* The supervisor hands its publication already packed (the copy a binary
+ * upgrade sends): the admin API keeps those bytes, reads the same pools
+ * from them, and a publication from the file still replaces the admin
+ * API's changes. */
+static void test_a_packed_publication_reads_as_the_routeset(void **state)
+{
+    fixture_t *f = *state;
+    call(f, "PUT", "/v1/pools/api/members/127.0.0.1:1", NULL);
+    assert_int_equal(f->api.changes, 1);
+    const Sws__Pool *api = pool_of(f, "api");
+    size_t members = api->n_members;
+    char *pools = strdup(call(f, "GET", "/v1/pools", NULL));
+    assert_non_null(pools);
+    const Sws__RouteSet *rs = sws_admin_api_routes(&f->api);
+    size_t len = sws__route_set__get_packed_size(rs);
+    uint8_t *packed = malloc(len);
+    assert_non_null(packed);
+    sws__route_set__pack(rs, packed);
+    uint64_t gen = f->api.generation;
+    assert_int_equal(sws_admin_api_published_packed(&f->api, packed, len, gen,
+                                                    SWS_PUBLISHED_BY_FILE), 0);
+    free(packed); /* the admin API keeps its own copy */
+    assert_int_equal(f->api.changes, 0);
+    assert_int_equal(pool_of(f, "api")->n_members, members);
+    assert_string_equal(call(f, "GET", "/v1/pools", NULL), pools);
+    free(pools);
+}
+
 int main(void)
 {
     sws_log_set_level(SWS_LOG_CRIT);
@@ -502,6 +530,7 @@ int main(void)
         T(test_an_ingress_publication_says_it_replaces_admin_changes),
         T(test_member_addresses_are_the_checkers),
         T(test_added_member_ids_are_derived_not_counted),
+        T(test_a_packed_publication_reads_as_the_routeset),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
