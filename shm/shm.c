@@ -376,31 +376,64 @@ int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, 
     return 0;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-void sws_shm_warm(sws_shm_t *shm)
+/* A read of one byte per page of [from, to), from this process. On a
+ * virtual machine that maps a guest's memory into the hypervisor's page
+ * tables lazily (shadow paging, as on this project's benchmark machine),
+ * the madvise below fills the guest's page tables only, and the first
+ * access from user space to each page still traps, unseen by the guest (it
+ * counts no page fault): a build writing 16 MiB into such an arena paid
+ * about 50 ms of it. A read, not a write, because workers may be reading
+ * the arena (docs/adr/0050-warm-arenas-by-reading-each-page.md). */
+static void touch_pages(uintptr_t from, uintptr_t to, uintptr_t page)
+{
+    unsigned char sum = 0;
+    for (uintptr_t p = from; p < to; p += page)
+        sum ^= *(volatile const unsigned char *)p;
+    (void)sum;
+}
+
+/* Map and touch every arena's pages from byte done to the current table's
+ * size plus a quarter (never beyond the arena), with advice; the new
+ * extent, or done when there is nothing more to do or the kernel cannot
+ * (before Linux 5.14: then pages fault in as they are used, as before). */
+static size_t warm_arenas(sws_shm_t *shm, size_t done, int advice)
 {
     shm_header_t *h = header(shm);
-    uint64_t word = atomic_load_explicit(&h->current, memory_order_relaxed);
+    uint64_t word = atomic_load_explicit(&h->current, memory_order_acquire);
     if (word == 0)
-        return;
+        return done;
     size_t used = sws_table_bytes(arena_table(shm, WORD_ARENA(word)));
     size_t want = used + used / 4;
     if (want > h->arena_size)
         want = h->arena_size;
-    if (want <= shm->warm)
-        return;
+    if (want <= done)
+        return done;
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
     for (unsigned i = 0; i < h->narenas; i++) {
-        uintptr_t from = (uintptr_t)arena_table(shm, i) + shm->warm;
+        uintptr_t from = ((uintptr_t)arena_table(shm, i) + done) & ~(page - 1);
         uintptr_t to = (uintptr_t)arena_table(shm, i) + want;
-        from &= ~(page - 1);
-        if (madvise((void *)from, to - from, MADV_POPULATE_WRITE) < 0)
-            break; /* an older kernel: the builds fault pages in as before */
+        if (madvise((void *)from, to - from, advice) < 0)
+            return done;
+        touch_pages(from, to, page);
     }
-    shm->warm = want;
+    return want;
+}
+
+void sws_shm_warm(sws_shm_t *shm)
+{
+    shm->warm = warm_arenas(shm, shm->warm, MADV_POPULATE_WRITE);
+}
+
+size_t sws_shm_reader_warm(sws_shm_t *shm, size_t done)
+{
+    return warm_arenas(shm, done, MADV_POPULATE_READ);
 }
 
 uint64_t sws_shm_current_generation(const sws_shm_t *shm)

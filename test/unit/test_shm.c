@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -180,6 +181,61 @@ static void test_warm_faults_every_arena_in(void **state)
     assert_int_equal(shm.warm, warm);
     t = sws_shm_reader_acquire(&shm, 0, getpid());
     assert_string_equal(body_of(t), "two");
+    sws_shm_close(&shm);
+}
+
+/* Pages of [base, base + len) mapped in this process's page tables
+ * (/proc/self/pagemap, bit 63): unlike mincore, which says what the
+ * memfd holds, whoever faulted it in. */
+static size_t mapped_pages(const void *base, size_t len)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    assert_true(fd >= 0);
+    size_t in = 0;
+    for (uintptr_t p = (uintptr_t)base; p < (uintptr_t)base + len; p += page) {
+        uint64_t e = 0;
+        assert_int_equal(pread(fd, &e, sizeof(e), (off_t)(p / page * sizeof(e))),
+                         (ssize_t)sizeof(e));
+        in += (size_t)(e >> 63);
+    }
+    close(fd);
+    return in;
+}
+
+/* A worker maps the region at fork, but its page tables start empty:
+ * after adopting a generation it maps every arena in up to the current
+ * table's size and a quarter (the supervisor's extent), so its first
+ * adoption of a table in each arena does not fault its pages in; it
+ * grows only. A second mapping of the region (attach) stands for the
+ * worker's. */
+static void test_reader_warm_maps_every_arena_in(void **state)
+{
+    (void)state;
+    sws_shm_t shm, worker;
+    char err[256] = "";
+    if (sws_shm_create(&shm, 1u << 20, 4, 1, err, sizeof(err)) != 0)
+        fail_msg("create failed: %s", err);
+    char *big = malloc(200001);
+    assert_non_null(big);
+    memset(big, 'o', 200000);
+    big[200000] = '\0';
+    assert_int_equal(publish(&shm, big), 1);
+    sws_shm_warm(&shm);
+    assert_int_equal(sws_shm_attach(&worker, dup(shm.fd), err, sizeof(err)), 0);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t before = mapped_pages(worker.base, worker.size);
+    assert_true(before < shm.warm / page); /* not even one arena's worth */
+    size_t warm = sws_shm_reader_warm(&worker, 0);
+    assert_int_equal(warm, shm.warm);
+    assert_true(mapped_pages(worker.base, worker.size) >= before + 4 * (warm / page - 1));
+    assert_int_equal(publish(&shm, "two"), 2);
+    assert_int_equal(sws_shm_reader_warm(&worker, warm), warm);
+    const sws_table_t *t = sws_shm_reader_acquire(&worker, 0, getpid());
+    assert_non_null(t);
+    assert_string_equal(body_of(t), "two");
+    free(big);
+    sws_shm_close(&worker);
     sws_shm_close(&shm);
 }
 
@@ -633,6 +689,7 @@ int main(void)
         cmocka_unit_test(test_publish_and_acquire),
         cmocka_unit_test(test_counters_per_slot),
         cmocka_unit_test(test_warm_faults_every_arena_in),
+        cmocka_unit_test(test_reader_warm_maps_every_arena_in),
         cmocka_unit_test(test_held_arena_never_reused),
         cmocka_unit_test(test_table_too_large),
         cmocka_unit_test(test_invalid_routeset_keeps_current),
