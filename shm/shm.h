@@ -114,6 +114,18 @@ int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, 
  * are safe. Nothing when the kernel cannot (before Linux 5.14). */
 void sws_shm_warm(sws_shm_t *shm);
 
+/* Supervisor, before sws_shm_publish(rs), outside the build's time: when
+ * rs's member and route records alone exceed what sws_shm_warm reached (a
+ * first full set from ingressd, a reload that grew the pools), size its
+ * table (one more parse of every member address) and warm, as
+ * sws_shm_warm does, the arena the publication will build into, up to
+ * that size and a quarter: populating and reading memory first, then
+ * writing it, costs about half of writing it untouched on this project's
+ * benchmark machine (ADR 0050). Else nothing: a sum over rs's pools and
+ * hosts, compared. Growth by other bytes (bodies, certificates) is not
+ * foreseen: those pages fault in during the build, as before. */
+void sws_shm_prepare(sws_shm_t *shm, const Sws__RouteSet *rs);
+
 /* Worker, after adopting a generation, off the path of the change: the
  * same for its own mapping (MADV_POPULATE_READ, then a read per page), so
  * that its first adoption of a generation in each arena does not fault in

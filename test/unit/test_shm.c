@@ -239,6 +239,60 @@ static void test_reader_warm_maps_every_arena_in(void **state)
     sws_shm_close(&shm);
 }
 
+/* Before the build of a RouteSet whose member records alone exceed what
+ * is warm (ingressd's first full set), the supervisor warms the arena the
+ * build will take, outside the build; a set within what is warm costs
+ * nothing. */
+static void test_prepare_warms_the_next_arena_for_a_larger_set(void **state)
+{
+    (void)state;
+    enum { MEMBERS = 4000 };
+    sws_shm_t shm;
+    char err[256] = "";
+    if (sws_shm_create(&shm, 1u << 20, 4, 1, err, sizeof(err)) != 0)
+        fail_msg("create failed: %s", err);
+    assert_int_equal(publish(&shm, "small"), 1);
+    sws_shm_warm(&shm);
+    one_route_t small;
+    one_route_init(&small, "small");
+    size_t before = mapped_pages(shm.base, shm.size);
+    sws_shm_prepare(&shm, &small.rs);
+    assert_int_equal(mapped_pages(shm.base, shm.size), before);
+
+    Sws__Pool pool = SWS__POOL__INIT, *pools[1] = { &pool };
+    Sws__Member *members = calloc(MEMBERS, sizeof(*members));
+    Sws__Member **mp = calloc(MEMBERS, sizeof(*mp));
+    char (*addr)[24] = calloc(MEMBERS, sizeof(*addr));
+    assert_true(members != NULL && mp != NULL && addr != NULL);
+    for (unsigned i = 0; i < MEMBERS; i++) {
+        sws__member__init(&members[i]);
+        snprintf(addr[i], sizeof(addr[i]), "10.0.%u.%u:80", i / 250, i % 250 + 1);
+        members[i].address = addr[i];
+        mp[i] = &members[i];
+    }
+    pool.name = "big";
+    pool.members = mp;
+    pool.n_members = MEMBERS;
+    one_route_t big;
+    one_route_init(&big, "big");
+    big.rs.pools = pools;
+    big.rs.n_pools = 1;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), need = sws_table_size(&big.rs);
+    assert_true(need > 4 * MEMBERS * sizeof(uint64_t)); /* far beyond what is warm */
+    sws_shm_prepare(&shm, &big.rs);
+    assert_true(mapped_pages(shm.base, shm.size) >= before + need / page - 1);
+    uint64_t gen = 0;
+    assert_int_equal(sws_shm_publish(&shm, &big.rs, &gen, err, sizeof(err)), 0);
+    assert_int_equal(gen, 2);
+    const sws_table_t *t = sws_shm_reader_acquire(&shm, 0, getpid());
+    assert_int_equal(sws_table_pool_count(t), 1);
+    assert_string_equal(body_of(t), "big");
+    free(addr);
+    free(mp);
+    free(members);
+    sws_shm_close(&shm);
+}
+
 static void test_counters_per_slot(void **state)
 {
     (void)state;
@@ -690,6 +744,7 @@ int main(void)
         cmocka_unit_test(test_counters_per_slot),
         cmocka_unit_test(test_warm_faults_every_arena_in),
         cmocka_unit_test(test_reader_warm_maps_every_arena_in),
+        cmocka_unit_test(test_prepare_warms_the_next_arena_for_a_larger_set),
         cmocka_unit_test(test_held_arena_never_reused),
         cmocka_unit_test(test_table_too_large),
         cmocka_unit_test(test_invalid_routeset_keeps_current),
