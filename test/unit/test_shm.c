@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
@@ -180,6 +181,115 @@ static void test_warm_faults_every_arena_in(void **state)
     assert_int_equal(shm.warm, warm);
     t = sws_shm_reader_acquire(&shm, 0, getpid());
     assert_string_equal(body_of(t), "two");
+    sws_shm_close(&shm);
+}
+
+/* Pages of [base, base + len) mapped in this process's page tables
+ * (/proc/self/pagemap, bit 63): unlike mincore, which says what the
+ * memfd holds, whoever faulted it in. */
+static size_t mapped_pages(const void *base, size_t len)
+{
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    int fd = open("/proc/self/pagemap", O_RDONLY);
+    assert_true(fd >= 0);
+    size_t in = 0;
+    for (uintptr_t p = (uintptr_t)base; p < (uintptr_t)base + len; p += page) {
+        uint64_t e = 0;
+        assert_int_equal(pread(fd, &e, sizeof(e), (off_t)(p / page * sizeof(e))),
+                         (ssize_t)sizeof(e));
+        in += (size_t)(e >> 63);
+    }
+    close(fd);
+    return in;
+}
+
+/* A worker maps the region at fork, but its page tables start empty:
+ * after adopting a generation it maps every arena in up to the current
+ * table's size and a quarter (the supervisor's extent), so its first
+ * adoption of a table in each arena does not fault its pages in; it
+ * grows only. A second mapping of the region (attach) stands for the
+ * worker's. */
+static void test_reader_warm_maps_every_arena_in(void **state)
+{
+    (void)state;
+    sws_shm_t shm, worker;
+    char err[256] = "";
+    if (sws_shm_create(&shm, 1u << 20, 4, 1, err, sizeof(err)) != 0)
+        fail_msg("create failed: %s", err);
+    char *big = malloc(200001);
+    assert_non_null(big);
+    memset(big, 'o', 200000);
+    big[200000] = '\0';
+    assert_int_equal(publish(&shm, big), 1);
+    sws_shm_warm(&shm);
+    assert_int_equal(sws_shm_attach(&worker, dup(shm.fd), err, sizeof(err)), 0);
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    size_t before = mapped_pages(worker.base, worker.size);
+    assert_true(before < shm.warm / page); /* not even one arena's worth */
+    size_t warm = sws_shm_reader_warm(&worker, 0);
+    assert_int_equal(warm, shm.warm);
+    assert_true(mapped_pages(worker.base, worker.size) >= before + 4 * (warm / page - 1));
+    assert_int_equal(publish(&shm, "two"), 2);
+    assert_int_equal(sws_shm_reader_warm(&worker, warm), warm);
+    const sws_table_t *t = sws_shm_reader_acquire(&worker, 0, getpid());
+    assert_non_null(t);
+    assert_string_equal(body_of(t), "two");
+    free(big);
+    sws_shm_close(&worker);
+    sws_shm_close(&shm);
+}
+
+/* Before the build of a RouteSet whose member records alone exceed what
+ * is warm (ingressd's first full set), the supervisor warms the arena the
+ * build will take, outside the build; a set within what is warm costs
+ * nothing. */
+static void test_prepare_warms_the_next_arena_for_a_larger_set(void **state)
+{
+    (void)state;
+    enum { MEMBERS = 4000 };
+    sws_shm_t shm;
+    char err[256] = "";
+    if (sws_shm_create(&shm, 1u << 20, 4, 1, err, sizeof(err)) != 0)
+        fail_msg("create failed: %s", err);
+    assert_int_equal(publish(&shm, "small"), 1);
+    sws_shm_warm(&shm);
+    one_route_t small;
+    one_route_init(&small, "small");
+    size_t before = mapped_pages(shm.base, shm.size);
+    sws_shm_prepare(&shm, &small.rs);
+    assert_int_equal(mapped_pages(shm.base, shm.size), before);
+
+    Sws__Pool pool = SWS__POOL__INIT, *pools[1] = { &pool };
+    Sws__Member *members = calloc(MEMBERS, sizeof(*members));
+    Sws__Member **mp = calloc(MEMBERS, sizeof(*mp));
+    char (*addr)[24] = calloc(MEMBERS, sizeof(*addr));
+    assert_true(members != NULL && mp != NULL && addr != NULL);
+    for (unsigned i = 0; i < MEMBERS; i++) {
+        sws__member__init(&members[i]);
+        snprintf(addr[i], sizeof(addr[i]), "10.0.%u.%u:80", i / 250, i % 250 + 1);
+        members[i].address = addr[i];
+        mp[i] = &members[i];
+    }
+    pool.name = "big";
+    pool.members = mp;
+    pool.n_members = MEMBERS;
+    one_route_t big;
+    one_route_init(&big, "big");
+    big.rs.pools = pools;
+    big.rs.n_pools = 1;
+    size_t page = (size_t)sysconf(_SC_PAGESIZE), need = sws_table_size(&big.rs);
+    assert_true(need > 4 * MEMBERS * sizeof(uint64_t)); /* far beyond what is warm */
+    sws_shm_prepare(&shm, &big.rs);
+    assert_true(mapped_pages(shm.base, shm.size) >= before + need / page - 1);
+    uint64_t gen = 0;
+    assert_int_equal(sws_shm_publish(&shm, &big.rs, &gen, err, sizeof(err)), 0);
+    assert_int_equal(gen, 2);
+    const sws_table_t *t = sws_shm_reader_acquire(&shm, 0, getpid());
+    assert_int_equal(sws_table_pool_count(t), 1);
+    assert_string_equal(body_of(t), "big");
+    free(addr);
+    free(mp);
+    free(members);
     sws_shm_close(&shm);
 }
 
@@ -633,6 +743,8 @@ int main(void)
         cmocka_unit_test(test_publish_and_acquire),
         cmocka_unit_test(test_counters_per_slot),
         cmocka_unit_test(test_warm_faults_every_arena_in),
+        cmocka_unit_test(test_reader_warm_maps_every_arena_in),
+        cmocka_unit_test(test_prepare_warms_the_next_arena_for_a_larger_set),
         cmocka_unit_test(test_held_arena_never_reused),
         cmocka_unit_test(test_table_too_large),
         cmocka_unit_test(test_invalid_routeset_keeps_current),
