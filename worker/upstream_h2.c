@@ -24,6 +24,11 @@
  * (as nginx's grpc module does with its 2^31-1). */
 #define CONN_WINDOW (16 * 1024 * 1024)
 
+/* The frames nghttp2 gives one per nghttp2_session_mem_send call are
+ * gathered here, so that the requests a loop iteration queued on a
+ * connection go in one write, not one send(2) per HEADERS frame. */
+#define OBUF (16u * 1024)
+
 /* A timer that is not armed (enum sws_upstream_timer otherwise). */
 #define NO_TIMER (-1)
 
@@ -65,11 +70,13 @@ struct sws_upstream_h2_conn {
                                     * nghttp2 took no more (stream ids ran out) */
     uint8_t closed;
     int timer;                     /* armed enum sws_upstream_timer, or NO_TIMER */
-    const uint8_t *out;            /* from nghttp2_session_mem_send, not written yet */
-    size_t out_len;
+    size_t ooff, olen;             /* obuf[ooff, olen) is not written yet */
+    const uint8_t *out;            /* then this frame, nghttp2's, too large for obuf: */
+    size_t out_len;                /* valid until the next mem_send, which waits for it */
     sws_upstream_h2_stream_t *streams;
     sws_defer_t kick;              /* send what calls outside an event queued */
     sws_upstream_h2_conn_t *prev, *next; /* the set's open ones; `next`: its dead list */
+    uint8_t obuf[OBUF];
 };
 
 static void conn_settle(sws_upstream_h2_conn_t *c, int progress);
@@ -473,6 +480,38 @@ static void conn_timer(sws_upstream_h2_conn_t *c, int progress)
     c->timer = want;
 }
 
+/* What nghttp2 has for the member, copied into obuf while it fits; a
+ * frame that does not fit stays nghttp2's (c->out). 0, or -1 when the
+ * connection failed. */
+static int conn_gather(sws_upstream_h2_conn_t *c)
+{
+    while (c->olen < OBUF) {
+        const uint8_t *d;
+        ssize_t n = nghttp2_session_mem_send(c->ng, &d);
+        if (n < 0) {
+            conn_fail(c, SWS_UPSTREAM_H2_INVALID, nghttp2_strerror((int)n));
+            return -1;
+        }
+        if (c->closed)
+            return -1;
+        if (n == 0)
+            break;
+        if ((size_t)n > OBUF - c->olen) {
+            c->out = d;
+            c->out_len = (size_t)n;
+            break;
+        }
+        memcpy(c->obuf + c->olen, d, (size_t)n);
+        c->olen += (size_t)n;
+    }
+    return 0;
+}
+
+static int conn_pending(const sws_upstream_h2_conn_t *c)
+{
+    return c->olen > 0 || c->out_len > 0;
+}
+
 /* Write what nghttp2 has for the member until the socket is full. 0, or
  * -1 when the connection failed. */
 static int conn_flush(sws_upstream_h2_conn_t *c, int *progress)
@@ -480,24 +519,21 @@ static int conn_flush(sws_upstream_h2_conn_t *c, int *progress)
     if (c->connecting)
         return 0;
     for (;;) {
-        if (c->out_len == 0) {
-            const uint8_t *d;
-            ssize_t n = nghttp2_session_mem_send(c->ng, &d);
-            if (n < 0) {
-                conn_fail(c, SWS_UPSTREAM_H2_INVALID, nghttp2_strerror((int)n));
-                return -1;
-            }
-            if (c->closed)
-                return -1;
-            if (n == 0)
-                break;
-            c->out = d;
-            c->out_len = (size_t)n;
-        }
-        ssize_t w = sws_upstream_write(c->u, c->out, c->out_len);
+        if (!conn_pending(c) && conn_gather(c) < 0)
+            return -1;
+        int from_obuf = c->olen > 0;
+        const uint8_t *p = from_obuf ? c->obuf + c->ooff : c->out;
+        size_t len = from_obuf ? c->olen - c->ooff : c->out_len;
+        if (len == 0)
+            break;
+        ssize_t w = sws_upstream_write(c->u, p, len);
         if (w > 0) {
-            c->out += w;
-            c->out_len -= (size_t)w;
+            if (!from_obuf) {
+                c->out += w;
+                c->out_len -= (size_t)w;
+            } else if ((c->ooff += (size_t)w) == c->olen) {
+                c->ooff = c->olen = 0;
+            }
             *progress = 1;
             continue;
         }
@@ -558,7 +594,7 @@ static void conn_settle(sws_upstream_h2_conn_t *c, int progress)
     if (c->closed)
         return;
     if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng) &&
-        c->out_len == 0) {
+        !conn_pending(c)) {
         conn_fail(c, SWS_UPSTREAM_H2_BROKEN, "session ended");
         return;
     }
