@@ -29,6 +29,11 @@
  * connection go in one write, not one send(2) per HEADERS frame. */
 #define OBUF (16u * 1024)
 
+/* Streams kept for reuse per worker (about 2.5 KiB each), and the hbuf
+ * one keeps: a burst leaves at most this much behind. */
+#define SPARE_MAX 256u
+#define SPARE_HBUF (4u * 1024)
+
 /* A timer that is not armed (enum sws_upstream_timer otherwise). */
 #define NO_TIMER (-1)
 
@@ -51,10 +56,14 @@ struct sws_upstream_h2_stream {
     unsigned status;
     uint64_t length;
     unsigned nf;
+    size_t hlen;
+    sws_upstream_h2_stream_t *prev, *next; /* the connection's streams; `next`: the spares */
+    /* Kept when the stream is reused (stream_get clears what is above):
+     * f[0, nf) and hbuf[0, hlen) are all a response gave. */
+    char *hbuf;                    /* the request's head until its HEADERS went (they
+                                    * point into it: NO_COPY), then the response's fields */
+    size_t hcap;
     field_at_t f[SWS_UPSTREAM_H2_MAX_FIELDS];
-    char *hbuf;
-    size_t hlen, hcap;
-    sws_upstream_h2_stream_t *prev, *next; /* the connection's streams */
 };
 
 struct sws_upstream_h2_conn {
@@ -95,10 +104,55 @@ static void stream_unlink(sws_upstream_h2_stream_t *hs)
     c->nstreams--;
 }
 
-static void stream_free(sws_upstream_h2_stream_t *hs)
+static void stream_destroy(sws_upstream_h2_stream_t *hs)
 {
     free(hs->hbuf);
     free(hs);
+}
+
+/* A stream for a request: a spare one (its hbuf kept), else a new one. */
+static sws_upstream_h2_stream_t *stream_get(sws_upstream_h2_set_t *s)
+{
+    sws_upstream_h2_stream_t *hs = s->spare;
+    if (hs == NULL)
+        return calloc(1, sizeof(*hs));
+    s->spare = hs->next;
+    s->nspare--;
+    memset(hs, 0, offsetof(sws_upstream_h2_stream_t, hbuf));
+    return hs;
+}
+
+/* nghttp2 is done with it (closed, not sent, or the session deleted). */
+static void stream_free(sws_upstream_h2_set_t *s, sws_upstream_h2_stream_t *hs)
+{
+    if (s->nspare >= SPARE_MAX) {
+        stream_destroy(hs);
+        return;
+    }
+    if (hs->hcap > SPARE_HBUF) { /* one large head does not stay with every spare */
+        free(hs->hbuf);
+        hs->hbuf = NULL;
+        hs->hcap = 0;
+    }
+    hs->next = s->spare;
+    s->spare = hs;
+    s->nspare++;
+}
+
+/* hbuf holds need bytes (its bytes kept). 0, or -1 (out of memory). */
+static int hbuf_reserve(sws_upstream_h2_stream_t *hs, size_t need)
+{
+    if (need <= hs->hcap)
+        return 0;
+    size_t cap = hs->hcap < 1024 ? 1024 : hs->hcap;
+    while (cap < need)
+        cap *= 2;
+    char *b = realloc(hs->hbuf, cap);
+    if (b == NULL)
+        return -1;
+    hs->hbuf = b;
+    hs->hcap = cap;
+    return 0;
 }
 
 /* A request's stream before nghttp2 opened it (its HEADERS not sent): no
@@ -189,17 +243,9 @@ static int field_add(sws_upstream_h2_stream_t *hs, const uint8_t *name, size_t n
         hs->invalid = "response head or trailers too large";
         return -1;
     }
-    if (need > hs->hcap) {
-        size_t cap = hs->hcap < 1024 ? 1024 : hs->hcap;
-        while (cap < need)
-            cap *= 2;
-        char *b = realloc(hs->hbuf, cap);
-        if (b == NULL) {
-            hs->invalid = "out of memory for the response head";
-            return -1;
-        }
-        hs->hbuf = b;
-        hs->hcap = cap;
+    if (hbuf_reserve(hs, need) < 0) {
+        hs->invalid = "out of memory for the response head";
+        return -1;
     }
     field_at_t *f = &hs->f[hs->nf++];
     f->name = (uint32_t)hs->hlen;
@@ -340,7 +386,7 @@ static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, in
     snprintf(why, sizeof(why), "request not sent: %s", nghttp2_strerror(code));
     stream_unlink(hs);
     stream_fail(hs, SWS_UPSTREAM_H2_REFUSED, why);
-    stream_free(hs);
+    stream_free(c->set, hs);
     return 0;
 }
 
@@ -368,7 +414,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
         }
         stream_fail(hs, kind, why);
     }
-    stream_free(hs);
+    stream_free(c->set, hs);
     return 0;
 }
 
@@ -678,12 +724,12 @@ static void set_reap(sws_defer_t *d)
     while (s->dead != NULL) {
         sws_upstream_h2_conn_t *c = s->dead;
         s->dead = c->next;
+        nghttp2_session_del(c->ng); /* first: its frames may point into the streams' hbuf */
         while (c->streams != NULL) {
             sws_upstream_h2_stream_t *hs = c->streams;
             c->streams = hs->next;
-            stream_free(hs);
+            stream_free(s, hs);
         }
-        nghttp2_session_del(c->ng);
         free(c);
     }
 }
@@ -810,8 +856,17 @@ static int field_dropped(sws_str_t name)
     return t != NULL && ((t->flags & SWS_TKF_H2_FORBIDDEN) || t->id == SWS_TK_TE);
 }
 
-#define NV_STR(n, v) \
-    ((nghttp2_nv){ (uint8_t *)(n).p, (uint8_t *)(v).p, (n).len, (v).len, NGHTTP2_NV_FLAG_NONE })
+/* A request field, not copied by nghttp2: names are literals or lie in
+ * the stream's hbuf, which is left alone until nghttp2 is done with the
+ * HEADERS frame (sent, not sent, or the session deleted; ADR 0050). */
+#define NV_STR(n, v)                                                      \
+    ((nghttp2_nv){ (uint8_t *)(n).p, (uint8_t *)(v).p, (n).len, (v).len, \
+                   NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE })
+
+/* The fields of a head proxy_req.c writes: the client's, at most 11 it
+ * adds (Host, Connection, Upgrade, Expect, Via, the four X-Forwarded-*
+ * and X-Real-IP, the framing), the 4 pseudo-fields and te. */
+#define NV_MAX (SWS_REQUEST_MAX_HEADERS + 16u)
 
 /* The HTTP/1.1 head in h (ours, mutable: names are lowercased in place)
  * as HTTP/2 fields into nv (room for max: the head's lines and 5); how
@@ -869,26 +924,21 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
                                                  sws_upstream_h2_fail_t *kind, char *err,
                                                  size_t errlen)
 {
-    size_t lines = 0;
-    for (size_t i = 0; i < req->head_len; i++)
-        lines += req->head[i] == '\n';
-    size_t max = lines + 5; /* the pseudo-fields and te */
-    sws_upstream_h2_stream_t *hs = calloc(1, sizeof(*hs));
-    char *copy = malloc(req->head_len + max * sizeof(nghttp2_nv));
-    if (hs == NULL || copy == NULL) {
-        free(hs);
-        free(copy);
+    sws_upstream_h2_stream_t *hs = stream_get(s);
+    if (hs == NULL || hbuf_reserve(hs, req->head_len) < 0) {
+        if (hs != NULL)
+            stream_free(s, hs);
         *kind = SWS_UPSTREAM_H2_INVALID;
         sws_errf(err, errlen, "out of memory for an HTTP/2 request");
         return NULL;
     }
-    nghttp2_nv *nv = (nghttp2_nv *)(void *)copy;
-    char *head = copy + max * sizeof(nghttp2_nv);
-    memcpy(head, req->head, req->head_len);
-    int n = head_to_nv(head, req->head_len, req->te_trailers, tls != NULL, nv, max);
+    /* A copy the stream owns: names are lowercased in it, and nghttp2
+     * reads the fields from it when it sends the HEADERS frame. */
+    memcpy(hs->hbuf, req->head, req->head_len);
+    nghttp2_nv nv[NV_MAX];
+    int n = head_to_nv(hs->hbuf, req->head_len, req->te_trailers, tls != NULL, nv, NV_MAX);
     if (n < 0) {
-        free(hs);
-        free(copy);
+        stream_free(s, hs);
         *kind = SWS_UPSTREAM_H2_INVALID;
         sws_errf(err, errlen, "the request head cannot be sent over HTTP/2");
         return NULL;
@@ -897,8 +947,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     if (c == NULL)
         c = conn_open(s, member_id, addr, tls, conf, err, errlen);
     if (c == NULL) {
-        free(hs);
-        free(copy);
+        stream_free(s, hs);
         *kind = SWS_UPSTREAM_H2_CONNECT;
         return NULL;
     }
@@ -910,9 +959,8 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     nghttp2_data_provider dp = { .source.ptr = hs, .read_callback = body_read };
     int32_t id = nghttp2_submit_request(c->ng, NULL, nv, (size_t)n, req->has_body ? &dp : NULL,
                                         hs);
-    free(copy); /* nghttp2 copied the fields */
     if (id < 0) {
-        free(hs);
+        stream_free(s, hs);
         /* What fails here (stream ids used up, memory) fails again on this
          * connection: left selectable, it would fail every later request
          * to the member, each counted against the member's health. */
@@ -1015,5 +1063,11 @@ void sws_upstream_h2_set_close(sws_upstream_h2_set_t *s)
         conn_close(s->conns); /* no user is left to tell */
     sws_defer_cancel(&s->reap);
     set_reap(&s->reap);
+    while (s->spare != NULL) {
+        sws_upstream_h2_stream_t *hs = s->spare;
+        s->spare = hs->next;
+        stream_destroy(hs);
+    }
+    s->nspare = 0;
     s->ups->close_idle_hook = NULL;
 }

@@ -69,6 +69,8 @@ typedef struct sws_upstream_h2_set {
     sws_upstream_h2_conn_t *conns; /* open ones, any member */
     sws_upstream_h2_conn_t *dead;  /* closed, freed by `reap` (outside nghttp2's calls) */
     sws_defer_t reap;
+    sws_upstream_h2_stream_t *spare; /* streams nghttp2 is done with, for the next requests */
+    unsigned nspare;
 } sws_upstream_h2_set_t;
 
 /* Why a stream failed: the user maps it onto its retry rules. */
