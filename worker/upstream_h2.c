@@ -78,6 +78,7 @@ struct sws_upstream_h2_conn {
     uint8_t retiring;              /* no new streams: the member left the table, or
                                     * nghttp2 took no more (stream ids ran out) */
     uint8_t closed;
+    uint8_t in_room;               /* in the set's room list */
     int timer;                     /* armed enum sws_upstream_timer, or NO_TIMER */
     size_t ooff, olen;             /* obuf[ooff, olen) is not written yet */
     const uint8_t *out;            /* then this frame, nghttp2's, too large for obuf: */
@@ -85,10 +86,47 @@ struct sws_upstream_h2_conn {
     sws_upstream_h2_stream_t *streams;
     sws_defer_t kick;              /* send what calls outside an event queued */
     sws_upstream_h2_conn_t *prev, *next; /* the set's open ones; `next`: its dead list */
+    sws_upstream_h2_conn_t *room_prev, *room_next; /* the set's that take a stream */
     uint8_t obuf[OBUF];
 };
 
 static void conn_settle(sws_upstream_h2_conn_t *c, int progress);
+
+/* Whether c takes one more stream: open, no GOAWAY, not retiring, fewer
+ * of ours than the member's SETTINGS_MAX_CONCURRENT_STREAMS. */
+static int conn_has_room(const sws_upstream_h2_conn_t *c)
+{
+    return !c->closed && !c->goaway && !c->retiring &&
+           c->nstreams < nghttp2_session_get_remote_settings(
+                             c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+}
+
+/* Keep c in the set's room list exactly while it has room, so that a
+ * request looks at those only, not at every connection: called wherever
+ * one of conn_has_room's terms changes. */
+static void conn_room_update(sws_upstream_h2_conn_t *c)
+{
+    sws_upstream_h2_set_t *s = c->set;
+    int want = conn_has_room(c);
+    if (want == c->in_room)
+        return;
+    c->in_room = (uint8_t)want;
+    if (want) {
+        c->room_prev = NULL;
+        c->room_next = s->room;
+        if (s->room != NULL)
+            s->room->room_prev = c;
+        s->room = c;
+        return;
+    }
+    if (c->room_prev != NULL)
+        c->room_prev->room_next = c->room_next;
+    else
+        s->room = c->room_next;
+    if (c->room_next != NULL)
+        c->room_next->room_prev = c->room_prev;
+    c->room_prev = c->room_next = NULL;
+}
 
 /* ---- streams ---- */
 
@@ -102,6 +140,7 @@ static void stream_unlink(sws_upstream_h2_stream_t *hs)
     if (hs->next != NULL)
         hs->next->prev = hs->prev;
     c->nstreams--;
+    conn_room_update(c);
 }
 
 static void stream_destroy(sws_upstream_h2_stream_t *hs)
@@ -323,6 +362,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         /* nghttp2 closes our streams above its last-stream-id with
          * REFUSED_STREAM (on_stream_close): they go elsewhere. */
         c->goaway = 1;
+        conn_room_update(c);
+        break;
+    case NGHTTP2_SETTINGS: /* its SETTINGS_MAX_CONCURRENT_STREAMS may have changed */
+        conn_room_update(c);
         break;
     default:
         break;
@@ -474,6 +517,7 @@ static void conn_close(sws_upstream_h2_conn_t *c)
     if (c->closed)
         return;
     c->closed = 1;
+    conn_room_update(c);
     conn_unlink(c);
     sws_defer_cancel(&c->kick);
     sws_upstream_close(c->u);
@@ -490,6 +534,7 @@ static void conn_fail(sws_upstream_h2_conn_t *c, sws_upstream_h2_fail_t kind, co
     if (c->closed)
         return;
     c->goaway = 1; /* a retry from a failed() below must go elsewhere */
+    conn_room_update(c);
     for (sws_upstream_h2_stream_t *hs = c->streams; hs != NULL; hs = hs->next) {
         sws_upstream_h2_fail_t k = kind == SWS_UPSTREAM_H2_BROKEN && !hs->sent
                                        ? SWS_UPSTREAM_H2_REFUSED
@@ -795,6 +840,7 @@ static sws_upstream_h2_conn_t *conn_new(sws_upstream_h2_set_t *s, sws_upstream_c
     if (s->conns != NULL)
         s->conns->prev = c;
     s->conns = c;
+    conn_room_update(c);
     return c;
 }
 
@@ -833,14 +879,9 @@ int sws_upstream_h2_adopt(sws_upstream_h2_set_t *s, uint64_t member_id, int fd,
 static sws_upstream_h2_conn_t *conn_with_room(sws_upstream_h2_set_t *s, uint64_t member_id,
                                               int tls)
 {
-    for (sws_upstream_h2_conn_t *c = s->conns; c != NULL; c = c->next) {
-        if (c->member_id != member_id || c->goaway || c->retiring || (c->u->ssl != NULL) != tls)
-            continue;
-        uint32_t max = nghttp2_session_get_remote_settings(
-            c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-        if (c->nstreams < max)
+    for (sws_upstream_h2_conn_t *c = s->room; c != NULL; c = c->room_next)
+        if (c->member_id == member_id && (c->u->ssl != NULL) == tls)
             return c;
-    }
     return NULL;
 }
 
@@ -965,6 +1006,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
          * connection: left selectable, it would fail every later request
          * to the member, each counted against the member's health. */
         c->retiring = 1;
+        conn_room_update(c);
         *kind = SWS_UPSTREAM_H2_REFUSED;
         sws_errf(err, errlen, "HTTP/2 request not queued: %s", nghttp2_strerror(id));
         conn_settle(c, 0);
@@ -976,6 +1018,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
         c->streams->prev = hs;
     c->streams = hs;
     c->nstreams++;
+    conn_room_update(c);
     if (c->connecting)
         conn_timer(c, 0);
     else
@@ -1026,6 +1069,7 @@ void sws_upstream_h2_close_idle(sws_upstream_h2_set_t *s, uint64_t member_id)
         if (c->member_id != member_id)
             continue;
         c->retiring = 1;
+        conn_room_update(c);
         if (c->nstreams == 0)
             conn_close(c);
     }

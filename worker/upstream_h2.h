@@ -67,6 +67,7 @@ typedef struct sws_upstream_h2_conn sws_upstream_h2_conn_t;
 typedef struct sws_upstream_h2_set {
     sws_upstream_set_t *ups;       /* whose connections and timer queues are used */
     sws_upstream_h2_conn_t *conns; /* open ones, any member */
+    sws_upstream_h2_conn_t *room;  /* those of them that take one more stream */
     sws_upstream_h2_conn_t *dead;  /* closed, freed by `reap` (outside nghttp2's calls) */
     sws_defer_t reap;
     sws_upstream_h2_stream_t *spare; /* streams nghttp2 is done with, for the next requests */

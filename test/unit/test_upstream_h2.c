@@ -320,6 +320,36 @@ static void test_new_connection_only_at_the_members_stream_limit(void **state)
     assert_int_equal(sws_upstream_h2_count(&f->h2, MEMBER, NULL), 2);
 }
 
+/* A connection whose stream slot freed is taken again: at one stream per
+ * connection, the first connection's slot, freed by its answer, serves a
+ * third request, and no third connection opens. */
+static void test_freed_slot_takes_the_next_request(void **state)
+{
+    fixture_t *f = *state;
+    f->m.max_streams = 1;
+    user_t u[3] = { { 0 } };
+    submit(f, &u[0], 0);
+    for (unsigned i = 0; i < TURNS && f->m.requests < 1; i++)
+        turn(f);
+    for (unsigned i = 0; i < 50; i++)
+        turn(f); /* its SETTINGS reach the client */
+    submit(f, &u[1], 0);
+    for (unsigned i = 0; i < TURNS && f->m.requests < 2; i++)
+        turn(f);
+    assert_int_equal(f->m.nconn, 2);
+    nghttp2_nv nv[] = { { (uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE } };
+    assert_int_equal(nghttp2_submit_response(f->m.ng[0], 1, nv, 1, NULL), 0);
+    for (unsigned i = 0; i < TURNS && !u[0].ended; i++)
+        turn(f);
+    assert_true(u[0].ended);
+    submit(f, &u[2], 0);
+    for (unsigned i = 0; i < TURNS && f->m.requests < 3; i++)
+        turn(f);
+    assert_int_equal(f->m.requests, 3);
+    assert_int_equal(f->m.nconn, 2);
+    assert_int_equal(sws_upstream_h2_count(&f->h2, MEMBER, NULL), 2);
+}
+
 /* A member that leaves the table has its idle connections closed. */
 static void test_member_gone_closes_its_idle_connections(void **state)
 {
@@ -392,6 +422,7 @@ int main(void)
                                         teardown),
         cmocka_unit_test_setup_teardown(test_new_connection_only_at_the_members_stream_limit,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_freed_slot_takes_the_next_request, setup, teardown),
         cmocka_unit_test_setup_teardown(test_member_gone_closes_its_idle_connections, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_goaway_below_our_stream_is_refused, setup,
