@@ -642,8 +642,9 @@ static int conn_flush(sws_upstream_h2_conn_t *c, int *progress)
 }
 
 /* Read until the socket is empty, feeding nghttp2 (flow control, not
- * reading, is what holds a member back). 0, or -1 when it failed. */
-static int conn_read(sws_upstream_h2_conn_t *c, int *progress)
+ * reading, is what holds a member back); events: the epoll ones that
+ * woke us. 0, or -1 when it failed. */
+static int conn_read(sws_upstream_h2_conn_t *c, uint32_t events, int *progress)
 {
     uint8_t buf[READ_CHUNK];
     for (;;) {
@@ -655,6 +656,13 @@ static int conn_read(sws_upstream_h2_conn_t *c, int *progress)
                 conn_fail(c, SWS_UPSTREAM_H2_INVALID, nghttp2_strerror((int)r));
                 return -1;
             }
+            /* A short read in the clear emptied the socket (over TLS the
+             * SSL may hold more): a later byte brings a new edge, so the
+             * read that would answer EAGAIN is saved, unless the member's
+             * FIN or an error came too and must be read. */
+            if ((size_t)n < sizeof(buf) && c->u->ssl == NULL &&
+                !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+                return 0;
             continue;
         }
         if (n == 0) {
@@ -722,7 +730,7 @@ static void conn_on_event(sws_upstream_conn_t *u, uint32_t events)
         if (u->ssl != NULL)
             events |= EPOLLIN;
     }
-    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && conn_read(c, &progress) < 0)
+    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && conn_read(c, events, &progress) < 0)
         return;
     if (conn_flush(c, &progress) < 0)
         return;
