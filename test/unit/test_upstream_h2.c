@@ -299,6 +299,42 @@ static void test_unmappable_head_is_invalid_not_connect(void **state)
     assert_null(f->h2.conns);
 }
 
+/* The request's fields are the set's from submit on: the caller's head
+ * may go at once, and a request given up before its HEADERS went (the
+ * connection is new) still goes whole with the connection's first bytes,
+ * from the stream's own copy, which stays until nghttp2 sent it (ADR
+ * 0050), and is reset after; the user hears nothing more. */
+static void test_fields_outlive_the_callers_head_and_a_cancel(void **state)
+{
+    fixture_t *f = *state;
+    user_t u = { 0 };
+    char *h = strdup(head);
+    assert_non_null(h);
+    char err[128];
+    sws_upstream_h2_fail_t kind;
+    sws_upstream_h2_req_t req = { h, strlen(h), 0, 0 };
+    sws_upstream_h2_stream_t *hs = sws_upstream_h2_submit(
+        &f->h2, MEMBER, &f->addr, NULL, &f->conf, &req, &ops, &u, &kind, err, sizeof(err));
+    assert_non_null(hs);
+    memset(h, 'X', strlen(h));
+    free(h);
+    sws_upstream_h2_cancel(hs);
+    for (unsigned i = 0; i < TURNS && f->m.requests == 0; i++)
+        turn(f);
+    assert_int_equal(f->m.requests, 1);
+    assert_string_equal(f->m.fields, ":method: POST\n"
+                                     ":scheme: http\n"
+                                     ":path: /pkg.Svc/Call?x=1\n"
+                                     ":authority: svc.local\n"
+                                     "content-type: application/grpc\n"
+                                     "x-forwarded-for: 10.0.0.1\n");
+    for (unsigned i = 0; i < 50; i++)
+        turn(f);
+    nghttp2_stream *ms = nghttp2_session_find_stream(f->m.ng[0], f->m.last_stream);
+    assert_true(ms == NULL || nghttp2_stream_get_state(ms) == NGHTTP2_STREAM_STATE_CLOSED);
+    assert_false(u.ended || u.failed);
+}
+
 /* Streams go on the open connection while the member's
  * SETTINGS_MAX_CONCURRENT_STREAMS allows, then on a new one. */
 static void test_new_connection_only_at_the_members_stream_limit(void **state)
@@ -442,6 +478,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_head_mapped_onto_http2_fields, setup, teardown),
         cmocka_unit_test_setup_teardown(test_unmappable_head_is_invalid_not_connect, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_fields_outlive_the_callers_head_and_a_cancel, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_new_connection_only_at_the_members_stream_limit,
                                         setup, teardown),
