@@ -21,6 +21,7 @@
 
 #include "worker/conn.h"
 #include "worker/pipe_cache.h"
+#include "worker/proxy.h"
 #include "worker/request.h"
 #include "worker/static_open.h"
 #include "worker/upstream_conn.h"
@@ -37,6 +38,7 @@ typedef struct sws_worker_ctx {
     sws_pipe_cache_t pipes;          /* the proxy's empty pipes for splice */
     sws_upstream_h2_set_t h2;        /* the proxy's HTTP/2 connections to members, on
                                       * `upstreams`: sws_upstream_h2_set_init once */
+    sws_proxy_spares_t proxies;      /* the proxy's request states kept for reuse */
 } sws_worker_ctx_t;
 
 /* The context of the worker serving r. Never NULL in a worker; a test's
@@ -55,6 +57,7 @@ static inline void sws_worker_ctx_close(sws_worker_ctx_t *ctx)
     sws_upstream_set_close(&ctx->upstreams);
     sws_upstream_pools_free(&ctx->pools);
     sws_pipe_cache_close(&ctx->pipes);
+    sws_proxy_spares_close(&ctx->proxies);
 }
 
 #endif

@@ -119,12 +119,73 @@ typedef struct proxy {
     char *rbuf;                   /* SWS_PROXY_BUF bytes; none for an h2 pool (nghttp2 reads) */
     size_t rlen;                  /* rbuf[0, rlen) was handed to llhttp and is still referenced */
     unsigned nfields;
+    sws_proxy_spares_t *spares;   /* the worker's ... */
+    int block;                    /* ... kind this block goes back to; -1: freed */
     /* Last: 4 KiB that proxy_start does not clear (fields[0, nfields) are
      * written before they are read). */
     sws_header_t fields[SWS_PROXY_MAX_FIELDS];
 } proxy_t;
 
 static void attempt(proxy_t *p);
+
+/* ---- the request states kept for reuse (sws_proxy_spares_t) ---- */
+
+/* Bytes after a spare block's proxy_t besides the read buffer: the head
+ * (its size hint, a few hundred bytes usually), the pool's name, the
+ * hash key and the Via value. A request needing more gets its own. */
+#define SPARE_EXTRA 4096u
+#define SPARES_MAX 64u /* per kind: what a burst leaves behind */
+
+/* A spare block's kind: with the read buffer (HTTP/1 pools) or not. */
+static int spare_kind(size_t rbuf_len)
+{
+    return rbuf_len > 0;
+}
+
+/* A proxy_t with at least `extra` bytes after it; *cap: how many there
+ * are, *block: the kind it goes back to, or -1. NULL: out of memory. */
+static proxy_t *proxy_alloc(sws_proxy_spares_t *sp, size_t rbuf_len, size_t extra, size_t *cap,
+                            int *block)
+{
+    int k = spare_kind(rbuf_len);
+    size_t spare_cap = rbuf_len + SPARE_EXTRA;
+    if (extra > spare_cap) {
+        *cap = extra;
+        *block = -1;
+        return malloc(sizeof(proxy_t) + extra);
+    }
+    *cap = spare_cap;
+    *block = k;
+    void *b = sp->list[k];
+    if (b == NULL)
+        return malloc(sizeof(proxy_t) + spare_cap);
+    memcpy(&sp->list[k], b, sizeof(void *)); /* a spare's first bytes: the next one */
+    sp->n[k]--;
+    return b;
+}
+
+static void proxy_free(sws_proxy_spares_t *sp, proxy_t *p, int block)
+{
+    if (block < 0 || sp->n[block] >= SPARES_MAX) {
+        free(p);
+        return;
+    }
+    memcpy((void *)p, &sp->list[block], sizeof(void *));
+    sp->list[block] = p;
+    sp->n[block]++;
+}
+
+void sws_proxy_spares_close(sws_proxy_spares_t *sp)
+{
+    for (int k = 0; k < 2; k++) {
+        while (sp->list[k] != NULL) {
+            void *b = sp->list[k];
+            memcpy(&sp->list[k], b, sizeof(void *));
+            free(b);
+        }
+        sp->n[k] = 0;
+    }
+}
 static void exchange(proxy_t *p, const sws_upstream_pool_t *pool,
                      const sws_upstream_member_t *m, int fresh);
 static void log_attempt(proxy_t *p);
@@ -1135,7 +1196,7 @@ static void proxy_dispose(sws_stream_t *st)
                      st->length != SWS_STREAM_LENGTH_UNKNOWN && st->req.body_bytes == st->length);
     sws_defer_cancel(&p->kick);
     free(p->bbuf);
-    free(p);
+    proxy_free(p->spares, p, p->block);
 }
 
 static const sws_stream_source_t proxy_source = {
@@ -1328,15 +1389,19 @@ static void proxy_start(sws_stream_t *st, int streams_body)
      * only a hint too small (never seen) costs a second walk. */
     size_t room = sws_proxy_req_size_hint(r, &o), req_len = 0;
     size_t rbuf_len = h2 ? 0 : SWS_PROXY_BUF;
+    size_t rest = rbuf_len + name.len + 1 + key.len + via_len;
     proxy_t *p = NULL;
+    int block = -1;
     for (int tries = 0; tries < 2; tries++) {
-        p = malloc(sizeof(*p) + room + rbuf_len + name.len + 1 + key.len + via_len);
+        size_t cap;
+        p = proxy_alloc(&ctx->proxies, rbuf_len, room + rest, &cap, &block);
         if (p == NULL)
             break;
+        room = cap - rest; /* all the block has */
         req_len = sws_proxy_req_write_in((char *)(p + 1), room, r, &o);
         if (req_len <= room)
             break;
-        free(p);
+        proxy_free(&ctx->proxies, p, block);
         p = NULL;
         room = req_len;
     }
@@ -1346,6 +1411,8 @@ static void proxy_start(sws_stream_t *st, int streams_body)
         return;
     }
     memset(p, 0, offsetof(proxy_t, fields));
+    p->spares = &ctx->proxies;
+    p->block = block;
     p->req = (char *)(p + 1);
     p->req_len = req_len;
     p->rbuf = p->req + room;

@@ -75,9 +75,10 @@
  * is retried whatever the method and says nothing of its health. A grpc
  * pool answers HTTP/1 clients 426.
  *
- * Memory: one allocation per proxied request (state, request head, read
- * buffer) and one for a request body, freed when the stream is released
- * (the source's dispose).
+ * Memory: one block per proxied request (state, request head, read
+ * buffer), from the worker's spares when its head fits the usual size
+ * (sws_proxy_spares_t), and one allocation for a request body; given
+ * back or freed when the stream is released (the source's dispose).
  */
 #ifndef SWS_WORKER_PROXY_H
 #define SWS_WORKER_PROXY_H
@@ -86,6 +87,19 @@
 
 #define SWS_PROXY_BUF (16u * 1024)     /* read buffer; a response head must fit */
 #define SWS_PROXY_MAX_FIELDS 128u      /* response fields (and trailers) relayed */
+
+/* A proxied request's state is taken from here when its head fits the
+ * usual size (two kinds: with the HTTP/1 read buffer, and without it for
+ * an h2 or grpc pool), and given back when the stream is released, so a
+ * request costs no allocation (ADR 0050). Per worker, in the worker
+ * context (worker/ctx.h); zero-initialised is empty. */
+typedef struct sws_proxy_spares {
+    void *list[2];
+    unsigned n[2];
+} sws_proxy_spares_t;
+
+/* Free what is kept (the worker stops, its streams released). */
+void sws_proxy_spares_close(sws_proxy_spares_t *sp);
 
 /* The proxy action (worker/handlers.h dispatches to it) for a request
  * without a body, complete. Needs the worker context (worker/ctx.h) of the

@@ -24,6 +24,16 @@
  * (as nginx's grpc module does with its 2^31-1). */
 #define CONN_WINDOW (16 * 1024 * 1024)
 
+/* The frames nghttp2 gives one per nghttp2_session_mem_send call are
+ * gathered here, so that the requests a loop iteration queued on a
+ * connection go in one write, not one send(2) per HEADERS frame. */
+#define OBUF (16u * 1024)
+
+/* Streams kept for reuse per worker (about 2.5 KiB each), and the hbuf
+ * one keeps: a burst leaves at most this much behind. */
+#define SPARE_MAX 256u
+#define SPARE_HBUF (4u * 1024)
+
 /* A timer that is not armed (enum sws_upstream_timer otherwise). */
 #define NO_TIMER (-1)
 
@@ -46,10 +56,14 @@ struct sws_upstream_h2_stream {
     unsigned status;
     uint64_t length;
     unsigned nf;
+    size_t hlen;
+    sws_upstream_h2_stream_t *prev, *next; /* the connection's streams; `next`: the spares */
+    /* Kept when the stream is reused (stream_get clears what is above):
+     * f[0, nf) and hbuf[0, hlen) are all a response gave. */
+    char *hbuf;                    /* the request's head until its HEADERS went (they
+                                    * point into it: NO_COPY), then the response's fields */
+    size_t hcap;
     field_at_t f[SWS_UPSTREAM_H2_MAX_FIELDS];
-    char *hbuf;
-    size_t hlen, hcap;
-    sws_upstream_h2_stream_t *prev, *next; /* the connection's streams */
 };
 
 struct sws_upstream_h2_conn {
@@ -64,15 +78,55 @@ struct sws_upstream_h2_conn {
     uint8_t retiring;              /* no new streams: the member left the table, or
                                     * nghttp2 took no more (stream ids ran out) */
     uint8_t closed;
+    uint8_t in_room;               /* in the set's room list */
     int timer;                     /* armed enum sws_upstream_timer, or NO_TIMER */
-    const uint8_t *out;            /* from nghttp2_session_mem_send, not written yet */
-    size_t out_len;
+    size_t ooff, olen;             /* obuf[ooff, olen) is not written yet */
+    const uint8_t *out;            /* then this frame, nghttp2's, too large for obuf: */
+    size_t out_len;                /* valid until the next mem_send, which waits for it */
     sws_upstream_h2_stream_t *streams;
     sws_defer_t kick;              /* send what calls outside an event queued */
     sws_upstream_h2_conn_t *prev, *next; /* the set's open ones; `next`: its dead list */
+    sws_upstream_h2_conn_t *room_prev, *room_next; /* the set's that take a stream */
+    uint8_t obuf[OBUF];
 };
 
 static void conn_settle(sws_upstream_h2_conn_t *c, int progress);
+
+/* Whether c takes one more stream: open, no GOAWAY, not retiring, fewer
+ * of ours than the member's SETTINGS_MAX_CONCURRENT_STREAMS. */
+static int conn_has_room(const sws_upstream_h2_conn_t *c)
+{
+    return !c->closed && !c->goaway && !c->retiring &&
+           c->nstreams < nghttp2_session_get_remote_settings(
+                             c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+}
+
+/* Keep c in the set's room list exactly while it has room, so that a
+ * request looks at those only, not at every connection: called wherever
+ * one of conn_has_room's terms changes. */
+static void conn_room_update(sws_upstream_h2_conn_t *c)
+{
+    sws_upstream_h2_set_t *s = c->set;
+    int want = conn_has_room(c);
+    if (want == c->in_room)
+        return;
+    c->in_room = (uint8_t)want;
+    if (want) {
+        c->room_prev = NULL;
+        c->room_next = s->room;
+        if (s->room != NULL)
+            s->room->room_prev = c;
+        s->room = c;
+        return;
+    }
+    if (c->room_prev != NULL)
+        c->room_prev->room_next = c->room_next;
+    else
+        s->room = c->room_next;
+    if (c->room_next != NULL)
+        c->room_next->room_prev = c->room_prev;
+    c->room_prev = c->room_next = NULL;
+}
 
 /* ---- streams ---- */
 
@@ -86,12 +140,58 @@ static void stream_unlink(sws_upstream_h2_stream_t *hs)
     if (hs->next != NULL)
         hs->next->prev = hs->prev;
     c->nstreams--;
+    conn_room_update(c);
 }
 
-static void stream_free(sws_upstream_h2_stream_t *hs)
+static void stream_destroy(sws_upstream_h2_stream_t *hs)
 {
     free(hs->hbuf);
     free(hs);
+}
+
+/* A stream for a request: a spare one (its hbuf kept), else a new one. */
+static sws_upstream_h2_stream_t *stream_get(sws_upstream_h2_set_t *s)
+{
+    sws_upstream_h2_stream_t *hs = s->spare;
+    if (hs == NULL)
+        return calloc(1, sizeof(*hs));
+    s->spare = hs->next;
+    s->nspare--;
+    memset(hs, 0, offsetof(sws_upstream_h2_stream_t, hbuf));
+    return hs;
+}
+
+/* nghttp2 is done with it (closed, not sent, or the session deleted). */
+static void stream_free(sws_upstream_h2_set_t *s, sws_upstream_h2_stream_t *hs)
+{
+    if (s->nspare >= SPARE_MAX) {
+        stream_destroy(hs);
+        return;
+    }
+    if (hs->hcap > SPARE_HBUF) { /* one large head does not stay with every spare */
+        free(hs->hbuf);
+        hs->hbuf = NULL;
+        hs->hcap = 0;
+    }
+    hs->next = s->spare;
+    s->spare = hs;
+    s->nspare++;
+}
+
+/* hbuf holds need bytes (its bytes kept). 0, or -1 (out of memory). */
+static int hbuf_reserve(sws_upstream_h2_stream_t *hs, size_t need)
+{
+    if (need <= hs->hcap)
+        return 0;
+    size_t cap = hs->hcap < 1024 ? 1024 : hs->hcap;
+    while (cap < need)
+        cap *= 2;
+    char *b = realloc(hs->hbuf, cap);
+    if (b == NULL)
+        return -1;
+    hs->hbuf = b;
+    hs->hcap = cap;
+    return 0;
 }
 
 /* A request's stream before nghttp2 opened it (its HEADERS not sent): no
@@ -182,17 +282,9 @@ static int field_add(sws_upstream_h2_stream_t *hs, const uint8_t *name, size_t n
         hs->invalid = "response head or trailers too large";
         return -1;
     }
-    if (need > hs->hcap) {
-        size_t cap = hs->hcap < 1024 ? 1024 : hs->hcap;
-        while (cap < need)
-            cap *= 2;
-        char *b = realloc(hs->hbuf, cap);
-        if (b == NULL) {
-            hs->invalid = "out of memory for the response head";
-            return -1;
-        }
-        hs->hbuf = b;
-        hs->hcap = cap;
+    if (hbuf_reserve(hs, need) < 0) {
+        hs->invalid = "out of memory for the response head";
+        return -1;
     }
     field_at_t *f = &hs->f[hs->nf++];
     f->name = (uint32_t)hs->hlen;
@@ -270,6 +362,10 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         /* nghttp2 closes our streams above its last-stream-id with
          * REFUSED_STREAM (on_stream_close): they go elsewhere. */
         c->goaway = 1;
+        conn_room_update(c);
+        break;
+    case NGHTTP2_SETTINGS: /* its SETTINGS_MAX_CONCURRENT_STREAMS may have changed */
+        conn_room_update(c);
         break;
     default:
         break;
@@ -333,7 +429,7 @@ static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, in
     snprintf(why, sizeof(why), "request not sent: %s", nghttp2_strerror(code));
     stream_unlink(hs);
     stream_fail(hs, SWS_UPSTREAM_H2_REFUSED, why);
-    stream_free(hs);
+    stream_free(c->set, hs);
     return 0;
 }
 
@@ -361,7 +457,7 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
         }
         stream_fail(hs, kind, why);
     }
-    stream_free(hs);
+    stream_free(c->set, hs);
     return 0;
 }
 
@@ -421,6 +517,7 @@ static void conn_close(sws_upstream_h2_conn_t *c)
     if (c->closed)
         return;
     c->closed = 1;
+    conn_room_update(c);
     conn_unlink(c);
     sws_defer_cancel(&c->kick);
     sws_upstream_close(c->u);
@@ -437,6 +534,7 @@ static void conn_fail(sws_upstream_h2_conn_t *c, sws_upstream_h2_fail_t kind, co
     if (c->closed)
         return;
     c->goaway = 1; /* a retry from a failed() below must go elsewhere */
+    conn_room_update(c);
     for (sws_upstream_h2_stream_t *hs = c->streams; hs != NULL; hs = hs->next) {
         sws_upstream_h2_fail_t k = kind == SWS_UPSTREAM_H2_BROKEN && !hs->sent
                                        ? SWS_UPSTREAM_H2_REFUSED
@@ -473,6 +571,38 @@ static void conn_timer(sws_upstream_h2_conn_t *c, int progress)
     c->timer = want;
 }
 
+/* What nghttp2 has for the member, copied into obuf while it fits; a
+ * frame that does not fit stays nghttp2's (c->out). 0, or -1 when the
+ * connection failed. */
+static int conn_gather(sws_upstream_h2_conn_t *c)
+{
+    while (c->olen < OBUF) {
+        const uint8_t *d;
+        ssize_t n = nghttp2_session_mem_send(c->ng, &d);
+        if (n < 0) {
+            conn_fail(c, SWS_UPSTREAM_H2_INVALID, nghttp2_strerror((int)n));
+            return -1;
+        }
+        if (c->closed)
+            return -1;
+        if (n == 0)
+            break;
+        if ((size_t)n > OBUF - c->olen) {
+            c->out = d;
+            c->out_len = (size_t)n;
+            break;
+        }
+        memcpy(c->obuf + c->olen, d, (size_t)n);
+        c->olen += (size_t)n;
+    }
+    return 0;
+}
+
+static int conn_pending(const sws_upstream_h2_conn_t *c)
+{
+    return c->olen > 0 || c->out_len > 0;
+}
+
 /* Write what nghttp2 has for the member until the socket is full. 0, or
  * -1 when the connection failed. */
 static int conn_flush(sws_upstream_h2_conn_t *c, int *progress)
@@ -480,24 +610,21 @@ static int conn_flush(sws_upstream_h2_conn_t *c, int *progress)
     if (c->connecting)
         return 0;
     for (;;) {
-        if (c->out_len == 0) {
-            const uint8_t *d;
-            ssize_t n = nghttp2_session_mem_send(c->ng, &d);
-            if (n < 0) {
-                conn_fail(c, SWS_UPSTREAM_H2_INVALID, nghttp2_strerror((int)n));
-                return -1;
-            }
-            if (c->closed)
-                return -1;
-            if (n == 0)
-                break;
-            c->out = d;
-            c->out_len = (size_t)n;
-        }
-        ssize_t w = sws_upstream_write(c->u, c->out, c->out_len);
+        if (!conn_pending(c) && conn_gather(c) < 0)
+            return -1;
+        int from_obuf = c->olen > 0;
+        const uint8_t *p = from_obuf ? c->obuf + c->ooff : c->out;
+        size_t len = from_obuf ? c->olen - c->ooff : c->out_len;
+        if (len == 0)
+            break;
+        ssize_t w = sws_upstream_write(c->u, p, len);
         if (w > 0) {
-            c->out += w;
-            c->out_len -= (size_t)w;
+            if (!from_obuf) {
+                c->out += w;
+                c->out_len -= (size_t)w;
+            } else if ((c->ooff += (size_t)w) == c->olen) {
+                c->ooff = c->olen = 0;
+            }
             *progress = 1;
             continue;
         }
@@ -515,8 +642,9 @@ static int conn_flush(sws_upstream_h2_conn_t *c, int *progress)
 }
 
 /* Read until the socket is empty, feeding nghttp2 (flow control, not
- * reading, is what holds a member back). 0, or -1 when it failed. */
-static int conn_read(sws_upstream_h2_conn_t *c, int *progress)
+ * reading, is what holds a member back); events: the epoll ones that
+ * woke us. 0, or -1 when it failed. */
+static int conn_read(sws_upstream_h2_conn_t *c, uint32_t events, int *progress)
 {
     uint8_t buf[READ_CHUNK];
     for (;;) {
@@ -528,6 +656,13 @@ static int conn_read(sws_upstream_h2_conn_t *c, int *progress)
                 conn_fail(c, SWS_UPSTREAM_H2_INVALID, nghttp2_strerror((int)r));
                 return -1;
             }
+            /* A short read in the clear emptied the socket (over TLS the
+             * SSL may hold more): a later byte brings a new edge, so the
+             * read that would answer EAGAIN is saved, unless the member's
+             * FIN or an error came too and must be read. */
+            if ((size_t)n < sizeof(buf) && c->u->ssl == NULL &&
+                !(events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+                return 0;
             continue;
         }
         if (n == 0) {
@@ -558,7 +693,7 @@ static void conn_settle(sws_upstream_h2_conn_t *c, int progress)
     if (c->closed)
         return;
     if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng) &&
-        c->out_len == 0) {
+        !conn_pending(c)) {
         conn_fail(c, SWS_UPSTREAM_H2_BROKEN, "session ended");
         return;
     }
@@ -595,7 +730,7 @@ static void conn_on_event(sws_upstream_conn_t *u, uint32_t events)
         if (u->ssl != NULL)
             events |= EPOLLIN;
     }
-    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && conn_read(c, &progress) < 0)
+    if ((events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) && conn_read(c, events, &progress) < 0)
         return;
     if (conn_flush(c, &progress) < 0)
         return;
@@ -642,12 +777,12 @@ static void set_reap(sws_defer_t *d)
     while (s->dead != NULL) {
         sws_upstream_h2_conn_t *c = s->dead;
         s->dead = c->next;
+        nghttp2_session_del(c->ng); /* first: its frames may point into the streams' hbuf */
         while (c->streams != NULL) {
             sws_upstream_h2_stream_t *hs = c->streams;
             c->streams = hs->next;
-            stream_free(hs);
+            stream_free(s, hs);
         }
-        nghttp2_session_del(c->ng);
         free(c);
     }
 }
@@ -713,6 +848,7 @@ static sws_upstream_h2_conn_t *conn_new(sws_upstream_h2_set_t *s, sws_upstream_c
     if (s->conns != NULL)
         s->conns->prev = c;
     s->conns = c;
+    conn_room_update(c);
     return c;
 }
 
@@ -751,14 +887,9 @@ int sws_upstream_h2_adopt(sws_upstream_h2_set_t *s, uint64_t member_id, int fd,
 static sws_upstream_h2_conn_t *conn_with_room(sws_upstream_h2_set_t *s, uint64_t member_id,
                                               int tls)
 {
-    for (sws_upstream_h2_conn_t *c = s->conns; c != NULL; c = c->next) {
-        if (c->member_id != member_id || c->goaway || c->retiring || (c->u->ssl != NULL) != tls)
-            continue;
-        uint32_t max = nghttp2_session_get_remote_settings(
-            c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
-        if (c->nstreams < max)
+    for (sws_upstream_h2_conn_t *c = s->room; c != NULL; c = c->room_next)
+        if (c->member_id == member_id && (c->u->ssl != NULL) == tls)
             return c;
-    }
     return NULL;
 }
 
@@ -774,8 +905,17 @@ static int field_dropped(sws_str_t name)
     return t != NULL && ((t->flags & SWS_TKF_H2_FORBIDDEN) || t->id == SWS_TK_TE);
 }
 
-#define NV_STR(n, v) \
-    ((nghttp2_nv){ (uint8_t *)(n).p, (uint8_t *)(v).p, (n).len, (v).len, NGHTTP2_NV_FLAG_NONE })
+/* A request field, not copied by nghttp2: names are literals or lie in
+ * the stream's hbuf, which is left alone until nghttp2 is done with the
+ * HEADERS frame (sent, not sent, or the session deleted; ADR 0050). */
+#define NV_STR(n, v)                                                      \
+    ((nghttp2_nv){ (uint8_t *)(n).p, (uint8_t *)(v).p, (n).len, (v).len, \
+                   NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE })
+
+/* The fields of a head proxy_req.c writes: the client's, at most 11 it
+ * adds (Host, Connection, Upgrade, Expect, Via, the four X-Forwarded-*
+ * and X-Real-IP, the framing), the 4 pseudo-fields and te. */
+#define NV_MAX (SWS_REQUEST_MAX_HEADERS + 16u)
 
 /* The HTTP/1.1 head in h (ours, mutable: names are lowercased in place)
  * as HTTP/2 fields into nv (room for max: the head's lines and 5); how
@@ -833,26 +973,21 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
                                                  sws_upstream_h2_fail_t *kind, char *err,
                                                  size_t errlen)
 {
-    size_t lines = 0;
-    for (size_t i = 0; i < req->head_len; i++)
-        lines += req->head[i] == '\n';
-    size_t max = lines + 5; /* the pseudo-fields and te */
-    sws_upstream_h2_stream_t *hs = calloc(1, sizeof(*hs));
-    char *copy = malloc(req->head_len + max * sizeof(nghttp2_nv));
-    if (hs == NULL || copy == NULL) {
-        free(hs);
-        free(copy);
+    sws_upstream_h2_stream_t *hs = stream_get(s);
+    if (hs == NULL || hbuf_reserve(hs, req->head_len) < 0) {
+        if (hs != NULL)
+            stream_free(s, hs);
         *kind = SWS_UPSTREAM_H2_INVALID;
         sws_errf(err, errlen, "out of memory for an HTTP/2 request");
         return NULL;
     }
-    nghttp2_nv *nv = (nghttp2_nv *)(void *)copy;
-    char *head = copy + max * sizeof(nghttp2_nv);
-    memcpy(head, req->head, req->head_len);
-    int n = head_to_nv(head, req->head_len, req->te_trailers, tls != NULL, nv, max);
+    /* A copy the stream owns: names are lowercased in it, and nghttp2
+     * reads the fields from it when it sends the HEADERS frame. */
+    memcpy(hs->hbuf, req->head, req->head_len);
+    nghttp2_nv nv[NV_MAX];
+    int n = head_to_nv(hs->hbuf, req->head_len, req->te_trailers, tls != NULL, nv, NV_MAX);
     if (n < 0) {
-        free(hs);
-        free(copy);
+        stream_free(s, hs);
         *kind = SWS_UPSTREAM_H2_INVALID;
         sws_errf(err, errlen, "the request head cannot be sent over HTTP/2");
         return NULL;
@@ -861,8 +996,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     if (c == NULL)
         c = conn_open(s, member_id, addr, tls, conf, err, errlen);
     if (c == NULL) {
-        free(hs);
-        free(copy);
+        stream_free(s, hs);
         *kind = SWS_UPSTREAM_H2_CONNECT;
         return NULL;
     }
@@ -874,13 +1008,13 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     nghttp2_data_provider dp = { .source.ptr = hs, .read_callback = body_read };
     int32_t id = nghttp2_submit_request(c->ng, NULL, nv, (size_t)n, req->has_body ? &dp : NULL,
                                         hs);
-    free(copy); /* nghttp2 copied the fields */
     if (id < 0) {
-        free(hs);
+        stream_free(s, hs);
         /* What fails here (stream ids used up, memory) fails again on this
          * connection: left selectable, it would fail every later request
          * to the member, each counted against the member's health. */
         c->retiring = 1;
+        conn_room_update(c);
         *kind = SWS_UPSTREAM_H2_REFUSED;
         sws_errf(err, errlen, "HTTP/2 request not queued: %s", nghttp2_strerror(id));
         conn_settle(c, 0);
@@ -892,6 +1026,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
         c->streams->prev = hs;
     c->streams = hs;
     c->nstreams++;
+    conn_room_update(c);
     if (c->connecting)
         conn_timer(c, 0);
     else
@@ -942,6 +1077,7 @@ void sws_upstream_h2_close_idle(sws_upstream_h2_set_t *s, uint64_t member_id)
         if (c->member_id != member_id)
             continue;
         c->retiring = 1;
+        conn_room_update(c);
         if (c->nstreams == 0)
             conn_close(c);
     }
@@ -979,5 +1115,11 @@ void sws_upstream_h2_set_close(sws_upstream_h2_set_t *s)
         conn_close(s->conns); /* no user is left to tell */
     sws_defer_cancel(&s->reap);
     set_reap(&s->reap);
+    while (s->spare != NULL) {
+        sws_upstream_h2_stream_t *hs = s->spare;
+        s->spare = hs->next;
+        stream_destroy(hs);
+    }
+    s->nspare = 0;
     s->ups->close_idle_hook = NULL;
 }

@@ -14,12 +14,16 @@
  * lost). A stream is the set's too; its user (the proxy) holds the handle
  * from sws_upstream_h2_submit until ops->end or ops->failed is called (the
  * handle is dead from that call on) or until it calls
- * sws_upstream_h2_cancel. Single-threaded, in the worker.
+ * sws_upstream_h2_cancel; the set frees or keeps it (its spares, for the
+ * next requests: ADR 0050) once nghttp2 is done with it too.
+ * Single-threaded, in the worker.
  *
  * Connections: a request goes on an open connection to its member that
  * has room (fewer of our streams than the member's
  * SETTINGS_MAX_CONCURRENT_STREAMS; 100 assumed until its SETTINGS come,
- * nghttp2's default) and no GOAWAY, else on a new one. The pool's
+ * nghttp2's default) and no GOAWAY, else on a new one; the set keeps the
+ * connections with room in a list of their own (`room`). What a loop
+ * iteration queued on a connection goes in one write. The pool's
  * max_conns bounds requests in flight per member (the balancer's rule, as
  * for HTTP/1), hence connections too. A connection whose last stream
  * closed is idle: at most the pool's `keepalive` idle ones per member are
@@ -67,8 +71,11 @@ typedef struct sws_upstream_h2_conn sws_upstream_h2_conn_t;
 typedef struct sws_upstream_h2_set {
     sws_upstream_set_t *ups;       /* whose connections and timer queues are used */
     sws_upstream_h2_conn_t *conns; /* open ones, any member */
+    sws_upstream_h2_conn_t *room;  /* those of them that take one more stream */
     sws_upstream_h2_conn_t *dead;  /* closed, freed by `reap` (outside nghttp2's calls) */
     sws_defer_t reap;
+    sws_upstream_h2_stream_t *spare; /* streams nghttp2 is done with, for the next requests */
+    unsigned nspare;
 } sws_upstream_h2_set_t;
 
 /* Why a stream failed: the user maps it onto its retry rules. */

@@ -9,7 +9,10 @@ request is answered, once its stream ended, by `mode`:
 
     echo        200, content-type application/grpc, the request body back
                 (a request without a body gets "NAME METHOD PATH"), then
-                the trailers grpc-status: 0, grpc-message: ok
+                the trailers grpc-status: 0, grpc-message: ok; a request
+                with `x-reflect: V` also gets the field `x-reflect: V`
+                and the trailer `x-reflect-trailer: V` (what one response
+                carried must not show in the next)
     status:N    the same with grpc-status N and grpc-message "failed N"
     gather:N    as echo, but nothing is answered until N requests are open
                 at once (on any of its connections): they were concurrent
@@ -274,10 +277,14 @@ class H2Backend:
             grpc_status = self.mode.split(":")[1]
         body = bytes(r.body) if r.body else (
             "%s %s %s" % (self.name, r.header(":method"), r.header(":path"))).encode()
-        conn.send_headers(r.stream_id, [(":status", "200"),
-                                        ("content-type", "application/grpc")])
+        reflect = r.header("x-reflect")
+        head = [(":status", "200"), ("content-type", "application/grpc")]
         trailers = [("grpc-status", grpc_status),
                     ("grpc-message", "ok" if grpc_status == "0" else "failed " + grpc_status)]
+        if reflect is not None:
+            head.append(("x-reflect", reflect))
+            trailers.append(("x-reflect-trailer", reflect))
+        conn.send_headers(r.stream_id, head)
         state["out"][r.stream_id] = [body, trailers]
 
     def _pump(self, state):

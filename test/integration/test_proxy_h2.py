@@ -104,6 +104,73 @@ class H2Pools(ServerTestCase):
         self.assertEqual(m.streams, n)
         self.assertEqual(m.connections, 1)
 
+    def exchange_spec(self, i):
+        """Request i: even ones carry a field the member reflects, a body
+        and trailers; odd ones none of them, so that anything a reused
+        stream kept from the request or answer before shows."""
+        path = "/rpc/pkg.Svc/Call%d" % i
+        if i % 2:
+            return path, GRPC_HEADERS, b"", None
+        body = b"\0\0\0\0" + (b"body %d;" % i) * (1 + i % 5)
+        return (path, GRPC_HEADERS + [("x-reflect", "r%d" % i)], body,
+                [("x-client-n", str(i))])
+
+    def send_exchange(self, c, i):
+        path, headers, body, trailers = self.exchange_spec(i)
+        return c.start(path, body=body, headers=headers, trailers=trailers)
+
+    def check_exchange(self, i, r, m):
+        path, _, body, trailers = self.exchange_spec(i)
+        reflect = [] if i % 2 else ["r%d" % i]
+        self.assertIsNone(r.reset, "request %d reset" % i)
+        self.assertEqual(r.status, 200, "request %d" % i)
+        self.assertEqual(bytes(r.body), body or ("m POST %s" % path).encode(), "request %d" % i)
+        self.assertEqual([v for n, v in r.headers if n == "x-reflect"], reflect, "request %d" % i)
+        self.assertEqual(r.trailers, [("grpc-status", "0"), ("grpc-message", "ok")] +
+                         [("x-reflect-trailer", v) for v in reflect], "request %d" % i)
+        got = [q for q in m.requests if q.header(":path") == path]
+        self.assertEqual(len(got), 1, "request %d reached the member once" % i)
+        self.assertEqual([v for n, v in got[0].headers if n == "x-reflect"], reflect,
+                         "request %d's fields at the member" % i)
+        self.assertEqual(bytes(got[0].body), body, "request %d's body at the member" % i)
+        self.assertEqual(got[0].trailers, trailers or [], "request %d's trailers" % i)
+
+    def test_sequential_requests_carry_nothing_into_the_next(self):
+        # One upstream connection whose streams (and their state, reused
+        # per worker) serve one request after the other.
+        m = self.backend()
+        srv = self.start([m])
+        c = self.h2client(srv)
+        for i in range(40):
+            self.check_exchange(i, c.response(self.send_exchange(c, i)), m)
+        self.assertEqual(m.connections, 1)
+
+    def test_concurrent_requests_carry_nothing_into_each_other(self):
+        m = self.backend()
+        srv = self.start([m])
+        c = self.h2client(srv)
+        for _ in range(3):  # the second and third rounds reuse the first's streams
+            m.requests.clear()
+            sids = [self.send_exchange(c, i) for i in range(40)]
+            for i, sid in enumerate(sids):
+                self.check_exchange(i, c.response(sid), m)
+
+    def test_http1_requests_in_turn_carry_nothing_into_the_next(self):
+        m = self.backend()
+        srv = self.start([m])
+        with Client(srv.port) as cl:
+            for i in range(20):
+                headers = [("X-Reflect", "r%d" % i)] if i % 2 == 0 else []
+                body = b"posted %d" % i if i % 3 == 0 else b""
+                cl.send(request("POST", "/h2/n%d" % i, body=body,
+                                headers=headers + [("Content-Length", str(len(body)))]))
+                r = cl.read_response()
+                self.assertEqual(r.status, 200, "request %d" % i)
+                self.assertEqual(r.body, body or b"m POST /h2/n%d" % i, "request %d" % i)
+                self.assertEqual([v for n, v in r.headers if n.lower() == "x-reflect"],
+                                 [v for _, v in headers], "request %d" % i)
+        self.assertEqual(m.connections, 1)
+
     def test_one_mib_bodies_both_ways_exact(self):
         m = self.backend()
         srv = self.start([m])
