@@ -91,7 +91,7 @@
 /* A proxied request's state is taken from here when its head fits the
  * usual size (two kinds: with the HTTP/1 read buffer, and without it for
  * an h2 or grpc pool), and given back when the stream is released, so a
- * request costs no allocation (ADR 0050). Per worker, in the worker
+ * request costs no allocation (ADR 0051). Per worker, in the worker
  * context (worker/ctx.h); zero-initialised is empty. */
 typedef struct sws_proxy_spares {
     void *list[2];

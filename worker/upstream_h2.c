@@ -907,7 +907,7 @@ static int field_dropped(sws_str_t name)
 
 /* A request field, not copied by nghttp2: names are literals or lie in
  * the stream's hbuf, which is left alone until nghttp2 is done with the
- * HEADERS frame (sent, not sent, or the session deleted; ADR 0050). */
+ * HEADERS frame (sent, not sent, or the session deleted; ADR 0051). */
 #define NV_STR(n, v)                                                      \
     ((nghttp2_nv){ (uint8_t *)(n).p, (uint8_t *)(v).p, (n).len, (v).len, \
                    NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE })

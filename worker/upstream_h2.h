@@ -15,7 +15,7 @@
  * from sws_upstream_h2_submit until ops->end or ops->failed is called (the
  * handle is dead from that call on) or until it calls
  * sws_upstream_h2_cancel; the set frees or keeps it (its spares, for the
- * next requests: ADR 0050) once nghttp2 is done with it too.
+ * next requests: ADR 0051) once nghttp2 is done with it too.
  * Single-threaded, in the worker.
  *
  * Connections: a request goes on an open connection to its member that

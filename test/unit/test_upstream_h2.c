@@ -303,7 +303,7 @@ static void test_unmappable_head_is_invalid_not_connect(void **state)
  * may go at once, and a request given up before its HEADERS went (the
  * connection is new) still goes whole with the connection's first bytes,
  * from the stream's own copy, which stays until nghttp2 sent it (ADR
- * 0050), and is reset after; the user hears nothing more. */
+ * 0051), and is reset after; the user hears nothing more. */
 static void test_fields_outlive_the_callers_head_and_a_cancel(void **state)
 {
     fixture_t *f = *state;
