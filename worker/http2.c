@@ -2,6 +2,7 @@
 #include "worker/http2.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,12 +23,19 @@ typedef struct sws_http2 sws_http2_t;
  * and its response body not yet framed. */
 typedef struct h2_stream {
     sws_stream_t st;
+    /* Kept while the stream is a spare (stream_recycle): the next stream
+     * of the connection starts with them. */
+    char *hbuf;          /* the request's names and values; slices point here */
+    size_t hcap;
+    char *obuf;          /* response body bytes not yet framed, from the first one */
+    size_t ocap;         /* its size: grows up to SWS_HTTP2_STREAM_BUF */
+
+    /* The exchange's own, from here to the end: zeroed when it begins. */
     sws_http2_t *h2;
     struct h2_stream *prev, *next;
     int32_t id;
 
-    char *hbuf;          /* the request's names and values; slices point here */
-    size_t hlen, hcap;
+    size_t hlen;
     size_t hsize;        /* the header list's size as RFC 9113 6.5.2 counts it */
     uint16_t refuse;     /* status to answer once the head is complete (431) */
     uint8_t head_done;   /* the request head is complete and dispatched */
@@ -53,16 +61,27 @@ typedef struct h2_stream {
                           * body_take); nghttp2 gives no empty DATA chunk */
     size_t held;         /* of them and the others its consumer took, those not passed
                           * on yet: not given back to the connection's window */
-
-    char *obuf;          /* SWS_HTTP2_STREAM_BUF bytes, from the first body byte */
-    size_t ooff, olen;
+    size_t ooff, olen;   /* obuf's bytes waiting for the data provider */
 } h2_stream_t;
+
+/* The part of a stream zeroed when an exchange begins. */
+#define H2_STREAM_FRESH offsetof(h2_stream_t, h2)
+/* A spare keeps a header or body buffer up to this size (the common
+ * request head, a small response); a larger one is freed with its
+ * exchange. The body buffer starts at H2_OBUF_MIN and doubles. */
+#define H2_SPARE_BUF_KEEP (4u * 1024)
+#define H2_OBUF_MIN 1024u
 
 struct sws_http2 {
     nghttp2_session *session;
     sws_conn_t *conn;
     h2_stream_t *streams;   /* open streams, doubly linked, newest first */
     h2_stream_t *oldest;    /* the list's tail: dispatch walks from it */
+    /* Released streams kept for the next ones (linked by next), at most
+     * SWS_HTTP2_SPARE_STREAMS: a stream costs no allocation, no zeroing of
+     * its header array, no heap growth and trim, in the steady state. */
+    h2_stream_t *spare;
+    unsigned nspare;
     /* Streams the sweep has work for, and those marked for dispatch: the
      * pump and every read test these, not every stream. */
     unsigned nsweep, ndispatch;
@@ -216,7 +235,61 @@ static void sweep_mark(h2_stream_t *hs)
     }
 }
 
-/* Count and log the exchange, give back its unconsumed window, free it. */
+static void stream_destroy(h2_stream_t *hs)
+{
+    sws_stream_free(&hs->st, 0);
+    free(hs->hbuf);
+    free(hs->obuf);
+    free(hs);
+}
+
+/* A released stream becomes a spare, with its buffers when they are of
+ * a common size; beyond SWS_HTTP2_SPARE_STREAMS, or on a session that
+ * takes no more streams, it is freed. */
+static void stream_recycle(sws_http2_t *h2, h2_stream_t *hs)
+{
+    if (h2->nspare >= SWS_HTTP2_SPARE_STREAMS || h2->dead) {
+        stream_destroy(hs);
+        return;
+    }
+    sws_stream_free(&hs->st, 1);
+    if (hs->hcap > H2_SPARE_BUF_KEEP) {
+        free(hs->hbuf);
+        hs->hbuf = NULL;
+        hs->hcap = 0;
+    }
+    if (hs->ocap > H2_SPARE_BUF_KEEP) {
+        free(hs->obuf);
+        hs->obuf = NULL;
+        hs->ocap = 0;
+    }
+    hs->next = h2->spare;
+    h2->spare = hs;
+    h2->nspare++;
+}
+
+/* A stream for a new exchange: a spare, else a new allocation (whose
+ * sws_stream_t is initialized once). Its own fields are zero. */
+static h2_stream_t *stream_new(sws_http2_t *h2)
+{
+    h2_stream_t *hs = h2->spare;
+    if (hs != NULL) {
+        h2->spare = hs->next;
+        h2->nspare--;
+    } else {
+        hs = malloc(sizeof(*hs));
+        if (hs == NULL)
+            return NULL;
+        sws_stream_init(&hs->st);
+        hs->hbuf = hs->obuf = NULL;
+        hs->hcap = hs->ocap = 0;
+    }
+    memset((char *)hs + H2_STREAM_FRESH, 0, sizeof(*hs) - H2_STREAM_FRESH);
+    return hs;
+}
+
+/* Count and log the exchange, give back its unconsumed window, keep it
+ * as a spare or free it. */
 static void stream_release(sws_http2_t *h2, h2_stream_t *hs)
 {
     sws_request_t *r = &hs->st.req;
@@ -232,11 +305,8 @@ static void stream_release(sws_http2_t *h2, h2_stream_t *hs)
     if (h2->session != NULL)
         nghttp2_session_set_stream_user_data(h2->session, hs->id, NULL);
     sws_stream_release(&hs->st);
-    sws_stream_free(&hs->st, 0);
     stream_unlink(h2, hs);
-    free(hs->hbuf);
-    free(hs->obuf);
-    free(hs);
+    stream_recycle(h2, hs);
 }
 
 static h2_stream_t *stream_get(sws_http2_t *h2, int32_t id)
@@ -407,10 +477,9 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     sws_http2_t *h2 = user;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    h2_stream_t *hs = calloc(1, sizeof(*hs));
+    h2_stream_t *hs = stream_new(h2);
     if (hs == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* refuses the stream */
-    sws_stream_init(&hs->st);
     hs->h2 = h2;
     hs->id = frame->hd.stream_id;
     sws_stream_start(&hs->st, h2->conn, &h2_sink);
@@ -882,16 +951,32 @@ static int sink_head(sws_stream_t *st, const sws_header_t *h, unsigned n, size_t
     return submit_head(hs, status, h, n, body, 1);
 }
 
-/* Room for body bytes in the stream's buffer (made on first use). */
-static size_t out_room(h2_stream_t *hs)
+/* Room for up to want more body bytes in the stream's buffer, which
+ * holds at most SWS_HTTP2_STREAM_BUF: the buffer is made or grown to
+ * take them (as large as the response needs, so that a small one keeps a
+ * small buffer, which a spare keeps). 0 when full or out of memory. */
+static size_t out_room(h2_stream_t *hs, size_t want)
 {
-    if (hs->obuf == NULL && (hs->obuf = malloc(SWS_HTTP2_STREAM_BUF)) == NULL)
-        return 0;
     if (hs->ooff > 0 && hs->olen > 0) {
         memmove(hs->obuf, hs->obuf + hs->ooff, hs->olen);
     }
     hs->ooff = 0;
-    return SWS_HTTP2_STREAM_BUF - hs->olen;
+    size_t room = SWS_HTTP2_STREAM_BUF - hs->olen;
+    if (want < room)
+        room = want;
+    if (hs->ocap - hs->olen < room) {
+        size_t cap = hs->ocap < H2_OBUF_MIN ? H2_OBUF_MIN : hs->ocap;
+        while (cap - hs->olen < room)
+            cap *= 2;
+        if (cap > SWS_HTTP2_STREAM_BUF)
+            cap = SWS_HTTP2_STREAM_BUF;
+        char *b = realloc(hs->obuf, cap);
+        if (b == NULL)
+            return 0;
+        hs->obuf = b;
+        hs->ocap = cap;
+    }
+    return room;
 }
 
 /* The sink refused bytes: the sweep resumes the producer once there is
@@ -907,8 +992,7 @@ static size_t sink_data(sws_stream_t *st, const char *p, size_t n)
     h2_stream_t *hs = h2s_of(st);
     if (sink_gone(hs))
         return n;
-    size_t room = out_room(hs);
-    size_t take = n < room ? n : room;
+    size_t take = out_room(hs, n);
     if (take < n)
         resume_owed(hs);
     if (take == 0)
@@ -925,7 +1009,7 @@ static size_t sink_room(const sws_stream_t *st)
     h2_stream_t *hs = h2s_of(st);
     if (sink_gone(hs))
         return SIZE_MAX;
-    size_t room = out_room(hs);
+    size_t room = SWS_HTTP2_STREAM_BUF - hs->olen;
     if (room == 0)
         resume_owed(hs);
     return room;
@@ -938,8 +1022,7 @@ static int64_t sink_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
     h2_stream_t *hs = h2s_of(st);
     if (sink_gone(hs))
         return (int64_t)len;
-    size_t room = out_room(hs);
-    size_t want = len < room ? (size_t)len : room;
+    size_t want = out_room(hs, len < SWS_HTTP2_STREAM_BUF ? (size_t)len : SWS_HTTP2_STREAM_BUF);
     if (want < len)
         resume_owed(hs);
     if (want == 0)
@@ -1373,6 +1456,11 @@ static void http2_close(sws_conn_t *c)
         return;
     while (h2->streams != NULL)
         stream_release(h2, h2->streams);
+    while (h2->spare != NULL) {
+        h2_stream_t *hs = h2->spare;
+        h2->spare = hs->next;
+        stream_destroy(hs);
+    }
     sws_log_debug("client %s: HTTP/2: closed after taking %llu bytes from the client; request "
                   "bodies held at most %zu bytes at once (budget %u)",
                   sws_conn_peer_text(c), (unsigned long long)h2->taken, h2->held_peak,
