@@ -77,6 +77,7 @@ struct sws_http2 {
     sws_conn_t *conn;
     h2_stream_t *streams;   /* open streams, doubly linked, newest first */
     h2_stream_t *oldest;    /* the list's tail: dispatch walks from it */
+    h2_stream_t *last;      /* stream_get's last answer, NULL once released */
     /* Released streams kept for the next ones (linked by next), at most
      * SWS_HTTP2_SPARE_STREAMS: a stream costs no allocation, no zeroing of
      * its header array, no heap growth and trim, in the steady state. */
@@ -91,6 +92,8 @@ struct sws_http2 {
     size_t held;            /* request-body bytes the streams' consumers hold, all
                              * streams: at most SWS_HTTP2_BODY_BUDGET */
     size_t held_peak;       /* the most they held at once (logged at the close) */
+    nghttp2_nv *nv;         /* the submits' scratch array (nv_scratch) */
+    size_t nvcap;
     uint64_t taken;         /* bytes of the client's given to nghttp2 (logged at the
                              * close: a flood's tests judge by it) */
     uint8_t budget_met;     /* the client's window ran out on the budget (logged once) */
@@ -304,14 +307,24 @@ static void stream_release(sws_http2_t *h2, h2_stream_t *hs)
     h2->held -= hs->held;
     if (h2->session != NULL)
         nghttp2_session_set_stream_user_data(h2->session, hs->id, NULL);
+    if (h2->last == hs)
+        h2->last = NULL;
     sws_stream_release(&hs->st);
     stream_unlink(h2, hs);
     stream_recycle(h2, hs);
 }
 
+/* The stream of id, or NULL. The last one found is remembered: a head's
+ * fields, its frame's end and the frames sent for it come one after the
+ * other, and each lookup in nghttp2's map costs a hash probe. */
 static h2_stream_t *stream_get(sws_http2_t *h2, int32_t id)
 {
-    return nghttp2_session_get_stream_user_data(h2->session, id);
+    if (h2->last != NULL && h2->last->id == id)
+        return h2->last;
+    h2_stream_t *hs = nghttp2_session_get_stream_user_data(h2->session, id);
+    if (hs != NULL)
+        h2->last = hs;
+    return hs;
 }
 
 /* path and query from the :path pseudo-header (origin-form; "*" for
@@ -496,6 +509,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         h2->resets = 0;
     h2->conn->head_started = 1; /* the header timer runs from here */
     nghttp2_session_set_stream_user_data(session, hs->id, hs);
+    h2->last = hs; /* its fields come next */
     return 0;
 }
 
@@ -846,51 +860,57 @@ static int field_dropped(sws_str_t name)
     return t != NULL && (t->flags & (SWS_TKF_H2_FORBIDDEN | SWS_TKF_HOP_BY_HOP | SWS_TKF_FRAMING));
 }
 
-/* nv[0..) for fields h[0..n) after `first` entries already in nv, names
- * lowercased into names (room for all their bytes). Returns the count. */
-static size_t nv_fields(nghttp2_nv *nv, size_t first, char *names, const sws_header_t *h,
-                        unsigned n)
+/* Room for n name/value pairs in the connection's scratch array, which
+ * every submit reuses (nghttp2 copies the pairs it is given). NULL when
+ * out of memory. */
+static nghttp2_nv *nv_scratch(sws_http2_t *h2, size_t n)
+{
+    if (n > h2->nvcap) {
+        size_t cap = h2->nvcap < 16 ? 16 : h2->nvcap;
+        while (cap < n)
+            cap *= 2;
+        nghttp2_nv *nv = realloc(h2->nv, sizeof(*nv) * cap);
+        if (nv == NULL)
+            return NULL;
+        h2->nv = nv;
+        h2->nvcap = cap;
+    }
+    return h2->nv;
+}
+
+/* nv[first..) for the fields h[0..n) a response may carry. Their names
+ * go as the producer wrote them: nghttp2 lower-cases the names it copies
+ * (its submit functions say so). Returns the count. */
+static size_t nv_fields(nghttp2_nv *nv, size_t first, const sws_header_t *h, unsigned n)
 {
     size_t k = first;
     for (unsigned i = 0; i < n; i++) {
         if (field_dropped(h[i].name))
             continue;
-        for (size_t j = 0; j < h[i].name.len; j++) {
-            char ch = h[i].name.p[j];
-            names[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
-        }
-        nv[k++] = (nghttp2_nv){ (uint8_t *)names, (uint8_t *)h[i].value.p, h[i].name.len,
+        nv[k++] = (nghttp2_nv){ (uint8_t *)h[i].name.p, (uint8_t *)h[i].value.p, h[i].name.len,
                                 h[i].value.len, NGHTTP2_NV_FLAG_NONE };
-        names += h[i].name.len;
     }
     return k;
 }
 
-static size_t names_len(const sws_header_t *h, unsigned n)
-{
-    size_t len = 0;
-    for (unsigned i = 0; i < n; i++)
-        len += h[i].name.len;
-    return len;
-}
-
+/* A name we spell in lower case and that lives as long as the program:
+ * nghttp2 need not copy it. */
 #define NV(name, value, vlen) \
     ((nghttp2_nv){ (uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, (vlen), \
-                   NGHTTP2_NV_FLAG_NONE })
+                   NGHTTP2_NV_FLAG_NO_COPY_NAME })
 
 static void trailers_submit(h2_stream_t *hs)
 {
     const sws_header_t *t = hs->st.trailers;
     unsigned n = hs->st.ntrailers;
-    nghttp2_nv *nv = malloc(sizeof(*nv) * n + names_len(t, n) + 1);
+    nghttp2_nv *nv = nv_scratch(hs->h2, n);
     if (nv == NULL) {
         nghttp2_submit_rst_stream(hs->h2->session, NGHTTP2_FLAG_NONE, hs->id,
                                   NGHTTP2_INTERNAL_ERROR);
         return;
     }
-    size_t k = nv_fields(nv, 0, (char *)(nv + n), t, n);
+    size_t k = nv_fields(nv, 0, t, n);
     nghttp2_submit_trailer(hs->h2->session, hs->id, nv, k); /* copies */
-    free(nv);
 }
 
 /* A head: :status, then what we add (date, server, content-length), then
@@ -904,7 +924,7 @@ static int submit_head(h2_stream_t *hs, unsigned status, const sws_header_t *h, 
                     (char)('0' + status % 10) };
     char len[SWS_FMT_U64_MAX];
     enum { OURS = 4 };
-    nghttp2_nv *nv = malloc(sizeof(*nv) * (n + OURS) + names_len(h, n) + 1);
+    nghttp2_nv *nv = nv_scratch(hs->h2, (size_t)n + OURS);
     if (nv == NULL)
         return -1;
     size_t k = 0;
@@ -916,7 +936,7 @@ static int submit_head(h2_stream_t *hs, unsigned status, const sws_header_t *h, 
         if (hs->st.length != SWS_STREAM_LENGTH_UNKNOWN && status != 204 && status != 304)
             nv[k++] = NV("content-length", len, (size_t)(sws_put_u64(len, hs->st.length) - len));
     }
-    k = nv_fields(nv, k, (char *)(nv + n + OURS), h, n);
+    k = nv_fields(nv, k, h, n);
     int rc;
     if (!final) {
         rc = nghttp2_submit_headers(hs->h2->session, NGHTTP2_FLAG_NONE, hs->id, NULL, nv, k,
@@ -926,7 +946,6 @@ static int submit_head(h2_stream_t *hs, unsigned status, const sws_header_t *h, 
         rc = nghttp2_submit_response(hs->h2->session, hs->id, nv, k, provider ? &dp : NULL);
         hs->responding = (uint8_t)(rc == 0 && provider);
     }
-    free(nv);
     if (rc != 0)
         return -1;
     stream_kick(hs);
@@ -1466,6 +1485,7 @@ static void http2_close(sws_conn_t *c)
                   sws_conn_peer_text(c), (unsigned long long)h2->taken, h2->held_peak,
                   SWS_HTTP2_BODY_BUDGET);
     nghttp2_session_del(h2->session);
+    free(h2->nv);
     free(h2);
     c->proto_state = NULL;
 }
