@@ -72,8 +72,28 @@ typedef struct h2_stream {
 #define H2_SPARE_BUF_KEEP (4u * 1024)
 #define H2_OBUF_MIN 1024u
 
+/* nghttp2's small blocks, kept per connection (h2_mem_*). */
+#define H2_MEM_CLASSES 4       /* 64, 128, 256, 512 bytes */
+#define H2_MEM_SMALLEST 64u
+#define H2_MEM_KEEP 32u        /* free blocks kept per class */
+
+typedef union h2_block {
+    union h2_block *next;      /* free: the next free block of its class */
+    max_align_t align;
+} h2_block_t;
+
+/* Before each block nghttp2 gets: its class, H2_MEM_CLASSES for one of
+ * malloc's own (larger). */
+typedef union h2_block_head {
+    unsigned cls;
+    max_align_t align;
+} h2_block_head_t;
+
 struct sws_http2 {
     nghttp2_session *session;
+    nghttp2_mem mem;        /* nghttp2's allocator: h2_mem_*, this connection's blocks */
+    h2_block_t *blocks[H2_MEM_CLASSES];
+    unsigned nblocks[H2_MEM_CLASSES];
     sws_conn_t *conn;
     h2_stream_t *streams;   /* open streams, doubly linked, newest first */
     h2_stream_t *oldest;    /* the list's tail: dispatch walks from it */
@@ -1409,6 +1429,107 @@ static int http2_client_gone(sws_conn_t *c)
     return 0;
 }
 
+/* ---- nghttp2's memory ----
+ * A stream costs nghttp2 four allocations and five frees (its stream, the
+ * HEADERS and DATA items, the fields' copy, ...), each from a size class
+ * whose glibc cache the streams in flight overflow. Freed blocks of up to
+ * 512 bytes stay with the connection (at most H2_MEM_KEEP per class) for
+ * the next stream; larger ones are malloc's. */
+
+static unsigned h2_mem_class(size_t size)
+{
+    unsigned cls = 0;
+    for (size_t cap = H2_MEM_SMALLEST; cls < H2_MEM_CLASSES && cap < size; cap *= 2)
+        cls++;
+    return cls;
+}
+
+static size_t h2_mem_cap(unsigned cls)
+{
+    return (size_t)H2_MEM_SMALLEST << cls;
+}
+
+static void *h2_mem_malloc(size_t size, void *user)
+{
+    sws_http2_t *h2 = user;
+    unsigned cls = h2_mem_class(size);
+    h2_block_head_t *head;
+    if (cls < H2_MEM_CLASSES && h2->blocks[cls] != NULL) {
+        h2_block_t *b = h2->blocks[cls];
+        h2->blocks[cls] = b->next;
+        h2->nblocks[cls]--;
+        head = (h2_block_head_t *)b - 1;
+    } else {
+        head = malloc(sizeof(*head) + (cls < H2_MEM_CLASSES ? h2_mem_cap(cls) : size));
+        if (head == NULL)
+            return NULL;
+        head->cls = cls;
+    }
+    return head + 1;
+}
+
+static void h2_mem_free(void *p, void *user)
+{
+    sws_http2_t *h2 = user;
+    if (p == NULL)
+        return;
+    h2_block_head_t *head = (h2_block_head_t *)p - 1;
+    unsigned cls = head->cls;
+    if (cls >= H2_MEM_CLASSES || h2->nblocks[cls] >= H2_MEM_KEEP) {
+        free(head);
+        return;
+    }
+    h2_block_t *b = p;
+    b->next = h2->blocks[cls];
+    h2->blocks[cls] = b;
+    h2->nblocks[cls]++;
+}
+
+static void *h2_mem_calloc(size_t nmemb, size_t size, void *user)
+{
+    if (size != 0 && nmemb > SIZE_MAX / size)
+        return NULL;
+    void *p = h2_mem_malloc(nmemb * size, user);
+    if (p != NULL)
+        memset(p, 0, nmemb * size);
+    return p;
+}
+
+static void *h2_mem_realloc(void *p, size_t size, void *user)
+{
+    if (p == NULL)
+        return h2_mem_malloc(size, user);
+    h2_block_head_t *head = (h2_block_head_t *)p - 1;
+    if (head->cls >= H2_MEM_CLASSES && h2_mem_class(size) >= H2_MEM_CLASSES) {
+        h2_block_head_t *grown = realloc(head, sizeof(*head) + size);
+        return grown != NULL ? grown + 1 : NULL;
+    }
+    if (head->cls < H2_MEM_CLASSES && size <= h2_mem_cap(head->cls))
+        return p;
+    void *q = h2_mem_malloc(size, user);
+    if (q == NULL)
+        return NULL;
+    /* A class block grows (its bytes, all of them), or a larger block
+     * shrinks into a class (size of its bytes). */
+    size_t keep = head->cls < H2_MEM_CLASSES ? h2_mem_cap(head->cls) : size;
+    memcpy(q, p, keep < size ? keep : size);
+    h2_mem_free(p, user);
+    return q;
+}
+
+/* The connection's kept blocks, once its session is gone. */
+static void h2_mem_drop(sws_http2_t *h2)
+{
+    for (unsigned cls = 0; cls < H2_MEM_CLASSES; cls++) {
+        while (h2->blocks[cls] != NULL) {
+            h2_block_t *b = h2->blocks[cls];
+            h2->blocks[cls] = b->next;
+            free((h2_block_head_t *)b - 1);
+        }
+        h2->nblocks[cls] = 0;
+    }
+}
+
 static nghttp2_session_callbacks *callbacks;
 
 static int session_new(sws_http2_t *h2)
@@ -1430,7 +1551,8 @@ static int session_new(sws_http2_t *h2)
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_max_outbound_ack(opt, 1000);
     nghttp2_option_set_max_settings(opt, 32);
-    int rc = nghttp2_session_server_new2(&h2->session, callbacks, h2, opt);
+    h2->mem = (nghttp2_mem){ h2, h2_mem_malloc, h2_mem_free, h2_mem_calloc, h2_mem_realloc };
+    int rc = nghttp2_session_server_new3(&h2->session, callbacks, h2, opt, &h2->mem);
     nghttp2_option_del(opt);
     if (rc != 0) {
         h2->session = NULL;
@@ -1485,6 +1607,7 @@ static void http2_close(sws_conn_t *c)
                   sws_conn_peer_text(c), (unsigned long long)h2->taken, h2->held_peak,
                   SWS_HTTP2_BODY_BUDGET);
     nghttp2_session_del(h2->session);
+    h2_mem_drop(h2);
     free(h2->nv);
     free(h2);
     c->proto_state = NULL;
