@@ -139,9 +139,11 @@ static void handler(sws_stream_t *st)
         current->held = st;
         return;
     }
+    char path[64]; /* the slice has no NUL of its own */
+    snprintf(path, sizeof(path), "%.*s", (int)r->path.len, r->path.p);
     unsigned fill_len;
     char fill_byte;
-    if (sscanf(r->path.p, "/fill/%u/%c", &fill_len, &fill_byte) == 2) {
+    if (sscanf(path, "/fill/%u/%c", &fill_len, &fill_byte) == 2) {
         static char fill[20000];
         assert_true(fill_len <= sizeof(fill));
         memset(fill, fill_byte, fill_len);
