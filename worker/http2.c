@@ -2,6 +2,7 @@
 #include "worker/http2.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -22,12 +23,19 @@ typedef struct sws_http2 sws_http2_t;
  * and its response body not yet framed. */
 typedef struct h2_stream {
     sws_stream_t st;
+    /* Kept while the stream is a spare (stream_recycle): the next stream
+     * of the connection starts with them. */
+    char *hbuf;          /* the request's names and values; slices point here */
+    size_t hcap;
+    char *obuf;          /* response body bytes not yet framed, from the first one */
+    size_t ocap;         /* its size: grows up to SWS_HTTP2_STREAM_BUF */
+
+    /* The exchange's own, from here to the end: zeroed when it begins. */
     sws_http2_t *h2;
     struct h2_stream *prev, *next;
     int32_t id;
 
-    char *hbuf;          /* the request's names and values; slices point here */
-    size_t hlen, hcap;
+    size_t hlen;
     size_t hsize;        /* the header list's size as RFC 9113 6.5.2 counts it */
     uint16_t refuse;     /* status to answer once the head is complete (431) */
     uint8_t head_done;   /* the request head is complete and dispatched */
@@ -53,16 +61,48 @@ typedef struct h2_stream {
                           * body_take); nghttp2 gives no empty DATA chunk */
     size_t held;         /* of them and the others its consumer took, those not passed
                           * on yet: not given back to the connection's window */
-
-    char *obuf;          /* SWS_HTTP2_STREAM_BUF bytes, from the first body byte */
-    size_t ooff, olen;
+    size_t ooff, olen;   /* obuf's bytes waiting for the data provider */
 } h2_stream_t;
+
+/* The part of a stream zeroed when an exchange begins. */
+#define H2_STREAM_FRESH offsetof(h2_stream_t, h2)
+/* A spare keeps a header or body buffer up to this size (the common
+ * request head, a small response); a larger one is freed with its
+ * exchange. The body buffer starts at H2_OBUF_MIN and doubles. */
+#define H2_SPARE_BUF_KEEP (4u * 1024)
+#define H2_OBUF_MIN 1024u
+
+/* nghttp2's small blocks, kept per connection (h2_mem_*). */
+#define H2_MEM_CLASSES 4       /* 64, 128, 256, 512 bytes */
+#define H2_MEM_SMALLEST 64u
+#define H2_MEM_KEEP 32u        /* free blocks kept per class */
+
+typedef union h2_block {
+    union h2_block *next;      /* free: the next free block of its class */
+    max_align_t align;
+} h2_block_t;
+
+/* Before each block nghttp2 gets: its class, H2_MEM_CLASSES for one of
+ * malloc's own (larger). */
+typedef union h2_block_head {
+    unsigned cls;
+    max_align_t align;
+} h2_block_head_t;
 
 struct sws_http2 {
     nghttp2_session *session;
+    nghttp2_mem mem;        /* nghttp2's allocator: h2_mem_*, this connection's blocks */
+    h2_block_t *blocks[H2_MEM_CLASSES];
+    unsigned nblocks[H2_MEM_CLASSES];
     sws_conn_t *conn;
     h2_stream_t *streams;   /* open streams, doubly linked, newest first */
     h2_stream_t *oldest;    /* the list's tail: dispatch walks from it */
+    h2_stream_t *last;      /* stream_get's last answer, NULL once released */
+    /* Released streams kept for the next ones (linked by next), at most
+     * SWS_HTTP2_SPARE_STREAMS: a stream costs no allocation, no zeroing of
+     * its header array, no heap growth and trim, in the steady state. */
+    h2_stream_t *spare;
+    unsigned nspare;
     /* Streams the sweep has work for, and those marked for dispatch: the
      * pump and every read test these, not every stream. */
     unsigned nsweep, ndispatch;
@@ -72,6 +112,8 @@ struct sws_http2 {
     size_t held;            /* request-body bytes the streams' consumers hold, all
                              * streams: at most SWS_HTTP2_BODY_BUDGET */
     size_t held_peak;       /* the most they held at once (logged at the close) */
+    nghttp2_nv *nv;         /* the submits' scratch array (nv_scratch) */
+    size_t nvcap;
     uint64_t taken;         /* bytes of the client's given to nghttp2 (logged at the
                              * close: a flood's tests judge by it) */
     uint8_t budget_met;     /* the client's window ran out on the budget (logged once) */
@@ -216,7 +258,61 @@ static void sweep_mark(h2_stream_t *hs)
     }
 }
 
-/* Count and log the exchange, give back its unconsumed window, free it. */
+static void stream_destroy(h2_stream_t *hs)
+{
+    sws_stream_free(&hs->st, 0);
+    free(hs->hbuf);
+    free(hs->obuf);
+    free(hs);
+}
+
+/* A released stream becomes a spare, with its buffers when they are of
+ * a common size; beyond SWS_HTTP2_SPARE_STREAMS, or on a session that
+ * takes no more streams, it is freed. */
+static void stream_recycle(sws_http2_t *h2, h2_stream_t *hs)
+{
+    if (h2->nspare >= SWS_HTTP2_SPARE_STREAMS || h2->dead) {
+        stream_destroy(hs);
+        return;
+    }
+    sws_stream_free(&hs->st, 1);
+    if (hs->hcap > H2_SPARE_BUF_KEEP) {
+        free(hs->hbuf);
+        hs->hbuf = NULL;
+        hs->hcap = 0;
+    }
+    if (hs->ocap > H2_SPARE_BUF_KEEP) {
+        free(hs->obuf);
+        hs->obuf = NULL;
+        hs->ocap = 0;
+    }
+    hs->next = h2->spare;
+    h2->spare = hs;
+    h2->nspare++;
+}
+
+/* A stream for a new exchange: a spare, else a new allocation (whose
+ * sws_stream_t is initialized once). Its own fields are zero. */
+static h2_stream_t *stream_new(sws_http2_t *h2)
+{
+    h2_stream_t *hs = h2->spare;
+    if (hs != NULL) {
+        h2->spare = hs->next;
+        h2->nspare--;
+    } else {
+        hs = malloc(sizeof(*hs));
+        if (hs == NULL)
+            return NULL;
+        sws_stream_init(&hs->st);
+        hs->hbuf = hs->obuf = NULL;
+        hs->hcap = hs->ocap = 0;
+    }
+    memset((char *)hs + H2_STREAM_FRESH, 0, sizeof(*hs) - H2_STREAM_FRESH);
+    return hs;
+}
+
+/* Count and log the exchange, give back its unconsumed window, keep it
+ * as a spare or free it. */
 static void stream_release(sws_http2_t *h2, h2_stream_t *hs)
 {
     sws_request_t *r = &hs->st.req;
@@ -231,17 +327,24 @@ static void stream_release(sws_http2_t *h2, h2_stream_t *hs)
     h2->held -= hs->held;
     if (h2->session != NULL)
         nghttp2_session_set_stream_user_data(h2->session, hs->id, NULL);
+    if (h2->last == hs)
+        h2->last = NULL;
     sws_stream_release(&hs->st);
-    sws_stream_free(&hs->st, 0);
     stream_unlink(h2, hs);
-    free(hs->hbuf);
-    free(hs->obuf);
-    free(hs);
+    stream_recycle(h2, hs);
 }
 
+/* The stream of id, or NULL. The last one found is remembered: a head's
+ * fields, its frame's end and the frames sent for it come one after the
+ * other, and each lookup in nghttp2's map costs a hash probe. */
 static h2_stream_t *stream_get(sws_http2_t *h2, int32_t id)
 {
-    return nghttp2_session_get_stream_user_data(h2->session, id);
+    if (h2->last != NULL && h2->last->id == id)
+        return h2->last;
+    h2_stream_t *hs = nghttp2_session_get_stream_user_data(h2->session, id);
+    if (hs != NULL)
+        h2->last = hs;
+    return hs;
 }
 
 /* path and query from the :path pseudo-header (origin-form; "*" for
@@ -407,10 +510,9 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
     sws_http2_t *h2 = user;
     if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST)
         return 0;
-    h2_stream_t *hs = calloc(1, sizeof(*hs));
+    h2_stream_t *hs = stream_new(h2);
     if (hs == NULL)
         return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* refuses the stream */
-    sws_stream_init(&hs->st);
     hs->h2 = h2;
     hs->id = frame->hd.stream_id;
     sws_stream_start(&hs->st, h2->conn, &h2_sink);
@@ -427,6 +529,7 @@ static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame
         h2->resets = 0;
     h2->conn->head_started = 1; /* the header timer runs from here */
     nghttp2_session_set_stream_user_data(session, hs->id, hs);
+    h2->last = hs; /* its fields come next */
     return 0;
 }
 
@@ -777,51 +880,57 @@ static int field_dropped(sws_str_t name)
     return t != NULL && (t->flags & (SWS_TKF_H2_FORBIDDEN | SWS_TKF_HOP_BY_HOP | SWS_TKF_FRAMING));
 }
 
-/* nv[0..) for fields h[0..n) after `first` entries already in nv, names
- * lowercased into names (room for all their bytes). Returns the count. */
-static size_t nv_fields(nghttp2_nv *nv, size_t first, char *names, const sws_header_t *h,
-                        unsigned n)
+/* Room for n name/value pairs in the connection's scratch array, which
+ * every submit reuses (nghttp2 copies the pairs it is given). NULL when
+ * out of memory. */
+static nghttp2_nv *nv_scratch(sws_http2_t *h2, size_t n)
+{
+    if (n > h2->nvcap) {
+        size_t cap = h2->nvcap < 16 ? 16 : h2->nvcap;
+        while (cap < n)
+            cap *= 2;
+        nghttp2_nv *nv = realloc(h2->nv, sizeof(*nv) * cap);
+        if (nv == NULL)
+            return NULL;
+        h2->nv = nv;
+        h2->nvcap = cap;
+    }
+    return h2->nv;
+}
+
+/* nv[first..) for the fields h[0..n) a response may carry. Their names
+ * go as the producer wrote them: nghttp2 lower-cases the names it copies
+ * (its submit functions say so). Returns the count. */
+static size_t nv_fields(nghttp2_nv *nv, size_t first, const sws_header_t *h, unsigned n)
 {
     size_t k = first;
     for (unsigned i = 0; i < n; i++) {
         if (field_dropped(h[i].name))
             continue;
-        for (size_t j = 0; j < h[i].name.len; j++) {
-            char ch = h[i].name.p[j];
-            names[j] = ch >= 'A' && ch <= 'Z' ? (char)(ch + 32) : ch;
-        }
-        nv[k++] = (nghttp2_nv){ (uint8_t *)names, (uint8_t *)h[i].value.p, h[i].name.len,
+        nv[k++] = (nghttp2_nv){ (uint8_t *)h[i].name.p, (uint8_t *)h[i].value.p, h[i].name.len,
                                 h[i].value.len, NGHTTP2_NV_FLAG_NONE };
-        names += h[i].name.len;
     }
     return k;
 }
 
-static size_t names_len(const sws_header_t *h, unsigned n)
-{
-    size_t len = 0;
-    for (unsigned i = 0; i < n; i++)
-        len += h[i].name.len;
-    return len;
-}
-
+/* A name we spell in lower case and that lives as long as the program:
+ * nghttp2 need not copy it. */
 #define NV(name, value, vlen) \
     ((nghttp2_nv){ (uint8_t *)(name), (uint8_t *)(value), sizeof(name) - 1, (vlen), \
-                   NGHTTP2_NV_FLAG_NONE })
+                   NGHTTP2_NV_FLAG_NO_COPY_NAME })
 
 static void trailers_submit(h2_stream_t *hs)
 {
     const sws_header_t *t = hs->st.trailers;
     unsigned n = hs->st.ntrailers;
-    nghttp2_nv *nv = malloc(sizeof(*nv) * n + names_len(t, n) + 1);
+    nghttp2_nv *nv = nv_scratch(hs->h2, n);
     if (nv == NULL) {
         nghttp2_submit_rst_stream(hs->h2->session, NGHTTP2_FLAG_NONE, hs->id,
                                   NGHTTP2_INTERNAL_ERROR);
         return;
     }
-    size_t k = nv_fields(nv, 0, (char *)(nv + n), t, n);
+    size_t k = nv_fields(nv, 0, t, n);
     nghttp2_submit_trailer(hs->h2->session, hs->id, nv, k); /* copies */
-    free(nv);
 }
 
 /* A head: :status, then what we add (date, server, content-length), then
@@ -835,7 +944,7 @@ static int submit_head(h2_stream_t *hs, unsigned status, const sws_header_t *h, 
                     (char)('0' + status % 10) };
     char len[SWS_FMT_U64_MAX];
     enum { OURS = 4 };
-    nghttp2_nv *nv = malloc(sizeof(*nv) * (n + OURS) + names_len(h, n) + 1);
+    nghttp2_nv *nv = nv_scratch(hs->h2, (size_t)n + OURS);
     if (nv == NULL)
         return -1;
     size_t k = 0;
@@ -847,7 +956,7 @@ static int submit_head(h2_stream_t *hs, unsigned status, const sws_header_t *h, 
         if (hs->st.length != SWS_STREAM_LENGTH_UNKNOWN && status != 204 && status != 304)
             nv[k++] = NV("content-length", len, (size_t)(sws_put_u64(len, hs->st.length) - len));
     }
-    k = nv_fields(nv, k, (char *)(nv + n + OURS), h, n);
+    k = nv_fields(nv, k, h, n);
     int rc;
     if (!final) {
         rc = nghttp2_submit_headers(hs->h2->session, NGHTTP2_FLAG_NONE, hs->id, NULL, nv, k,
@@ -857,7 +966,6 @@ static int submit_head(h2_stream_t *hs, unsigned status, const sws_header_t *h, 
         rc = nghttp2_submit_response(hs->h2->session, hs->id, nv, k, provider ? &dp : NULL);
         hs->responding = (uint8_t)(rc == 0 && provider);
     }
-    free(nv);
     if (rc != 0)
         return -1;
     stream_kick(hs);
@@ -882,16 +990,32 @@ static int sink_head(sws_stream_t *st, const sws_header_t *h, unsigned n, size_t
     return submit_head(hs, status, h, n, body, 1);
 }
 
-/* Room for body bytes in the stream's buffer (made on first use). */
-static size_t out_room(h2_stream_t *hs)
+/* Room for up to want more body bytes in the stream's buffer, which
+ * holds at most SWS_HTTP2_STREAM_BUF: the buffer is made or grown to
+ * take them (as large as the response needs, so that a small one keeps a
+ * small buffer, which a spare keeps). 0 when full or out of memory. */
+static size_t out_room(h2_stream_t *hs, size_t want)
 {
-    if (hs->obuf == NULL && (hs->obuf = malloc(SWS_HTTP2_STREAM_BUF)) == NULL)
-        return 0;
     if (hs->ooff > 0 && hs->olen > 0) {
         memmove(hs->obuf, hs->obuf + hs->ooff, hs->olen);
     }
     hs->ooff = 0;
-    return SWS_HTTP2_STREAM_BUF - hs->olen;
+    size_t room = SWS_HTTP2_STREAM_BUF - hs->olen;
+    if (want < room)
+        room = want;
+    if (hs->ocap - hs->olen < room) {
+        size_t cap = hs->ocap < H2_OBUF_MIN ? H2_OBUF_MIN : hs->ocap;
+        while (cap - hs->olen < room)
+            cap *= 2;
+        if (cap > SWS_HTTP2_STREAM_BUF)
+            cap = SWS_HTTP2_STREAM_BUF;
+        char *b = realloc(hs->obuf, cap);
+        if (b == NULL)
+            return 0;
+        hs->obuf = b;
+        hs->ocap = cap;
+    }
+    return room;
 }
 
 /* The sink refused bytes: the sweep resumes the producer once there is
@@ -907,8 +1031,7 @@ static size_t sink_data(sws_stream_t *st, const char *p, size_t n)
     h2_stream_t *hs = h2s_of(st);
     if (sink_gone(hs))
         return n;
-    size_t room = out_room(hs);
-    size_t take = n < room ? n : room;
+    size_t take = out_room(hs, n);
     if (take < n)
         resume_owed(hs);
     if (take == 0)
@@ -925,7 +1048,7 @@ static size_t sink_room(const sws_stream_t *st)
     h2_stream_t *hs = h2s_of(st);
     if (sink_gone(hs))
         return SIZE_MAX;
-    size_t room = out_room(hs);
+    size_t room = SWS_HTTP2_STREAM_BUF - hs->olen;
     if (room == 0)
         resume_owed(hs);
     return room;
@@ -938,8 +1061,7 @@ static int64_t sink_file(sws_stream_t *st, int fd, off_t off, uint64_t len)
     h2_stream_t *hs = h2s_of(st);
     if (sink_gone(hs))
         return (int64_t)len;
-    size_t room = out_room(hs);
-    size_t want = len < room ? (size_t)len : room;
+    size_t want = out_room(hs, len < SWS_HTTP2_STREAM_BUF ? (size_t)len : SWS_HTTP2_STREAM_BUF);
     if (want < len)
         resume_owed(hs);
     if (want == 0)
@@ -1307,6 +1429,107 @@ static int http2_client_gone(sws_conn_t *c)
     return 0;
 }
 
+/* ---- nghttp2's memory ----
+ * A stream costs nghttp2 four allocations and five frees (its stream, the
+ * HEADERS and DATA items, the fields' copy, ...), each from a size class
+ * whose glibc cache the streams in flight overflow. Freed blocks of up to
+ * 512 bytes stay with the connection (at most H2_MEM_KEEP per class) for
+ * the next stream; larger ones are malloc's. */
+
+static unsigned h2_mem_class(size_t size)
+{
+    unsigned cls = 0;
+    for (size_t cap = H2_MEM_SMALLEST; cls < H2_MEM_CLASSES && cap < size; cap *= 2)
+        cls++;
+    return cls;
+}
+
+static size_t h2_mem_cap(unsigned cls)
+{
+    return (size_t)H2_MEM_SMALLEST << cls;
+}
+
+static void *h2_mem_malloc(size_t size, void *user)
+{
+    sws_http2_t *h2 = user;
+    unsigned cls = h2_mem_class(size);
+    h2_block_head_t *head;
+    if (cls < H2_MEM_CLASSES && h2->blocks[cls] != NULL) {
+        h2_block_t *b = h2->blocks[cls];
+        h2->blocks[cls] = b->next;
+        h2->nblocks[cls]--;
+        head = (h2_block_head_t *)b - 1;
+    } else {
+        head = malloc(sizeof(*head) + (cls < H2_MEM_CLASSES ? h2_mem_cap(cls) : size));
+        if (head == NULL)
+            return NULL;
+        head->cls = cls;
+    }
+    return head + 1;
+}
+
+static void h2_mem_free(void *p, void *user)
+{
+    sws_http2_t *h2 = user;
+    if (p == NULL)
+        return;
+    h2_block_head_t *head = (h2_block_head_t *)p - 1;
+    unsigned cls = head->cls;
+    if (cls >= H2_MEM_CLASSES || h2->nblocks[cls] >= H2_MEM_KEEP) {
+        free(head);
+        return;
+    }
+    h2_block_t *b = p;
+    b->next = h2->blocks[cls];
+    h2->blocks[cls] = b;
+    h2->nblocks[cls]++;
+}
+
+static void *h2_mem_calloc(size_t nmemb, size_t size, void *user)
+{
+    if (size != 0 && nmemb > SIZE_MAX / size)
+        return NULL;
+    void *p = h2_mem_malloc(nmemb * size, user);
+    if (p != NULL)
+        memset(p, 0, nmemb * size);
+    return p;
+}
+
+static void *h2_mem_realloc(void *p, size_t size, void *user)
+{
+    if (p == NULL)
+        return h2_mem_malloc(size, user);
+    h2_block_head_t *head = (h2_block_head_t *)p - 1;
+    if (head->cls >= H2_MEM_CLASSES && h2_mem_class(size) >= H2_MEM_CLASSES) {
+        h2_block_head_t *grown = realloc(head, sizeof(*head) + size);
+        return grown != NULL ? grown + 1 : NULL;
+    }
+    if (head->cls < H2_MEM_CLASSES && size <= h2_mem_cap(head->cls))
+        return p;
+    void *q = h2_mem_malloc(size, user);
+    if (q == NULL)
+        return NULL;
+    /* A class block grows (its bytes, all of them), or a larger block
+     * shrinks into a class (size of its bytes). */
+    size_t keep = head->cls < H2_MEM_CLASSES ? h2_mem_cap(head->cls) : size;
+    memcpy(q, p, keep < size ? keep : size);
+    h2_mem_free(p, user);
+    return q;
+}
+
+/* The connection's kept blocks, once its session is gone. */
+static void h2_mem_drop(sws_http2_t *h2)
+{
+    for (unsigned cls = 0; cls < H2_MEM_CLASSES; cls++) {
+        while (h2->blocks[cls] != NULL) {
+            h2_block_t *b = h2->blocks[cls];
+            h2->blocks[cls] = b->next;
+            free((h2_block_head_t *)b - 1);
+        }
+        h2->nblocks[cls] = 0;
+    }
+}
+
 static nghttp2_session_callbacks *callbacks;
 
 static int session_new(sws_http2_t *h2)
@@ -1328,7 +1551,8 @@ static int session_new(sws_http2_t *h2)
     nghttp2_option_set_no_auto_window_update(opt, 1);
     nghttp2_option_set_max_outbound_ack(opt, 1000);
     nghttp2_option_set_max_settings(opt, 32);
-    int rc = nghttp2_session_server_new2(&h2->session, callbacks, h2, opt);
+    h2->mem = (nghttp2_mem){ h2, h2_mem_malloc, h2_mem_free, h2_mem_calloc, h2_mem_realloc };
+    int rc = nghttp2_session_server_new3(&h2->session, callbacks, h2, opt, &h2->mem);
     nghttp2_option_del(opt);
     if (rc != 0) {
         h2->session = NULL;
@@ -1373,11 +1597,18 @@ static void http2_close(sws_conn_t *c)
         return;
     while (h2->streams != NULL)
         stream_release(h2, h2->streams);
+    while (h2->spare != NULL) {
+        h2_stream_t *hs = h2->spare;
+        h2->spare = hs->next;
+        stream_destroy(hs);
+    }
     sws_log_debug("client %s: HTTP/2: closed after taking %llu bytes from the client; request "
                   "bodies held at most %zu bytes at once (budget %u)",
                   sws_conn_peer_text(c), (unsigned long long)h2->taken, h2->held_peak,
                   SWS_HTTP2_BODY_BUDGET);
     nghttp2_session_del(h2->session);
+    h2_mem_drop(h2);
+    free(h2->nv);
     free(h2);
     c->proto_state = NULL;
 }

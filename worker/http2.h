@@ -13,7 +13,9 @@
  * frees it in close (proto_state then points to it). The bytes still
  * unparsed, the preface among them, are HTTP/2's.
  *
- * One nghttp2 server session per connection. conn.c's input goes to
+ * One nghttp2 server session per connection, whose small allocations
+ * are kept by the connection for its next streams (ADR 0050) and freed
+ * with it. conn.c's input goes to
  * nghttp2_session_mem_recv as it arrives and is used up at once (header
  * bytes are copied into each stream's own buffer, body bytes go to the
  * stream's consumer), so no slice points into the read buffer. Frames go
@@ -23,11 +25,15 @@
  * writable: a client that does not read stops being read.
  *
  * Streams. Each client stream is a sws_stream_t (worker/stream.h) in its
- * own allocation, from its HEADERS to its close; the request is filled
+ * own allocation, from its HEADERS to its close; a released one is kept
+ * for the connection's next stream (at most SWS_HTTP2_SPARE_STREAMS, with
+ * their header and body buffers when small), so that a stream in the
+ * steady state costs no allocation; the request is filled
  * like HTTP/1's (method, target, path and query, :authority as the host,
  * fields) and goes to the set's head handler (a body follows) and handler
  * as HTTP/1's does. The sink turns the response into HEADERS, DATA (a data
- * provider pulling from a bounded per-stream buffer, SWS_HTTP2_STREAM_BUF;
+ * provider pulling from a bounded per-stream buffer, at most
+ * SWS_HTTP2_STREAM_BUF, as large as the response needed so far;
  * a file is read into it a piece at a time) and trailers. Request bodies
  * are given back to the client's stream window only once their consumer
  * took them (a full consumer holds the window shut), and to the
@@ -73,6 +79,10 @@
 #define SWS_HTTP2_MAX_STREAMS 128u        /* SETTINGS_MAX_CONCURRENT_STREAMS */
 #define SWS_HTTP2_WINDOW 65535u           /* a stream's initial window */
 #define SWS_HTTP2_STREAM_BUF (16u * 1024) /* response body bytes held per stream */
+/* Released streams a connection keeps for its next ones: enough for the
+ * streams a browser or a load generator keeps in flight, a bounded part
+ * of what SWS_HTTP2_MAX_STREAMS may hold. */
+#define SWS_HTTP2_SPARE_STREAMS 32u
 /* Request-body bytes a connection's consumers may hold (received, not yet
  * passed on), all streams together: the connection's flow-control window.
  * 1 MiB, 16 stream windows: one stream never waits on it, 16 uploads at

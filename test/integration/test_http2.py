@@ -23,6 +23,7 @@ try:
     import h2.config
     import h2.connection
     import h2.events
+    import h2.settings
     import hpack
     from hyperframe.frame import (ContinuationFrame, DataFrame, HeadersFrame, PingFrame,
                                   RstStreamFrame, SettingsFrame, WindowUpdateFrame)
@@ -560,6 +561,72 @@ class Protections(H2TestCase):
         self.assert_well_behaved_client_served(srv)
         srv.stop()
         self.assertIn('"POST /app/up HTTP/2.0" 413', srv.access_log())
+
+class Reuse(H2TestCase):
+    """A connection's streams reuse the memory of those that ended (ADR
+    0050): each stream gets its own body, whatever ran before it there."""
+
+    SIZES = (1, 13, 900, 1000, 1500, 3000, 4096, 5000, 16384, 40000)
+    WINDOW = 1000  # the client's stream window: responses above it wait in the server
+
+    def test_interleaved_streams_of_different_sizes_each_get_their_body(self):
+        srv = self.server(config(self.backend.address), start=False)
+        www = os.path.join(srv.dir, "www")
+        os.makedirs(www)
+        files = {}
+        for n in self.SIZES:
+            files["/f%d" % n] = os.urandom(n)
+            with open(os.path.join(www, "f%d" % n), "wb") as f:
+                f.write(files["/f%d" % n])
+        srv.start()
+        conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        conn.initiate_connection()
+        conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: self.WINDOW})
+        sock = socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT)
+        self.addCleanup(sock.close)
+        sock.sendall(conn.data_to_send())
+
+        def get(path):
+            sid = conn.get_next_available_stream_id()
+            conn.send_headers(sid, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                    (":authority", "t.test")], end_stream=True)
+            return sid
+
+        def run(streams, reset_after_first_data=()):
+            """Read until every stream ended or was reset: {id: body}."""
+            bodies = {sid: b"" for sid in streams}
+            left = set(streams)
+            sock.sendall(conn.data_to_send())
+            deadline = time.monotonic() + TIMEOUT
+            while left and time.monotonic() < deadline:
+                data = sock.recv(65536)
+                self.assertTrue(data, "the server closed the connection")
+                for ev in conn.receive_data(data):
+                    if isinstance(ev, h2.events.DataReceived):
+                        bodies[ev.stream_id] += ev.data
+                        if ev.stream_id in reset_after_first_data:
+                            conn.reset_stream(ev.stream_id)  # its window stays unacknowledged
+                            left.discard(ev.stream_id)
+                        else:
+                            conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
+                    elif isinstance(ev, (h2.events.StreamEnded, h2.events.StreamReset)):
+                        left.discard(ev.stream_id)
+                sock.sendall(conn.data_to_send())
+            self.assertEqual(left, set(), "streams still open at the deadline")
+            return bodies
+
+        # Responses cut with bytes still waiting in their stream's buffer.
+        cut = [get("/f3000"), get("/f40000")]
+        run(cut, reset_after_first_data=cut)
+        paths = sorted(files)
+        for rnd in range(3):
+            order = paths[rnd:] + paths[:rnd]  # each stream's memory served another size before
+            ids = {get(p): p for p in order}
+            bodies = run(list(ids))
+            for sid, p in ids.items():
+                self.assertEqual(len(bodies[sid]), len(files[p]), "round %d %s" % (rnd, p))
+                self.assertTrue(bodies[sid] == files[p], "round %d %s: other bytes" % (rnd, p))
+
 
 class BodyBudget(H2TestCase):
     """Request bodies held for one connection's streams stay under the

@@ -31,6 +31,7 @@ typedef struct reply {
     char body[256];
     size_t body_len;
     uint64_t body_total; /* all DATA bytes, also beyond body[] */
+    int mixed;           /* a DATA byte differed from the body's first */
     int closed;
     uint32_t close_error;
 } reply_t;
@@ -138,6 +139,17 @@ static void handler(sws_stream_t *st)
         current->held = st;
         return;
     }
+    char path[64]; /* the slice has no NUL of its own */
+    snprintf(path, sizeof(path), "%.*s", (int)r->path.len, r->path.p);
+    unsigned fill_len;
+    char fill_byte;
+    if (sscanf(path, "/fill/%u/%c", &fill_len, &fill_byte) == 2) {
+        static char fill[20000];
+        assert_true(fill_len <= sizeof(fill));
+        memset(fill, fill_byte, fill_len);
+        sws_stream_respond(st, 200, NULL, 0, fill, fill_len);
+        return;
+    }
     if (sws_str_eq(r->path, SWS_STR("/big"))) {
         static char big[200000];
         memset(big, 'b', sizeof(big));
@@ -203,6 +215,8 @@ static int client_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint
     (void)s;
     (void)flags;
     reply_t *r = reply_of(user, id);
+    for (size_t i = 0; i < len; i++)
+        r->mixed |= data[i] != (r->body_total > 0 ? (uint8_t)r->body[0] : data[0]);
     size_t room = sizeof(r->body) - 1 - r->body_len;
     memcpy(r->body + r->body_len, data, len < room ? len : room);
     r->body_len += len < room ? len : room;
@@ -746,6 +760,64 @@ static void test_large_response_paced_by_the_window(void **state)
     assert_int_equal(r->close_error, NGHTTP2_NO_ERROR);
 }
 
+/* Streams reuse the memory of those released before them (spares, with
+ * their buffers): a stream reset with body bytes still unsent leaves
+ * none of them to the next, and streams of different sizes in flight
+ * together, a round after another, each get their own body exactly. */
+static void test_spare_streams_start_clean(void **state)
+{
+    enum { WINDOW = 1000, ROUNDS = 3, STREAMS = 8 };
+    fixture_t *f = *state;
+    f->hold_window = 1;
+    nghttp2_settings_entry iv[] = { { NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, WINDOW } };
+    client_new(f, iv, 1);
+    /* 3000 bytes into a 1000-byte window: 2000 wait in the stream's buffer
+     * when the client resets it. */
+    int32_t cut = request(f, "GET", "/fill/3000/a", NULL);
+    pump(f);
+    assert_int_equal(reply_of(f, cut)->body_total, WINDOW);
+    assert_int_equal(nghttp2_submit_rst_stream(f->client, NGHTTP2_FLAG_NONE, cut, NGHTTP2_CANCEL),
+                     0);
+    assert_int_equal(nghttp2_session_consume_connection(f->client, WINDOW), 0);
+    pump(f);
+    static const unsigned sizes[STREAMS] = { 10, 2500, 1, 900, 4000, 17, 1800, 3 };
+    for (int round = 0; round < ROUNDS; round++) {
+        int32_t ids[STREAMS];
+        uint64_t given[STREAMS] = { 0 };
+        for (int i = 0; i < STREAMS; i++) {
+            char path[32];
+            /* Sizes rotate by round, so each stream's memory served another size before. */
+            snprintf(path, sizeof(path), "/fill/%u/%c", sizes[(i + round) % STREAMS],
+                     'b' + round * STREAMS + i);
+            ids[i] = request(f, "GET", path, NULL);
+        }
+        int open = STREAMS;
+        for (int k = 0; k < 50 && open > 0; k++) {
+            pump(f);
+            open = 0;
+            for (int i = 0; i < STREAMS; i++) {
+                reply_t *r = reply_of(f, ids[i]);
+                size_t got = (size_t)(r->body_total - given[i]);
+                if (got > 0 && r->closed) /* its window is gone with it, not the connection's */
+                    assert_int_equal(nghttp2_session_consume_connection(f->client, got), 0);
+                else if (got > 0)
+                    assert_int_equal(nghttp2_session_consume(f->client, ids[i], got), 0);
+                given[i] = r->body_total;
+                open += !r->closed;
+            }
+        }
+        for (int i = 0; i < STREAMS; i++) {
+            reply_t *r = reply_of(f, ids[i]);
+            assert_true(r->closed);
+            assert_int_equal(r->status, 200);
+            assert_int_equal(r->body_total, sizes[(i + round) % STREAMS]);
+            assert_int_equal(r->body[0], 'b' + round * STREAMS + i);
+            assert_false(r->mixed);
+        }
+    }
+    assert_int_equal(f->set.inflight, 0);
+}
+
 /* Finding 7: 100 streams whose consumer takes every byte and passes none
  * on would each get window after window. The connection's budget holds
  * them all together; as the consumers pass bytes on, the window comes
@@ -886,6 +958,7 @@ int main(void)
                                         setup, teardown),
         cmocka_unit_test_setup_teardown(test_body_past_the_connection_window_is_flow_control_error,
                                         setup, teardown),
+        cmocka_unit_test_setup_teardown(test_spare_streams_start_clean, setup, teardown),
         cmocka_unit_test_setup_teardown(test_large_response_paced_by_the_window, setup,
                                         teardown),
     };
