@@ -14,7 +14,7 @@
  * unparsed, the preface among them, are HTTP/2's.
  *
  * One nghttp2 server session per connection, whose small allocations
- * are kept by the connection for its next streams (ADR 0050) and freed
+ * are kept by the connection for its next streams (ADR 0052) and freed
  * with it. conn.c's input goes to
  * nghttp2_session_mem_recv as it arrives and is used up at once (header
  * bytes are copied into each stream's own buffer, body bytes go to the
