@@ -723,8 +723,10 @@ static void conn_linger_read(sws_conn_t *c)
         ssize_t n = read(c->io.fd, c->rbuf, c->rcap);
         if (n > 0 || (n < 0 && errno == EINTR))
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            c->readable = 0;
             return;
+        }
         sws_conn_close(c);
         return;
     }
@@ -749,7 +751,10 @@ static void conn_finish(sws_conn_t *c)
     conn_shut_wr(c);
     c->phase = SWS_CONN_LINGER;
     conn_arm(c, &c->set->linger_q);
-    conn_linger_read(c);
+    /* A drained socket would only answer EAGAIN: the client's FIN, or its
+     * data, brings an edge. */
+    if (c->readable)
+        conn_linger_read(c);
 }
 
 /* One timer, in the queue of what the connection waits for now. Header
@@ -922,7 +927,8 @@ static int conn_handshake(sws_conn_t *c)
 static void conn_turn(sws_conn_t *c)
 {
     if (c->phase == SWS_CONN_LINGER) {
-        conn_linger_read(c);
+        if (c->readable) /* not for the client's ACK of our FIN */
+            conn_linger_read(c);
         return;
     }
     if (conn_handshake(c) <= 0)

@@ -377,6 +377,49 @@ class Reading(TlsTestCase):
         # Reading on until EAGAIN made it 2 per request (400).
         self.assertLess(reads, 260, "read(2) calls of the worker for 200 requests")
 
+    def reads_until_answered(self, worker, act):
+        """The worker's read(2) calls while act() runs and then a request on
+        another, idle connection is answered: the worker is single-threaded,
+        so by then it has handled every event act() caused."""
+        with self.tls_client() as sync:
+            self.assert_hello_a(sync.get("/", host="a.test"))
+            before = syscr(worker)
+            act()
+            self.assert_hello_a(sync.get("/", host="a.test"))
+            return syscr(worker) - before - 1  # sync's request
+
+    def test_close_reads_nothing_until_the_client_acts(self):
+        srv = self.start()
+        (worker,) = srv.worker_pids()
+        with self.tls_client() as c:
+            self.assert_hello_a(c.get("/", host="a.test"))
+
+            def last_request():
+                self.assert_hello_a(c.get("/", host="a.test", headers=["Connection: close"]))
+                self.assertFalse(c._fill(), "no close_notify after Connection: close")
+
+            reads = self.reads_until_answered(worker, last_request)
+            # The request; a lingering read right after our FIN (or the
+            # client's ACK of it) found EAGAIN.
+            self.assertEqual(reads, 1, "read(2) calls for the last request")
+
+    def test_input_after_the_last_answer_is_still_read(self):
+        srv = self.start()
+        (worker,) = srv.worker_pids()
+        with self.record_client() as c:
+            self.assert_hello_a(c.get("/", host="a.test", headers=["Connection: close"]))
+            self.assertFalse(c._fill(), "no close_notify after Connection: close")
+
+            def more_input():
+                # Our socket drained before the close: what arrives after it
+                # must still be read (the lingering close), or closing with it
+                # unread would reset the connection.
+                c.sock.sock.sendall(os.urandom(100000))
+                c.sock.sock.shutdown(socket.SHUT_WR)
+
+            reads = self.reads_until_answered(worker, more_input)
+        self.assertGreaterEqual(reads, 1, "read(2) calls for input after the close")
+
     def test_large_request_body_over_many_records(self):
         b = self.backend("up")
         self.start(proxy_member=b.address)
