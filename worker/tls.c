@@ -112,6 +112,10 @@ static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *e
         SSL_CTX_free(ctx);
         return NULL;
     }
+    /* One TLS 1.3 ticket after a full handshake, not OpenSSL's two: each
+     * costs a session encoding, its sealing, a record and a write(2), and
+     * every resumption brings a fresh one (ADR 0051). */
+    SSL_CTX_set_num_tickets(ctx, 1);
     /* conn.c retries a write with the rest of its output, which may have
      * moved (a compaction); partial writes keep the loop's budget; idle
      * keep-alive connections give their 34 KiB of record buffers back. */

@@ -482,6 +482,21 @@ class Reading(TlsTestCase):
             self.assertFalse(c._fill(), "no EOF after the answer")
 
 
+class Tickets(TlsTestCase):
+    def test_one_ticket_after_a_full_and_after_a_resumed_handshake(self):
+        self.start()
+        sess = os.path.join(self.srv.dir, "sess.pem")
+        req = b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+        for resume in (False, True):
+            out, rc = s_client(self.tls_port, "-servername", "a.test", "-ign_eof",
+                               "-sess_in" if resume else "-sess_out", sess, data=req)
+            self.assertEqual(rc, 0, out)
+            self.assertIn("hello a", out)
+            self.assertIn("Reused, TLSv1.3" if resume else "New, TLSv1.3", out)
+            # OpenSSL's default is two after a full handshake (ADR 0051).
+            self.assertEqual(out.count("Post-Handshake New Session Ticket arrived"), 1, out)
+
+
 class Misbehaving(TlsTestCase):
     def test_stalled_handshake_is_closed_after_handshake_timeout(self):
         self.start(tls="    handshake_timeout: 300ms\n")
