@@ -118,7 +118,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->readable = c->rdhup = c->peer_eof = c->close_after = 0;
     c->wrote = c->got_input = c->head_started = c->tls = c->want_writable = c->running = 0;
     c->input_paused = 0;
-    c->tls_handshaking = c->tls_read_wants_write = 0;
+    c->tls_handshaking = c->tls_read_wants_write = c->tls_socket_drained = 0;
     c->ssl = NULL;
     c->shut_wr = 0;
     c->switch_to = NULL;
@@ -555,9 +555,10 @@ static int conn_read(sws_conn_t *c)
         c->rend += (uint32_t)n;
         c->got_input = 1;
         /* Edge-triggered: a short read drained the socket, unless the peer
-         * also shut down (then read on to see the EOF). Not over TLS: a read
-         * returns one record, the socket may hold more. */
-        if ((size_t)n < space && !c->rdhup && c->ssl == NULL)
+         * also shut down (then read on to see the EOF). Over TLS a read
+         * returns one record: the socket read under it, and what OpenSSL
+         * still holds, decide (ADR 0050). */
+        if (!c->rdhup && (c->ssl != NULL ? sws_tls_drained(c) : (size_t)n < space))
             c->readable = 0;
         return 1;
     }
@@ -722,8 +723,10 @@ static void conn_linger_read(sws_conn_t *c)
         ssize_t n = read(c->io.fd, c->rbuf, c->rcap);
         if (n > 0 || (n < 0 && errno == EINTR))
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            c->readable = 0;
             return;
+        }
         sws_conn_close(c);
         return;
     }
@@ -748,7 +751,10 @@ static void conn_finish(sws_conn_t *c)
     conn_shut_wr(c);
     c->phase = SWS_CONN_LINGER;
     conn_arm(c, &c->set->linger_q);
-    conn_linger_read(c);
+    /* A drained socket would only answer EAGAIN: the client's FIN, or its
+     * data, brings an edge. */
+    if (c->readable)
+        conn_linger_read(c);
 }
 
 /* One timer, in the queue of what the connection waits for now. Header
@@ -913,14 +919,16 @@ static int conn_handshake(sws_conn_t *c)
         return 0;
     conn_switch_pending(c); /* ALPN chose HTTP/2 */
     conn_arm(c, &c->set->header_q);
-    c->readable = 1; /* the first request may have come with the last flight */
+    /* The first request may have come with the last flight. */
+    c->readable = c->rdhup || !sws_tls_drained(c);
     return 1;
 }
 
 static void conn_turn(sws_conn_t *c)
 {
     if (c->phase == SWS_CONN_LINGER) {
-        conn_linger_read(c);
+        if (c->readable) /* not for the client's ACK of our FIN */
+            conn_linger_read(c);
         return;
     }
     if (conn_handshake(c) <= 0)

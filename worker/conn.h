@@ -135,6 +135,8 @@ struct sws_conn {
     uint8_t tls;                  /* accepted on a TLS listener (ssl below) */
     uint8_t tls_handshaking;      /* the handshake is not done yet */
     uint8_t tls_read_wants_write; /* SSL_read waits for room in the socket */
+    uint8_t tls_socket_drained;   /* the last read(2) under OpenSSL was short or
+                                   * EAGAIN (worker/tls.c, sws_tls_drained) */
     uint8_t want_writable;        /* call proto->writable once the output drains */
     uint8_t running;              /* inside its turn (conn_run) */
     uint8_t yielded;              /* this turn asked for the next (conn_yield) */

@@ -112,13 +112,18 @@ static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *e
         SSL_CTX_free(ctx);
         return NULL;
     }
+    /* One TLS 1.3 ticket after a full handshake, not OpenSSL's two: each
+     * costs a session encoding, its sealing, a record and a write(2), and
+     * every resumption brings a fresh one (ADR 0051). */
+    SSL_CTX_set_num_tickets(ctx, 1);
     /* conn.c retries a write with the rest of its output, which may have
      * moved (a compaction); partial writes keep the loop's budget; idle
      * keep-alive connections give their 34 KiB of record buffers back. */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
                               SSL_MODE_RELEASE_BUFFERS);
     /* One read(2) per batch of records instead of two per record (its
-     * header, then its body): conn.c reads until SSL_read wants more, so
+     * header, then its body); conn.c stops reading once that read(2) was
+     * short and OpenSSL holds nothing more (sws_tls_drained, ADR 0050), so
      * bytes read ahead are never left waiting for an edge. */
     SSL_CTX_set_read_ahead(ctx, 1);
     /* On every context: OpenSSL asks the one SNI switched to for ALPN. */
@@ -190,6 +195,23 @@ void sws_tls_gen_free(sws_tls_gen_t *g)
     free(g);
 }
 
+/* Watches the socket reads OpenSSL makes for c (ADR 0050): a read shorter
+ * than asked, or EAGAIN, drained the socket, as a short read(2) does on a
+ * plain connection; OpenSSL reads ahead as much as its buffer takes, so
+ * a full read may leave more behind. */
+static long on_socket_io(BIO *b, int oper, const char *argp, size_t len, int argi, long argl,
+                         int ret, size_t *processed)
+{
+    (void)argp;
+    (void)argi;
+    (void)argl;
+    if (oper == (BIO_CB_READ | BIO_CB_RETURN)) {
+        sws_conn_t *c = (sws_conn_t *)BIO_get_callback_arg(b);
+        c->tls_socket_drained = ret <= 0 || processed == NULL || *processed < len;
+    }
+    return ret;
+}
+
 int sws_tls_conn_start(sws_conn_t *c)
 {
     SSL *ssl = SSL_new(c->set->tls->base);
@@ -200,6 +222,9 @@ int sws_tls_conn_start(sws_conn_t *c)
         return -1;
     }
     SSL_set_app_data(ssl, c);
+    /* SSL_set_fd made one socket BIO for both directions. */
+    BIO_set_callback_ex(SSL_get_rbio(ssl), on_socket_io);
+    BIO_set_callback_arg(SSL_get_rbio(ssl), (char *)c);
     SSL_set_accept_state(ssl);
     c->ssl = ssl;
     c->tls_handshaking = 1;
@@ -259,6 +284,13 @@ ssize_t sws_tls_read(sws_conn_t *c, void *buf, size_t n)
     return ssl_result(c, r, "read", &c->tls_read_wants_write);
 }
 
+int sws_tls_drained(const sws_conn_t *c)
+{
+    /* SSL_has_pending also counts a record not yet whole: then one more
+     * SSL_read finds the socket empty, which is rare and still correct. */
+    return c->tls_socket_drained && !SSL_has_pending(c->ssl);
+}
+
 ssize_t sws_tls_write(sws_conn_t *c, const void *buf, size_t n)
 {
     ERR_clear_error();
@@ -286,4 +318,5 @@ void sws_tls_conn_free(sws_conn_t *c)
     c->ssl = NULL;
     c->tls_handshaking = 0;
     c->tls_read_wants_write = 0;
+    c->tls_socket_drained = 0;
 }

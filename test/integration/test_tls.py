@@ -11,7 +11,7 @@ import ssl
 import subprocess
 
 from certs import make_pair
-from harness import TIMEOUT, Client, free_port, poll
+from harness import TIMEOUT, Client, free_port, poll, request
 from test_proxy import ProxyTestCase
 
 HOSTS = """
@@ -66,6 +66,79 @@ def subject(out):
     return m.group(1) if m else None
 
 
+class RecordSocket:
+    """A TLS client whose records the test places: an ssl.SSLObject over
+    memory BIOs on a connected TCP socket, with the socket calls the
+    harness Client uses (sendall, recv, settimeout, close)."""
+
+    def __init__(self, sock, ctx, server_hostname):
+        self.sock = sock
+        self.inc, self.out = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.obj = ctx.wrap_bio(self.inc, self.out, server_hostname=server_hostname)
+        for _ in range(100):
+            try:
+                self.obj.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                self._push()
+                if not self._pull():
+                    raise ConnectionError("closed during the handshake")
+        self._push()
+
+    def _push(self):
+        data = self.out.read()
+        if data:
+            self.sock.sendall(data)
+
+    def _pull(self):
+        data = self.sock.recv(65536)
+        if not data:
+            self.inc.write_eof()
+            return False
+        self.inc.write(data)
+        return True
+
+    def records(self, *pieces):
+        """The wire bytes of one record per piece (nothing is sent)."""
+        for p in pieces:
+            self.obj.write(p)
+        return self.out.read()
+
+    def close_notify(self):
+        """The wire bytes of our close_notify (nothing is sent)."""
+        try:
+            self.obj.unwrap()
+        except ssl.SSLWantReadError:
+            pass  # the server's close_notify comes later, if at all
+        return self.out.read()
+
+    def sendall(self, data):
+        self.sock.sendall(self.records(data))
+
+    def recv(self, n):
+        for _ in range(10000):
+            try:
+                return self.obj.read(n)
+            except ssl.SSLWantReadError:
+                if not self._pull():
+                    return b""
+            except ssl.SSLZeroReturnError:
+                return b""
+        raise AssertionError("no plaintext after 10000 socket reads")
+
+    def settimeout(self, t):
+        self.sock.settimeout(t)
+
+    def close(self):
+        self.sock.close()
+
+
+def syscr(pid):
+    """The read(2)-like system calls process pid made so far (/proc/PID/io)."""
+    with open("/proc/%d/io" % pid) as f:
+        return int(re.search(r"^syscr: (\d+)$", f.read(), re.M).group(1))
+
+
 class TlsTestCase(ProxyTestCase):
     def start(self, tls="", default=True, proxy_member=None):
         """A server with its certificates: a.test (RSA O=rsa and ECDSA O=ec),
@@ -104,6 +177,11 @@ class TlsTestCase(ProxyTestCase):
         ctx = self.ssl_context("a-ec.crt")
         return Client(self.tls_port,
                       wrap=lambda s: ctx.wrap_socket(s, server_hostname="a.test"))
+
+    def record_client(self):
+        """A harness Client over a RecordSocket to a.test (c.sock)."""
+        ctx = self.ssl_context("a-ec.crt")
+        return Client(self.tls_port, wrap=lambda s: RecordSocket(s, ctx, "a.test"))
 
     def assert_hello_a(self, r):
         self.assertEqual((r.status, r.body), (200, b"hello a\n"))
@@ -280,6 +358,143 @@ class Certificates(TlsTestCase):
                  == "CN = a.test, O = ec2", what="the new certificate on new connections")
             # The connection opened before the reload goes on with its session.
             self.assert_hello_a(c.get("/", host="a.test"))
+
+
+class Reading(TlsTestCase):
+    """How the worker reads TLS input (ADR 0050): one read(2) per keep-alive
+    request, and whatever the records and segments look like, every request
+    is answered and every close is seen."""
+
+    def test_one_read_per_keep_alive_request(self):
+        srv = self.start()
+        (worker,) = srv.worker_pids()
+        with self.tls_client() as c:
+            self.assert_hello_a(c.get("/", host="a.test"))
+            before = syscr(worker)
+            for _ in range(200):
+                self.assert_hello_a(c.get("/", host="a.test"))
+            reads = syscr(worker) - before
+        # Reading on until EAGAIN made it 2 per request (400).
+        self.assertLess(reads, 260, "read(2) calls of the worker for 200 requests")
+
+    def reads_until_answered(self, worker, act):
+        """The worker's read(2) calls while act() runs and then a request on
+        another, idle connection is answered: the worker is single-threaded,
+        so by then it has handled every event act() caused."""
+        with self.tls_client() as sync:
+            self.assert_hello_a(sync.get("/", host="a.test"))
+            before = syscr(worker)
+            act()
+            self.assert_hello_a(sync.get("/", host="a.test"))
+            return syscr(worker) - before - 1  # sync's request
+
+    def test_close_reads_nothing_until_the_client_acts(self):
+        srv = self.start()
+        (worker,) = srv.worker_pids()
+        with self.tls_client() as c:
+            self.assert_hello_a(c.get("/", host="a.test"))
+
+            def last_request():
+                self.assert_hello_a(c.get("/", host="a.test", headers=["Connection: close"]))
+                self.assertFalse(c._fill(), "no close_notify after Connection: close")
+
+            reads = self.reads_until_answered(worker, last_request)
+            # The request; a lingering read right after our FIN (or the
+            # client's ACK of it) found EAGAIN.
+            self.assertEqual(reads, 1, "read(2) calls for the last request")
+
+    def test_input_after_the_last_answer_is_still_read(self):
+        srv = self.start()
+        (worker,) = srv.worker_pids()
+        with self.record_client() as c:
+            self.assert_hello_a(c.get("/", host="a.test", headers=["Connection: close"]))
+            self.assertFalse(c._fill(), "no close_notify after Connection: close")
+
+            def more_input():
+                # Our socket drained before the close: what arrives after it
+                # must still be read (the lingering close), or closing with it
+                # unread would reset the connection.
+                c.sock.sock.sendall(os.urandom(100000))
+                c.sock.sock.shutdown(socket.SHUT_WR)
+
+            reads = self.reads_until_answered(worker, more_input)
+        self.assertGreaterEqual(reads, 1, "read(2) calls for input after the close")
+
+    def test_large_request_body_over_many_records(self):
+        b = self.backend("up")
+        self.start(proxy_member=b.address)
+        body = os.urandom(1 << 20)  # 64 records of 16 KiB
+        with self.tls_client() as c:
+            c.send(request("POST", "/up/big", host="a.test",
+                           headers=[("Content-Length", str(len(body)))], body=body))
+            r = c.read_response()
+            self.assertEqual((r.status, r.body), (200, b"up POST /up/big"))
+            self.assert_hello_a(c.get("/", host="a.test"))
+        self.assertEqual(b.requests[-1].body, body)
+
+    def test_pipelined_requests_in_records_of_one_segment(self):
+        self.start()
+        with self.record_client() as c:
+            # Records OpenSSL reads ahead in one read(2): the ones after the
+            # first are decrypted without another read, and must be.
+            c.sock.sock.sendall(c.sock.records(*[request("GET", "/", host="a.test")] * 20))
+            for _ in range(20):
+                self.assert_hello_a(c.read_response())
+            # Many requests in one record too.
+            c.send(request("GET", "/", host="a.test") * 20)
+            for _ in range(20):
+                self.assert_hello_a(c.read_response())
+
+    def test_request_sent_byte_by_byte(self):
+        self.start()
+        with self.record_client() as c:
+            c.sock.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            # Each byte its own segment (no Nagle): the server reads parts
+            # of a record header and body, each read short.
+            for _ in range(2):
+                wire = c.sock.records(request("GET", "/", host="a.test"))
+                for i in range(len(wire)):
+                    c.sock.sock.sendall(wire[i:i + 1])
+                self.assert_hello_a(c.read_response())
+
+    def test_close_notify_with_the_request_is_answered_then_closed(self):
+        self.start()
+        with self.record_client() as c:
+            wire = c.sock.records(request("GET", "/", host="a.test")) + c.sock.close_notify()
+            c.sock.sock.sendall(wire)
+            self.assert_hello_a(c.read_response())
+            self.assertFalse(c._fill(), "no EOF after the answer")
+
+    def test_close_notify_after_a_short_read_is_seen(self):
+        self.start()
+        with self.record_client() as c:
+            self.assert_hello_a(c.get("/", host="a.test"))
+            c.sock.sock.sendall(c.sock.close_notify())
+            self.assertFalse(c._fill(), "no EOF after our close_notify")
+
+    def test_fin_after_a_request_is_answered_then_closed(self):
+        self.start()
+        with self.record_client() as c:
+            self.assert_hello_a(c.get("/", host="a.test"))
+            c.send(request("GET", "/", host="a.test"))
+            c.sock.sock.shutdown(socket.SHUT_WR)  # no close_notify
+            self.assert_hello_a(c.read_response())
+            self.assertFalse(c._fill(), "no EOF after the answer")
+
+
+class Tickets(TlsTestCase):
+    def test_one_ticket_after_a_full_and_after_a_resumed_handshake(self):
+        self.start()
+        sess = os.path.join(self.srv.dir, "sess.pem")
+        req = b"GET / HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n"
+        for resume in (False, True):
+            out, rc = s_client(self.tls_port, "-servername", "a.test", "-ign_eof",
+                               "-sess_in" if resume else "-sess_out", sess, data=req)
+            self.assertEqual(rc, 0, out)
+            self.assertIn("hello a", out)
+            self.assertIn("Reused, TLSv1.3" if resume else "New, TLSv1.3", out)
+            # OpenSSL's default is two after a full handshake (ADR 0051).
+            self.assertEqual(out.count("Post-Handshake New Session Ticket arrived"), 1, out)
 
 
 class Misbehaving(TlsTestCase):
