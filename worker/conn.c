@@ -557,7 +557,7 @@ static int conn_read(sws_conn_t *c)
         /* Edge-triggered: a short read drained the socket, unless the peer
          * also shut down (then read on to see the EOF). Over TLS a read
          * returns one record: the socket read under it, and what OpenSSL
-         * still holds, decide (ADR 0050). */
+         * still holds, decide (ADR 0053). */
         if (!c->rdhup && (c->ssl != NULL ? sws_tls_drained(c) : (size_t)n < space))
             c->readable = 0;
         return 1;

@@ -114,7 +114,7 @@ static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *e
     }
     /* One TLS 1.3 ticket after a full handshake, not OpenSSL's two: each
      * costs a session encoding, its sealing, a record and a write(2), and
-     * every resumption brings a fresh one (ADR 0051). */
+     * every resumption brings a fresh one (ADR 0054). */
     SSL_CTX_set_num_tickets(ctx, 1);
     /* conn.c retries a write with the rest of its output, which may have
      * moved (a compaction); partial writes keep the loop's budget; idle
@@ -123,7 +123,7 @@ static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *e
                               SSL_MODE_RELEASE_BUFFERS);
     /* One read(2) per batch of records instead of two per record (its
      * header, then its body); conn.c stops reading once that read(2) was
-     * short and OpenSSL holds nothing more (sws_tls_drained, ADR 0050), so
+     * short and OpenSSL holds nothing more (sws_tls_drained, ADR 0053), so
      * bytes read ahead are never left waiting for an edge. */
     SSL_CTX_set_read_ahead(ctx, 1);
     /* On every context: OpenSSL asks the one SNI switched to for ALPN. */
@@ -195,7 +195,7 @@ void sws_tls_gen_free(sws_tls_gen_t *g)
     free(g);
 }
 
-/* Watches the socket reads OpenSSL makes for c (ADR 0050): a read shorter
+/* Watches the socket reads OpenSSL makes for c (ADR 0053): a read shorter
  * than asked, or EAGAIN, drained the socket, as a short read(2) does on a
  * plain connection; OpenSSL reads ahead as much as its buffer takes, so
  * a full read may leave more behind. */

@@ -68,7 +68,7 @@ ssize_t sws_tls_write(sws_conn_t *c, const void *buf, size_t n);
 /* 1 when the last read(2) OpenSSL made on c's socket was short or found it
  * empty, and OpenSSL holds no byte of c's input (decrypted or not): the
  * edge is drained, as after a short read(2) on a plain connection, and
- * another sws_tls_read would only find EAGAIN (ADR 0050). 0: read on. */
+ * another sws_tls_read would only find EAGAIN (ADR 0053). 0: read on. */
 int sws_tls_drained(const sws_conn_t *c);
 
 /* Send close_notify, once, best effort (before shutdown(SHUT_WR) or

@@ -564,7 +564,7 @@ class Protections(H2TestCase):
 
 class Reuse(H2TestCase):
     """A connection's streams reuse the memory of those that ended (ADR
-    0050): each stream gets its own body, whatever ran before it there."""
+    0052): each stream gets its own body, whatever ran before it there."""
 
     SIZES = (1, 13, 900, 1000, 1500, 3000, 4096, 5000, 16384, 40000)
     WINDOW = 1000  # the client's stream window: responses above it wait in the server

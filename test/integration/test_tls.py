@@ -361,7 +361,7 @@ class Certificates(TlsTestCase):
 
 
 class Reading(TlsTestCase):
-    """How the worker reads TLS input (ADR 0050): one read(2) per keep-alive
+    """How the worker reads TLS input (ADR 0053): one read(2) per keep-alive
     request, and whatever the records and segments look like, every request
     is answered and every close is seen."""
 
