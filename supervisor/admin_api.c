@@ -575,6 +575,8 @@ static void post_upgrade(sws_admin_api_t *api, const char *body, size_t len,
         reply_error(reply, 409, "%s", err);
     else if (rc == SWS_ADMIN_UNAVAILABLE)
         reply_error(reply, 503, "%s", err);
+    else if (rc == SWS_ADMIN_BAD_BINARY)
+        reply_error(reply, 422, "%s", err);
     else if (rc < 0)
         reply_error(reply, 500, "%s", err);
     if (rc != 0)

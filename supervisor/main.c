@@ -121,12 +121,17 @@ static int signal_server(const char *config, const char *verb)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    int rc = 1;
+    int rc = 1, oldbin = 0;
     pid_t pid;
     if (cfg->server->pid_file[0] == '\0')
         fprintf(stderr, "scalwsd: -s %s: %s sets no server.pid_file\n", verb, config);
-    else if (sws_pid_file_read(cfg->server->pid_file, &pid, err, sizeof(err)) < 0)
+    else if (sws_pid_file_read_serving(cfg->server->pid_file, &pid, &oldbin, err, sizeof(err)) < 0)
         fprintf(stderr, "scalwsd: -s %s: server.pid_file %s\n", verb, err);
+    else if (oldbin && sig == SIGUSR2)
+        /* It would log and ignore it: say so here, with a status. */
+        fprintf(stderr, "scalwsd: -s upgrade: an upgrade of pid %d is in progress (%s%s); "
+                "its log says how it ends\n", (int)pid, cfg->server->pid_file,
+                SWS_PID_FILE_OLDBIN);
     else if (kill(pid, sig) < 0)
         fprintf(stderr, "scalwsd: -s %s: pid %d from %s: %s\n", verb, (int)pid,
                 cfg->server->pid_file, errno == ESRCH ? "not running" : strerror(errno));

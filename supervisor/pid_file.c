@@ -54,6 +54,22 @@ int sws_pid_file_read(const char *path, pid_t *pid, char *err, size_t errlen)
     return 0;
 }
 
+int sws_pid_file_read_serving(const char *path, pid_t *pid, int *oldbin, char *err,
+                              size_t errlen)
+{
+    char aside[PATH_MAX], ignored[PATH_MAX + 64];
+    *oldbin = 0;
+    if (sws_pid_file_read(path, pid, err, errlen) == 0)
+        return 0;
+    snprintf(aside, sizeof(aside), "%s%s", path, SWS_PID_FILE_OLDBIN);
+    if (access(path, F_OK) < 0 && errno == ENOENT &&
+        sws_pid_file_read(aside, pid, ignored, sizeof(ignored)) == 0) {
+        *oldbin = 1;
+        return 0;
+    }
+    return -1;
+}
+
 void sws_pid_file_remove(const char *path, pid_t pid)
 {
     pid_t in_file;

@@ -29,6 +29,13 @@ int sws_pid_file_write(const char *path, pid_t pid, char *err, size_t errlen);
  * a pid). */
 int sws_pid_file_read(const char *path, pid_t *pid, char *err, size_t errlen);
 
+/* The pid of the supervisor that serves, for `scalwsd -s`: path's, or
+ * while an upgrade is in progress (path moved aside, not written again
+ * yet) path.oldbin's, then *oldbin is 1. 0, or -1 with path's message in
+ * err when neither reads. */
+int sws_pid_file_read_serving(const char *path, pid_t *pid, int *oldbin, char *err,
+                              size_t errlen);
+
 /* Remove path when it still names pid (a newer process may have written
  * it since). */
 void sws_pid_file_remove(const char *path, pid_t pid);
