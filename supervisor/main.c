@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/err.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "ebpf/ebpf.h"
@@ -84,6 +85,12 @@ static int test_config(const char *path)
         return 1;
     }
     int rc = sws_supervisor_check_table(cfg->routes, cfg->server->table_size, err, sizeof(err));
+    /* Here, not in the parse: a reload keeps the running pid file, and a
+     * directory gone since the start must not refuse it. */
+    char why[PATH_MAX + 64];
+    if (rc == 0 && cfg->server->pid_file[0] != '\0' &&
+        sws_pid_file_check(cfg->server->pid_file, why, sizeof(why)) < 0)
+        rc = sws_errf(err, sizeof(err), "server.pid_file: %s", why);
     if (rc == 0)
         test_accept_policy(cfg->server);
     sws_config_free(cfg);
