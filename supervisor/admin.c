@@ -55,7 +55,13 @@ struct sws_admin {
     unsigned nconns;
     sws_timer_queue_t timeouts;
     int keep_files; /* sws_admin_release: a new binary serves the socket files now */
+    uint64_t refused;          /* connections closed at once: all slots held */
+    uint64_t refused_said_ms;  /* when the log last said so (0: never) */
 };
+
+/* An operator whose curl gets a reset must find why in the log, once per
+ * period, not once per connection (they may come in a flood). */
+#define REFUSED_LOG_PERIOD_MS 10000u
 
 /* ---- addresses ---- */
 
@@ -320,6 +326,20 @@ static void on_conn_timeout(sws_timer_t *t)
     conn_close(c);
 }
 
+static void note_refused(sws_admin_t *admin, const admin_listener_t *l)
+{
+    uint64_t now = sws_loop_now_ms(admin->loop);
+    admin->refused++;
+    if (admin->refused_said_ms != 0 && now - admin->refused_said_ms < REFUSED_LOG_PERIOD_MS)
+        return;
+    sws_log_warn("admin API: %s: %llu connection(s) closed at once: %u open, the most served at "
+                 "a time (each is closed %u s after it was accepted)", l->name,
+                 (unsigned long long)admin->refused, admin->nconns,
+                 SWS_ADMIN_TIMEOUT_MS / 1000);
+    admin->refused = 0;
+    admin->refused_said_ms = now != 0 ? now : 1;
+}
+
 static void on_accept(sws_io_t *io, uint32_t events)
 {
     (void)events;
@@ -337,6 +357,7 @@ static void on_accept(sws_io_t *io, uint32_t events)
         admin_conn_t *c = admin->nconns < SWS_ADMIN_MAX_CONNS ? malloc(sizeof(*c)) : NULL;
         if (c == NULL) {
             close(fd);
+            note_refused(admin, l);
             continue;
         }
         memset(c, 0, sizeof(*c));
