@@ -139,6 +139,12 @@ static int signal_server(const char *config, const char *verb)
         fprintf(stderr, "scalwsd: -s upgrade: an upgrade of pid %d is in progress (%s%s); "
                 "its log says how it ends\n", (int)pid, cfg->server->pid_file,
                 SWS_PID_FILE_OLDBIN);
+    else if (sws_proctitle_is_ours(pid) == 0)
+        /* Left by a supervisor that was killed (-9): never signal the
+         * program that has its pid now. */
+        fprintf(stderr, "scalwsd: -s %s: pid %d from %s is not scalwsd (a pid file left by a "
+                "server that did not stop cleanly?)\n", verb, (int)pid,
+                oldbin ? "the .oldbin pid file" : cfg->server->pid_file);
     else if (kill(pid, sig) < 0)
         fprintf(stderr, "scalwsd: -s %s: pid %d from %s: %s\n", verb, (int)pid,
                 cfg->server->pid_file, errno == ESRCH ? "not running" : strerror(errno));

@@ -50,6 +50,21 @@ class AuditConfig(unittest.TestCase):
         self.assertEqual(code, 0, out)
         self.assertEqual(os.listdir(os.path.join(self.dir, "run")), [])
 
+    def test_s_never_signals_a_program_that_took_a_stale_pid(self):
+        # A supervisor killed with -9 leaves its pid file; the pid may be
+        # another program's since. `-s stop` would have sent it SIGTERM.
+        other = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(other.wait, TIMEOUT)
+        self.addCleanup(other.kill)
+        pid_path = os.path.join(self.dir, "scalws.pid")
+        with open(pid_path, "w") as f:
+            f.write("%d\n" % other.pid)
+        path = self.write("admin: {listen: []}\npid_file: @DIR@/scalws.pid")
+        code, out = self.run_scalwsd("-s", "stop", "-c", path)
+        self.assertEqual(code, 1, out)
+        self.assertIn("-s stop: pid %d from %s is not scalwsd" % (other.pid, pid_path), out)
+        self.assertIsNone(other.poll(), "the other program was signalled")
+
 
 if __name__ == "__main__":
     unittest.main()
