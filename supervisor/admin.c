@@ -42,6 +42,7 @@ typedef struct admin_conn {
     size_t sent;
     int lingering;      /* answered: reading to the client's end (see conn_linger) */
     size_t discarded;
+    int is_unix;        /* accepted on a Unix socket listener */
 } admin_conn_t;
 
 struct sws_admin {
@@ -228,6 +229,7 @@ static void conn_answer(admin_conn_t *c)
     int head_only = 0;
     if (r->state == SWS_ADMIN_REQ_DONE) {
         head_only = strcmp(r->method, "HEAD") == 0;
+        c->admin->api.peer_unix = c->is_unix;
         c->admin->handle(c->admin->handle_ctx, r->method, r->target, r->body, r->body_len,
                          &reply);
     } else {
@@ -364,6 +366,7 @@ static void on_accept(sws_io_t *io, uint32_t events)
         c->admin = admin;
         c->io.fd = fd;
         c->io.cb = on_conn;
+        c->is_unix = l->is_unix;
         sws_admin_req_init(&c->req);
         if (sws_loop_add(admin->loop, &c->io, EPOLLIN) < 0) {
             close(fd);

@@ -74,6 +74,9 @@ typedef struct sws_admin_api {
                                    * target's asks no DNS server */
     const struct sws_ingress_sub *ingress; /* read only; NULL: not subscribed */
     sws_admin_upgrade_fn upgrade; /* POST /v1/upgrade, called with publish_ctx; NULL: 404 */
+    int peer_unix; /* the request being answered came over a Unix socket (mode 0600: the
+                    * supervisor's user), not a loopback port any local user reaches; set
+                    * by supervisor/admin.c before each request */
 } sws_admin_api_t;
 
 typedef struct sws_admin_reply {

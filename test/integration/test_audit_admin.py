@@ -5,7 +5,7 @@ import re
 import socket
 import unittest
 
-from harness import TIMEOUT, poll
+from harness import TIMEOUT, free_port, poll
 from test_admin import AdminTestCase, admin_request
 
 MAX_CONNS = 64  # SWS_ADMIN_MAX_CONNS
@@ -33,6 +33,22 @@ class AuditAdmin(AdminTestCase):
             s.close()
         held.clear()
         poll(lambda: self.answers_status(srv), what="the API serving again")
+
+    def test_a_binary_is_named_only_over_the_unix_socket(self):
+        # Any local user reaches a loopback port (in a pod: every
+        # container); the binary named would run as the supervisor, root.
+        port = free_port()
+        srv = self.admin_server(extra=', "127.0.0.1:%d"' % port)
+        body = '{"binary": "/bin/true"}'
+        code, _, answer = admin_request(("127.0.0.1", port), "POST", "/v1/upgrade", body=body)
+        self.assertEqual(code, 403, answer)
+        self.assertIn("only over the admin API's Unix socket", answer["error"])
+        # Over the socket the same field is taken (then refused here as not
+        # a regular file, so nothing starts either way).
+        code, _, answer = admin_request(srv.admin, "POST", "/v1/upgrade",
+                                        body='{"binary": "/"}')
+        self.assertEqual((code, answer), (422, {"error": "/: not a regular file"}))
+        self.assertNotIn("upgrade: started", srv.log())
 
     @staticmethod
     def connect(srv):
