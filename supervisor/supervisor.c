@@ -940,6 +940,17 @@ static void on_publish_timer(sws_timer_t *t)
         publish_pending(sup);
 }
 
+/* The new binary of an upgrade in progress took the routes as served
+ * when it started: a publication here now would be lost at its GO. */
+static int upgrade_holds_routes(const sws_supervisor_t *sup, char *err, size_t errlen)
+{
+    if (sup->up.pid <= 0 || sup->handed_over)
+        return 0;
+    return sws_errf(err, errlen, "an upgrade to pid %d is in progress: it took the routes as "
+                    "they were when it started, so a change now would be lost when it takes "
+                    "over; retry once it took over or was rolled back", (int)sup->up.pid);
+}
+
 static void reload(sws_supervisor_t *sup)
 {
     if (sup->state != SUP_RUNNING) {
@@ -947,6 +958,10 @@ static void reload(sws_supervisor_t *sup)
         return;
     }
     char err[512];
+    if (upgrade_holds_routes(sup, err, sizeof(err)) < 0) {
+        sws_log_warn("SIGHUP: %s; not reloaded", err);
+        return;
+    }
     Sws__Config *next = NULL;
     if (sws_config_load(sup->config_path, &next, err, sizeof(err)) < 0) {
         reload_failed(sup, 1, err);
@@ -992,6 +1007,8 @@ static int admin_publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char
         sws_errf(err, errlen, "the server is stopping");
         return SWS_ADMIN_UNAVAILABLE;
     }
+    if (upgrade_holds_routes(sup, err, errlen) < 0)
+        return SWS_ADMIN_UNAVAILABLE;
     int rc = publish(sup, rs, PUBLISH_ADMIN, err, errlen);
     if (rc == 0)
         *gen = sws_shm_current_generation(&sup->shm);

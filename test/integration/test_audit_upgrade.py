@@ -12,7 +12,7 @@ import unittest
 
 from harness import TIMEOUT, binary, poll
 from test_admin import admin_request
-from test_upgrade import UpgradeTestCase, gone, replace_file
+from test_upgrade import UpgradeTestCase, gone, pool, replace_file
 
 
 class AuditUpgrade(UpgradeTestCase):
@@ -54,7 +54,7 @@ class AuditUpgrade(UpgradeTestCase):
         self.assertIn("execv: Exec format error", line)
 
     def test_signal_verbs_during_an_upgrade_reach_the_serving_supervisor(self):
-        srv = self.start_copy(upgrade_timeout="60s")
+        srv = self.start_copy(upgrade_timeout="60s", tail=pool("127.0.0.1:9"))
         old = srv.pid
         replace_file(srv.bin + ".real", source=binary())
         replace_file(srv.bin, "#!/bin/sh\nexec sleep 600\n")
@@ -65,11 +65,21 @@ class AuditUpgrade(UpgradeTestCase):
         def verb(name):
             return subprocess.run([srv.bin + ".real", "-s", name, "-c", srv.config_path],
                                   capture_output=True, timeout=TIMEOUT)
-        # reload goes to the supervisor that serves until GO: the old one.
+        # The verbs reach the supervisor that serves until GO: the old one.
+        p = verb("reopen")
+        self.assertEqual(p.returncode, 0, p.stderr)
+        srv.wait_log(r"SIGUSR1: log files reopened")
+        # A change to the routes now would be lost at GO (the new binary
+        # took them as they were): refused, said, and nothing changes.
         srv.write_config(open(srv.config_path).read().replace("hello, world", "hello, again"))
         p = verb("reload")
         self.assertEqual(p.returncode, 0, p.stderr)
-        srv.wait_answer(body=b"hello, again\n")
+        srv.wait_log(r"SIGHUP: an upgrade to pid \d+ is in progress: it took the routes as they "
+                     r"were when it started, .*; not reloaded")
+        code, _, body = admin_request(srv.admin, "PUT", "/v1/pools/app/members/127.0.0.1:10")
+        self.assertEqual(code, 503, body)
+        self.assertIn("an upgrade to pid", body["error"])
+        self.assertTrue(srv.answers())
         # A second upgrade is refused here, with a status, not lost.
         p = verb("upgrade")
         self.assertEqual(p.returncode, 1)
