@@ -8,7 +8,7 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import HELLO_HOSTS, TIMEOUT, binary, make_config
+from harness import HELLO_HOSTS, TIMEOUT, binary, free_port, make_config
 
 
 class AuditConfig(unittest.TestCase):
@@ -24,7 +24,7 @@ class AuditConfig(unittest.TestCase):
     def write(self, server):
         path = os.path.join(self.dir, "scalws.yaml")
         with open(path, "w") as f:
-            f.write(make_config(HELLO_HOSTS, server).replace("@PORT@", "18080")
+            f.write(make_config(HELLO_HOSTS, server).replace("@PORT@", str(free_port()))
                     .replace("@DIR@", self.dir))
         return path
 
