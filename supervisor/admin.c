@@ -42,6 +42,7 @@ typedef struct admin_conn {
     size_t sent;
     int lingering;      /* answered: reading to the client's end (see conn_linger) */
     size_t discarded;
+    int is_unix;        /* accepted on a Unix socket listener */
 } admin_conn_t;
 
 struct sws_admin {
@@ -55,7 +56,13 @@ struct sws_admin {
     unsigned nconns;
     sws_timer_queue_t timeouts;
     int keep_files; /* sws_admin_release: a new binary serves the socket files now */
+    uint64_t refused;          /* connections closed at once: all slots held */
+    uint64_t refused_said_ms;  /* when the log last said so (0: never) */
 };
+
+/* An operator whose curl gets a reset must find why in the log, once per
+ * period, not once per connection (they may come in a flood). */
+#define REFUSED_LOG_PERIOD_MS 10000u
 
 /* ---- addresses ---- */
 
@@ -222,6 +229,7 @@ static void conn_answer(admin_conn_t *c)
     int head_only = 0;
     if (r->state == SWS_ADMIN_REQ_DONE) {
         head_only = strcmp(r->method, "HEAD") == 0;
+        c->admin->api.peer_unix = c->is_unix;
         c->admin->handle(c->admin->handle_ctx, r->method, r->target, r->body, r->body_len,
                          &reply);
     } else {
@@ -320,6 +328,20 @@ static void on_conn_timeout(sws_timer_t *t)
     conn_close(c);
 }
 
+static void note_refused(sws_admin_t *admin, const admin_listener_t *l)
+{
+    uint64_t now = sws_loop_now_ms(admin->loop);
+    admin->refused++;
+    if (admin->refused_said_ms != 0 && now - admin->refused_said_ms < REFUSED_LOG_PERIOD_MS)
+        return;
+    sws_log_warn("admin API: %s: %llu connection(s) closed at once: %u open, the most served at "
+                 "a time (each is closed %u s after it was accepted)", l->name,
+                 (unsigned long long)admin->refused, admin->nconns,
+                 SWS_ADMIN_TIMEOUT_MS / 1000);
+    admin->refused = 0;
+    admin->refused_said_ms = now != 0 ? now : 1;
+}
+
 static void on_accept(sws_io_t *io, uint32_t events)
 {
     (void)events;
@@ -337,12 +359,14 @@ static void on_accept(sws_io_t *io, uint32_t events)
         admin_conn_t *c = admin->nconns < SWS_ADMIN_MAX_CONNS ? malloc(sizeof(*c)) : NULL;
         if (c == NULL) {
             close(fd);
+            note_refused(admin, l);
             continue;
         }
         memset(c, 0, sizeof(*c));
         c->admin = admin;
         c->io.fd = fd;
         c->io.cb = on_conn;
+        c->is_unix = l->is_unix;
         sws_admin_req_init(&c->req);
         if (sws_loop_add(admin->loop, &c->io, EPOLLIN) < 0) {
             close(fd);

@@ -567,6 +567,14 @@ static void post_upgrade(sws_admin_api_t *api, const char *body, size_t len,
             reply_error(reply, 400, "binary: expected an absolute path");
             return;
         }
+        /* The binary runs as the supervisor (root): naming one is for
+         * whoever may write the Unix socket, never for any local user. */
+        if (!api->peer_unix) {
+            reply_error(reply, 403, "binary: only over the admin API's Unix socket (a loopback "
+                        "port is open to every local user; the binary would run as this "
+                        "server's user)");
+            return;
+        }
         binary = f[i].value;
     }
     long pid = 0;
@@ -575,6 +583,8 @@ static void post_upgrade(sws_admin_api_t *api, const char *body, size_t len,
         reply_error(reply, 409, "%s", err);
     else if (rc == SWS_ADMIN_UNAVAILABLE)
         reply_error(reply, 503, "%s", err);
+    else if (rc == SWS_ADMIN_BAD_BINARY)
+        reply_error(reply, 422, "%s", err);
     else if (rc < 0)
         reply_error(reply, 500, "%s", err);
     if (rc != 0)

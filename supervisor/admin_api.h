@@ -49,8 +49,10 @@ typedef int (*sws_admin_resolve_fn)(const sws_routeset_addr_t *name, sws_resolve
 /* Start a binary upgrade (supervisor/upgrade.h) with binary (NULL: the
  * running binary's path): 0 and *pid (the new supervisor's),
  * SWS_ADMIN_CONFLICT with err (one is in progress), SWS_ADMIN_UNAVAILABLE
- * (stopping), or -1 with err (it could not start). */
+ * (stopping), SWS_ADMIN_BAD_BINARY with err (no executable file at that
+ * path: nothing was started), or -1 with err (it could not start). */
 #define SWS_ADMIN_CONFLICT (-4)
+#define SWS_ADMIN_BAD_BINARY (-5)
 typedef int (*sws_admin_upgrade_fn)(void *ctx, const char *binary, long *pid, char *err,
                                     size_t errlen);
 
@@ -72,6 +74,9 @@ typedef struct sws_admin_api {
                                    * target's asks no DNS server */
     const struct sws_ingress_sub *ingress; /* read only; NULL: not subscribed */
     sws_admin_upgrade_fn upgrade; /* POST /v1/upgrade, called with publish_ctx; NULL: 404 */
+    int peer_unix; /* the request being answered came over a Unix socket (mode 0600: the
+                    * supervisor's user), not a loopback port any local user reaches; set
+                    * by supervisor/admin.c before each request */
 } sws_admin_api_t;
 
 typedef struct sws_admin_reply {

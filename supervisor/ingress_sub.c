@@ -77,6 +77,8 @@ struct sws_ingress_sub {
     unsigned nqueue;
     uint64_t asked_ms;         /* the last snapshot request; 0: none outstanding */
     uint64_t heard_ms;         /* the last message of any kind; 0: none yet */
+    uint64_t started_ms;       /* the subscription's start: silence counts from it until a
+                                * first message (asked_ms moves with each new request) */
     uint64_t applied_ms;       /* the last snapshot or delta applied; 0: none yet */
     uint64_t snapshots, deltas, refused;
     size_t shadowed[3];        /* the merge's counts last logged */
@@ -353,7 +355,7 @@ static void on_tick(sws_timer_t *t)
     }
     if (s->asked_ms != 0 && now - s->asked_ms >= SWS_INGRESS_SUB_ASK_AGAIN_MS)
         ask_snapshot(s);
-    uint64_t since = s->heard_ms != 0 ? s->heard_ms : s->asked_ms;
+    uint64_t since = s->heard_ms != 0 ? s->heard_ms : s->started_ms;
     if (!s->silent && since != 0 && now - since >= SWS_INGRESS_SUB_SILENCE_MS) {
         s->silent = 1;
         sws_log_warn("ingress: nothing from %s for %u ms; still serving sequence %" PRIu64 "%s",
@@ -426,7 +428,7 @@ sws_ingress_sub_t *sws_ingress_sub_start(sws_loop_t *loop, const char *endpoint,
     sws_timer_arm(loop, &s->tick_queue, &s->tick);
     /* Asked at the first message heard (see on_message), or by the tick
      * SWS_INGRESS_SUB_ASK_AGAIN_MS from now if none comes. */
-    s->asked_ms = now_ms(s);
+    s->asked_ms = s->started_ms = now_ms(s);
     sws_log_info("ingress: subscribed to %s (snapshots from %s)", s->ep.updates, s->ep.snapshot);
     return s;
 }

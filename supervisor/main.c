@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "core/err.h"
 #include "core/log.h"
 #include "core/version.h"
 #include "ebpf/ebpf.h"
@@ -84,6 +85,12 @@ static int test_config(const char *path)
         return 1;
     }
     int rc = sws_supervisor_check_table(cfg->routes, cfg->server->table_size, err, sizeof(err));
+    /* Here, not in the parse: a reload keeps the running pid file, and a
+     * directory gone since the start must not refuse it. */
+    char why[PATH_MAX + 64];
+    if (rc == 0 && cfg->server->pid_file[0] != '\0' &&
+        sws_pid_file_check(cfg->server->pid_file, why, sizeof(why)) < 0)
+        rc = sws_errf(err, sizeof(err), "server.pid_file: %s", why);
     if (rc == 0)
         test_accept_policy(cfg->server);
     sws_config_free(cfg);
@@ -121,12 +128,23 @@ static int signal_server(const char *config, const char *verb)
         fprintf(stderr, "%s\n", err);
         return 1;
     }
-    int rc = 1;
+    int rc = 1, oldbin = 0;
     pid_t pid;
     if (cfg->server->pid_file[0] == '\0')
         fprintf(stderr, "scalwsd: -s %s: %s sets no server.pid_file\n", verb, config);
-    else if (sws_pid_file_read(cfg->server->pid_file, &pid, err, sizeof(err)) < 0)
+    else if (sws_pid_file_read_serving(cfg->server->pid_file, &pid, &oldbin, err, sizeof(err)) < 0)
         fprintf(stderr, "scalwsd: -s %s: server.pid_file %s\n", verb, err);
+    else if (oldbin && sig == SIGUSR2)
+        /* It would log and ignore it: say so here, with a status. */
+        fprintf(stderr, "scalwsd: -s upgrade: an upgrade of pid %d is in progress (%s%s); "
+                "its log says how it ends\n", (int)pid, cfg->server->pid_file,
+                SWS_PID_FILE_OLDBIN);
+    else if (sws_proctitle_is_ours(pid) == 0)
+        /* Left by a supervisor that was killed (-9): never signal the
+         * program that has its pid now. */
+        fprintf(stderr, "scalwsd: -s %s: pid %d from %s is not scalwsd (a pid file left by a "
+                "server that did not stop cleanly?)\n", verb, (int)pid,
+                oldbin ? "the .oldbin pid file" : cfg->server->pid_file);
     else if (kill(pid, sig) < 0)
         fprintf(stderr, "scalwsd: -s %s: pid %d from %s: %s\n", verb, (int)pid,
                 cfg->server->pid_file, errno == ESRCH ? "not running" : strerror(errno));

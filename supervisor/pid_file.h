@@ -25,9 +25,21 @@
 /* Write pid to path atomically. 0, or -1 with a message in err. */
 int sws_pid_file_write(const char *path, pid_t pid, char *err, size_t errlen);
 
+/* Whether a start could write path: its temporary file is written in
+ * path's directory and removed, path itself is left alone (scalwsd -t,
+ * so -t and a start cannot disagree). 0, or -1 with "PATH: why" in err. */
+int sws_pid_file_check(const char *path, char *err, size_t errlen);
+
 /* The pid in path: 0 and *pid, or -1 with a message in err (no file, not
  * a pid). */
 int sws_pid_file_read(const char *path, pid_t *pid, char *err, size_t errlen);
+
+/* The pid of the supervisor that serves, for `scalwsd -s`: path's, or
+ * while an upgrade is in progress (path moved aside, not written again
+ * yet) path.oldbin's, then *oldbin is 1. 0, or -1 with path's message in
+ * err when neither reads. */
+int sws_pid_file_read_serving(const char *path, pid_t *pid, int *oldbin, char *err,
+                              size_t errlen);
 
 /* Remove path when it still names pid (a newer process may have written
  * it since). */

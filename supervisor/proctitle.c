@@ -41,7 +41,7 @@ static char **copy_strings(char *const *src, size_t n)
 
 int sws_proctitle_init(int argc, char **argv)
 {
-    prctl(PR_SET_NAME, "scalwsd", 0, 0, 0);
+    prctl(PR_SET_NAME, SWS_PROCTITLE_COMM, 0, 0, 0);
     if (argc <= 0 || argv[0] == NULL)
         return -1;
 
@@ -105,4 +105,17 @@ void sws_proctitle_set(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(proctitle.area, proctitle.size - 1, fmt, ap);
     va_end(ap);
+}
+
+int sws_proctitle_is_ours(pid_t pid)
+{
+    char path[64], comm[32];
+    snprintf(path, sizeof(path), "/proc/%d/comm", (int)pid);
+    FILE *f = fopen(path, "re");
+    if (f == NULL)
+        return -1;
+    int ours = fgets(comm, sizeof(comm), f) != NULL &&
+               strcmp(comm, SWS_PROCTITLE_COMM "\n") == 0;
+    fclose(f);
+    return ours;
 }

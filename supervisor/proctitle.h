@@ -20,12 +20,21 @@
 #ifndef SWS_SUPERVISOR_PROCTITLE_H
 #define SWS_SUPERVISOR_PROCTITLE_H
 
+#include <sys/types.h>
+
+#define SWS_PROCTITLE_COMM "scalwsd"
+
 /* 0, or -1 when out of memory (then titles are left alone). */
 int sws_proctitle_init(int argc, char **argv);
 
 /* Set the title; truncated to the room argv and the environment had.
  * Does nothing if sws_proctitle_init() was not called or failed. */
 void sws_proctitle_set(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Whether pid's comm name is SWS_PROCTITLE_COMM: 1, 0 (another program:
+ * a pid file that outlived its supervisor, its pid taken since), or -1
+ * (no such process). Any process may call it. */
+int sws_proctitle_is_ours(pid_t pid);
 
 /* unsetenv(name), freeing the heap copy sws_proctitle_init() made of its
  * string (unsetenv only drops the pointer: the copy would leak). */

@@ -942,6 +942,17 @@ static void on_publish_timer(sws_timer_t *t)
         publish_pending(sup);
 }
 
+/* The new binary of an upgrade in progress took the routes as served
+ * when it started: a publication here now would be lost at its GO. */
+static int upgrade_holds_routes(const sws_supervisor_t *sup, char *err, size_t errlen)
+{
+    if (sup->up.pid <= 0 || sup->handed_over)
+        return 0;
+    return sws_errf(err, errlen, "an upgrade to pid %d is in progress: it took the routes as "
+                    "they were when it started, so a change now would be lost when it takes "
+                    "over; retry once it took over or was rolled back", (int)sup->up.pid);
+}
+
 static void reload(sws_supervisor_t *sup)
 {
     if (sup->state != SUP_RUNNING) {
@@ -949,6 +960,10 @@ static void reload(sws_supervisor_t *sup)
         return;
     }
     char err[512];
+    if (upgrade_holds_routes(sup, err, sizeof(err)) < 0) {
+        sws_log_warn("SIGHUP: %s; not reloaded", err);
+        return;
+    }
     Sws__Config *next = NULL;
     if (sws_config_load(sup->config_path, &next, err, sizeof(err)) < 0) {
         reload_failed(sup, 1, err);
@@ -994,6 +1009,8 @@ static int admin_publish(void *ctx, const Sws__RouteSet *rs, uint64_t *gen, char
         sws_errf(err, errlen, "the server is stopping");
         return SWS_ADMIN_UNAVAILABLE;
     }
+    if (upgrade_holds_routes(sup, err, errlen) < 0)
+        return SWS_ADMIN_UNAVAILABLE;
     int rc = publish(sup, rs, PUBLISH_ADMIN, err, errlen);
     if (rc == 0)
         *gen = sws_shm_current_generation(&sup->shm);
@@ -1101,7 +1118,28 @@ static void upgrade_rollback(sws_supervisor_t *sup, const char *why)
     if (pid_file(sup)[0] != '\0' &&
         sws_pid_file_move(pid_file(sup), SWS_PID_FILE_OLDBIN, "", err, sizeof(err)) < 0)
         sws_log_error("%s", err);
-    sws_log_error("upgrade failed: %s; still serving", why);
+    /* A stop cancels the upgrade: then nothing is served on. */
+    sws_log_error("upgrade failed: %s; %s", why,
+                  sup->state == SUP_RUNNING ? "still serving" : "stopping as asked");
+}
+
+/* A FAILED message's reason, for the rollback's line. */
+static void upgrade_keep_why(sws_supervisor_t *sup, const sws_chan_msg_t *m)
+{
+    if (m->type == SWS_UPGRADE_FAILED)
+        snprintf(sup->up.why, sizeof(sup->up.why), "%.*s", (int)m->len, (const char *)m->body);
+}
+
+/* The reason still queued from a child that exited: the reaping may come
+ * before the socket's turn; anything else it sent no longer matters. */
+static void upgrade_read_why(sws_supervisor_t *sup)
+{
+    char err[256];
+    sws_chan_msg_t m;
+    while (sup->up.io.fd >= 0 && sws_chan_recv(sup->up.io.fd, &m, err, sizeof(err)) > 0) {
+        upgrade_keep_why(sup, &m);
+        sws_chan_msg_close_fds(&m);
+    }
 }
 
 static void upgrade_child_exited(sws_supervisor_t *sup, pid_t pid, int status)
@@ -1114,8 +1152,10 @@ static void upgrade_child_exited(sws_supervisor_t *sup, pid_t pid, int status)
         sws_log_warn("upgrade: the new supervisor (pid %d) %s", (int)pid, how);
         return;
     }
-    /* Reaped: nothing left to kill. */
+    /* Reaped: nothing left to kill. Its last words may still wait in the
+     * socket when the reaping comes first in the loop's turn. */
     sup->up.pid = 0;
+    upgrade_read_why(sup);
     snprintf(why, sizeof(why), "%s %s before ready%s%s", sup->up.binary, how,
              sup->up.why[0] != '\0' ? ": " : "", sup->up.why);
     upgrade_rollback(sup, why);
@@ -1181,8 +1221,8 @@ static void on_upgrade_io(sws_io_t *io, uint32_t events)
         }
         if (m.type == SWS_UPGRADE_READY) {
             upgrade_commit(sup);
-        } else if (m.type == SWS_UPGRADE_FAILED) {
-            snprintf(sup->up.why, sizeof(sup->up.why), "%.*s", (int)m.len, (const char *)m.body);
+        } else {
+            upgrade_keep_why(sup, &m);
         }
         sws_chan_msg_close_fds(&m);
     }
@@ -1215,7 +1255,12 @@ static void exec_new_binary(sws_supervisor_t *sup, int fd)
         argv[i] = sup->exec->argv[i];
     argv[0] = sup->up.binary;
     execv(sup->up.binary, argv);
-    /* Its reaping says it: "exited with status 127 before ready". */
+    /* Checked before the fork, but the file may have changed since, or
+     * the kernel may refuse it (ENOEXEC: another architecture). Its
+     * reaping says "exited with status 127 before ready: execv: why". */
+    char why[PATH_MAX + 64];
+    snprintf(why, sizeof(why), "execv: %s", strerror(errno));
+    sws_upgrade_exec_failed(fd, why);
     _exit(127);
 }
 
@@ -1264,10 +1309,21 @@ static int upgrade_start(sws_supervisor_t *sup, const char *binary, pid_t *pid, 
         binary = sup->exec->binary;
     if (binary == NULL || sup->exec->argv == NULL)
         return sws_errf(err, errlen, "the running binary's path is not known");
+    if (sws_upgrade_check_binary(binary, err, errlen) < 0)
+        return SWS_ADMIN_BAD_BINARY;
     snprintf(up->binary, sizeof(up->binary), "%s", binary);
     int ends[2];
     if (sws_chan_pair(ends, err, errlen) < 0)
         return -1;
+    /* Queued before the fork, read by the child once it runs: a child
+     * that fails at once cannot make the send fail (EPIPE) under us. */
+    if (send_handoff(sup, ends[0], err, errlen) < 0) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", err);
+        close(ends[0]);
+        close(ends[1]);
+        return sws_errf(err, errlen, "hand-off to %s: %s", binary, why);
+    }
     pid_t child = fork();
     if (child < 0) {
         close(ends[0]);
@@ -1282,14 +1338,11 @@ static int upgrade_start(sws_supervisor_t *sup, const char *binary, pid_t *pid, 
     up->pid = child;
     up->io.fd = ends[0];
     up->io.cb = on_upgrade_io;
-    /* Sent now, read by the child once it runs: the queue holds it. */
-    if (send_handoff(sup, ends[0], err, errlen) < 0 ||
-        sws_loop_add(&sup->loop, &up->io, EPOLLIN) < 0) {
-        char why[512];
-        snprintf(why, sizeof(why), "%s", err);
+    if (sws_loop_add(&sup->loop, &up->io, EPOLLIN) < 0) {
+        sws_errf(err, errlen, "epoll_ctl: %s", strerror(errno));
         kill(child, SIGKILL);
         upgrade_forget_child(sup);
-        return sws_errf(err, errlen, "hand-off to %s: %s", binary, why);
+        return -1;
     }
     sws_timer_queue_set_duration(&up->timeout_queue, sup->upgrade_timeout_ms);
     sws_timer_arm(&sup->loop, &up->timeout_queue, &up->timeout_timer);
@@ -1318,7 +1371,7 @@ static int admin_upgrade(void *ctx, const char *binary, long *pid, char *err, si
 {
     pid_t child;
     int rc = upgrade_start(ctx, binary, &child, err, errlen);
-    if (rc == -1)
+    if (rc == -1 || rc == SWS_ADMIN_BAD_BINARY)
         sws_log_error("upgrade failed: %s; still serving", err);
     if (rc == 0)
         *pid = (long)child;

@@ -380,6 +380,15 @@ void sws_upgrade_send_failed(int fd, const char *why)
                         SWS_CHAN_MAX_BODY, NULL, 0, err, sizeof(err));
 }
 
+void sws_upgrade_exec_failed(int fd, const char *why)
+{
+    char err[128];
+    sws_chan_msg_t m;
+    for (unsigned i = 0; i < 64 && sws_chan_recv(fd, &m, err, sizeof(err)) > 0; i++)
+        sws_chan_msg_close_fds(&m);
+    sws_upgrade_send_failed(fd, why);
+}
+
 /* ---- the binary ---- */
 
 static char *join(const char *dir, const char *name)
@@ -425,4 +434,17 @@ char *sws_upgrade_binary_path(const char *argv0, char *err, size_t errlen)
     if (out == NULL)
         sws_errf(err, errlen, "out of memory");
     return out;
+}
+
+int sws_upgrade_check_binary(const char *path, char *err, size_t errlen)
+{
+    struct stat st;
+    if (stat(path, &st) < 0)
+        return sws_errf(err, errlen, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode))
+        return sws_errf(err, errlen, "%s: not a regular file", path);
+    if (access(path, X_OK) < 0)
+        return sws_errf(err, errlen, "%s: not executable (mode %04o): %s", path,
+                        (unsigned)(st.st_mode & 07777), strerror(errno));
+    return 0;
 }

@@ -123,6 +123,12 @@ int sws_upgrade_recv_one(int fd, int timeout_ms, struct sws_chan_msg *m, char *e
 /* New side: tell the old one why it gives up (best effort). */
 void sws_upgrade_send_failed(int fd, const char *why);
 
+/* The forked child whose exec failed: take what was handed off the queue
+ * (closing its descriptors), then send why. A SOCK_SEQPACKET end closed
+ * with unread messages resets its peer (ECONNRESET), which would lose why
+ * on the old side's end before it reads it. */
+void sws_upgrade_exec_failed(int fd, const char *why);
+
 /* Close what st still owns, wipe its keys, free its routes; st is empty. */
 void sws_upgrade_state_free(sws_upgrade_state_t *st);
 
@@ -131,5 +137,11 @@ void sws_upgrade_state_free(sws_upgrade_state_t *st);
  * symlinks resolved (replacing the file or the link at that path, then
  * SIGUSR2, runs the new build). malloc'd; NULL with err. */
 char *sws_upgrade_binary_path(const char *argv0, char *err, size_t errlen);
+
+/* Whether path is a regular file this process may execute: 0, or -1 with
+ * err ("PATH: No such file or directory", "PATH: not executable (mode
+ * 0644)"). Checked before the fork, so a wrong path is said as such, at
+ * once, rather than as a child that "exited with status 127". */
+int sws_upgrade_check_binary(const char *path, char *err, size_t errlen);
 
 #endif

@@ -306,6 +306,53 @@ static void test_failure_reason_reaches_the_old_side(void **state)
     close(ends[1]);
 }
 
+/* A child whose exec failed exits with the hand-off unread: its reason
+ * must still reach the old side (an end closed over unread messages
+ * resets its peer, and the reason went with it). */
+static void test_exec_failure_reason_survives_an_unread_hand_off(void **state)
+{
+    (void)state;
+    int ends[2];
+    char err[256];
+    assert_int_equal(sws_chan_pair(ends, err, sizeof(err)), 0);
+    int fd = dup(0);
+    assert_true(fd >= 0);
+    assert_int_equal(sws_chan_send(ends[0], SWS_UPGRADE_STATE, "s", 1, &fd, 1, err, sizeof(err)),
+                     0);
+    close(fd);
+    sws_upgrade_exec_failed(ends[1], "execv: Exec format error");
+    close(ends[1]);
+    sws_chan_msg_t m;
+    assert_int_equal(sws_upgrade_recv_one(ends[0], 1000, &m, err, sizeof(err)), 1);
+    assert_int_equal(m.type, SWS_UPGRADE_FAILED);
+    assert_int_equal(m.len, strlen("execv: Exec format error"));
+    assert_memory_equal(m.body, "execv: Exec format error", m.len);
+    close(ends[0]);
+}
+
+static void test_a_binary_must_be_an_executable_file(void **state)
+{
+    (void)state;
+    char err[256];
+    assert_int_equal(sws_upgrade_check_binary("/bin/sh", err, sizeof(err)), 0);
+    assert_int_equal(sws_upgrade_check_binary("/nonexistent/scalwsd", err, sizeof(err)), -1);
+    assert_string_equal(err, "/nonexistent/scalwsd: No such file or directory");
+    assert_int_equal(sws_upgrade_check_binary("/", err, sizeof(err)), -1);
+    assert_string_equal(err, "/: not a regular file");
+    char path[] = "/tmp/test_upgrade_XXXXXX";
+    int fd = mkstemp(path);
+    assert_true(fd >= 0);
+    close(fd);
+    assert_int_equal(chmod(path, 0644), 0);
+    int rc = sws_upgrade_check_binary(path, err, sizeof(err));
+    /* root may execute a file only when some execute bit is set */
+    assert_int_equal(rc, -1);
+    assert_non_null(strstr(err, "not executable (mode 0644)"));
+    assert_int_equal(chmod(path, 0755), 0);
+    assert_int_equal(sws_upgrade_check_binary(path, err, sizeof(err)), 0);
+    unlink(path);
+}
+
 static void test_binary_path_is_absolute_and_unresolved(void **state)
 {
     (void)state;
@@ -341,6 +388,8 @@ int main(void)
         cmocka_unit_test(test_missing_hand_off_is_an_error),
         cmocka_unit_test(test_failure_reason_reaches_the_old_side),
         cmocka_unit_test(test_binary_path_is_absolute_and_unresolved),
+        cmocka_unit_test(test_exec_failure_reason_survives_an_unread_hand_off),
+        cmocka_unit_test(test_a_binary_must_be_an_executable_file),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
