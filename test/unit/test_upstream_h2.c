@@ -234,6 +234,23 @@ static sws_upstream_h2_stream_t *submit(fixture_t *f, user_t *u, int te)
     return hs;
 }
 
+/* submit, then turn until the member saw the request. */
+static void submit_seen(fixture_t *f, user_t *u, int te)
+{
+    unsigned seen = f->m.requests;
+    submit(f, u, te);
+    for (unsigned i = 0; i < TURNS && f->m.requests == seen; i++)
+        turn(f);
+}
+
+/* The member answers its last stream with a bare status. */
+static void member_answers(fixture_t *f, const char *status)
+{
+    nghttp2_nv nv[] = { { (uint8_t *)":status", (uint8_t *)status, 7, strlen(status),
+                          NGHTTP2_NV_FLAG_NONE } };
+    assert_int_equal(nghttp2_submit_response(f->m.ng[0], f->m.last_stream, nv, 1, NULL), 0);
+}
+
 /* The member's body: *left bytes of 'x'. */
 static ssize_t m_body(nghttp2_session *ng, int32_t id, uint8_t *buf, size_t len,
                       uint32_t *flags, nghttp2_data_source *src, void *user)
@@ -259,9 +276,7 @@ static void test_head_mapped_onto_http2_fields(void **state)
 {
     fixture_t *f = *state;
     user_t u = { 0 };
-    submit(f, &u, 1);
-    for (unsigned i = 0; i < TURNS && f->m.requests == 0; i++)
-        turn(f);
+    submit_seen(f, &u, 1);
     assert_int_equal(f->m.requests, 1);
     assert_string_equal(f->m.fields, ":method: POST\n"
                                      ":scheme: http\n"
@@ -270,8 +285,7 @@ static void test_head_mapped_onto_http2_fields(void **state)
                                      "content-type: application/grpc\n"
                                      "x-forwarded-for: 10.0.0.1\n"
                                      "te: trailers\n");
-    nghttp2_nv nv[] = { { (uint8_t *)":status", (uint8_t *)"204", 7, 3, NGHTTP2_NV_FLAG_NONE } };
-    assert_int_equal(nghttp2_submit_response(f->m.ng[0], f->m.last_stream, nv, 1, NULL), 0);
+    member_answers(f, "204");
     for (unsigned i = 0; i < TURNS && !u.ended; i++)
         turn(f);
     assert_true(u.ended);
@@ -365,23 +379,17 @@ static void test_freed_slot_takes_the_next_request(void **state)
     fixture_t *f = *state;
     f->m.max_streams = 1;
     user_t u[3] = { { 0 } };
-    submit(f, &u[0], 0);
-    for (unsigned i = 0; i < TURNS && f->m.requests < 1; i++)
-        turn(f);
+    submit_seen(f, &u[0], 0);
     for (unsigned i = 0; i < 50; i++)
         turn(f); /* its SETTINGS reach the client */
-    submit(f, &u[1], 0);
-    for (unsigned i = 0; i < TURNS && f->m.requests < 2; i++)
-        turn(f);
+    submit_seen(f, &u[1], 0);
     assert_int_equal(f->m.nconn, 2);
-    nghttp2_nv nv[] = { { (uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE } };
-    assert_int_equal(nghttp2_submit_response(f->m.ng[0], 1, nv, 1, NULL), 0);
+    f->m.last_stream = 1; /* the first connection's stream */
+    member_answers(f, "200");
     for (unsigned i = 0; i < TURNS && !u[0].ended; i++)
         turn(f);
     assert_true(u[0].ended);
-    submit(f, &u[2], 0);
-    for (unsigned i = 0; i < TURNS && f->m.requests < 3; i++)
-        turn(f);
+    submit_seen(f, &u[2], 0);
     assert_int_equal(f->m.requests, 3);
     assert_int_equal(f->m.nconn, 2);
     assert_int_equal(sws_upstream_h2_count(&f->h2, MEMBER, NULL), 2);
@@ -395,11 +403,8 @@ static void test_member_close_with_its_answer_is_seen(void **state)
 {
     fixture_t *f = *state;
     user_t u = { 0 };
-    submit(f, &u, 0);
-    for (unsigned i = 0; i < TURNS && f->m.requests == 0; i++)
-        turn(f);
-    nghttp2_nv nv[] = { { (uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE } };
-    assert_int_equal(nghttp2_submit_response(f->m.ng[0], f->m.last_stream, nv, 1, NULL), 0);
+    submit_seen(f, &u, 0);
+    member_answers(f, "200");
     member_turn(&f->m);
     close(f->m.fd[0]);
     f->m.fd[0] = -1;
@@ -414,11 +419,8 @@ static void test_member_gone_closes_its_idle_connections(void **state)
 {
     fixture_t *f = *state;
     user_t u = { 0 };
-    submit(f, &u, 0);
-    for (unsigned i = 0; i < TURNS && f->m.requests == 0; i++)
-        turn(f);
-    nghttp2_nv nv[] = { { (uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE } };
-    assert_int_equal(nghttp2_submit_response(f->m.ng[0], f->m.last_stream, nv, 1, NULL), 0);
+    submit_seen(f, &u, 0);
+    member_answers(f, "200");
     for (unsigned i = 0; i < TURNS && !u.ended; i++)
         turn(f);
     assert_int_equal(sws_upstream_h2_count(&f->h2, MEMBER, NULL), 1);
@@ -432,9 +434,7 @@ static void test_goaway_below_our_stream_is_refused(void **state)
 {
     fixture_t *f = *state;
     user_t u = { 0 };
-    submit(f, &u, 0);
-    for (unsigned i = 0; i < TURNS && f->m.requests == 0; i++)
-        turn(f);
+    submit_seen(f, &u, 0);
     assert_int_equal(nghttp2_submit_goaway(f->m.ng[0], NGHTTP2_FLAG_NONE, 0, NGHTTP2_NO_ERROR,
                                            NULL, 0),
                      0);
