@@ -75,6 +75,10 @@ typedef struct sws_shm {
     void *base;
     size_t size;
     size_t warm; /* supervisor: bytes at the start of every arena faulted in (sws_shm_warm) */
+    /* supervisor: the RouteSet check's memory, kept between publications
+     * (sws_shm_prepare sizes it, sws_shm_publish's build works in it,
+     * sws_shm_close frees it; ADR 0055) */
+    sws_routeset_scratch_t check;
 } sws_shm_t;
 
 /* Supervisor: create a region with narenas arenas of arena_size bytes and
