@@ -127,7 +127,9 @@ void sws_shm_warm(sws_shm_t *shm);
  * writing it, costs about half of writing it untouched on this project's
  * benchmark machine (ADR 0050). Else nothing: a sum over rs's pools and
  * hosts, compared. Growth by other bytes (bodies, certificates) is not
- * foreseen: those pages fault in during the build, as before. */
+ * foreseen: those pages fault in during the build, as before. Always:
+ * sizes shm->check for rs, faulting in what it adds (about 5 MiB for
+ * the first full set from ingressd: ADR 0055). */
 void sws_shm_prepare(sws_shm_t *shm, const Sws__RouteSet *rs);
 
 /* Worker, after adopting a generation, off the path of the change: the

@@ -46,7 +46,7 @@ static char *text(const char *fmt, ...)
     return must(strdup(buf));
 }
 
-static Sws__Route *proxy_route(const char *path, char *pool)
+static Sws__Route *proxy_route(const char *path, const char *pool)
 {
     Sws__Route *r = must(malloc(sizeof(*r)));
     Sws__Proxy *px = must(malloc(sizeof(*px)));
@@ -54,20 +54,20 @@ static Sws__Route *proxy_route(const char *path, char *pool)
     sws__proxy__init(px);
     r->match = SWS__ROUTE__MATCH__PREFIX;
     r->path = must(strdup(path));
-    px->pool = pool;
+    px->pool = must(strdup(pool));
     r->action_case = SWS__ROUTE__ACTION_PROXY;
     r->proxy = px;
     return r;
 }
 
-/* Never freed: the process ends after the builds. */
+/* Heap throughout: sws__route_set__free_unpacked frees it. */
 static Sws__RouteSet *full_set(int hosts)
 {
     Sws__RouteSet *rs = must(malloc(sizeof(*rs)));
     sws__route_set__init(rs);
     rs->settings = must(malloc(sizeof(*rs->settings)));
     sws__settings__init(rs->settings);
-    rs->settings->server_name = "scalws";
+    rs->settings->server_name = must(strdup("scalws"));
     rs->n_hosts = rs->n_pools = (size_t)hosts;
     rs->hosts = must(calloc((size_t)hosts, sizeof(*rs->hosts)));
     rs->pools = must(calloc((size_t)hosts, sizeof(*rs->pools)));
@@ -155,5 +155,6 @@ int main(int argc, char **argv)
     }
     sws_routeset_scratch_free(&scratch);
     free(arena);
+    sws__route_set__free_unpacked(rs, NULL);
     return 0;
 }
