@@ -265,6 +265,10 @@ all: $(ROUTES_PUB)
 # callgrind (test/tools/ingress_change.c; docs/benchmarks/2026-12-01-ingress.md).
 all: $(BUILD)/test/ingress_change
 
+# What the supervisor's build of that full set costs in page faults and
+# CPU (test/tools/table_build_cost.c; ADR 0055).
+all: $(BUILD)/test/table_build_cost
+
 # The config as installed: its static route serves the installed docs
 # (the source tree's `root: ..` is the checkout).
 install: $(BIN) $(INGRESSD)

@@ -559,6 +559,44 @@ static int check_pool_fields(const Sws__Pool *pool, const char *p, sws_routeset_
     return 0;
 }
 
+/* ---- the scratch (sws_routeset_scratch_t): a stack, sized before the
+ * check from counts, so an array taken never moves ---- */
+
+/* The smallest page a kernel maps: a write at each such step touches
+ * every page, whatever the page size. */
+#define SCRATCH_PAGE 4096u
+
+/* Each array starts on malloc's alignment. */
+#define SCRATCH_ALIGN 16u
+
+static size_t scratch_round(size_t bytes)
+{
+    return (bytes + SCRATCH_ALIGN - 1) & ~(size_t)(SCRATCH_ALIGN - 1);
+}
+
+/* bytes from s, released by setting s->used back; NULL past what
+ * sws_routeset_scratch_reserve sized (a bug: it counts what the check
+ * takes). */
+static void *take(sws_routeset_scratch_t *s, size_t bytes)
+{
+    bytes = scratch_round(bytes);
+    if (bytes > s->cap - s->used)
+        return NULL;
+    void *p = (char *)s->mem + s->used;
+    s->used += bytes;
+    return p;
+}
+
+/* Slots of the member ids' hash set for n ids: a power of two, at most
+ * half full. */
+static size_t ids_slots(size_t n)
+{
+    size_t cap = 2;
+    while (cap < 2 * n)
+        cap <<= 1;
+    return cap;
+}
+
 /* A member's path in a refusal, formatted only then: an ingress set
  * passes 100,000 members. */
 #define MEMBER_AT "pools[%zu].members[%zu]"
@@ -632,16 +670,15 @@ static int check_member(const Sws__Pool *pool, const Sws__Member *mb, member_use
  * (ingressd's sets have 100,000 members: a sort was a fifth of the check).
  * Two derived ids are equal for the same address in a pool (a 64-bit
  * collision otherwise), so that is how it is reported. */
-static int check_ids_once(const Sws__RouteSet *rs, const member_use_t *uses, size_t n,
-                          sws_routeset_refusal_t *why)
+static int check_ids_once(sws_routeset_scratch_t *scratch, const Sws__RouteSet *rs,
+                          const member_use_t *uses, size_t n, sws_routeset_refusal_t *why)
 {
     const member_use_t *dup = NULL, *first = NULL;
-    size_t cap = 2;
-    while (cap < 2 * n)
-        cap <<= 1;
-    uint32_t *slots = calloc(cap, sizeof(*slots)); /* use index + 1; 0: empty */
+    size_t cap = ids_slots(n);
+    uint32_t *slots = take(scratch, cap * sizeof(*slots)); /* use index + 1; 0: empty */
     if (slots == NULL)
         return refuse(at(why, "pools"), "out of memory");
+    memset(slots, 0, cap * sizeof(*slots));
     for (size_t i = 0; i < n && dup == NULL; i++) {
         /* A given id may be 1, 2, 3: spread it (Fibonacci hashing). */
         size_t s = (size_t)((uses[i].id * 0x9e3779b97f4a7c15ull) >> 32) & (cap - 1);
@@ -653,7 +690,6 @@ static int check_ids_once(const Sws__RouteSet *rs, const member_use_t *uses, siz
         }
         slots[s] = (uint32_t)(i + 1);
     }
-    free(slots);
     if (dup == NULL)
         return 0;
     if (dup->derived && first->derived && dup->p == first->p)
@@ -751,7 +787,7 @@ static int check_pool_names(check_ctx_t *cx, sws_routeset_refusal_t *why)
 
     if (rs->n_pools == 0)
         return 0;
-    cx->sorted = malloc(rs->n_pools * sizeof(*cx->sorted));
+    cx->sorted = take(cx->scratch, rs->n_pools * sizeof(*cx->sorted));
     if (cx->sorted == NULL)
         return refuse(at(why, "pools"), "out of memory");
     for (size_t p = 0; p < rs->n_pools; p++)
@@ -798,7 +834,8 @@ static int check_pools(check_ctx_t *cx, sws_routeset_refusal_t *why)
     if (ntable > SWS_ROUTESET_MEMBERS_MAX)
         return refuse(at(why, "pools"), "%zu members in all, at most %u", ntable,
                       SWS_ROUTESET_MEMBERS_MAX);
-    uses = malloc(nmembers * sizeof(*uses));
+    size_t mark = cx->scratch->used;
+    uses = take(cx->scratch, nmembers * sizeof(*uses));
     if (uses == NULL)
         return refuse(at(why, "pools"), "out of memory");
     for (size_t p = 0; p < rs->n_pools && rc == 0; p++) {
@@ -809,8 +846,8 @@ static int check_pools(check_ctx_t *cx, sws_routeset_refusal_t *why)
         }
     }
     if (rc == 0)
-        rc = check_ids_once(rs, uses, nmembers, why);
-    free(uses);
+        rc = check_ids_once(cx->scratch, rs, uses, nmembers, why);
+    cx->scratch->used = mark;
     return rc;
 }
 
@@ -1028,8 +1065,10 @@ int sws_routeset_has_certificates(const Sws__RouteSet *rs)
 /* ---- used twice: sorted, so a large RouteSet costs n log n ---- */
 
 /* One host name or one route; (a, b) is its place in the RouteSet. */
-static int check_names_once(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
+static int check_names_once(const check_ctx_t *cx, sws_routeset_refusal_t *why)
 {
+    const Sws__RouteSet *rs = cx->rs;
+    size_t mark = cx->scratch->used;
     size_t n = 0, k = 0;
     const use_t *dup, *first = NULL;
     use_t *uses;
@@ -1039,7 +1078,7 @@ static int check_names_once(const Sws__RouteSet *rs, sws_routeset_refusal_t *why
         n += rs->hosts[h]->n_names;
     if (n < 2)
         return 0;
-    uses = malloc(n * sizeof(*uses));
+    uses = take(cx->scratch, n * sizeof(*uses));
     if (uses == NULL)
         return refuse(at(why, "hosts"), "out of memory");
     for (size_t h = 0; h < rs->n_hosts; h++) {
@@ -1056,20 +1095,22 @@ static int check_names_once(const Sws__RouteSet *rs, sws_routeset_refusal_t *why
         rc = refuse(at(why, "hosts[%zu].names[%zu]", dup->a, dup->b),
                     "host name \"%s\" is already used (hosts[%zu].names[%zu])",
                     rs->hosts[dup->a]->names[dup->b], first->a, first->b);
-    free(uses);
+    cx->scratch->used = mark;
     return rc;
 }
 
-static int check_routes_once(const Sws__Host *host, size_t h, sws_routeset_refusal_t *why)
+static int check_routes_once(const check_ctx_t *cx, const Sws__Host *host, size_t h,
+                             sws_routeset_refusal_t *why)
 {
     static const char *const match_names[] = { "prefix", "exact" };
+    size_t mark = cx->scratch->used;
     const use_t *dup, *first = NULL;
     use_t *uses;
     int rc = 0;
 
     if (host->n_routes < 2)
         return 0;
-    uses = malloc(host->n_routes * sizeof(*uses));
+    uses = take(cx->scratch, host->n_routes * sizeof(*uses));
     if (uses == NULL)
         return refuse(at(why, "hosts[%zu].routes", h), "out of memory");
     for (size_t i = 0; i < host->n_routes; i++)
@@ -1080,27 +1121,34 @@ static int check_routes_once(const Sws__Host *host, size_t h, sws_routeset_refus
         rc = refuse(at(why, "hosts[%zu].routes[%zu].path", h, dup->b),
                     "this host already has a %s route for \"%s\" (routes[%zu])",
                     match_names[dup->kind], dup->key, first->b);
-    free(uses);
+    cx->scratch->used = mark;
     return rc;
 }
 
-int sws_routeset_check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why,
-                             sws_routeset_pools_t *pools)
+int sws_routeset_check_pools(const Sws__RouteSet *rs, sws_routeset_scratch_t *scratch,
+                             sws_routeset_refusal_t *why, sws_routeset_pools_t *pools)
 {
-    check_ctx_t cx = { .rs = rs };
+    sws_routeset_scratch_t own = { 0 };
+    check_ctx_t cx = { .rs = rs, .scratch = scratch != NULL ? scratch : &own };
     int rc = 0;
 
     memset(why, 0, sizeof(*why));
+    if (sws_routeset_scratch_reserve(cx.scratch, rs) < 0) {
+        *pools = (check_ctx_t){ .rs = rs };
+        return refuse(why, "out of memory");
+    }
+    cx.owned = own.mem;
     if (check_settings(rs->settings, why) < 0 || check_pools(&cx, why) < 0)
         rc = -1;
     for (size_t h = 0; rc == 0 && h < rs->n_hosts; h++)
         rc = check_host(&cx, rs->hosts[h], h, why);
-    if (rc == 0 && check_names_once(rs, why) < 0)
+    if (rc == 0 && check_names_once(&cx, why) < 0)
         rc = -1;
     for (size_t h = 0; rc == 0 && h < rs->n_hosts; h++)
-        rc = check_routes_once(rs->hosts[h], h, why);
+        rc = check_routes_once(&cx, rs->hosts[h], h, why);
     if (rc == 0)
         rc = check_tls(rs, why);
+    cx.scratch = NULL;
     if (rc < 0)
         sws_routeset_pools_free(&cx);
     *pools = cx;
@@ -1110,7 +1158,7 @@ int sws_routeset_check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *wh
 int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why)
 {
     sws_routeset_pools_t pools;
-    int rc = sws_routeset_check_pools(rs, why, &pools);
+    int rc = sws_routeset_check_pools(rs, NULL, why, &pools);
     sws_routeset_pools_free(&pools);
     return rc;
 }
@@ -1123,6 +1171,61 @@ uint32_t sws_routeset_pool_index(const sws_routeset_pools_t *pools, const char *
 
 void sws_routeset_pools_free(sws_routeset_pools_t *pools)
 {
-    free(pools->sorted);
+    free(pools->owned);
+    pools->owned = NULL;
     pools->sorted = NULL;
+}
+
+/* What a check of rs takes, as it takes it: the pool names for the whole
+ * check (the build reads them), then in turn the member uses with their
+ * ids' hash set, the host names, one host's routes. */
+static size_t scratch_need(const Sws__RouteSet *rs)
+{
+    size_t members = 0, names = 0, routes = 0;
+    for (size_t p = 0; p < rs->n_pools; p++)
+        members += rs->pools[p]->n_members;
+    for (size_t h = 0; h < rs->n_hosts; h++) {
+        names += rs->hosts[h]->n_names;
+        if (rs->hosts[h]->n_routes > routes)
+            routes = rs->hosts[h]->n_routes;
+    }
+    /* More is refused before the members' arrays are taken. */
+    if (members > SWS_ROUTESET_MEMBERS_MAX)
+        members = 0;
+    size_t most = scratch_round(members * sizeof(member_use_t)) +
+                  scratch_round(ids_slots(members) * sizeof(uint32_t));
+    if (scratch_round(names * sizeof(use_t)) > most)
+        most = scratch_round(names * sizeof(use_t));
+    if (scratch_round(routes * sizeof(use_t)) > most)
+        most = scratch_round(routes * sizeof(use_t));
+    return scratch_round(rs->n_pools * sizeof(use_t)) + most;
+}
+
+int sws_routeset_scratch_reserve(sws_routeset_scratch_t *s, const Sws__RouteSet *rs)
+{
+    size_t need = scratch_need(rs);
+
+    s->used = 0;
+    if (need <= s->cap && need >= s->cap / 4)
+        return 0;
+    sws_routeset_scratch_free(s);
+    if (need == 0)
+        return 0;
+    s->mem = malloc(need);
+    if (s->mem == NULL)
+        return -1;
+    /* Faulted in now, a write per page: the supervisor reserves before
+     * the build it times (sws_shm_prepare), and every later check finds
+     * the pages there. Not memset(0): the compiler makes malloc and it a
+     * calloc, which touches no fresh page. */
+    for (size_t off = 0; off < need; off += SCRATCH_PAGE)
+        ((volatile char *)s->mem)[off] = 0;
+    s->cap = need;
+    return 0;
+}
+
+void sws_routeset_scratch_free(sws_routeset_scratch_t *s)
+{
+    free(s->mem);
+    *s = (sws_routeset_scratch_t){ 0 };
 }

@@ -35,7 +35,8 @@
  * ciphersuites lists OpenSSL knows. Not checked: the per-request limits of Settings (sources fill them
  * with the defaults of shm/table.h; the YAML reader checks its ranges).
  *
- * Pure functions on memory: any process may call them; nothing is kept.
+ * Pure functions on memory: any process may call them; nothing is kept,
+ * except in a sws_routeset_scratch_t its caller owns and passes in.
  */
 #ifndef SWS_SHM_ROUTESET_CHECK_H
 #define SWS_SHM_ROUTESET_CHECK_H
@@ -60,23 +61,52 @@ typedef struct sws_routeset_refusal {
  * later use is the one refused). */
 int sws_routeset_check(const Sws__RouteSet *rs, sws_routeset_refusal_t *why);
 
+/* The check's working memory (its sorted names, its member ids' hash
+ * set: about 5 MiB at 100,000 members), kept from one check to the next
+ * by a caller that checks large RouteSets again and again, so that a
+ * check reuses the pages the last one faulted in (ADR 0055). Owner: the
+ * supervisor, in its shm handle (sws_shm_t.check: sws_shm_prepare grows
+ * it, sws_shm_publish's build uses it, sws_shm_close frees it). A caller
+ * that checks once passes NULL instead (sws_routeset_check,
+ * sws_table_build). Zero-initialized before the first use; one check at a
+ * time; no content survives from one check to the next. */
+typedef struct sws_routeset_scratch {
+    void *mem;
+    size_t cap;  /* bytes at mem, all faulted in */
+    size_t used; /* taken by the check in progress */
+} sws_routeset_scratch_t;
+
+/* Make s hold what checking rs takes, its pages faulted in, and empty it:
+ * grown to that need; shrunk to it when the need is under a quarter of
+ * what s holds (a small set after a large one gives the memory back,
+ * while sets of about one size never reallocate). Sizes from counts alone
+ * (pools, members, names, routes), no parse. 0, or -1 out of memory (s
+ * then holds nothing; a check through it refuses the set). */
+int sws_routeset_scratch_reserve(sws_routeset_scratch_t *s, const Sws__RouteSet *rs);
+
+void sws_routeset_scratch_free(sws_routeset_scratch_t *s);
+
 /* Internal to shm (sws_table_build): the check sorts the pool names to
  * find each proxy route's pool; the build looks its routes' pools up in
  * that same array rather than sorting the names again. */
 typedef struct sws_routeset_pools {
     const Sws__RouteSet *rs;
-    struct use *sorted; /* one per pool, sorted by name (routeset_check.c) */
+    struct use *sorted; /* one per pool, sorted by name (routeset_check.c),
+                         * in the scratch the check used */
     size_t host_bytes;  /* the canonical hosts (sws_routeset_addr_t.host) of
                          * every member and resolved address, each with a
                          * NUL: the table's layout takes it from the check,
                          * which parsed them, rather than parse them again */
+    sws_routeset_scratch_t *scratch; /* the check's; NULL after it */
+    void *owned;        /* the check's own scratch when given none */
 } sws_routeset_pools_t;
 
-/* sws_routeset_check, and when it passes (0) *pools for
- * sws_routeset_pool_index, released with sws_routeset_pools_free; on -1
- * *pools holds nothing. */
-int sws_routeset_check_pools(const Sws__RouteSet *rs, sws_routeset_refusal_t *why,
-                             sws_routeset_pools_t *pools);
+/* sws_routeset_check, its arrays in *scratch (reserved for rs here; NULL:
+ * memory of its own), and when it passes (0) *pools for
+ * sws_routeset_pool_index, valid until sws_routeset_pools_free and the
+ * scratch's next use; on -1 *pools holds nothing. */
+int sws_routeset_check_pools(const Sws__RouteSet *rs, sws_routeset_scratch_t *scratch,
+                             sws_routeset_refusal_t *why, sws_routeset_pools_t *pools);
 
 /* The index in rs->pools of the pool called name, which the check saw
  * exists. */

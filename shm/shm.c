@@ -247,6 +247,7 @@ int sws_shm_create(sws_shm_t *shm, size_t arena_size, unsigned narenas, unsigned
     shm->base = base;
     shm->size = lay.total;
     shm->warm = 0;
+    shm->check = (sws_routeset_scratch_t){ 0 };
     return 0;
 }
 
@@ -299,6 +300,7 @@ int sws_shm_attach(sws_shm_t *shm, int fd, char *err, size_t errlen)
     shm->base = base;
     shm->size = size;
     shm->warm = 0;
+    shm->check = (sws_routeset_scratch_t){ 0 };
     return 0;
 }
 
@@ -311,6 +313,7 @@ void sws_shm_close(sws_shm_t *shm)
     shm->base = NULL;
     shm->fd = -1;
     shm->size = 0;
+    sws_routeset_scratch_free(&shm->check);
 }
 
 /* Does any reader slot hold generation gen? seq_cst loads: the other half
@@ -367,7 +370,8 @@ int sws_shm_publish(sws_shm_t *shm, const Sws__RouteSet *rs, uint64_t *gen_out, 
     uint64_t gen = WORD_GEN(current) + 1;
     shm_arena_t *arena = arena_at(shm, (unsigned)idx);
     arena->gen = 0; /* a failed build leaves the arena free, not half-claimed */
-    if (sws_table_build(arena_table(shm, (unsigned)idx), h->arena_size, gen, rs, err, errlen) != 0)
+    if (sws_table_build_reusing(arena_table(shm, (unsigned)idx), h->arena_size, gen, rs,
+                                &shm->check, err, errlen) != 0)
         return -1;
     arena->gen = gen;
     atomic_store_explicit(&h->current, gen << WORD_ARENA_BITS | (unsigned)idx,
@@ -450,6 +454,8 @@ size_t sws_shm_reader_warm(sws_shm_t *shm, size_t done)
 
 void sws_shm_prepare(sws_shm_t *shm, const Sws__RouteSet *rs)
 {
+    /* Out of memory: the build's check refuses the set and says so. */
+    (void)sws_routeset_scratch_reserve(&shm->check, rs);
     /* A lower bound of rs's table without parsing a member: the member
      * and route records alone. Within what is warm: nothing to do, the
      * case of every delta after the first set. */

@@ -75,6 +75,10 @@ typedef struct sws_shm {
     void *base;
     size_t size;
     size_t warm; /* supervisor: bytes at the start of every arena faulted in (sws_shm_warm) */
+    /* supervisor: the RouteSet check's memory, kept between publications
+     * (sws_shm_prepare sizes it, sws_shm_publish's build works in it,
+     * sws_shm_close frees it; ADR 0055) */
+    sws_routeset_scratch_t check;
 } sws_shm_t;
 
 /* Supervisor: create a region with narenas arenas of arena_size bytes and
@@ -123,7 +127,9 @@ void sws_shm_warm(sws_shm_t *shm);
  * writing it, costs about half of writing it untouched on this project's
  * benchmark machine (ADR 0050). Else nothing: a sum over rs's pools and
  * hosts, compared. Growth by other bytes (bodies, certificates) is not
- * foreseen: those pages fault in during the build, as before. */
+ * foreseen: those pages fault in during the build, as before. Always:
+ * sizes shm->check for rs, faulting in what it adds (about 5 MiB for
+ * the first full set from ingressd: ADR 0055). */
 void sws_shm_prepare(sws_shm_t *shm, const Sws__RouteSet *rs);
 
 /* Worker, after adopting a generation, off the path of the change: the

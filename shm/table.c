@@ -820,12 +820,19 @@ static void header_init(struct sws_table *t, const table_layout_t *lay, uint64_t
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
                     char *err, size_t errlen)
 {
+    return sws_table_build_reusing(arena, arena_size, gen, rs, NULL, err, errlen);
+}
+
+int sws_table_build_reusing(void *arena, size_t arena_size, uint64_t gen,
+                            const Sws__RouteSet *rs, sws_routeset_scratch_t *scratch, char *err,
+                            size_t errlen)
+{
     sws_routeset_refusal_t why;
     table_layout_t lay;
 
     /* The one check every source passes; the build below trusts it. */
     sws_routeset_pools_t pools;
-    if (sws_routeset_check_pools(rs, &why, &pools) != 0)
+    if (sws_routeset_check_pools(rs, scratch, &why, &pools) != 0)
         return sws_errf(err, errlen, "%s%s%s", why.path, why.path[0] ? ": " : "", why.msg);
     table_layout(rs, &pools, &lay);
     if (lay.total > arena_size || lay.total > UINT32_MAX) {

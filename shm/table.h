@@ -33,6 +33,7 @@
 #include <stdint.h>
 
 #include "proto/scalws.pb-c.h"
+#include "shm/routeset_check.h"
 
 typedef struct sws_table sws_table_t; /* opaque: the header of a generation */
 
@@ -293,6 +294,12 @@ size_t sws_table_bytes(const sws_table_t *t);
  * SWS_DEFAULT_TLS_* values. On failure the arena holds garbage. */
 int sws_table_build(void *arena, size_t arena_size, uint64_t gen, const Sws__RouteSet *rs,
                     char *err, size_t errlen);
+
+/* sws_table_build, its check working in scratch (shm/routeset_check.h:
+ * the supervisor's, kept between builds; NULL: memory of its own). */
+int sws_table_build_reusing(void *arena, size_t arena_size, uint64_t gen,
+                            const Sws__RouteSet *rs, sws_routeset_scratch_t *scratch, char *err,
+                            size_t errlen);
 
 uint64_t sws_table_generation(const sws_table_t *t);
 const sws_settings_t *sws_table_settings(const sws_table_t *t);

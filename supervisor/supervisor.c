@@ -360,6 +360,9 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
      * could also ftruncate the region and kill the supervisor (SIGBUS). */
     close(sup->shm.fd);
     sup->shm.fd = -1;
+    /* The supervisor's check memory (5 MiB at ingress scale): a worker
+     * builds no table. */
+    sws_routeset_scratch_free(&sup->shm.check);
     sws_ebpf_forget(&sup->ebpf);
     /* Other workers' channels, and an access log not published yet. */
     for (unsigned i = 0; i < sup->nworkers; i++) {

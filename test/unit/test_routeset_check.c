@@ -917,6 +917,134 @@ static void test_tls_settings(void **state)
     tls_expect(rs, NULL);
 }
 
+/* ---- a scratch kept between checks (ADR 0055) ---- */
+
+/* pools pools of 10 members "10.P/256.P%256.M:80" each, pool "pP" and a
+ * host "hP.test" proxying "/" to it: ingressd's shape, small. The same
+ * pools give the same member ids, set after set. */
+static Sws__RouteSet *pools_set(size_t pools)
+{
+    Sws__RouteSet *rs = rs_new();
+    char name[32], addr[32];
+    for (size_t p = 0; p < pools; p++) {
+        snprintf(name, sizeof(name), "p%zu", p);
+        Sws__Pool *pool = rs_pool(rs, name);
+        for (int m = 1; m <= 10; m++) {
+            snprintf(addr, sizeof(addr), "10.%zu.%zu.%d:80", p / 256, p % 256, m);
+            pool_member(pool, addr, 1);
+        }
+        snprintf(name, sizeof(name), "h%zu.test", p);
+        Sws__Route *r = host_route(rs_host(rs, name), SWS__ROUTE__MATCH__PREFIX, "/");
+        r->action_case = SWS__ROUTE__ACTION_PROXY;
+        r->proxy = NEW(Sws__Proxy, SWS__PROXY__INIT);
+        r->proxy->pool = strdup(rs->pools[p]->name);
+    }
+    return rs;
+}
+
+/* The kept scratch's verdict on rs, compared with a fresh check's. */
+static void check_kept_as_fresh(sws_routeset_scratch_t *scratch, const Sws__RouteSet *rs,
+                                const char *what)
+{
+    sws_routeset_refusal_t fresh, kept;
+    sws_routeset_pools_t pools;
+    int want = sws_routeset_check(rs, &fresh);
+    int got = sws_routeset_check_pools(rs, scratch, &kept, &pools);
+    sws_routeset_pools_free(&pools);
+    if (got != want || strcmp(kept.path, fresh.path) != 0 || strcmp(kept.msg, fresh.msg) != 0)
+        fail_msg("%s: kept scratch %d \"%s: %s\", fresh %d \"%s: %s\"", what, got, kept.path,
+                 kept.msg, want, fresh.path, fresh.msg);
+}
+
+/* A set checked again through the scratch that checked it, a smaller set
+ * whose member ids and names repeat the larger one's, then every refusal
+ * of the table above: each as a fresh check says. A hash set not cleared
+ * between checks would find the last set's ids again. */
+static void test_kept_scratch_checks_as_a_fresh_one(void **state)
+{
+    (void)state;
+    sws_routeset_scratch_t scratch = { 0 };
+    Sws__RouteSet *large = pools_set(300), *small = pools_set(40);
+
+    check_kept_as_fresh(&scratch, large, "the large set");
+    check_kept_as_fresh(&scratch, large, "the large set again");
+    check_kept_as_fresh(&scratch, small, "a smaller set, the same first pools");
+    check_kept_as_fresh(&scratch, large, "the large set after the smaller");
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        Sws__RouteSet *rs = fixture();
+        cases[i].breaks(rs);
+        check_kept_as_fresh(&scratch, rs, cases[i].name);
+        check_kept_as_fresh(&scratch, large, cases[i].name);
+        sws__route_set__free_unpacked(rs, NULL);
+    }
+    /* Refused in the member ids' hash set, after the same set passed. */
+    Sws__Member *twice = large->pools[299]->members[9];
+    free(twice->address);
+    twice->address = strdup("10.1.43.9:80");
+    sws_routeset_refusal_t why;
+    sws_routeset_pools_t pools;
+    assert_int_equal(sws_routeset_check_pools(large, &scratch, &why, &pools), -1);
+    assert_string_equal(why.path, "pools[299].members[9].address");
+    check_kept_as_fresh(&scratch, large, "a member twice");
+    sws_routeset_scratch_free(&scratch);
+    sws__route_set__free_unpacked(large, NULL);
+    sws__route_set__free_unpacked(small, NULL);
+}
+
+/* The table a kept scratch builds is the table a fresh check builds:
+ * the build reads the check's sorted pools from the scratch. */
+static void test_kept_scratch_builds_the_same_table(void **state)
+{
+    (void)state;
+    static _Alignas(8) char fresh[1 << 20], kept[1 << 20];
+    sws_routeset_scratch_t scratch = { 0 };
+    char err[256];
+    Sws__RouteSet *large = pools_set(300), *small = pools_set(40);
+    size_t size = sws_table_size(small);
+    assert_true(sws_table_size(large) <= sizeof(kept));
+
+    assert_int_equal(sws_table_build_reusing(kept, sizeof(kept), 1, large, &scratch, err,
+                                             sizeof(err)), 0);
+    memset(fresh, 0, size);
+    memset(kept, 0, size);
+    assert_int_equal(sws_table_build(fresh, size, 2, small, err, sizeof(err)), 0);
+    assert_int_equal(sws_table_build_reusing(kept, size, 2, small, &scratch, err, sizeof(err)),
+                     0);
+    assert_memory_equal(fresh, kept, size);
+    sws_routeset_scratch_free(&scratch);
+    sws__route_set__free_unpacked(large, NULL);
+    sws__route_set__free_unpacked(small, NULL);
+}
+
+/* Grown to the largest set; kept for a set needing a quarter or more of
+ * it; given back to a set's need under a quarter. */
+static void test_scratch_grows_and_shrinks_by_a_quarter(void **state)
+{
+    (void)state;
+    sws_routeset_scratch_t scratch = { 0 };
+    Sws__RouteSet *large = pools_set(400), *half = pools_set(200), *tiny = pools_set(4);
+
+    assert_int_equal(sws_routeset_scratch_reserve(&scratch, half), 0);
+    size_t half_cap = scratch.cap;
+    assert_true(half_cap > 0);
+    assert_int_equal(sws_routeset_scratch_reserve(&scratch, large), 0);
+    size_t large_cap = scratch.cap;
+    assert_true(large_cap > half_cap);
+    void *mem = scratch.mem;
+    assert_int_equal(sws_routeset_scratch_reserve(&scratch, half), 0);
+    assert_ptr_equal(scratch.mem, mem);
+    assert_int_equal(scratch.cap, large_cap);
+    assert_int_equal(sws_routeset_scratch_reserve(&scratch, tiny), 0);
+    assert_true(scratch.cap < large_cap / 4);
+    assert_int_equal(scratch.used, 0);
+    sws_routeset_scratch_free(&scratch);
+    assert_null(scratch.mem);
+    assert_int_equal(scratch.cap, 0);
+    sws__route_set__free_unpacked(large, NULL);
+    sws__route_set__free_unpacked(half, NULL);
+    sws__route_set__free_unpacked(tiny, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -931,6 +1059,9 @@ int main(void)
         cmocka_unit_test(test_table_build_refuses_what_the_checker_refuses),
         cmocka_unit_test(test_tls_certificates),
         cmocka_unit_test(test_tls_settings),
+        cmocka_unit_test(test_kept_scratch_checks_as_a_fresh_one),
+        cmocka_unit_test(test_kept_scratch_builds_the_same_table),
+        cmocka_unit_test(test_scratch_grows_and_shrinks_by_a_quarter),
     };
     return cmocka_run_group_tests(tests, tls_setup, tls_teardown);
 }
