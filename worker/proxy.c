@@ -1083,6 +1083,7 @@ static void h2_exchange(proxy_t *p, const sws_upstream_member_t *m)
         .head_len = p->req_len,
         .has_body = p->has_body,
         .te_trailers = p->te_trailers,
+        .member = p->cur_text,
     };
     sws_upstream_h2_fail_t kind;
     p->phase = PH_SEND;

@@ -13,6 +13,7 @@
 #include "core/log.h"
 #include "core/str.h"
 #include "worker/stream.h"
+#include "worker/upstream_pools.h"
 
 /* Bytes read from the socket per call: one HTTP/2 frame of the default
  * SETTINGS_MAX_FRAME_SIZE plus its header. */
@@ -33,6 +34,9 @@
  * one keeps: a burst leaves at most this much behind. */
 #define SPARE_MAX 256u
 #define SPARE_HBUF (4u * 1024)
+
+/* Why a request does not go to a member whose connection says 0. */
+#define ZERO_WHY "the member announces SETTINGS_MAX_CONCURRENT_STREAMS 0"
 
 /* A timer that is not armed (enum sws_upstream_timer otherwise). */
 #define NO_TIMER (-1)
@@ -79,11 +83,15 @@ struct sws_upstream_h2_conn {
                                     * nghttp2 took no more (stream ids ran out) */
     uint8_t closed;
     uint8_t in_room;               /* in the set's room list */
+    uint8_t zero;                  /* the member's SETTINGS_MAX_CONCURRENT_STREAMS is 0 */
     int timer;                     /* armed enum sws_upstream_timer, or NO_TIMER */
     size_t ooff, olen;             /* obuf[ooff, olen) is not written yet */
     const uint8_t *out;            /* then this frame, nghttp2's, too large for obuf: */
     size_t out_len;                /* valid until the next mem_send, which waits for it */
     sws_upstream_h2_stream_t *streams;
+    sws_upstream_h2_stream_t *parked; /* failed before their HEADERS went (zero): nghttp2
+                                       * holds them, cancelled, until the session goes */
+    char member[SWS_UPSTREAM_MEMBER_TEXT]; /* as logged */
     sws_defer_t kick;              /* send what calls outside an event queued */
     sws_upstream_h2_conn_t *prev, *next; /* the set's open ones; `next`: its dead list */
     sws_upstream_h2_conn_t *room_prev, *room_next; /* the set's that take a stream */
@@ -344,6 +352,46 @@ static void headers_done(sws_upstream_h2_stream_t *hs, int end_stream)
         stream_end(hs, 0);
 }
 
+/* The member's SETTINGS_MAX_CONCURRENT_STREAMS went to 0: it takes no
+ * stream (ADR 0055). Streams it has finish. Those nghttp2 holds back for
+ * a slot would wait for one that may never come, until the read timeout
+ * blamed the member with the wrong cause: they fail now as never sent
+ * (CONNECT: another member may take them, passive health counts it), and
+ * no request opens another connection to the member while this one says 0
+ * (conn_refusing). Logged once per connection, not per request. */
+static void conn_zero_update(sws_upstream_h2_conn_t *c)
+{
+    uint32_t max =
+        nghttp2_session_get_remote_settings(c->ng, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS);
+    if ((max == 0) == c->zero)
+        return;
+    c->zero = (uint8_t)(max == 0);
+    if (!c->zero) {
+        sws_log_info("upstream h2: member %s raised SETTINGS_MAX_CONCURRENT_STREAMS to %u",
+                     c->member, (unsigned)max);
+        return;
+    }
+    sws_log_warn("upstream h2: member %s announces SETTINGS_MAX_CONCURRENT_STREAMS 0: "
+                 "no requests to it until it raises it", c->member);
+    /* Parked first, failed after: a failed() may send its request again,
+     * which must not find them on the connection. */
+    sws_upstream_h2_stream_t *hs, *next;
+    for (hs = c->streams; hs != NULL; hs = next) {
+        next = hs->next;
+        if (hs->sent)
+            continue;
+        stream_unlink(hs);
+        /* Dropped from nghttp2's queue: never sent, even if the setting
+         * rises (nghttp2 keeps the frame, pointing into hbuf, until
+         * then: the stream is freed only with the session). */
+        nghttp2_submit_rst_stream(c->ng, NGHTTP2_FLAG_NONE, hs->id, NGHTTP2_CANCEL);
+        hs->next = c->parked;
+        c->parked = hs;
+    }
+    for (hs = c->parked; hs != NULL; hs = hs->next) /* those parked before are detached */
+        stream_fail(hs, SWS_UPSTREAM_H2_CONNECT, ZERO_WHY);
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
     sws_upstream_h2_conn_t *c = user;
@@ -365,6 +413,8 @@ static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *
         conn_room_update(c);
         break;
     case NGHTTP2_SETTINGS: /* its SETTINGS_MAX_CONCURRENT_STREAMS may have changed */
+        if (!(frame->hd.flags & NGHTTP2_FLAG_ACK))
+            conn_zero_update(c);
         conn_room_update(c);
         break;
     default:
@@ -682,7 +732,7 @@ static unsigned idle_count(const sws_upstream_h2_set_t *s, uint64_t member_id)
 {
     unsigned n = 0;
     for (const sws_upstream_h2_conn_t *c = s->conns; c != NULL; c = c->next)
-        n += c->member_id == member_id && c->nstreams == 0;
+        n += c->member_id == member_id && c->nstreams == 0 && !c->zero;
     return n;
 }
 
@@ -697,8 +747,10 @@ static void conn_settle(sws_upstream_h2_conn_t *c, int progress)
         conn_fail(c, SWS_UPSTREAM_H2_BROKEN, "session ended");
         return;
     }
+    /* One that says 0 stays (until its idle timeout) whatever keepalive
+     * allows: it is what keeps requests from opening more (conn_refusing). */
     if (c->nstreams == 0 && (c->goaway || c->retiring ||
-                             idle_count(c->set, c->member_id) > c->u->conf.keepalive)) {
+                             (!c->zero && idle_count(c->set, c->member_id) > c->u->conf.keepalive))) {
         conn_close(c);
         return;
     }
@@ -783,6 +835,11 @@ static void set_reap(sws_defer_t *d)
             c->streams = hs->next;
             stream_free(s, hs);
         }
+        while (c->parked != NULL) {
+            sws_upstream_h2_stream_t *hs = c->parked;
+            c->parked = hs->next;
+            stream_free(s, hs);
+        }
         free(c);
     }
 }
@@ -825,8 +882,8 @@ static nghttp2_session *session_new(sws_upstream_h2_conn_t *c)
 /* A connection on u (held, its events ours from now on). NULL with err
  * set (u is closed). */
 static sws_upstream_h2_conn_t *conn_new(sws_upstream_h2_set_t *s, sws_upstream_conn_t *u,
-                                        const sws_upstream_conf_t *conf, char *err,
-                                        size_t errlen)
+                                        const sws_upstream_conf_t *conf, const char *member,
+                                        char *err, size_t errlen)
 {
     sws_upstream_h2_conn_t *c = calloc(1, sizeof(*c));
     if (c == NULL || (c->ng = session_new(c)) == NULL) {
@@ -838,6 +895,7 @@ static sws_upstream_h2_conn_t *conn_new(sws_upstream_h2_set_t *s, sws_upstream_c
     c->set = s;
     c->u = u;
     c->member_id = u->member_id;
+    snprintf(c->member, sizeof(c->member), "%s", member != NULL ? member : "-");
     c->timer = NO_TIMER;
     u->ops = &conn_ops;
     u->data = c;
@@ -855,13 +913,13 @@ static sws_upstream_h2_conn_t *conn_new(sws_upstream_h2_set_t *s, sws_upstream_c
 static sws_upstream_h2_conn_t *conn_open(sws_upstream_h2_set_t *s, uint64_t member_id,
                                          const sws_upstream_addr_t *addr,
                                          const sws_upstream_tls_t *tls,
-                                         const sws_upstream_conf_t *conf, char *err,
-                                         size_t errlen)
+                                         const sws_upstream_conf_t *conf, const char *member,
+                                         char *err, size_t errlen)
 {
     /* Always a new socket: an idle one of the set speaks HTTP/1. */
     sws_upstream_conn_t *u =
         sws_upstream_open(s->ups, member_id, addr, tls, &conn_ops, NULL, err, errlen);
-    return u == NULL ? NULL : conn_new(s, u, conf, err, errlen);
+    return u == NULL ? NULL : conn_new(s, u, conf, member, err, errlen);
 }
 
 int sws_upstream_h2_adopt(sws_upstream_h2_set_t *s, uint64_t member_id, int fd,
@@ -875,7 +933,7 @@ int sws_upstream_h2_adopt(sws_upstream_h2_set_t *s, uint64_t member_id, int fd,
         sws_upstream_get(s->ups, member_id, &none, &conn_ops, NULL, err, sizeof(err));
     if (u == NULL)
         return -1;
-    sws_upstream_h2_conn_t *c = conn_new(s, u, conf, err, sizeof(err));
+    sws_upstream_h2_conn_t *c = conn_new(s, u, conf, NULL, err, sizeof(err));
     if (c == NULL)
         return -1;
     sws_loop_defer(s->ups->loop, &c->kick); /* its preface */
@@ -889,6 +947,19 @@ static sws_upstream_h2_conn_t *conn_with_room(sws_upstream_h2_set_t *s, uint64_t
 {
     for (sws_upstream_h2_conn_t *c = s->room; c != NULL; c = c->room_next)
         if (c->member_id == member_id && (c->u->ssl != NULL) == tls)
+            return c;
+    return NULL;
+}
+
+/* An open connection to the member that says it takes no stream (its
+ * SETTINGS_MAX_CONCURRENT_STREAMS is 0): asked only when none has room,
+ * where a new connection would be opened otherwise. */
+static const sws_upstream_h2_conn_t *conn_refusing(const sws_upstream_h2_set_t *s,
+                                                   uint64_t member_id, int tls)
+{
+    for (const sws_upstream_h2_conn_t *c = s->conns; c != NULL; c = c->next)
+        if (c->member_id == member_id && c->zero && !c->goaway && !c->retiring &&
+            (c->u->ssl != NULL) == tls)
             return c;
     return NULL;
 }
@@ -993,8 +1064,14 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
         return NULL;
     }
     sws_upstream_h2_conn_t *c = conn_with_room(s, member_id, tls != NULL);
+    if (c == NULL && conn_refusing(s, member_id, tls != NULL) != NULL) {
+        stream_free(s, hs);
+        *kind = SWS_UPSTREAM_H2_CONNECT;
+        sws_errf(err, errlen, ZERO_WHY);
+        return NULL;
+    }
     if (c == NULL)
-        c = conn_open(s, member_id, addr, tls, conf, err, errlen);
+        c = conn_open(s, member_id, addr, tls, conf, req->member, err, errlen);
     if (c == NULL) {
         stream_free(s, hs);
         *kind = SWS_UPSTREAM_H2_CONNECT;

@@ -22,7 +22,13 @@
  * has room (fewer of our streams than the member's
  * SETTINGS_MAX_CONCURRENT_STREAMS; 100 assumed until its SETTINGS come,
  * nghttp2's default) and no GOAWAY, else on a new one; the set keeps the
- * connections with room in a list of their own (`room`). What a loop
+ * connections with room in a list of their own (`room`). A member whose
+ * SETTINGS_MAX_CONCURRENT_STREAMS is 0 takes no stream (ADR 0055): the
+ * requests nghttp2 held for it fail as CONNECT (never sent), and while
+ * an open connection to it says 0 a request to it fails so at once,
+ * without a new connection; logged once per connection. A limit lowered
+ * above 0 lets the streams sent finish; those held wait for a slot (under
+ * the read timer), new requests take a new connection. What a loop
  * iteration queued on a connection goes in one write. The pool's
  * max_conns bounds requests in flight per member (the balancer's rule, as
  * for HTTP/1), hence connections too. A connection whose last stream
@@ -123,6 +129,7 @@ typedef struct sws_upstream_h2_req {
     size_t head_len;
     int has_body;                  /* a body follows (ops->body) */
     int te_trailers;               /* send `te: trailers` */
+    const char *member;            /* the member as logged (a new connection keeps a copy) */
 } sws_upstream_h2_req_t;
 
 /* Zero-initialised memory is an empty set; init ties it to the upstream
@@ -138,7 +145,7 @@ void sws_upstream_h2_set_close(sws_upstream_h2_set_t *s);
  * (conf: the pool's keepalive and timeouts; tls: NULL for h2c, else the
  * member's, with alpn_h2 set, worker/upstream_pools.h). The handle, or NULL with err
  * and *kind set; nothing was sent then: CONNECT when no connection could
- * be made; REFUSED when the connection chosen took no new stream (it
+ * be made or the member says it takes no stream (above); REFUSED when the connection chosen took no new stream (it
  * takes none from then on: a later request goes on another); INVALID when
  * the head cannot be sent over HTTP/2 or memory ran out (neither says
  * anything of the member). */

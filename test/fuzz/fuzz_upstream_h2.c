@@ -184,7 +184,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
     user_t u[2] = { { .hold = flags & 1 }, { .hold = flags & 1 } };
     unsigned nu = (flags & 4) ? 2 : 1;
-    sws_upstream_h2_req_t req = { head, sizeof(head) - 1, (flags & 2) != 0, 1 };
+    sws_upstream_h2_req_t req = { head, sizeof(head) - 1, (flags & 2) != 0, 1, "m" };
     sws_upstream_addr_t none = { .len = 0 };
     char err[128];
     sws_upstream_h2_fail_t kind;

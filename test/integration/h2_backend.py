@@ -21,11 +21,17 @@ request is answered, once its stream ended, by `mode`:
     hold        no answer (until the proxy resets the stream or leaves)
     reset       RST_STREAM INTERNAL_ERROR once the request ended (it was
                 processed: not to be sent again unless idempotent)
+    zero        (read when a connection opens) announces
+                SETTINGS_MAX_CONCURRENT_STREAMS 0 and refuses, with
+                RST_STREAM REFUSED_STREAM, a stream that came before the
+                peer saw it, as nghttp2 and RFC 9113 5.1.2 do (python-h2
+                would end the connection): a member that takes no request
 
 What it saw: `connections`, `streams` (requests begun), `requests` (a list
 of Request: headers as (name, value) str pairs, body, trailers),
 `resets` (stream ids the peer reset), `goaways` (GOAWAYs it sent),
-`received` (request body bytes, every stream); over TLS also
+`received` (request body bytes, every stream), `refused` (streams
+refused in mode zero); over TLS also
 `handshakes`, `resumed` (of them), `failed_handshakes` and `alpn` (the
 protocol each handshake chose, None for none).
 """
@@ -37,11 +43,18 @@ import time
 
 import h2.config
 import h2.connection
+import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
 
 from harness import TIMEOUT
+
+
+# A SETTINGS frame of its own, SETTINGS_MAX_CONCURRENT_STREAMS (0x3) = 0,
+# sent raw after python-h2's: announced through h2's settings, h2 would
+# enforce it by ending the connection on the first stream.
+ZERO_STREAMS = bytes([0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 0])
 
 
 def field(pairs, name):
@@ -116,6 +129,7 @@ class H2Backend:
         self.requests = []
         self.resets = []
         self.goaways = 0
+        self.refused = 0
         self.received = 0  # request body bytes, all streams
         self.waiting = []  # (conn_state, request) held by gather
         self.gathered = False  # ... until this many were open at once
@@ -179,11 +193,12 @@ class H2Backend:
             conn.local_settings = h2.settings.Settings(client=False, initial_values={
                 h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: self.max_streams})
         conn.initiate_connection()
+        zero = self.mode == "zero"
         state = {"conn": conn, "sock": s, "reqs": {}, "out": {}, "close": False,
-                 "answer": []}
+                 "answer": [], "zero": zero}
         s.settimeout(0.05)
         try:
-            s.sendall(conn.data_to_send())
+            s.sendall(conn.data_to_send() + (ZERO_STREAMS if zero else b""))
             while not self.stopped and not state["close"]:
                 try:
                     data = s.recv(65536)
@@ -208,7 +223,11 @@ class H2Backend:
         conn = state["conn"]
         if state["close"]:
             return  # after our GOAWAY: nothing more is processed
-        if isinstance(ev, h2.events.RequestReceived):
+        if isinstance(ev, h2.events.RequestReceived) and state["zero"]:
+            conn.reset_stream(ev.stream_id, error_code=h2.errors.ErrorCodes.REFUSED_STREAM)
+            with self.lock:
+                self.refused += 1
+        elif isinstance(ev, h2.events.RequestReceived):
             r = Request(ev.stream_id)
             r.headers = list(ev.headers)
             state["reqs"][ev.stream_id] = r

@@ -7,6 +7,7 @@ again elsewhere, a client's reset passed on, HTTP/1 clients to an h2
 pool, and a grpc pool refusing HTTP/1 clients with 426."""
 
 import os
+import re
 import select
 import socket
 import time
@@ -39,13 +40,15 @@ class H2Pools(ServerTestCase):
         self.addCleanup(b.stop)
         return b
 
-    def start(self, members, rpc_extra="", tls=""):
-        """tls: more keys for both pools (test_proxy_h2_tls.py's ", tls: ...")."""
+    def start(self, members, rpc_extra="", tls="", extra=""):
+        """tls: more keys for both pools (test_proxy_h2_tls.py's ", tls: ...");
+        extra: more keys for both pools besides."""
         addresses = ", ".join('"%s"' % m.address for m in members)
+        both = tls + extra
         pools = ("pools:\n"
                  '  - {name: plain, protocol: h2, members: [%s]%s}\n'
                  '  - {name: rpc, protocol: grpc, members: [%s]%s%s}\n'
-                 % (addresses, tls, addresses, tls, rpc_extra))
+                 % (addresses, both, addresses, both, rpc_extra))
         return self.server(make_config(HOSTS) + pools)
 
     def h2client(self, srv):
@@ -233,6 +236,52 @@ class H2Pools(ServerTestCase):
         self.assertEqual(self.two_calls(srv, "GET"), [200, 200])
         self.assertEqual(len(bad.requests), 1)
         self.assertEqual(len(ok.requests), 2)
+
+    ZERO_LOG = (r"upstream h2: member %s announces SETTINGS_MAX_CONCURRENT_STREAMS 0: "
+                r"no requests to it until it raises it")
+
+    def test_member_announcing_zero_streams_gets_no_request_nor_a_connection_each(self):
+        # Passive health is off, so that only the refusal without a new
+        # connection bounds what the member sees: today's code opened one
+        # per request and held the request until the read timeout.
+        zero = self.backend("zero", mode="zero")
+        ok = self.backend("ok")
+        srv = self.start([zero, ok], extra=", health: {max_fails: 0}, timeouts: {read: 1h}")
+        n = 12  # round robin: half of them pick the member announcing 0 first
+        with Client(srv.port) as cl:
+            for i in range(n):
+                cl.send(request("POST", "/h2/n%d" % i, body=b"",
+                                headers=[("Content-Length", "0")]))
+                r = cl.read_response()
+                self.assertEqual((r.status, r.body), (200, b"ok POST /h2/n%d" % i),
+                                 "request %d" % i)
+        self.assertEqual(len(zero.requests), 0)
+        self.assertEqual(len(ok.requests), n)
+        # One worker: its one connection to the member stays open (idle,
+        # under keepalive) and says the member takes nothing.
+        self.assertEqual(zero.connections, 1)
+        # The stream sent before the member's SETTINGS came, if any.
+        self.assertLessEqual(zero.refused, 1)
+        rx = self.ZERO_LOG % zero.address.replace(".", r"\.")
+        srv.wait_log(rx)
+        self.assertEqual(len(re.findall(rx, srv.log())), 1, "logged once, not per request")
+
+    def test_only_member_announcing_zero_streams_is_502_not_a_read_timeout(self):
+        # The read timeout outlasts the client's wait: the answer must not
+        # wait for it (today's 504 "read timed out" came after it).
+        zero = self.backend("zero", mode="zero")
+        srv = self.start([zero], extra=", timeouts: {read: 1h}")
+        c = self.h2client(srv)
+        for i in range(3):
+            r = c.response(c.start("/rpc/pkg.Svc/Call%d" % i, body=b"\0\0\0\0\0",
+                                   headers=GRPC_HEADERS))
+            # 502 while the member may be picked (it refused: a bad
+            # gateway), 503 once passive health marked it down (no member
+            # may take the request).
+            self.assertIn(r.status, (502,) if i == 0 else (502, 503), "request %d" % i)
+        self.assertEqual(len(zero.requests), 0)
+        self.assertEqual(zero.connections, 1)
+        srv.wait_log(self.ZERO_LOG % zero.address.replace(".", r"\."))
 
     def test_http1_client_to_an_h2_pool(self):
         m = self.backend()

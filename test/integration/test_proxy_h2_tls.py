@@ -132,8 +132,8 @@ class MemberCerts:
 class H2PoolsOverTls(MemberCerts, test_proxy_h2.H2Pools):
     """test_proxy_h2's tests, each member over TLS (verified, ALPN h2)."""
 
-    def start(self, members, rpc_extra="", tls=""):
-        return super().start(members, rpc_extra, tls=", tls: {ca: %s}" % self.crt)
+    def start(self, members, rpc_extra="", tls="", extra=""):
+        return super().start(members, rpc_extra, tls=", tls: {ca: %s}" % self.crt, extra=extra)
 
     def test_body_dropped_after_the_answer_gives_the_connection_window_back(self):
         self.skipTest("about the client side: its member refuses connects, no TLS happens")

@@ -226,7 +226,7 @@ static sws_upstream_h2_stream_t *submit(fixture_t *f, user_t *u, int te)
 {
     char err[128];
     sws_upstream_h2_fail_t kind;
-    sws_upstream_h2_req_t req = { head, sizeof(head) - 1, 0, te };
+    sws_upstream_h2_req_t req = { head, sizeof(head) - 1, 0, te, "m" };
     sws_upstream_h2_stream_t *hs =
         sws_upstream_h2_submit(&f->h2, MEMBER, &f->addr, NULL, &f->conf, &req, &ops, u, &kind, err,
                                sizeof(err));
@@ -305,7 +305,7 @@ static void test_unmappable_head_is_invalid_not_connect(void **state)
                               "\r\n";
     char err[128];
     sws_upstream_h2_fail_t kind = SWS_UPSTREAM_H2_CONNECT;
-    sws_upstream_h2_req_t req = { bad, sizeof(bad) - 1, 0, 0 };
+    sws_upstream_h2_req_t req = { bad, sizeof(bad) - 1, 0, 0, "m" };
     user_t u = { 0 };
     assert_null(sws_upstream_h2_submit(&f->h2, MEMBER, &f->addr, NULL, &f->conf, &req, &ops, &u,
                                        &kind, err, sizeof(err)));
@@ -326,7 +326,7 @@ static void test_fields_outlive_the_callers_head_and_a_cancel(void **state)
     assert_non_null(h);
     char err[128];
     sws_upstream_h2_fail_t kind;
-    sws_upstream_h2_req_t req = { h, strlen(h), 0, 0 };
+    sws_upstream_h2_req_t req = { h, strlen(h), 0, 0, "m" };
     sws_upstream_h2_stream_t *hs = sws_upstream_h2_submit(
         &f->h2, MEMBER, &f->addr, NULL, &f->conf, &req, &ops, &u, &kind, err, sizeof(err));
     assert_non_null(hs);
@@ -473,6 +473,75 @@ static void test_window_opens_only_as_the_user_takes(void **state)
     assert_int_equal(u.body, 256 * 1024);
 }
 
+/* A submit that the set refuses at once: NULL, and why. */
+static sws_upstream_h2_fail_t submit_refused(fixture_t *f, user_t *u)
+{
+    char err[128];
+    sws_upstream_h2_fail_t kind = SWS_UPSTREAM_H2_INVALID;
+    sws_upstream_h2_req_t req = { head, sizeof(head) - 1, 0, 0, "m" };
+    assert_null(sws_upstream_h2_submit(&f->h2, MEMBER, &f->addr, NULL, &f->conf, &req, &ops, u,
+                                       &kind, err, sizeof(err)));
+    return kind;
+}
+
+/* A member announcing SETTINGS_MAX_CONCURRENT_STREAMS 0 from its first
+ * SETTINGS (ADR 0055): the request fails (CONNECT when nghttp2 held it
+ * for a slot; REFUSED when it went before the SETTINGS came and the
+ * member refused it), not after a read timeout; the next fails at once,
+ * on no new connection: the one that says 0 stays, keepalive 0 or not. */
+static void test_member_announcing_zero_gets_no_request_nor_a_connection_each(void **state)
+{
+    fixture_t *f = *state;
+    f->m.max_streams = 0;
+    f->conf.keepalive = 0;
+    user_t u[2] = { { 0 } };
+    submit(f, &u[0], 0);
+    for (unsigned i = 0; i < TURNS && !u[0].failed; i++)
+        turn(f);
+    assert_true(u[0].failed);
+    assert_true(u[0].kind == SWS_UPSTREAM_H2_CONNECT || u[0].kind == SWS_UPSTREAM_H2_REFUSED);
+    for (unsigned i = 0; i < 50; i++)
+        turn(f); /* its SETTINGS reach the client */
+    assert_int_equal(submit_refused(f, &u[1]), SWS_UPSTREAM_H2_CONNECT);
+    for (unsigned i = 0; i < 50; i++)
+        turn(f);
+    assert_int_equal(f->m.nconn, 1);
+    assert_int_equal(sws_upstream_h2_count(&f->h2, MEMBER, NULL), 1);
+    assert_false(u[1].failed); /* refused by submit: no callback */
+}
+
+/* The limit lowered to 0 with a stream in flight: that stream finishes,
+ * a new request fails at once on no new connection; raised again, the
+ * connection takes the next one. */
+static void test_zero_midway_lets_the_stream_in_flight_finish(void **state)
+{
+    fixture_t *f = *state;
+    user_t u[3] = { { 0 } };
+    submit(f, &u[0], 0);
+    for (unsigned i = 0; i < TURNS && f->m.requests < 1; i++)
+        turn(f);
+    nghttp2_settings_entry zero[] = { { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 0 } };
+    assert_int_equal(nghttp2_submit_settings(f->m.ng[0], NGHTTP2_FLAG_NONE, zero, 1), 0);
+    for (unsigned i = 0; i < 50; i++)
+        turn(f);
+    assert_int_equal(submit_refused(f, &u[1]), SWS_UPSTREAM_H2_CONNECT);
+    nghttp2_nv nv[] = { { (uint8_t *)":status", (uint8_t *)"200", 7, 3, NGHTTP2_NV_FLAG_NONE } };
+    assert_int_equal(nghttp2_submit_response(f->m.ng[0], f->m.last_stream, nv, 1, NULL), 0);
+    for (unsigned i = 0; i < TURNS && !u[0].ended; i++)
+        turn(f);
+    assert_true(u[0].ended);
+    assert_false(u[0].failed);
+    nghttp2_settings_entry raised[] = { { NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 10 } };
+    assert_int_equal(nghttp2_submit_settings(f->m.ng[0], NGHTTP2_FLAG_NONE, raised, 1), 0);
+    for (unsigned i = 0; i < 50; i++)
+        turn(f);
+    submit(f, &u[2], 0);
+    for (unsigned i = 0; i < TURNS && f->m.requests < 2; i++)
+        turn(f);
+    assert_int_equal(f->m.requests, 2);
+    assert_int_equal(f->m.nconn, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -489,6 +558,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_member_gone_closes_its_idle_connections, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_goaway_below_our_stream_is_refused, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(
+            test_member_announcing_zero_gets_no_request_nor_a_connection_each, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_zero_midway_lets_the_stream_in_flight_finish, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_window_opens_only_as_the_user_takes, setup,
                                         teardown),
