@@ -353,7 +353,7 @@ static void headers_done(sws_upstream_h2_stream_t *hs, int end_stream)
 }
 
 /* The member's SETTINGS_MAX_CONCURRENT_STREAMS went to 0: it takes no
- * stream (ADR 0055). Streams it has finish. Those nghttp2 holds back for
+ * stream (ADR 0056). Streams it has finish. Those nghttp2 holds back for
  * a slot would wait for one that may never come, until the read timeout
  * blamed the member with the wrong cause: they fail now as never sent
  * (CONNECT: another member may take them, passive health counts it), and

@@ -23,7 +23,7 @@
  * SETTINGS_MAX_CONCURRENT_STREAMS; 100 assumed until its SETTINGS come,
  * nghttp2's default) and no GOAWAY, else on a new one; the set keeps the
  * connections with room in a list of their own (`room`). A member whose
- * SETTINGS_MAX_CONCURRENT_STREAMS is 0 takes no stream (ADR 0055): the
+ * SETTINGS_MAX_CONCURRENT_STREAMS is 0 takes no stream (ADR 0056): the
  * requests nghttp2 held for it fail as CONNECT (never sent), and while
  * an open connection to it says 0 a request to it fails so at once,
  * without a new connection; logged once per connection. A limit lowered

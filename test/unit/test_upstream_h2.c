@@ -485,7 +485,7 @@ static sws_upstream_h2_fail_t submit_refused(fixture_t *f, user_t *u)
 }
 
 /* A member announcing SETTINGS_MAX_CONCURRENT_STREAMS 0 from its first
- * SETTINGS (ADR 0055): the request fails (CONNECT when nghttp2 held it
+ * SETTINGS (ADR 0056): the request fails (CONNECT when nghttp2 held it
  * for a slot; REFUSED when it went before the SETTINGS came and the
  * member refused it), not after a read timeout; the next fails at once,
  * on no new connection: the one that says 0 stays, keepalive 0 or not. */
