@@ -115,7 +115,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->timer_q = NULL;
     c->set = s;
     c->phase = SWS_CONN_ACTIVE;
-    c->readable = c->rdhup = c->peer_eof = c->close_after = 0;
+    c->readable = c->rdhup = c->peer_eof = c->close_after = c->input_over = 0;
     c->wrote = c->got_input = c->head_started = c->tls = c->want_writable = c->running = 0;
     c->input_paused = 0;
     c->tls_handshaking = c->tls_read_wants_write = c->tls_socket_drained = 0;
@@ -741,10 +741,17 @@ static void conn_shut_wr(sws_conn_t *c)
     shutdown(c->io.fd, SHUT_WR);
 }
 
-/* Everything is written and the connection must end. */
+/* Everything is written and the connection must end. Closing with unread
+ * input makes the kernel answer with a reset, which may destroy our
+ * response before the client read it: so we linger, unless the client
+ * already ended (peer_eof) or said its last request was the one answered
+ * and nothing came after it (input_over, no input unparsed, the socket
+ * drained at the last read). Bytes that arrive between that read and the
+ * close break the client's own promise (RFC 9112 9.6); nginx closes at
+ * once on the same evidence (its lingering_close "on"). */
 static void conn_finish(sws_conn_t *c)
 {
-    if (c->peer_eof) {
+    if (c->peer_eof || (c->input_over && !c->readable && c->rpos == c->rend)) {
         sws_conn_close(c);
         return;
     }

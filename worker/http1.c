@@ -326,6 +326,7 @@ static void begin_request(sws_conn_t *c)
     sws_http1_t *h = sws_http1_of(c);
     h->state = SWS_H1_HEAD;
     h->chunked = 0;
+    h->client_closes = 0;
     h->reject = 0;
     h->head_len = 0;
     h->trailer_bytes = 0;
@@ -353,6 +354,13 @@ static void exchange_finish(sws_conn_t *c)
     if (keep) {
         h->state = SWS_H1_IDLE;
     } else {
+        /* The client said this request is its last and all of it was read
+         * (no body left, nothing pipelined behind it): it sends nothing
+         * more, so the close needs no lingering read (ADR 0055). When we
+         * chose to close (a graceful stop, keepalive_requests, an upgrade),
+         * the client may be sending its next request: conn.c lingers. */
+        c->input_over = h->client_closes && !h->stream.aborted && h->state != SWS_H1_DEAD &&
+                        h->state != SWS_H1_BODY && c->rpos == c->rend;
         h->state = SWS_H1_DEAD;
         c->close_after = 1;
     }
@@ -718,6 +726,7 @@ static void decide_keep_alive(sws_conn_t *c)
      * connection ends: what follows is not HTTP/1. */
     int upgrade = p->method == HTTP_CONNECT ||
                   ((p->flags & F_UPGRADE) && (p->flags & F_CONNECTION_UPGRADE));
+    sws_http1_of(c)->client_closes = !llhttp_should_keep_alive(p);
     /* (A graceful stop clears it when the response is written.) */
     sws_http1_of(c)->stream.req.keep_alive = llhttp_should_keep_alive(p) && !upgrade &&
                         c->requests + 1 < c->set->settings->keepalive_requests;

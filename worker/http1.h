@@ -56,6 +56,8 @@ typedef struct sws_http1 {
     uint64_t framing_bytes; /* chunk sizes, extensions, CRLFs, trailers */
     uint64_t chunk_left;    /* chunk framing: size, then data bytes still due */
     const char *gap;        /* chunk framing not yet scanned starts here */
+    uint8_t client_closes;  /* the request asked to end the connection
+                             * (Connection: close, HTTP/1.0 without keep-alive) */
 
     /* The response in progress (worker/http1_out.c). */
     uint8_t out_chunked;    /* its body goes in chunks (length unknown) */

@@ -212,6 +212,12 @@ class Process:
                 if any(p in line for p in SANITIZER_PATTERNS)]
 
 
+def syscr(pid):
+    """The read(2)-like system calls process pid made so far (/proc/PID/io)."""
+    with open("/proc/%d/io" % pid) as f:
+        return int(re.search(r"^syscr: (\d+)$", f.read(), re.M).group(1))
+
+
 def socket_inodes(pid):
     """The inodes of the sockets process pid holds (from /proc/PID/fd), to
     match against /proc/net/tcp*; empty when pid is gone."""

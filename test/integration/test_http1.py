@@ -9,7 +9,7 @@ import os
 import socket
 
 from harness import (Client, ServerTestCase, free_port, make_config, request, static_hosts,
-                     HELLO_HOSTS)
+                     syscr, HELLO_HOSTS)
 
 ROUTING_HOSTS = """
 - names: ["example.com"]
@@ -128,6 +128,57 @@ class Http1(ServerTestCase):
         self.assertEqual((r.status, r.body), (200, b"one"))
         self.assertNotEqual((r.header("Connection") or "").lower(), "keep-alive")
         self.assertTrue(c.wait_closed())
+
+    def reads_until_answered(self, act):
+        """The worker's read(2) calls while act() runs and then a request on
+        another, idle connection is answered: the worker is single-threaded,
+        so by then it has handled every event act() caused (the clients'
+        FINs among them)."""
+        (worker,) = self.srv.worker_pids()
+        sync = self.conn()
+        self.assertEqual(sync.get("/one").body, b"one")
+        before = syscr(worker)
+        act()
+        self.assertEqual(sync.get("/one").body, b"one")
+        return syscr(worker) - before - 1  # sync's request
+
+    def test_last_request_closes_without_a_lingering_read(self):
+        # A client that said its request is its last (Connection: close, or
+        # HTTP/1.0 without keep-alive) sends nothing more: the connection
+        # closes at once after the answer, with no shutdown and no read of
+        # the client's FIN (ADR 0055): one read(2) per connection.
+        def last_requests():
+            for i in range(20):
+                with self.conn() as c:
+                    if i % 2:
+                        c.send(request("GET", "/one", version="HTTP/1.0"))
+                        r = c.read_response()
+                    else:
+                        r = c.get("/one", headers=[("Connection", "close")])
+                    self.assertEqual((r.status, r.body), (200, b"one"))
+                    self.assertEqual((r.header("Connection") or "").lower(), "close")
+                    self.assertTrue(c.wait_closed())
+        reads = self.reads_until_answered(last_requests)
+        # With the lingering close: 2 or more per connection (40).
+        self.assertLessEqual(reads, 22, "read(2) calls for 20 connections")
+
+    def test_input_after_a_close_we_chose_is_still_read(self):
+        # We end the connection (an upgrade we do not take) where the client
+        # did not ask to: it may be sending already, and what arrives after
+        # our answer must still be read (the lingering close), or closing
+        # with it unread would reset the connection and could destroy the
+        # answer before the client read it.
+        c = self.conn()
+        r = c.get("/one", headers=[("Upgrade", "websocket"), ("Connection", "Upgrade")])
+        self.assertEqual((r.body, r.header("Connection")), (b"one", "close"))
+        self.assertTrue(c.read_until_close())
+
+        def more_input():
+            c.sock.sendall(os.urandom(100000))
+            c.sock.shutdown(socket.SHUT_WR)
+        self.assertGreaterEqual(self.reads_until_answered(more_input), 1,
+                                "read(2) calls for input after the close")
+        c.close()
 
     def test_http10_keepalive_when_asked(self):
         c = self.conn()
