@@ -1,5 +1,5 @@
 """New plain connections, one request each with Connection: close, in three
-shapes, to count a worker's system calls per connection (ADR 0055, 0056):
+shapes, to count a worker's system calls per connection (ADR 0057, 0058):
 
     /usr/bin/python3 bench/newconn_load.py PORT seq|par8|burst N
 

@@ -131,7 +131,7 @@ struct sws_conn {
     uint8_t close_after;          /* close once the queued output is written */
     uint8_t input_over;           /* with close_after: the protocol read the client's
                                    * last request whole, so closing needs no lingering
-                                   * read unless bytes arrived after it (ADR 0055) */
+                                   * read unless bytes arrived after it (ADR 0057) */
     uint8_t wrote;                /* a write made progress in this run */
     uint8_t got_input;            /* a read brought bytes in this run */
     uint8_t head_started;         /* a request head began in this run */

@@ -356,7 +356,7 @@ static void exchange_finish(sws_conn_t *c)
     } else {
         /* The client said this request is its last and all of it was read
          * (no body left, nothing pipelined behind it): it sends nothing
-         * more, so the close needs no lingering read (ADR 0055). When we
+         * more, so the close needs no lingering read (ADR 0057). When we
          * chose to close (a graceful stop, keepalive_requests, an upgrade),
          * the client may be sending its next request: conn.c lingers. */
         c->input_over = h->client_closes && !h->stream.aborted && h->state != SWS_H1_DEAD &&

@@ -49,7 +49,7 @@
  * A protocol never closes the fd or frees the connection itself: it sets
  * close_after (or calls sws_conn_close on a fatal error) and returns; with
  * it input_over when the client said it sends nothing more and all it sent
- * was read, so that conn.c closes without a lingering read (ADR 0055).
+ * was read, so that conn.c closes without a lingering read (ADR 0057).
  */
 #ifndef SWS_WORKER_PROTO_H
 #define SWS_WORKER_PROTO_H

@@ -30,7 +30,7 @@
 
 /* Accepts per listener event, until EAGAIN: the accept4 that finds EAGAIN
  * is dearer for a lone connection than one accept per event, but cheaper
- * than the epoll_wait per connection that costs under a burst (ADR 0056). */
+ * than the epoll_wait per connection that costs under a burst (ADR 0058). */
 #define ACCEPT_BATCH 64
 #define ACCEPT_PAUSE_MS 100      /* out of fds: retry accepting after this */
 #define ACCEPT_ERROR_LOG_MS 1000 /* at most one "out of fds" line per second */

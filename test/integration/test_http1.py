@@ -146,7 +146,7 @@ class Http1(ServerTestCase):
         # A client that said its request is its last (Connection: close, or
         # HTTP/1.0 without keep-alive) sends nothing more: the connection
         # closes at once after the answer, with no shutdown and no read of
-        # the client's FIN (ADR 0055): one read(2) per connection.
+        # the client's FIN (ADR 0057): one read(2) per connection.
         def last_requests():
             for i in range(20):
                 with self.conn() as c:

@@ -403,7 +403,7 @@ class Reading(TlsTestCase):
         with self.record_client() as c:
             # We end the connection (an upgrade we do not take), not the
             # client: it may be sending already (a client that said
-            # Connection: close promised not to, ADR 0055).
+            # Connection: close promised not to, ADR 0057).
             r = c.get("/", host="a.test", headers=["Upgrade: websocket", "Connection: Upgrade"])
             self.assert_hello_a(r)
             self.assertEqual(r.header("Connection"), "close")
