@@ -290,6 +290,17 @@ static void test_missing_hand_off_is_an_error(void **state)
     close(ends[1]);
 }
 
+/* The next message on fd is FAILED with reason why. */
+static void assert_failed_with(int fd, const char *why)
+{
+    char err[256];
+    sws_chan_msg_t m;
+    assert_int_equal(sws_upgrade_recv_one(fd, 1000, &m, err, sizeof(err)), 1);
+    assert_int_equal(m.type, SWS_UPGRADE_FAILED);
+    assert_int_equal(m.len, strlen(why));
+    assert_memory_equal(m.body, why, m.len);
+}
+
 static void test_failure_reason_reaches_the_old_side(void **state)
 {
     (void)state;
@@ -297,11 +308,7 @@ static void test_failure_reason_reaches_the_old_side(void **state)
     char err[256];
     assert_int_equal(sws_chan_pair(ends, err, sizeof(err)), 0);
     sws_upgrade_send_failed(ends[1], "config: bad key");
-    sws_chan_msg_t m;
-    assert_int_equal(sws_upgrade_recv_one(ends[0], 1000, &m, err, sizeof(err)), 1);
-    assert_int_equal(m.type, SWS_UPGRADE_FAILED);
-    assert_int_equal(m.len, strlen("config: bad key"));
-    assert_memory_equal(m.body, "config: bad key", m.len);
+    assert_failed_with(ends[0], "config: bad key");
     close(ends[0]);
     close(ends[1]);
 }
@@ -322,11 +329,7 @@ static void test_exec_failure_reason_survives_an_unread_hand_off(void **state)
     close(fd);
     sws_upgrade_exec_failed(ends[1], "execv: Exec format error");
     close(ends[1]);
-    sws_chan_msg_t m;
-    assert_int_equal(sws_upgrade_recv_one(ends[0], 1000, &m, err, sizeof(err)), 1);
-    assert_int_equal(m.type, SWS_UPGRADE_FAILED);
-    assert_int_equal(m.len, strlen("execv: Exec format error"));
-    assert_memory_equal(m.body, "execv: Exec format error", m.len);
+    assert_failed_with(ends[0], "execv: Exec format error");
     close(ends[0]);
 }
 
