@@ -1,5 +1,5 @@
 """The admin API as an attacker and a confused operator meet it (the audit
-of session 14; docs/admin-api.md, "Requests")."""
+of session 7; docs/admin-api.md, "Requests")."""
 
 import re
 import socket

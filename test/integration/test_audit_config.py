@@ -1,5 +1,5 @@
 """Configuration mistakes a new operator makes, checked by `scalwsd -t` as
-a start would meet them (the audit of session 14; docs/operations.md,
+a start would meet them (the audit of session 7; docs/operations.md,
 "Command line")."""
 
 import os
@@ -8,7 +8,9 @@ import subprocess
 import tempfile
 import unittest
 
-from harness import HELLO_HOSTS, TIMEOUT, binary, free_port, make_config
+import test_cli
+
+from harness import HELLO_HOSTS, TIMEOUT, free_port, make_config
 
 
 class AuditConfig(unittest.TestCase):
@@ -17,9 +19,9 @@ class AuditConfig(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.dir, True)
 
     def run_scalwsd(self, *args):
-        p = subprocess.run([binary()] + list(args), capture_output=True, timeout=TIMEOUT,
-                           stdin=subprocess.DEVNULL, cwd=self.dir)
-        return p.returncode, (p.stdout + p.stderr).decode("utf-8", "replace")
+        # test_cli's runner: it also fails on a sanitizer report.
+        code, out, _ = test_cli.Cli.run_scalwsd(self, *args)
+        return code, out
 
     def write(self, server):
         path = os.path.join(self.dir, "scalws.yaml")

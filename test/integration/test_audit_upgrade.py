@@ -1,4 +1,4 @@
-"""Binary upgrade as an operator gets it wrong (the audit of session 14;
+"""Binary upgrade as an operator gets it wrong (the audit of session 7;
 docs/operations.md, "Binary upgrade"): a path with no executable file, a
 file the kernel will not run, and `scalwsd -s` while an upgrade is in
 progress (the pid file is aside as FILE.oldbin then).
