@@ -42,7 +42,7 @@ sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "test", "kube"))
 
 import targets  # noqa: E402
-from h2bench import percentile  # noqa: E402
+from percentile import percentile  # noqa: E402
 from harness import Process, poll  # noqa: E402
 
 LINE = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z \[(\w+)\] (.+?)\[(\d+)\]: (.*)$")
