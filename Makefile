@@ -26,10 +26,13 @@ CC ?= cc
 # alone are some 70 binaries to link, and CI builds everything twice.
 JOBS ?= $(shell nproc 2>/dev/null || echo 1)
 OPT ?= -O2 -g
-PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2
-# ingressd (issue 10): the Kubernetes objects are JSON, read over HTTPS with libcurl;
-# routes go to scalwsd over ZeroMQ (the supervisor subscribes too).
-PKGS += jansson libcurl libzmq
+# Each binary links its own packages: scalwsd (and its library) takes the
+# routes ingressd publishes over ZeroMQ; ingressd (issue 10) also reads the
+# Kubernetes objects, JSON over HTTPS, with jansson and libcurl: PKGS. The
+# tests and tools link both libraries, so PKGS too. Compiling sees PKGS'
+# flags, one set for every object.
+SCALWSD_PKGS := libprotobuf-c yaml-0.1 libbpf openssl libnghttp2 libzmq
+PKGS := $(SCALWSD_PKGS) jansson libcurl
 LLHTTP_DIR := /usr/share/llhttp
 LLHTTP_INC := /usr/share/include/llhttp
 
@@ -37,6 +40,7 @@ LLHTTP_INC := /usr/share/include/llhttp
 # preflight check (or deps.sh) has made sure it is there.
 PKG_CFLAGS = $(shell pkg-config --cflags $(PKGS))
 PKG_LIBS = $(shell pkg-config --libs $(PKGS))
+SCALWSD_LIBS = $(shell pkg-config --libs $(SCALWSD_PKGS))
 CPPFLAGS = -D_GNU_SOURCE -I. -I$(BUILD)/gen -I$(LLHTTP_INC) $(PKG_CFLAGS)
 CFLAGS = -std=gnu11 $(OPT) -Wall -Wextra -Werror -MMD -MP $(SAN)
 LDFLAGS = $(SAN)
@@ -192,7 +196,7 @@ $(LIB): $(LIB_OBJS) $(LLHTTP_OBJS)
 	ar rcs $@ $^
 
 $(BIN): $(BUILD)/obj/supervisor/main.o $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(SCALWSD_LIBS)
 
 # The build id goes into core/version.o alone. A file holds the id of the
 # last build and changes only with it (the FORCE'd recipe rewrites it only
@@ -218,7 +222,7 @@ $(BUILD)/obj/core/version-alt.o: core/version.c $(BUILD_ID_FILE) | $(GEN_H)
 	$(CC) $(CPPFLAGS) -DSWS_BUILD_ID='"$(BUILD_ID)-alt"' $(CFLAGS) -c $< -o $@
 
 $(BIN_ALT): $(BUILD)/obj/supervisor/main.o $(BUILD)/obj/core/version-alt.o $(LIB)
-	$(CC) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+	$(CC) $(LDFLAGS) -o $@ $^ $(SCALWSD_LIBS)
 
 # ingressd (issue 10), a binary of its own: ingressd/*.c but main.c form
 # libingressd.a. Every unit test, fuzz target and test tool links it before

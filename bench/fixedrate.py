@@ -34,6 +34,8 @@ import time
 from collections import deque
 from urllib.parse import urlsplit
 
+from percentile import percentile
+
 GRACE = 5.0
 # The client is the bottleneck when it notices a due request this late.
 LAG_LIMIT = 0.010
@@ -179,14 +181,13 @@ def main(argv):
     lat_us = sorted(x * 1e6 for x in latencies)
 
     def pct(p):
-        # The nearest rank: at p99.9 of fewer than 1000 answers, the worst.
-        return lat_us[min(len(lat_us) - 1, int(len(lat_us) * p / 100))]
+        return percentile(lat_us, p)
 
     # Requests, duration: what wrk reports too (completed, over the window).
     lags.sort()
     worst_lag = max(lags[-1], 0.0) if lags else 0.0
     late_1ms = sum(1 for x in lags if x >= LATE)
-    late_p99 = max(lags[min(len(lags) - 1, int(len(lags) * 0.99))], 0.0) if lags else 0.0
+    late_p99 = max(percentile(lags, 99), 0.0)
     print("BENCH requests=%d duration_us=%d bytes=%d connect=%d read=%d write=%d timeout=%d status=%d "
           "p50_us=%d p90_us=%d p99_us=%d p999_us=%d max_us=%d mean_us=%.1f "
           "late_p99_us=%d late_max_us=%d late_1ms=%d queued=%d queued_max_us=%d"

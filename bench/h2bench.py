@@ -20,20 +20,13 @@ Latencies come from h2load's --log-file (a request's duration in
 microseconds, from its HEADERS out to its last byte in). Exits non-zero
 when h2load fails or prints nothing to read.
 """
-import math
 import os
 import re
 import subprocess
 import sys
 import tempfile
 
-
-def percentile(sorted_values, p):
-    """The nearest-rank percentile of a sorted list (wrk's definition)."""
-    if not sorted_values:
-        return 0
-    rank = max(1, math.ceil(p / 100.0 * len(sorted_values)))
-    return sorted_values[min(rank, len(sorted_values)) - 1]
+from percentile import percentile
 
 
 def field(pattern, text, what):

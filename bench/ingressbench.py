@@ -42,8 +42,8 @@ sys.path.insert(0, os.path.join(ROOT, "test", "integration"))
 sys.path.insert(0, os.path.join(ROOT, "test", "kube"))
 
 import targets  # noqa: E402
-from h2bench import percentile  # noqa: E402
-from harness import Process, poll  # noqa: E402
+from percentile import percentile  # noqa: E402
+from harness import Process, poll, status_kib  # noqa: E402
 
 LINE = re.compile(r"^(\d{4})-(\d\d)-(\d\d)T(\d\d):(\d\d):(\d\d)\.(\d{3})Z \[(\w+)\] (.+?)\[(\d+)\]: (.*)$")
 PUBLISHED = re.compile(r"^ingress: generation (\d+) published \((\d+) hosts, (\d+) routes\) in (\d+) us")
@@ -105,16 +105,7 @@ def bounded(what, timeout, step, interval=0.005):
 
 def proc_mem(pid):
     """(VmRSS, VmHWM) in KiB from /proc/PID/status, or (None, None)."""
-    out = {}
-    try:
-        with open("/proc/%d/status" % pid) as f:
-            for line in f:
-                k, _, v = line.partition(":")
-                if k in ("VmRSS", "VmHWM"):
-                    out[k] = int(v.split()[0])
-    except OSError:
-        pass
-    return out.get("VmRSS"), out.get("VmHWM")
+    return status_kib(pid, "VmRSS"), status_kib(pid, "VmHWM")
 
 
 class Stack:

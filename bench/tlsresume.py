@@ -13,7 +13,6 @@ the counted handshakes resumed fails (exit 1): the server would be measured
 on full handshakes under another name. Latency is from connect() to the
 last byte of the answer.
 """
-import math
 import socket
 import ssl
 import sys
@@ -21,12 +20,7 @@ import threading
 import time
 from urllib.parse import urlsplit
 
-
-def percentile(values, p):
-    if not values:
-        return 0
-    rank = max(1, math.ceil(p / 100.0 * len(values)))
-    return values[min(rank, len(values)) - 1]
+from percentile import percentile
 
 
 class Worker(threading.Thread):

@@ -239,12 +239,22 @@ static void send_delta(sws_ingress_pub_t *pub, Sws__RouteDelta *d)
     send_msg(pub->pub, &msg, "delta");
 }
 
-/* An owned canonical copy of rs (the caller's arrays stay in its order). */
+/* An owned canonical copy of rs (the caller's arrays stay in its order),
+ * without settings and tls: the supervisor takes its own from its file
+ * (ingress_merge.h), and a delta has no field for them, so a snapshot
+ * carries none either. */
 static Sws__RouteSet *canonical_copy(const Sws__RouteSet *rs)
 {
     Sws__RouteSet *copy = sws_routeset_copy(rs);
-    if (copy != NULL)
-        sws_routeset_canonicalize(copy);
+    if (copy == NULL)
+        return NULL;
+    if (copy->settings != NULL)
+        sws__settings__free_unpacked(copy->settings, NULL);
+    if (copy->tls != NULL)
+        sws__tls__free_unpacked(copy->tls, NULL);
+    copy->settings = NULL;
+    copy->tls = NULL;
+    sws_routeset_canonicalize(copy);
     return copy;
 }
 

@@ -54,7 +54,8 @@ int sws_ingress_pub_fd(const sws_ingress_pub_t *pub);
 void sws_ingress_pub_on_readable(sws_ingress_pub_t *pub);
 
 /* rs (borrowed) is the whole routing model now: publish what changed
- * since the last one as the next delta; nothing when nothing did. 1 when a
+ * since the last one as the next delta; nothing when nothing did. Its
+ * hosts and pools only: settings and tls are not published. 1 when a
  * delta went out, 0 when nothing changed, -1 with err (memory; the
  * previous set stays, so the next call sends the difference). */
 int sws_ingress_pub_routes(sws_ingress_pub_t *pub, const Sws__RouteSet *rs, char *err,

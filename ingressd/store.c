@@ -541,7 +541,7 @@ static int parse_slice(const json_t *o, sws_ingress_slice_t *s, char *err, size_
         return 0;
     if ((s->endpoints = calloc(json_array_size(eps), sizeof(*s->endpoints))) == NULL)
         return sws_errf(err, errlen, "out of memory");
-    sws_ingress_map_t seen = { 0 }; /* address -> endpoint */
+    sws_map_t seen = { 0 }; /* address -> endpoint */
     int rc = 0;
     for (size_t i = 0; i < json_array_size(eps) && rc == 0; i++) {
         sws_ingress_slice_endpoint_t *ep = &s->endpoints[s->nendpoints], *first;
@@ -552,16 +552,16 @@ static int parse_slice(const json_t *o, sws_ingress_slice_t *s, char *err, size_
         /* An address once per slice, as the translation relies on (one
          * member per address and port): a repeat adds its conditions. */
         size_t len = strlen(ep->address);
-        if ((first = sws_ingress_map_get(&seen, ep->address, len)) != NULL) {
+        if ((first = sws_map_get(&seen, ep->address, len)) != NULL) {
             first->ready |= ep->ready;
             first->terminating |= ep->terminating;
             continue;
         }
-        if (sws_ingress_map_put(&seen, ep->address, len, ep) < 0)
+        if (sws_map_put(&seen, ep->address, len, ep) < 0)
             rc = sws_errf(err, errlen, "out of memory");
         s->nendpoints++;
     }
-    sws_ingress_map_free(&seen);
+    sws_map_free(&seen);
     return rc;
 }
 
@@ -694,10 +694,10 @@ static void note_change(sws_ingress_store_t *st, sws_kube_kind_t kind)
 
 static void touch(sws_ingress_store_t *st, const char *key, size_t len)
 {
-    if (sws_ingress_map_get(&st->touched, key, len) != NULL)
+    if (sws_map_get(&st->touched, key, len) != NULL)
         return;
     char *k = strndup(key, len);
-    if (k == NULL || sws_ingress_map_put(&st->touched, k, len, k) < 0) {
+    if (k == NULL || sws_map_put(&st->touched, k, len, k) < 0) {
         free(k);
         st->changed |= SWS_INGRESS_CHANGED_UNKNOWN;
     }
@@ -706,12 +706,12 @@ static void touch(sws_ingress_store_t *st, const char *key, size_t len)
 static int index_add(sws_ingress_store_t *st, const sws_ingress_slice_t *s, const char *key,
                      size_t len)
 {
-    sws_ingress_slices_t *v = sws_ingress_map_get(&st->slices, key, len);
+    sws_ingress_slices_t *v = sws_map_get(&st->slices, key, len);
     if (v == NULL) {
         if ((v = calloc(1, sizeof(*v) + len + 1)) == NULL)
             return -1;
         memcpy(v->key, key, len + 1);
-        if (sws_ingress_map_put(&st->slices, v->key, len, v) < 0) {
+        if (sws_map_put(&st->slices, v->key, len, v) < 0) {
             free(v);
             return -1;
         }
@@ -737,7 +737,7 @@ static int index_add(sws_ingress_store_t *st, const sws_ingress_slice_t *s, cons
 static void index_del(sws_ingress_store_t *st, const sws_ingress_slice_t *s, const char *key,
                       size_t len)
 {
-    sws_ingress_slices_t *v = sws_ingress_map_get(&st->slices, key, len);
+    sws_ingress_slices_t *v = sws_map_get(&st->slices, key, len);
     for (size_t i = 0; v != NULL && i < v->n; i++) {
         if (v->v[i] != s)
             continue;
@@ -746,7 +746,7 @@ static void index_del(sws_ingress_store_t *st, const sws_ingress_slice_t *s, con
         break;
     }
     if (v != NULL && v->n == 0) {
-        sws_ingress_map_del(&st->slices, key, len);
+        sws_map_del(&st->slices, key, len);
         free(v->v);
         free(v);
     }
@@ -781,7 +781,7 @@ static int slice_moved(sws_ingress_store_t *st, const sws_ingress_obj_t *old,
 
 static void remove_key(sws_ingress_store_t *st, sws_kube_kind_t kind, const char *key)
 {
-    sws_ingress_obj_t *old = sws_ingress_map_del(&st->objs[kind], key, strlen(key));
+    sws_ingress_obj_t *old = sws_map_del(&st->objs[kind], key, strlen(key));
     if (old != NULL) {
         slice_moved(st, old, NULL);
         obj_free(old);
@@ -793,14 +793,14 @@ static void upsert(sws_ingress_store_t *st, sws_kube_kind_t kind, const json_t *
 {
     char err[ERRLEN];
     sws_ingress_obj_t h, *obj, *old;
-    sws_ingress_map_t *m = &st->objs[kind];
+    sws_map_t *m = &st->objs[kind];
 
     if (parse_metadata(o, kind, &h, err, sizeof(err)) < 0) {
         st->refused++;
         sws_log_warn("%s refused: %s", kind_names[kind], err);
         return;
     }
-    old = sws_ingress_map_get(m, h.key, strlen(h.key));
+    old = sws_map_get(m, h.key, strlen(h.key));
     if (old != NULL && h.version[0] != '\0' && strcmp(old->version, h.version) == 0) {
         old->epoch = st->epoch[kind]; /* the same object again (a relist) */
         obj_free_header(&h);
@@ -820,7 +820,7 @@ static void upsert(sws_ingress_store_t *st, sws_kube_kind_t kind, const json_t *
         return;
     }
     obj->epoch = st->epoch[kind];
-    if (sws_ingress_map_put(m, obj->key, strlen(obj->key), obj) < 0) {
+    if (sws_map_put(m, obj->key, strlen(obj->key), obj) < 0) {
         sws_log_error("%s %s dropped: out of memory", kind_names[kind], key);
         obj_free(obj);
         remove_key(st, kind, key);
@@ -828,7 +828,7 @@ static void upsert(sws_ingress_store_t *st, sws_kube_kind_t kind, const json_t *
     }
     if (slice_moved(st, old, obj) < 0) {
         sws_log_error("%s %s dropped: out of memory", kind_names[kind], key);
-        sws_ingress_map_del(m, obj->key, strlen(obj->key));
+        sws_map_del(m, obj->key, strlen(obj->key));
         obj_free(obj);
     }
     obj_free(old);
@@ -850,8 +850,8 @@ static void delete(sws_ingress_store_t *st, sws_kube_kind_t kind, const json_t *
 /* Remove what the LIST that just ended did not name. */
 static void sweep(sws_ingress_store_t *st, sws_kube_kind_t kind)
 {
-    sws_ingress_map_t *m = &st->objs[kind];
-    const sws_ingress_map_slot_t *s;
+    sws_map_t *m = &st->objs[kind];
+    const sws_map_slot_t *s;
     size_t it = 0, n = 0;
     sws_ingress_obj_t **gone = malloc((m->n ? m->n : 1) * sizeof(*gone));
     if (gone == NULL) {
@@ -859,11 +859,11 @@ static void sweep(sws_ingress_store_t *st, sws_kube_kind_t kind)
                       kind_names[kind]);
         return;
     }
-    while ((s = sws_ingress_map_next(m, &it)) != NULL)
+    while ((s = sws_map_next(m, &it)) != NULL)
         if (((sws_ingress_obj_t *)s->val)->epoch != st->epoch[kind])
             gone[n++] = s->val;
     for (size_t i = 0; i < n; i++) {
-        sws_ingress_map_del(m, gone[i]->key, strlen(gone[i]->key));
+        sws_map_del(m, gone[i]->key, strlen(gone[i]->key));
         slice_moved(st, gone[i], NULL);
         obj_free(gone[i]);
         note_change(st, kind);
@@ -901,30 +901,30 @@ void sws_ingress_store_init(sws_ingress_store_t *st)
 void sws_ingress_store_free(sws_ingress_store_t *st)
 {
     for (int k = 0; k < SWS_KUBE_KINDS; k++) {
-        const sws_ingress_map_slot_t *s;
+        const sws_map_slot_t *s;
         size_t it = 0;
-        while ((s = sws_ingress_map_next(&st->objs[k], &it)) != NULL)
+        while ((s = sws_map_next(&st->objs[k], &it)) != NULL)
             obj_free(s->val);
-        sws_ingress_map_free(&st->objs[k]);
+        sws_map_free(&st->objs[k]);
     }
-    const sws_ingress_map_slot_t *s;
+    const sws_map_slot_t *s;
     size_t it = 0;
-    while ((s = sws_ingress_map_next(&st->slices, &it)) != NULL) {
+    while ((s = sws_map_next(&st->slices, &it)) != NULL) {
         free(((sws_ingress_slices_t *)s->val)->v);
         free(s->val);
     }
-    sws_ingress_map_free(&st->slices);
+    sws_map_free(&st->slices);
     sws_ingress_store_clear_touched(st);
     *st = (sws_ingress_store_t){ 0 };
 }
 
 void sws_ingress_store_clear_touched(sws_ingress_store_t *st)
 {
-    const sws_ingress_map_slot_t *s;
+    const sws_map_slot_t *s;
     size_t it = 0;
-    while ((s = sws_ingress_map_next(&st->touched, &it)) != NULL)
+    while ((s = sws_map_next(&st->touched, &it)) != NULL)
         free(s->val);
-    sws_ingress_map_free(&st->touched);
+    sws_map_free(&st->touched);
 }
 
 unsigned sws_ingress_store_take_changes(sws_ingress_store_t *st)
@@ -949,12 +949,12 @@ const void *sws_ingress_store_get(const sws_ingress_store_t *st, sws_kube_kind_t
     if ((unsigned)kind >= SWS_KUBE_KINDS || strlen(ns) > SWS_INGRESS_NAME_MAX ||
         strlen(name) > SWS_INGRESS_NAME_MAX)
         return NULL;
-    return sws_ingress_map_get(&st->objs[kind], key, sws_ingress_key(key, ns, name));
+    return sws_map_get(&st->objs[kind], key, sws_ingress_key(key, ns, name));
 }
 
 const void *sws_ingress_store_next(const sws_ingress_store_t *st, sws_kube_kind_t kind,
                                    size_t *it)
 {
-    const sws_ingress_map_slot_t *s = sws_ingress_map_next(&st->objs[kind], it);
+    const sws_map_slot_t *s = sws_map_next(&st->objs[kind], it);
     return s != NULL ? s->val : NULL;
 }

@@ -44,7 +44,7 @@
 #include <stdint.h>
 
 #include "ingressd/kube_types.h"
-#include "ingressd/map.h"
+#include "core/map.h"
 
 /* The limits of what an object may hold (beyond them it is refused): the
  * API server's own validation is stricter for names (DNS-1123); these
@@ -165,11 +165,11 @@ typedef struct sws_ingress_secret {
 } sws_ingress_secret_t;
 
 typedef struct sws_ingress_store {
-    sws_ingress_map_t objs[SWS_KUBE_KINDS]; /* "NS/NAME" -> sws_ingress_*_t */
+    sws_map_t objs[SWS_KUBE_KINDS]; /* "NS/NAME" -> sws_ingress_*_t */
     uint64_t epoch[SWS_KUBE_KINDS];         /* of the LIST in progress or last done */
     unsigned changed;                       /* SWS_INGRESS_CHANGED bits since taken */
-    sws_ingress_map_t slices;               /* "NS/SERVICE" -> sws_ingress_slices_t */
-    sws_ingress_map_t touched;              /* "NS/SERVICE" -> the key itself (owned):
+    sws_map_t slices;               /* "NS/SERVICE" -> sws_ingress_slices_t */
+    sws_map_t touched;              /* "NS/SERVICE" -> the key itself (owned):
                                                Services whose slices changed since cleared */
     uint64_t refused;                       /* objects that did not parse, ever */
 } sws_ingress_store_t;
@@ -186,11 +186,11 @@ void sws_ingress_store_event(void *ctx, sws_kube_kind_t kind, sws_kube_event_t e
 unsigned sws_ingress_store_take_changes(sws_ingress_store_t *st);
 
 /* The Services whose EndpointSlices changed since the last clear: walk
- * with sws_ingress_map_next, each slot's key is "NS/SERVICE". Complete
+ * with sws_map_next, each slot's key is "NS/SERVICE". Complete
  * unless SWS_INGRESS_CHANGED_UNKNOWN is among the bits. Clearing is the
  * caller's, once it has used them (the bits are taken apart: a caller
  * that translates everything clears them unread). */
-static inline const sws_ingress_map_t *sws_ingress_store_touched(const sws_ingress_store_t *st)
+static inline const sws_map_t *sws_ingress_store_touched(const sws_ingress_store_t *st)
 {
     return &st->touched;
 }
@@ -201,7 +201,7 @@ void sws_ingress_store_clear_touched(sws_ingress_store_t *st);
 static inline const sws_ingress_slices_t *sws_ingress_store_slices(const sws_ingress_store_t *st,
                                                                    const char *key, size_t len)
 {
-    return sws_ingress_map_get(&st->slices, key, len);
+    return sws_map_get(&st->slices, key, len);
 }
 
 /* The object of kind at ns/name (ns "" for an IngressClass), or NULL. */

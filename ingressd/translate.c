@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/fmt.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/path.h"
 #include "shm/routeset_check.h"
@@ -57,7 +58,7 @@ typedef struct service_pools {
 struct sws_ingress_translation {
     Sws__RouteSet *rs;
     sws_ingress_translate_stats_t stats;
-    sws_ingress_map_t services; /* "NS/SERVICE" -> service_pools_t */
+    sws_map_t services; /* "NS/SERVICE" -> service_pools_t */
     Sws__Pool **changed;        /* made anew by the last endpoints call */
     size_t nchanged, changed_cap;
 };
@@ -68,10 +69,10 @@ typedef struct tr {
     int oom;
     int quiet;
     size_t hosts_cap, pools_cap;
-    sws_ingress_map_t hosts;  /* name -> host_b_t */
-    sws_ingress_map_t claims; /* claim key -> claim_t */
-    sws_ingress_map_t pools;  /* name -> pool index + 1 */
-    sws_ingress_map_t *services; /* kept translations only: the pools of each Service */
+    sws_map_t hosts;  /* name -> host_b_t */
+    sws_map_t claims; /* claim key -> claim_t */
+    sws_map_t pools;  /* name -> pool index + 1 */
+    sws_map_t *services; /* kept translations only: the pools of each Service */
     sws_ingress_translate_stats_t stats;
 } tr_t;
 
@@ -155,14 +156,14 @@ void sws_ingress_pool_name(const char *ns, const char *service, uint32_t port, c
     }
     /* Cut, and keep it unique with a hash of the whole name. */
     snprintf(out, outsize, "%.*s-%016" PRIx64, (int)(SWS_ROUTESET_POOL_NAME_MAX - 17), full,
-             sws_ingress_hash(full, strlen(full)));
+             sws_fnv1a(SWS_FNV1A_INIT, full, strlen(full)));
 }
 
 /* Add the endpoints of slices on the port named port_name to pool. */
 static void add_members(tr_t *t, Sws__Pool *pool, const sws_ingress_slices_t *sl,
                         const char *port_name)
 {
-    sws_ingress_map_t seen = { 0 }; /* address -> member */
+    sws_map_t seen = { 0 }; /* address -> member */
     size_t cap = 0;
     char addr[64];
     for (size_t i = 0; sl != NULL && i < sl->n && !t->oom; i++) {
@@ -186,7 +187,7 @@ static void add_members(tr_t *t, Sws__Pool *pool, const sws_ingress_slices_t *sl
             /* An endpoint in two slices (while one replaces the other) is
              * one member, up if either says so. One slice holds an address
              * once (the store sees to it): no map then. */
-            Sws__Member *m = sl->n > 1 ? sws_ingress_map_get(&seen, addr, n) : NULL;
+            Sws__Member *m = sl->n > 1 ? sws_map_get(&seen, addr, n) : NULL;
             if (m != NULL) {
                 if (state == SWS__MEMBER__STATE__UP)
                     m->state = state;
@@ -199,14 +200,14 @@ static void add_members(tr_t *t, Sws__Pool *pool, const sws_ingress_slices_t *sl
             m->state = state;
             m->weight = SWS_DEFAULT_POOL_WEIGHT;
             if ((m->address = dup(t, addr)) == NULL ||
-                (sl->n > 1 && sws_ingress_map_put(&seen, m->address, n, m) < 0)) {
+                (sl->n > 1 && sws_map_put(&seen, m->address, n, m) < 0)) {
                 t->oom = 1;
                 break;
             }
             t->stats.members++;
         }
     }
-    sws_ingress_map_free(&seen);
+    sws_map_free(&seen);
 }
 
 /* pool is made from the Service of key (its port port_name): kept for
@@ -214,12 +215,12 @@ static void add_members(tr_t *t, Sws__Pool *pool, const sws_ingress_slices_t *sl
 static int note_service_pool(tr_t *t, const char *key, size_t len, Sws__Pool *pool,
                              const char *port_name)
 {
-    service_pools_t *v = sws_ingress_map_get(t->services, key, len);
+    service_pools_t *v = sws_map_get(t->services, key, len);
     if (v == NULL) {
         if ((v = calloc(1, sizeof(*v) + len + 1)) == NULL)
             return t->oom = 1, -1;
         memcpy(v->key, key, len + 1);
-        if (sws_ingress_map_put(t->services, v->key, len, v) < 0) {
+        if (sws_map_put(t->services, v->key, len, v) < 0) {
             free(v);
             return t->oom = 1, -1;
         }
@@ -266,7 +267,7 @@ static const char *backend_pool(tr_t *t, const sws_ingress_ingress_t *in,
     const char *bad = sws_routeset_pool_name_problem(name);
     if (bad != NULL)
         return snprintf(why, whylen, "pool name \"%s\": %s", name, bad), NULL;
-    uintptr_t found = (uintptr_t)sws_ingress_map_get(&t->pools, name, strlen(name));
+    uintptr_t found = (uintptr_t)sws_map_get(&t->pools, name, strlen(name));
     if (found != 0)
         return t->rs->pools[found - 1]->name;
 
@@ -278,7 +279,7 @@ static const char *backend_pool(tr_t *t, const sws_ingress_ingress_t *in,
     pool->keepalive = SWS_DEFAULT_POOL_KEEPALIVE;
     pool->retries = SWS_DEFAULT_POOL_RETRIES;
     if ((pool->name = dup(t, name)) == NULL ||
-        sws_ingress_map_put(&t->pools, pool->name, strlen(pool->name),
+        sws_map_put(&t->pools, pool->name, strlen(pool->name),
                             (void *)(uintptr_t)t->rs->n_pools) < 0)
         return t->oom = 1, snprintf(why, whylen, "out of memory"), NULL;
     t->stats.pools++;
@@ -293,7 +294,7 @@ static const char *backend_pool(tr_t *t, const sws_ingress_ingress_t *in,
 
 static host_b_t *host_get(tr_t *t, const char *name, int create)
 {
-    host_b_t *hb = sws_ingress_map_get(&t->hosts, name, strlen(name));
+    host_b_t *hb = sws_map_get(&t->hosts, name, strlen(name));
     if (hb != NULL || !create)
         return hb;
     Sws__Host *h;
@@ -307,7 +308,7 @@ static host_b_t *host_get(tr_t *t, const char *name, int create)
     if ((hb = calloc(1, sizeof(*hb))) == NULL)
         return t->oom = 1, NULL;
     hb->h = h;
-    if (sws_ingress_map_put(&t->hosts, h->names[0], strlen(name), hb) < 0) {
+    if (sws_map_put(&t->hosts, h->names[0], strlen(name), hb) < 0) {
         free(hb);
         return t->oom = 1, NULL;
     }
@@ -333,14 +334,14 @@ static const sws_ingress_ingress_t *claim(tr_t *t, const char *host, char type, 
 {
     char key[CLAIM_KEY_MAX];
     size_t len = claim_key(key, host, type, path);
-    claim_t *c = sws_ingress_map_get(&t->claims, key, len);
+    claim_t *c = sws_map_get(&t->claims, key, len);
     if (c != NULL)
         return c->owner;
     if ((c = malloc(sizeof(*c) + len)) == NULL)
         return t->oom = 1, NULL;
     c->owner = in;
     memcpy(c->key, key, len);
-    if (sws_ingress_map_put(&t->claims, c->key, len, c) < 0) {
+    if (sws_map_put(&t->claims, c->key, len, c) < 0) {
         free(c);
         t->oom = 1;
     }
@@ -351,7 +352,7 @@ static int claimed(tr_t *t, const char *host, char type, const char *path)
 {
     char key[CLAIM_KEY_MAX];
     size_t len = claim_key(key, host, type, path);
-    return sws_ingress_map_get(&t->claims, key, len) != NULL;
+    return sws_map_get(&t->claims, key, len) != NULL;
 }
 
 static void add_route(tr_t *t, host_b_t *hb, Sws__Route__Match match, const char *path,
@@ -556,9 +557,9 @@ static void add_certificate(tr_t *t, host_b_t *hb)
  * builders. */
 static void finish_hosts(tr_t *t)
 {
-    const sws_ingress_map_slot_t *s;
+    const sws_map_slot_t *s;
     size_t it = 0;
-    while ((s = sws_ingress_map_next(&t->hosts, &it)) != NULL) {
+    while ((s = sws_map_next(&t->hosts, &it)) != NULL) {
         host_b_t *hb = s->val;
         for (size_t i = 0; i < hb->ncomp; i++) {
             if (!claimed(t, hb->h->names[0], 'E', hb->comp[i].path))
@@ -573,20 +574,20 @@ static void finish_hosts(tr_t *t)
 
 static void free_maps(tr_t *t)
 {
-    const sws_ingress_map_slot_t *s;
+    const sws_map_slot_t *s;
     size_t it = 0;
-    while ((s = sws_ingress_map_next(&t->claims, &it)) != NULL)
+    while ((s = sws_map_next(&t->claims, &it)) != NULL)
         free(s->val);
-    sws_ingress_map_free(&t->claims);
-    sws_ingress_map_free(&t->hosts);
-    sws_ingress_map_free(&t->pools);
+    sws_map_free(&t->claims);
+    sws_map_free(&t->hosts);
+    sws_map_free(&t->pools);
 }
 
 /* The whole store; services: NULL, or the map that keeps the pools of
  * each Service. */
 static Sws__RouteSet *translate(const sws_ingress_store_t *st, const char *class_name,
                                 uint64_t version, int quiet, sws_ingress_translate_stats_t *stats,
-                                sws_ingress_map_t *services)
+                                sws_map_t *services)
 {
     tr_t t = { .st = st, .quiet = quiet, .services = services };
     const sws_ingress_ingress_t *in, **sel = NULL;
@@ -643,18 +644,18 @@ void sws_ingress_translate_free(Sws__RouteSet *rs)
 
 /* ---- a translation kept ---- */
 
-static void free_services(sws_ingress_map_t *services)
+static void free_services(sws_map_t *services)
 {
-    const sws_ingress_map_slot_t *s;
+    const sws_map_slot_t *s;
     size_t it = 0;
-    while ((s = sws_ingress_map_next(services, &it)) != NULL) {
+    while ((s = sws_map_next(services, &it)) != NULL) {
         service_pools_t *v = s->val;
         for (size_t i = 0; i < v->n; i++)
             free(v->v[i].port_name);
         free(v->v);
         free(v);
     }
-    sws_ingress_map_free(services);
+    sws_map_free(services);
 }
 
 sws_ingress_translation_t *sws_ingress_translation_new(const sws_ingress_store_t *st,
@@ -703,12 +704,12 @@ int sws_ingress_translation_endpoints(sws_ingress_translation_t *x, const sws_in
                                       uint64_t version)
 {
     tr_t t = { .st = st, .rs = x->rs, .quiet = 1 };
-    const sws_ingress_map_slot_t *s;
+    const sws_map_slot_t *s;
     size_t it = 0;
     x->nchanged = 0;
     /* A Service none of our Ingresses names has no pools: nothing to do. */
-    while ((s = sws_ingress_map_next(sws_ingress_store_touched(st), &it)) != NULL) {
-        service_pools_t *v = sws_ingress_map_get(&x->services, s->key, s->len);
+    while ((s = sws_map_next(sws_ingress_store_touched(st), &it)) != NULL) {
+        service_pools_t *v = sws_map_get(&x->services, s->key, s->len);
         for (size_t i = 0; v != NULL && i < v->n; i++)
             if (redo_members(x, &t, s->key, s->len, &v->v[i]) < 0) {
                 sws_log_error("translation: out of memory");

@@ -118,8 +118,6 @@ void sws_routeset_delta_release(Sws__RouteDelta *d)
     d->upsert_hosts = NULL;
     d->remove_hosts = NULL;
     d->n_upsert_pools = d->n_remove_pools = d->n_upsert_hosts = d->n_remove_hosts = 0;
-    d->settings = NULL;
-    d->tls = NULL;
 }
 
 int sws_routeset_delta_make(const Sws__RouteSet *prev, const Sws__RouteSet *next,
@@ -140,18 +138,6 @@ int sws_routeset_delta_make(const Sws__RouteSet *prev, const Sws__RouteSet *next
     }
     int changes = (int)(d->n_upsert_pools + d->n_remove_pools + d->n_upsert_hosts +
                         d->n_remove_hosts);
-    if (!sws_routeset_same_message((const ProtobufCMessage *)prev->settings,
-                                   (const ProtobufCMessage *)next->settings)) {
-        d->settings = next->settings;
-        d->settings_removed = next->settings == NULL;
-        changes++;
-    }
-    if (!sws_routeset_same_message((const ProtobufCMessage *)prev->tls,
-                                   (const ProtobufCMessage *)next->tls)) {
-        d->tls = next->tls;
-        d->tls_removed = next->tls == NULL;
-        changes++;
-    }
     if (changes == 0)
         sws_routeset_delta_release(d);
     return changes;
@@ -247,7 +233,7 @@ int sws_routeset_delta_apply(const Sws__RouteSet *base, const Sws__RouteDelta *d
             return sws_errf(err, errlen, "the delta upserts a host without names");
     }
     out->next = malloc(sizeof(*out->next));
-    out->garbage = malloc((base->n_hosts + base->n_pools + 3) * sizeof(*out->garbage));
+    out->garbage = malloc((base->n_hosts + base->n_pools + 1) * sizeof(*out->garbage));
     if (out->next == NULL || out->garbage == NULL) {
         sws_routeset_applied_abort(out);
         return sws_errf(err, errlen, "out of memory applying a delta");
@@ -267,17 +253,7 @@ int sws_routeset_delta_apply(const Sws__RouteSet *base, const Sws__RouteDelta *d
         return -1;
     }
     n->settings = base->settings;
-    if (d->settings != NULL || d->settings_removed) {
-        n->settings = d->settings;
-        if (base->settings != NULL)
-            out->garbage[out->ngarbage++] = &base->settings->base;
-    }
     n->tls = base->tls;
-    if (d->tls != NULL || d->tls_removed) {
-        n->tls = d->tls;
-        if (base->tls != NULL)
-            out->garbage[out->ngarbage++] = &base->tls->base;
-    }
     return 0;
 }
 
@@ -295,8 +271,6 @@ Sws__RouteSet *sws_routeset_applied_commit(sws_routeset_applied_t *a, Sws__Route
         d->upsert_pools[k] = NULL;
     for (size_t k = 0; k < d->n_upsert_hosts; k++)
         d->upsert_hosts[k] = NULL;
-    d->settings = NULL;
-    d->tls = NULL;
     Sws__RouteSet *next = a->next;
     free(a->garbage);
     memset(a, 0, sizeof(*a));

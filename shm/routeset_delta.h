@@ -7,9 +7,10 @@
  * RouteSet checker makes both unique). A canonical RouteSet has its hosts
  * sorted by that key and its pools by name (byte order); the publisher
  * (ingressd/publish.h) keeps its sets canonical and so does apply, so that
- * apply(make(A, B), A) is B, byte for byte when packed, except version: a
- * delta does not carry it (ingressd bumps it per translation), and apply
- * keeps A's.
+ * apply(make(A, B), A) is B, byte for byte when packed, except version,
+ * settings and tls: a delta carries none of them (ingressd bumps the
+ * version per translation and publishes no settings or tls: the
+ * supervisor has its file's), and apply keeps A's.
  *
  * Ownership: make borrows: the delta's arrays are its own (released with
  * sws_routeset_delta_release), the entries they point at are next's.

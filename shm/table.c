@@ -30,6 +30,7 @@
 
 #include "core/err.h"
 #include "core/fmt.h"
+#include "core/hash.h"
 #include "core/log.h"
 #include "core/str.h"
 #include "shm/routeset_check.h"
@@ -223,16 +224,10 @@ static size_t route_str_bytes(const Sws__Route *r)
 
 uint64_t sws_member_id(const char *pool, const char *key)
 {
-    uint64_t h = 14695981039346656037ull; /* FNV-1a 64 */
-
     /* The NUL between the two keeps ("ab", "c:1") apart from ("a", "bc:1"). */
-    for (const char *s = pool;; s++) {
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-        if (*s == '\0')
-            break;
-    }
-    for (const char *s = key; *s != '\0'; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    uint64_t h = sws_fnv1a(SWS_FNV1A_INIT, pool, strlen(pool) + 1);
+
+    h = sws_fnv1a(h, key, strlen(key));
     return h != 0 ? h : 1; /* 0 means "derive" in a RouteSet */
 }
 

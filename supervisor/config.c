@@ -78,7 +78,7 @@ _Static_assert(CFG_ADDR_KEY_MAX >= sizeof(((struct sockaddr_un *)0)->sun_path),
 static int cfg_address_one(cfg_parser_t *p, yaml_node_t *n, cfg_addr_check_fn check,
                            cfg_set_t *seen, char *key, char **text)
 {
-    const cfg_seen_t *dup;
+    const yaml_node_t *dup;
     int oom;
 
     if (cfg_want_string(p, n) < 0 || check(p, n, key) < 0)
@@ -88,7 +88,7 @@ static int cfg_address_one(cfg_parser_t *p, yaml_node_t *n, cfg_addr_check_fn ch
         return cfg_oom(p, n);
     if (dup != NULL)
         return cfg_fail(p, n, "%s is already listed (line %zu, column %zu)", key,
-                        dup->node->start_mark.line + 1, dup->node->start_mark.column + 1);
+                        dup->start_mark.line + 1, dup->start_mark.column + 1);
     return cfg_set_str(p, n, text, cfg_text(n));
 }
 
@@ -625,7 +625,7 @@ static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
 
 static int cfg_host_name(cfg_parser_t *p, yaml_node_t *n, Sws__Host *h, cfg_set_t *seen)
 {
-    const cfg_seen_t *dup;
+    const yaml_node_t *dup;
     const char *why;
     char *name;
     int oom;
@@ -649,7 +649,7 @@ static int cfg_host_name(cfg_parser_t *p, yaml_node_t *n, Sws__Host *h, cfg_set_
         return cfg_oom(p, n);
     if (dup != NULL)
         return cfg_fail(p, n, "host name \"%s\" is already used (line %zu, column %zu)", name,
-                        dup->node->start_mark.line + 1, dup->node->start_mark.column + 1);
+                        dup->start_mark.line + 1, dup->start_mark.column + 1);
     return 0;
 }
 
@@ -700,7 +700,7 @@ static int cfg_route_path(cfg_parser_t *p, const cfg_fields_t *f, yaml_node_t *r
 {
     static const char *const match_names[] = { "prefix", "exact", "regex" };
     yaml_node_t *n = cfg_field(f, "path"), *m = cfg_field(f, "match");
-    const cfg_seen_t *dup;
+    const yaml_node_t *dup;
     char got[64];
     size_t mark;
     int oom;
@@ -732,8 +732,8 @@ static int cfg_route_path(cfg_parser_t *p, const cfg_fields_t *f, yaml_node_t *r
         return cfg_oom(p, n);
     if (dup != NULL)
         return cfg_fail(p, n, "this host already has a %s route for \"%s\" (line %zu, column %zu)",
-                        match_names[r->match], r->path, dup->node->start_mark.line + 1,
-                        dup->node->start_mark.column + 1);
+                        match_names[r->match], r->path, dup->start_mark.line + 1,
+                        dup->start_mark.column + 1);
     cfg_pop(p, mark);
     return 0;
 }

@@ -211,7 +211,7 @@ static int cfg_pool_name(cfg_parser_t *p, yaml_node_t *pool_node, const cfg_fiel
                          Sws__Pool *pool, cfg_set_t *seen)
 {
     yaml_node_t *n = cfg_field(f, "name");
-    const cfg_seen_t *dup;
+    const yaml_node_t *dup;
     const char *why;
     size_t mark;
     int oom;
@@ -231,8 +231,8 @@ static int cfg_pool_name(cfg_parser_t *p, yaml_node_t *pool_node, const cfg_fiel
         return cfg_oom(p, n);
     if (dup != NULL)
         return cfg_fail(p, n, "pool \"%s\" is already defined (line %zu, column %zu)",
-                        pool->name, dup->node->start_mark.line + 1,
-                        dup->node->start_mark.column + 1);
+                        pool->name, dup->start_mark.line + 1,
+                        dup->start_mark.column + 1);
     cfg_pop(p, mark);
     return 0;
 }

@@ -473,63 +473,22 @@ int cfg_string(cfg_parser_t *p, const cfg_fields_t *f, const char *key, char **o
 
 /* ---- the seen-key set ---- */
 
-static uint64_t cfg_hash(const char *s, unsigned kind)
+const yaml_node_t *cfg_set_add(cfg_set_t *s, const char *key, unsigned kind,
+                               const yaml_node_t *node, int *oom)
 {
-    uint64_t h = 14695981039346656037ull ^ kind;
+    sws_map_t *m = &s->kind[kind];
+    size_t len = strlen(key);
+    const yaml_node_t *first = sws_map_get(m, key, len);
 
-    for (; *s != '\0'; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
-}
-
-static int cfg_set_grow(cfg_set_t *s)
-{
-    size_t cap = s->cap ? s->cap * 2 : 16;
-    cfg_seen_t *slot = calloc(cap, sizeof(*slot));
-
-    if (slot == NULL)
-        return -1;
-    for (size_t i = 0; i < s->cap; i++) {
-        if (s->slot[i].key == NULL)
-            continue;
-        size_t j = cfg_hash(s->slot[i].key, s->slot[i].kind) & (cap - 1);
-        while (slot[j].key != NULL)
-            j = (j + 1) & (cap - 1);
-        slot[j] = s->slot[i];
-    }
-    free(s->slot);
-    s->slot = slot;
-    s->cap = cap;
-    return 0;
-}
-
-/* Add (key, kind); NULL when new, the earlier entry when already there.
- * *oom is set when the set could not grow. */
-const cfg_seen_t *cfg_set_add(cfg_set_t *s, const char *key, unsigned kind,
-                              const yaml_node_t *node, int *oom)
-{
-    size_t j;
-
-    *oom = 0;
-    if ((s->n + 1) * 2 > s->cap && cfg_set_grow(s) < 0) {
-        *oom = 1;
-        return NULL;
-    }
-    j = cfg_hash(key, kind) & (s->cap - 1);
-    while (s->slot[j].key != NULL) {
-        if (s->slot[j].kind == kind && strcmp(s->slot[j].key, key) == 0)
-            return &s->slot[j];
-        j = (j + 1) & (s->cap - 1);
-    }
-    s->slot[j] = (cfg_seen_t){ key, kind, node };
-    s->n++;
-    return NULL;
+    /* The map holds values as void *; the set hands them back as const. */
+    *oom = first == NULL && sws_map_put(m, key, len, (void *)node) < 0;
+    return first;
 }
 
 void cfg_set_free(cfg_set_t *s)
 {
-    free(s->slot);
-    memset(s, 0, sizeof(*s));
+    for (size_t i = 0; i < CFG_SET_KINDS; i++)
+        sws_map_free(&s->kind[i]);
 }
 
 

@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <yaml.h>
 
+#include "core/map.h"
 #include "proto/scalws.pb-c.h"
 
 #define CFG_MAX_FIELDS 24
@@ -52,17 +53,13 @@ typedef struct cfg_fields {
 } cfg_fields_t;
 
 /* A set of keys already seen (host names, routes, listen addresses), to
- * report the second one with the place of the first. Keys are borrowed. */
-typedef struct cfg_seen {
-    const char *key;
-    unsigned kind;
-    const yaml_node_t *node;
-} cfg_seen_t;
+ * report the second one with the place of the first. Keys are borrowed.
+ * A key is seen per kind (a route's match: a prefix and an exact route
+ * may share a path), one map per kind. */
+#define CFG_SET_KINDS 2
 
 typedef struct cfg_set {
-    cfg_seen_t *slot;
-    size_t cap;
-    size_t n;
+    sws_map_t kind[CFG_SET_KINDS];
 } cfg_set_t;
 
 typedef enum cfg_unit { CFG_COUNT, CFG_SIZE, CFG_DURATION } cfg_unit_t;
@@ -157,10 +154,10 @@ typedef int (*cfg_fill_fn)(cfg_parser_t *p, yaml_node_t *item, void *msg, cfg_se
 int cfg_repeated(cfg_parser_t *p, yaml_node_t *node, const ProtobufCMessageDescriptor *desc,
                  size_t *count, void ***arr, cfg_fill_fn fill);
 
-/* Add (key, kind); NULL when new, the earlier entry when already there.
- * *oom is set when the set could not grow. */
-const cfg_seen_t *cfg_set_add(cfg_set_t *s, const char *key, unsigned kind,
-                              const yaml_node_t *node, int *oom);
+/* Add (key, kind < CFG_SET_KINDS); NULL when new, the node of the earlier
+ * entry when already there. *oom is set when the set could not grow. */
+const yaml_node_t *cfg_set_add(cfg_set_t *s, const char *key, unsigned kind,
+                               const yaml_node_t *node, int *oom);
 
 void cfg_set_free(cfg_set_t *s);
 

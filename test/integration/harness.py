@@ -358,6 +358,20 @@ def worker_started(pid):
         return False
 
 
+def status_kib(pid, key="VmRSS"):
+    """A size of /proc/PID/status in KiB (VmRSS, VmHWM, ...); None when
+    pid is gone or has no such line (a zombie has no VmRSS)."""
+    try:
+        with open("/proc/%d/status" % pid) as f:
+            for line in f:
+                k, _, v = line.partition(":")
+                if k == key:
+                    return int(v.split()[0])
+    except OSError:
+        pass
+    return None
+
+
 def process_state(pid):
     """The state letter of /proc/PID/stat ('R', 'S', 'Z', ...), None if gone."""
     try:

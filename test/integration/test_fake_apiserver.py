@@ -371,6 +371,18 @@ class FakeApiServer(unittest.TestCase):
         self.assertEqual(self.kube.request("GET", SVC + "?limit=5&resourceVersion=%d" % rv)
                          .status, 200)
 
+    def test_forced_http_410_on_next_watch_and_the_requests_seen(self):
+        rv = rv_of(self.create_services("a")[0])
+        self.kube.control("gone", http_watches=1)
+        r = self.kube.request("GET", SVC + "?watch=1&resourceVersion=%d" % rv)
+        self.assertEqual((r.status, r.json()["reason"]), (410, "Expired"))
+        with self.kube.watch(SVC + "?watch=1&resourceVersion=%d" % rv) as w:
+            self.assertEqual(w.status, 200)
+        watches = [q for q in self.kube.control("requests")
+                   if q["path"] == SVC and q["query"].get("watch") == "1"]
+        self.assertEqual([q["query"]["resourceVersion"] for q in watches], [str(rv)] * 2)
+        self.assertTrue(all(q["method"] == "GET" for q in watches))
+
     def test_timeout_seconds_and_drop_watches_end_the_stream(self):
         with self.kube.watch(SVC + "?watch=1&timeoutSeconds=1&resourceVersion=%d"
                              % self.now_rv()) as w:

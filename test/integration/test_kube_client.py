@@ -1,24 +1,26 @@
-"""ingressd's Kubernetes client (ingressd/kube.c) against an HTTPS stand-in
-for the API server (kube_standin.py), through build/test/kube_probe, which
-prints the events the client delivers to the object store, one per line:
-paginated LIST, WATCH events, BOOKMARK, 410 Gone -> relist, the server gone
-and back (reconnect with backoff, no relist), the bearer token and its
-rotation. To be pointed at test/kube/'s fake API server when it lands."""
+"""ingressd's Kubernetes client (ingressd/kube.c) against test/kube's fake
+API server (fakekube.py), through build/test/kube_probe, which prints the
+events the client delivers to the object store, one per line: paginated
+LIST, WATCH events, BOOKMARK, 410 Gone -> relist (an ERROR event, or HTTP
+410), the server gone and back (reconnect with backoff, no relist), the
+bearer token and its rotation."""
 
 import os
 import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import unittest
 
-import certs
 import harness
-from kube_standin import StandIn, write_kubeconfig
 
-TOKEN = "s3cr3t-token"
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "kube"))
+from fakekube import FakeKube  # noqa: E402
+
+INGRESSES = "/apis/networking.k8s.io/v1/namespaces/%s/ingresses"
 
 
 def probe_binary():
@@ -91,101 +93,146 @@ class Probe:
 class KubeClientTest(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp(prefix="scalws-kube-")
-        self.crt, self.key = certs.make_pair(self.dir, "apiserver", "localhost", kind="ec")
-        self.api = StandIn(self.crt, self.key, TOKEN, page=2)
-        self.api.add("default", "a")
-        self.api.add("default", "b")
-        self.api.add("web", "c")
+        # No periodic bookmarks: the tests ask for each one.
+        self.api = FakeKube(os.path.join(self.dir, "api"), bookmark_interval=3600,
+                            verbose=False)
+        os.mkdir(self.api.dir)
         self.api.start()
-        self.kubeconfig = os.path.join(self.dir, "kubeconfig")
-        write_kubeconfig(self.kubeconfig, self.api.port, self.crt, TOKEN)
+        harness.LIVE_SERVERS.add(self.api)
+        self.kubeconfig = self.api.kubeconfig
+        self.api.request("POST", "/api/v1/namespaces", {"metadata": {"name": "web"}})
+        self.rv = {}
+        for ns, name in (("default", "a"), ("default", "b"), ("web", "c")):
+            self.add(ns, name)
         self.probes = []
 
     def tearDown(self):
         for p in self.probes:
             p.kill()
         self.api.stop()
+        harness.LIVE_SERVERS.discard(self.api)
         for p in self.probes:
             bad = [l for l in p.log().splitlines()
                    if any(s in l for s in harness.SANITIZER_PATTERNS)]
             self.assertEqual(bad, [], "sanitizer reports in kube_probe's log")
         shutil.rmtree(self.dir, ignore_errors=True)
 
+    # ---- the cluster's side ----
+
+    def add(self, ns, name, annotations=None):
+        """Create or replace the Ingress ns/name; its resourceVersion."""
+        obj = {"metadata": {"name": name, "annotations": annotations or {}}, "spec": {}}
+        exists = self.api.request("GET", INGRESSES % ns + "/" + name).status == 200
+        r = self.api.request("PUT" if exists else "POST",
+                             INGRESSES % ns + ("/" + name if exists else ""), obj)
+        self.assertIn(r.status, (200, 201), r)
+        rv = int(r.json()["metadata"]["resourceVersion"])
+        self.rv["%s/%s" % (ns, name)] = rv
+        return rv
+
+    modify = add
+
+    def delete(self, ns, name):
+        r = self.api.request("DELETE", INGRESSES % ns + "/" + name)
+        self.assertEqual(r.status, 200, r)
+        return self.api.control("stats")["resourceVersion"]
+
+    def bookmark(self):
+        """A BOOKMARK on every open watch at a resourceVersion no Ingress
+        event has (a Namespace made meanwhile, as when other kinds
+        change); returns it."""
+        n = len(self.api.control("requests"))
+        r = self.api.request("POST", "/api/v1/namespaces", {"metadata": {"name": "bump%d" % n}})
+        self.assertEqual(r.status, 201, r)
+        self.api.control("bookmark")
+        return int(r.json()["metadata"]["resourceVersion"])
+
+    def requests(self, watch):
+        return [q["query"] for q in self.api.control("requests")
+                if q["method"] == "GET" and q["path"].endswith("/ingresses")
+                and (q["query"].get("watch") in ("1", "true")) == watch]
+
+    def watch_requests(self):
+        return self.requests(True)
+
+    def list_requests(self):
+        return self.requests(False)
+
+    # ---- the client's side ----
+
     def probe(self, *extra, env=None):
-        p = Probe(["--kubeconfig", self.kubeconfig, "--kinds", "ingresses"] + list(extra),
-                  self.dir, env=env)
+        p = Probe(["--kubeconfig", self.kubeconfig, "--kinds", "ingresses", "--limit", "2"]
+                  + list(extra), self.dir, env=env)
         self.probes.append(p)
         return p
 
-    def initial_list(self, p, start=0):
-        return p.wait_lines(["LIST_BEGIN ingresses",
-                             "UPSERT ingresses default/a 101",
-                             "UPSERT ingresses default/b 102",
-                             "UPSERT ingresses web/c 103",
-                             "LIST_END ingresses"], start)
+    def initial_list(self, p, start=0, names=("default/a", "default/b", "web/c")):
+        return p.wait_lines(["LIST_BEGIN ingresses"]
+                            + ["UPSERT ingresses %s %d" % (n, self.rv[n]) for n in names]
+                            + ["LIST_END ingresses"], start)
 
     def test_list_in_pages_then_watch_events_and_bookmark(self):
         p = self.probe()
         at = self.initial_list(p)
-        lists = self.api.list_requests()
+        lists = self.list_requests()
         self.assertEqual(len(lists), 2, "three objects in pages of two: %r" % lists)
         self.assertNotIn("continue", lists[0])
-        self.assertEqual(lists[1]["continue"], "103:2")
-        harness.poll(lambda: self.api.watch_requests(), what="a WATCH request")
-        w = self.api.watch_requests()[0]
-        self.assertEqual((w["resourceVersion"], w["allowWatchBookmarks"]), ("103", "true"))
+        self.assertEqual(lists[0]["limit"], "2")
+        self.assertIn("continue", lists[1])
+        harness.poll(lambda: self.watch_requests(), what="a WATCH request")
+        w = self.watch_requests()[0]
+        self.assertEqual((w["resourceVersion"], w["allowWatchBookmarks"]),
+                         (str(self.rv["web/c"]), "true"))
 
-        self.api.add("default", "d")
-        self.api.modify("default", "a")
-        self.api.delete("default", "b")
-        at = p.wait_lines(["UPSERT ingresses default/d 104",
-                           "UPSERT ingresses default/a 105",
-                           "DELETE ingresses default/b 106"], at)
+        d = self.add("default", "d")
+        a = self.modify("default", "a")
+        b = self.delete("default", "b")
+        at = p.wait_lines(["UPSERT ingresses default/d %d" % d,
+                           "UPSERT ingresses default/a %d" % a,
+                           "DELETE ingresses default/b %d" % b], at)
         # A bookmark delivers nothing, but the next WATCH starts from it.
-        rv = self.api.bookmark()
-        self.api.add("web", "e")
-        at = p.wait_lines(["UPSERT ingresses web/e %d" % (rv + 1)], at)
-        self.api.bookmark()
-        rv = self.api.bookmark()
-        self.api.end_watches()
-        harness.poll(lambda: len(self.api.watch_requests()) >= 2, what="a second WATCH")
-        self.assertEqual(self.api.watch_requests()[1]["resourceVersion"], str(rv))
-        self.api.add("web", "f")
-        p.wait_lines(["UPSERT ingresses web/f %d" % (rv + 1)], at)
+        self.bookmark()
+        e = self.add("web", "e")
+        at = p.wait_lines(["UPSERT ingresses web/e %d" % e], at)
+        self.bookmark()
+        rv = self.bookmark()
+        self.api.control("drop-watches", clean=True)
+        harness.poll(lambda: len(self.watch_requests()) >= 2, what="a second WATCH")
+        self.assertEqual(self.watch_requests()[1]["resourceVersion"], str(rv))
+        f = self.add("web", "f")
+        p.wait_lines(["UPSERT ingresses web/f %d" % f], at)
         stats = p.stop()["ingresses"]
         self.assertEqual((stats["lists"], stats["relists"], stats["errors"]), (1, 0, 0))
         self.assertEqual(stats["watches"], 2)
         self.assertEqual(len(p.output()), 10 + 1, "10 events and the STATS line")
-
     def test_namespace_restricts_list_and_watch(self):
         p = self.probe("--namespace", "web")
-        at = p.wait_lines(["LIST_BEGIN ingresses", "UPSERT ingresses web/c 103",
-                           "LIST_END ingresses"])
-        harness.poll(lambda: self.api.watch_requests(), what="a WATCH request")
-        self.api.add("default", "x")
-        self.api.add("web", "y")
-        p.wait_lines(["UPSERT ingresses web/y 105"], at)
-        paths = {path for path, _ in self.api.requests}
-        self.assertEqual(paths, {"/apis/networking.k8s.io/v1/namespaces/web/ingresses"})
+        at = self.initial_list(p, names=("web/c",))
+        harness.poll(lambda: self.watch_requests(), what="a WATCH request")
+        self.add("default", "x")
+        y = self.add("web", "y")
+        p.wait_lines(["UPSERT ingresses web/y %d" % y], at)
+        paths = {q["path"] for q in self.api.control("requests") if q["method"] == "GET"
+                 and q["path"].endswith("/ingresses")}
+        self.assertEqual(paths, {INGRESSES % "web"})
         p.stop()
 
     def test_410_gone_relists(self):
         p = self.probe()
         at = self.initial_list(p)
-        harness.poll(lambda: self.api.watch_requests(), what="a WATCH request")
+        harness.poll(lambda: self.watch_requests(), what="a WATCH request")
         # An ERROR event with code 410 on the open watch.
-        self.api.delete("web", "c")
-        at = p.wait_lines(["DELETE ingresses web/c 104"], at)
-        self.api.expire()
-        at = p.wait_lines(["LIST_BEGIN ingresses", "UPSERT ingresses default/a 101",
-                           "UPSERT ingresses default/b 102", "LIST_END ingresses"], at)
+        c = self.delete("web", "c")
+        at = p.wait_lines(["DELETE ingresses web/c %d" % c], at)
+        self.api.control("gone", open=True)
+        at = self.initial_list(p, at, names=("default/a", "default/b"))
         p.wait_log(r"watch ERROR event \(410 Gone\): listing again")
         # HTTP 410 on the next WATCH (the stream cut, its resourceVersion
         # compacted meanwhile).
-        harness.poll(lambda: len(self.api.watch_requests()) >= 2, what="a WATCH after the relist")
-        self.api.expire(error_event=False)
-        at = p.wait_lines(["LIST_BEGIN ingresses", "UPSERT ingresses default/a 101",
-                           "UPSERT ingresses default/b 102", "LIST_END ingresses"], at)
+        harness.poll(lambda: len(self.watch_requests()) >= 2, what="a WATCH after the relist")
+        self.api.control("gone", http_watches=1)
+        self.api.control("drop-watches")
+        at = self.initial_list(p, at, names=("default/a", "default/b"))
         p.wait_log(r"watch \(410 Gone\): listing again")
         stats = p.stop()["ingresses"]
         self.assertEqual((stats["lists"], stats["relists"]), (3, 2))
@@ -193,14 +240,16 @@ class KubeClientTest(unittest.TestCase):
     def test_server_gone_and_back_rewatches_without_relist(self):
         p = self.probe()
         at = self.initial_list(p)
-        harness.poll(lambda: self.api.watch_requests(), what="a WATCH request")
-        self.api.stop()
-        # Changes while the client cannot see them reach it after.
-        self.api.add("default", "late")
+        harness.poll(lambda: self.watch_requests(), what="a WATCH request")
+        # Every connection cut, every new one reset, until it is back.
+        self.api.control("unavailable", seconds=600)
         p.wait_log(r"ingresses: watch: (failed|ended).*; watching in \d+ ms")
         p.wait_log(r"watching in \d+ ms(.|\n)*watching in \d+ ms")
-        self.api.start(self.api.port)
-        p.wait_lines(["UPSERT ingresses default/late 104"], at)
+        self.api.control("unavailable", seconds=0)
+        # Made while the client waits out its backoff: it sees the change
+        # by watching from where it was, not by listing again.
+        late = self.add("default", "late")
+        p.wait_lines(["UPSERT ingresses default/late %d" % late], at)
         stats = p.stop()["ingresses"]
         self.assertEqual((stats["lists"], stats["relists"]), (1, 0))
         self.assertGreaterEqual(stats["errors"], 2)
@@ -213,17 +262,18 @@ class KubeClientTest(unittest.TestCase):
         refuses gives 401 and a retry, the rotated file is read again."""
         sa = os.path.join(self.dir, "sa")
         os.mkdir(sa)
-        shutil.copy(self.crt, os.path.join(sa, "ca.crt"))
+        shutil.copy(self.api.ca, os.path.join(sa, "ca.crt"))
         with open(os.path.join(sa, "token"), "w") as f:
             f.write("expired-token\n")
         env = dict(os.environ, KUBERNETES_SERVICE_HOST="localhost",
                    KUBERNETES_SERVICE_PORT=str(self.api.port))
-        p = Probe(["--in-cluster", sa, "--kinds", "ingresses"], self.dir, env=env)
+        p = Probe(["--in-cluster", sa, "--kinds", "ingresses", "--limit", "2"], self.dir,
+                  env=env)
         self.probes.append(p)
         p.wait_log(r"ingresses: list: HTTP 401: Unauthorized; listing in")
         self.assertEqual(p.output(), [])
         with open(os.path.join(sa, "token.new"), "w") as f:
-            f.write(TOKEN + "\n")
+            f.write(self.api.token + "\n")
         os.replace(os.path.join(sa, "token.new"), os.path.join(sa, "token"))
         self.initial_list(p)
         stats = p.stop()["ingresses"]
@@ -233,18 +283,17 @@ class KubeClientTest(unittest.TestCase):
         """An event over the line bound is never half-delivered; watching
         again from the same resourceVersion would meet it again, so the
         client lists (a page has its own, larger bound) and goes on."""
-        p = self.probe("--max-event", "400")
+        p = self.probe("--max-event", "600")
         at = self.initial_list(p)
-        harness.poll(lambda: self.api.watch_requests(), what="a WATCH request")
-        self.api.add("default", "big", {"rules": [{"host": "x" * 500}]})
-        p.wait_log(r"ingresses: watch: watch event longer than 400 bytes; listing in \d+ ms")
-        at = p.wait_lines(["LIST_BEGIN ingresses", "UPSERT ingresses default/a 101",
-                           "UPSERT ingresses default/b 102", "UPSERT ingresses default/big 104",
-                           "UPSERT ingresses web/c 103", "LIST_END ingresses"], at)
-        self.api.add("default", "small")
-        p.wait_lines(["UPSERT ingresses default/small 105"], at)
+        harness.poll(lambda: self.watch_requests(), what="a WATCH request")
+        self.add("default", "big", {"note": "x" * 600})
+        p.wait_log(r"ingresses: watch: watch event longer than 600 bytes; listing in \d+ ms")
+        at = self.initial_list(p, at, names=("default/a", "default/b", "default/big", "web/c"))
+        small = self.add("default", "small")
+        p.wait_lines(["UPSERT ingresses default/small %d" % small], at)
         stats = p.stop()["ingresses"]
         self.assertEqual((stats["lists"], stats["errors"]), (2, 1))
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -16,7 +16,7 @@ import os
 import time
 
 from backend import Listener
-from harness import Client, ServerTestCase, TIMEOUT, make_config, poll, scale
+from harness import Client, ServerTestCase, TIMEOUT, make_config, poll, scale, status_kib
 
 MIB = 1 << 20
 # The worker's RSS bound while bodies move, ASan's build too: the chunked
@@ -34,14 +34,6 @@ def body_digest(size):
         h.update(BLOCK[:min(MIB, left)])
         left -= min(MIB, left)
     return h.hexdigest()
-
-
-def worker_rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def pipes_held(pid):
@@ -117,7 +109,7 @@ class ProxySplice(ServerTestCase):
         self.worker = self.srv.worker_pids()[0]
 
     def rss_ok(self):
-        rss = worker_rss_kib(self.worker)
+        rss = status_kib(self.worker)
         self.assertLess(rss, RSS_LIMIT_KIB, "worker RSS %d KiB" % rss)
 
     def held_back(self):

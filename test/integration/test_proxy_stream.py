@@ -11,20 +11,12 @@ import os
 import time
 
 from backend import Listener
-from harness import Client, ServerTestCase, TIMEOUT, make_config, poll, scale
+from harness import Client, ServerTestCase, TIMEOUT, make_config, poll, scale, status_kib
 
 DOWNLOAD = 1 << 30            # the 1 GiB
 UPLOAD = 256 << 20            # and 256 MiB
 RSS_LIMIT_KIB = 64 * 1024     # the worker's RSS bound while they move
 BLOCK = bytes(range(256)) * 256  # 64 KiB; the download is this, repeated
-
-
-def worker_rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 class StreamingBackend(Listener):
@@ -94,7 +86,7 @@ class ProxyStreaming(ServerTestCase):
         self.worker = self.srv.worker_pids()[0]
 
     def rss_ok(self, peak):
-        rss = worker_rss_kib(self.worker)
+        rss = status_kib(self.worker)
         peak[0] = max(peak[0], rss)
         self.assertLess(rss, RSS_LIMIT_KIB, "worker RSS %d KiB" % rss)
 

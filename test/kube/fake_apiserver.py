@@ -18,12 +18,18 @@ output, no authorization (any request with the token may do anything).
 The control API for tests lives under /_fake/ (a path kubectl never uses),
 JSON in and out, with the same token:
     GET  /_fake/stats                        counters (lists, watches open, ...)
+    GET  /_fake/requests                     the last 1000 API requests, oldest first:
+                                             [{method, path, query}] (what a client asked)
     POST /_fake/unavailable {seconds, mode}  close every connection, then for
                                              `seconds` answer 503 (mode "503")
                                              or close without an answer ("reset")
-    POST /_fake/gone {watches, lists, open}  the next N watches / lists that give a
+    POST /_fake/gone {watches, lists, open, http_watches}
+                                             the next N watches / lists that give a
                                              resourceVersion get 410; open: every
-                                             open watch gets an ERROR 410 now
+                                             open watch gets an ERROR 410 now;
+                                             http_watches: the next N such watches
+                                             get HTTP 410 instead of an ERROR event
+                                             (as a server without a watch cache)
     POST /_fake/compact {keep}               drop the history but the newest `keep`
     POST /_fake/bookmark                     a BOOKMARK on every open watch now
     POST /_fake/drop-watches {clean}         end every watch (cleanly, or cut)
@@ -48,6 +54,7 @@ import tempfile
 import threading
 import time
 import urllib.parse
+from collections import deque
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -192,7 +199,8 @@ class Server(http.server.ThreadingHTTPServer):
         self.epoch_action = "cut"    # how they end: "clean", "cut" or "gone"
         self.unavailable_until = 0.0
         self.unavailable_mode = "reset"
-        self.forced_gone = {"watch": 0, "list": 0}
+        self.forced_gone = {"watch": 0, "list": 0, "http_watch": 0}
+        self.requests = deque(maxlen=1000)   # {method, path, query} per API request
         self.stats = {"requests": 0, "lists": {}, "watches_served": 0, "watches_open": 0,
                       "gone_watch": 0, "gone_list": 0, "refused": 0}
         self.conns = set()
@@ -326,6 +334,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         query = dict(urllib.parse.parse_qsl(url.query, keep_blank_values=True))
         control = url.path.startswith("/_fake/")
+        if not control:
+            with srv.store.lock:
+                srv.requests.append({"method": method, "path": url.path, "query": query})
         if srv.unavailable() and not control:
             srv.count("refused")
             if srv.unavailable_mode == "503":
@@ -498,6 +509,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
         deadline = time.monotonic() + float(q.get("timeoutSeconds") or DEFAULT_WATCH_SECONDS)
         cursor = int(rv_param) if rv_param not in ("", "0") and not initial_end else None
         initial, gone = [], None
+        if cursor is not None and srv.take_forced_gone("http_watch"):
+            srv.count("gone_watch")
+            raise expired("too old resource version: %d (%d)" % (cursor, store.rv))
         with store.lock:
             epoch, seq = srv.epoch, srv.bookmark_seq
             if cursor is not None and srv.take_forced_gone("watch"):
@@ -551,7 +565,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with store.lock:
                 while True:
                     now = time.monotonic()
-                    if srv.epoch != epoch:
+                    # A bookmark asked for before the end goes out first,
+                    # as a real stream keeps its order.
+                    if srv.epoch != epoch and not (bookmarks and srv.bookmark_seq != seq):
                         end = srv.epoch_action
                         break
                     if cursor < store.compacted_rv:
@@ -600,8 +616,11 @@ class Handler(http.server.BaseHTTPRequestHandler):
                             compactedResourceVersion=store.compacted_rv,
                             history=len(store.history), objects=store.counts(),
                             unavailable=srv.unavailable())
+        if method == "GET" and name == "requests":
+            with store.lock:
+                return list(srv.requests)
         if method != "POST":
-            raise ApiError(405, "MethodNotAllowed", "control calls are POST, but stats")
+            raise ApiError(405, "MethodNotAllowed", "control calls are POST, but stats and requests")
         if name == "unavailable":
             mode = args.get("mode", "reset")
             if mode not in ("reset", "503"):
@@ -617,6 +636,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
             with store.lock:
                 srv.forced_gone["watch"] += int(args.get("watches", 0))
                 srv.forced_gone["list"] += int(args.get("lists", 0))
+                srv.forced_gone["http_watch"] += int(args.get("http_watches", 0))
             if args.get("open"):
                 srv.end_watches("gone")
             return dict(srv.forced_gone)

@@ -244,7 +244,7 @@ class FakeKube:
     def control(self, name, **args):
         """A /_fake/ control call (GET for stats, POST otherwise); the
         answer as a dict."""
-        method = "GET" if name == "stats" else "POST"
+        method = "GET" if name in ("stats", "requests") else "POST"
         r = self.request(method, "/_fake/" + name, None if method == "GET" else args)
         if r.status != 200:
             raise AssertionError("control %s: %r" % (name, r))

@@ -166,6 +166,7 @@ static void test_deltas_numbered_only_on_change_and_snapshot_on_request(void **s
     assert_null(next_within(f, f->dealer, 300));
 
     Sws__RouteSet *a = two_hosts("one"), *b = two_hosts("two");
+    a->tls = NEW(Sws__Tls, SWS__TLS__INIT);
     assert_int_equal(sws_ingress_pub_routes(f->pub, a, err, sizeof(err)), 1);
     Sws__IngressMessage *m = next_msg(f, f->sub);
     assert_non_null(m);
@@ -180,6 +181,10 @@ static void test_deltas_numbered_only_on_change_and_snapshot_on_request(void **s
     assert_int_equal(m->snapshot->sequence, 1);
     assert_int_equal(m->snapshot->publisher, 0x1234);
     assert_string_equal(m->snapshot->routes->hosts[0]->names[0], "a.example");
+    /* a has settings and tls; the supervisor takes its own (ingress_merge.h). */
+    assert_non_null(a->settings);
+    assert_null(m->snapshot->routes->settings);
+    assert_null(m->snapshot->routes->tls);
     sws__ingress_message__free_unpacked(m, NULL);
 
     /* The same set again: nothing goes out. */
@@ -246,9 +251,11 @@ static void test_pools_alone_send_what_the_full_set_would(void **state)
     sws__ingress_message__free_unpacked(m, NULL);
 
     /* The snapshot is the whole new set, version included, as
-     * sws_ingress_pub_routes would have left it. */
+     * sws_ingress_pub_routes would have left it: without settings. */
     Sws__RouteSet *want = sws_routeset_copy(rs);
     assert_non_null(want);
+    sws__settings__free_unpacked(want->settings, NULL);
+    want->settings = NULL;
     sws_routeset_canonicalize(want);
     ask_snapshot(f);
     m = next_msg(f, f->dealer);

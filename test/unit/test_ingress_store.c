@@ -273,7 +273,7 @@ static char *slice_of(const char *name, const char *rv, const char *svc)
 
 static int touched(const sws_ingress_store_t *st, const char *key)
 {
-    return sws_ingress_map_get(sws_ingress_store_touched(st), key, strlen(key)) != NULL;
+    return sws_map_get(sws_ingress_store_touched(st), key, strlen(key)) != NULL;
 }
 
 static void test_slices_by_service_in_name_order_and_the_services_touched(void **state)

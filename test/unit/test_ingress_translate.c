@@ -129,6 +129,32 @@ static const path_case_t path_cases[] = {
     { "I /aaa/bbb s0", "/aaa/bbbxyz", NULL },
 };
 
+/* Most tests' cluster: a store holding our IngressClass (not the
+ * default), and the table a test builds from it; both freed after. */
+typedef struct cluster {
+    sws_ingress_store_t st;
+    ktable_t kt;
+} cluster_t;
+
+static int cluster_setup(void **state)
+{
+    cluster_t *fx = calloc(1, sizeof(*fx));
+    assert_non_null(fx);
+    sws_ingress_store_init(&fx->st);
+    our_class(&fx->st, 0);
+    *state = fx;
+    return 0;
+}
+
+static int cluster_teardown(void **state)
+{
+    cluster_t *fx = *state;
+    ktable_free(&fx->kt);
+    sws_ingress_store_free(&fx->st);
+    free(fx);
+    return 0;
+}
+
 static void test_path_types_as_the_documentation_examples(void **state)
 {
     (void)state;
@@ -238,59 +264,53 @@ static const sws_member_t *member(const ktable_t *kt, const sws_pool_t *p, const
 
 static void test_ready_members_up_terminating_draining_others_out(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
-    ktable_t kt;
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
+    ktable_t *kt = &fx->kt;
     char *e1 = k_endpoint("10.0.0.1", 1, 0), *e2 = k_endpoint("10.0.0.2", 0, 1),
          *e3 = k_endpoint("10.0.0.3", 0, 0), *e4 = k_endpoint("10.0.0.4", 1, 0);
     char *eps1 = kfmt("[%s, %s, %s]", e1, e2, e3);
     /* A second slice of the Service repeats 10.0.0.1 (slices are being
      * replaced) and adds 10.0.0.4. */
     char *eps2 = kfmt("[%s, %s]", e4, e1);
-    KUPSERT(&st, SWS_KUBE_SERVICE, k_service("default", "web", HTTP_PORTS));
-    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", "web-1", "3", "web", "IPv4", SLICE_PORTS, eps1));
-    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", "web-2", "3", "web", "IPv4", SLICE_PORTS, eps2));
-    KUPSERT(&st, SWS_KUBE_SERVICE, k_service("default", "empty", HTTP_PORTS));
-    KUPSERT(&st, SWS_KUBE_INGRESS,
+    KUPSERT(st, SWS_KUBE_SERVICE, k_service("default", "web", HTTP_PORTS));
+    KUPSERT(st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", "web-1", "3", "web", "IPv4", SLICE_PORTS, eps1));
+    KUPSERT(st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", "web-2", "3", "web", "IPv4", SLICE_PORTS, eps2));
+    KUPSERT(st, SWS_KUBE_SERVICE, k_service("default", "empty", HTTP_PORTS));
+    KUPSERT(st, SWS_KUBE_INGRESS,
             rule_ingress("default", "ex", T0, "ex.test", "P / web; P /empty empty"));
-    ktable_build(&kt, &st);
+    ktable_build(kt, st);
 
-    const sws_pool_t *p = kpool(&kt, "default_web_80");
+    const sws_pool_t *p = kpool(kt, "default_web_80");
     assert_non_null(p);
     assert_int_equal(p->nmembers, 3);
-    assert_int_equal(member(&kt, p, "10.0.0.1:8080")->state, SWS__MEMBER__STATE__UP);
-    assert_int_equal(member(&kt, p, "10.0.0.2:8080")->state, SWS__MEMBER__STATE__DRAINING);
-    assert_null(member(&kt, p, "10.0.0.3:8080"));
-    assert_int_equal(member(&kt, p, "10.0.0.4:8080")->state, SWS__MEMBER__STATE__UP);
+    assert_int_equal(member(kt, p, "10.0.0.1:8080")->state, SWS__MEMBER__STATE__UP);
+    assert_int_equal(member(kt, p, "10.0.0.2:8080")->state, SWS__MEMBER__STATE__DRAINING);
+    assert_null(member(kt, p, "10.0.0.3:8080"));
+    assert_int_equal(member(kt, p, "10.0.0.4:8080")->state, SWS__MEMBER__STATE__UP);
 
     /* No ready endpoint: the route is there, its pool empty (503). */
-    assert_string_equal(kserved(&kt, "ex.test", "/empty/x"), "default_empty_80");
-    assert_int_equal(kpool(&kt, "default_empty_80")->nmembers, 0);
-    ktable_free(&kt);
+    assert_string_equal(kserved(kt, "ex.test", "/empty/x"), "default_empty_80");
+    assert_int_equal(kpool(kt, "default_empty_80")->nmembers, 0);
     free(e1);
     free(e2);
     free(e3);
     free(e4);
     free(eps1);
     free(eps2);
-    sws_ingress_store_free(&st);
 }
 
 static void test_port_by_name_and_number_through_service_and_slice(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
-    ktable_t kt;
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
+    ktable_t *kt = &fx->kt;
     char *ep = k_endpoint("10.0.0.9", 1, 0), *eps = kfmt("[%s]", ep);
-    KUPSERT(&st, SWS_KUBE_SERVICE,
+    KUPSERT(st, SWS_KUBE_SERVICE,
             k_service("default", "app",
                       "[{\"name\": \"http\", \"port\": 80, \"targetPort\": 8080},"
                       " {\"name\": \"admin\", \"port\": 9000, \"targetPort\": \"admin-port\"}]"));
-    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE,
+    KUPSERT(st, SWS_KUBE_ENDPOINTSLICE,
             k_slice("default", "app-1", "3", "app", "IPv4",
                     "[{\"name\": \"admin\", \"port\": 9090}, {\"name\": \"http\", \"port\": 8080}]",
                     eps));
@@ -302,55 +322,49 @@ static void test_port_by_name_and_number_through_service_and_slice(void **state)
                       "\"backend\": {\"service\": {\"name\": \"app\", \"port\": {\"name\": "
                       "\"metrics\"}}}}]}}]}",
                       by_name, by_number);
-    KUPSERT(&st, SWS_KUBE_INGRESS, k_ingress("default", "ex", T0, "", spec));
-    ktable_build(&kt, &st);
-    assert_string_equal(kserved(&kt, "ex.test", "/admin/users"), "default_app_9000");
-    assert_non_null(member(&kt, kpool(&kt, "default_app_9000"), "10.0.0.9:9090"));
-    assert_string_equal(kserved(&kt, "ex.test", "/x"), "default_app_80");
-    assert_non_null(member(&kt, kpool(&kt, "default_app_80"), "10.0.0.9:8080"));
+    KUPSERT(st, SWS_KUBE_INGRESS, k_ingress("default", "ex", T0, "", spec));
+    ktable_build(kt, st);
+    assert_string_equal(kserved(kt, "ex.test", "/admin/users"), "default_app_9000");
+    assert_non_null(member(kt, kpool(kt, "default_app_9000"), "10.0.0.9:9090"));
+    assert_string_equal(kserved(kt, "ex.test", "/x"), "default_app_80");
+    assert_non_null(member(kt, kpool(kt, "default_app_80"), "10.0.0.9:8080"));
     /* A port the Service does not have: that path left out, the rest served. */
-    assert_string_equal(kserved(&kt, "ex.test", "/nope"), "default_app_80");
-    assert_int_equal(kt.stats.skipped, 1);
-    ktable_free(&kt);
+    assert_string_equal(kserved(kt, "ex.test", "/nope"), "default_app_80");
+    assert_int_equal(kt->stats.skipped, 1);
     free(ep);
     free(eps);
     free(by_name);
     free(by_number);
     free(spec);
-    sws_ingress_store_free(&st);
 }
 
 static void test_member_ids_stable_across_translations(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
-    ktable_t kt;
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
+    ktable_t *kt = &fx->kt;
     uint64_t id_before;
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
-    service(&st, "default", "web", "10.0.0.1");
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", "P / web"));
-    ktable_build(&kt, &st);
-    id_before = member(&kt, kpool(&kt, "default_web_80"), "10.0.0.1:8080")->id;
-    ktable_free(&kt);
+    service(st, "default", "web", "10.0.0.1");
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", "P / web"));
+    ktable_build(kt, st);
+    id_before = member(kt, kpool(kt, "default_web_80"), "10.0.0.1:8080")->id;
+    ktable_free(kt);
 
     /* More endpoints, another Ingress first: the member keeps its id. */
     char *e0 = k_endpoint("10.0.0.0", 1, 0), *e1 = k_endpoint("10.0.0.1", 1, 0);
     char *eps = kfmt("[%s, %s]", e0, e1);
-    KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", "web-x1", "4", "web", "IPv4", SLICE_PORTS, eps));
-    service(&st, "default", "aaa", "10.0.0.1");
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "aaa", "2026-01-01T00:00:00Z", "a.test", "P / aaa"));
-    ktable_build(&kt, &st);
-    const sws_pool_t *p = kpool(&kt, "default_web_80");
+    KUPSERT(st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", "web-x1", "4", "web", "IPv4", SLICE_PORTS, eps));
+    service(st, "default", "aaa", "10.0.0.1");
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", "aaa", "2026-01-01T00:00:00Z", "a.test", "P / aaa"));
+    ktable_build(kt, st);
+    const sws_pool_t *p = kpool(kt, "default_web_80");
     assert_int_equal(p->nmembers, 2);
-    assert_true(member(&kt, p, "10.0.0.1:8080")->id == id_before);
+    assert_true(member(kt, p, "10.0.0.1:8080")->id == id_before);
     /* The same address in another pool is another member. */
-    assert_true(member(&kt, kpool(&kt, "default_aaa_80"), "10.0.0.1:8080")->id != id_before);
-    ktable_free(&kt);
+    assert_true(member(kt, kpool(kt, "default_aaa_80"), "10.0.0.1:8080")->id != id_before);
     free(e0);
     free(e1);
     free(eps);
-    sws_ingress_store_free(&st);
 }
 
 /* ---- conflicts, broken parts, default backend, TLS ---- */
@@ -383,59 +397,49 @@ static void test_conflict_goes_to_the_older_ingress(void **state)
 
 static void test_same_age_conflict_goes_by_namespace_and_name(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
-    ktable_t kt;
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
-    service(&st, "b", "web", "10.0.0.1");
-    service(&st, "a", "web", "10.0.0.2");
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("b", "x", T0, "ex.test", "E /p web"));
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("a", "z", T0, "ex.test", "E /p web"));
-    ktable_build(&kt, &st);
-    assert_string_equal(kserved(&kt, "ex.test", "/p"), "a_web_80");
-    ktable_free(&kt);
-    sws_ingress_store_free(&st);
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
+    ktable_t *kt = &fx->kt;
+    service(st, "b", "web", "10.0.0.1");
+    service(st, "a", "web", "10.0.0.2");
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("b", "x", T0, "ex.test", "E /p web"));
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("a", "z", T0, "ex.test", "E /p web"));
+    ktable_build(kt, st);
+    assert_string_equal(kserved(kt, "ex.test", "/p"), "a_web_80");
 }
 
 static void test_broken_ingress_beside_a_good_one(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
-    ktable_t kt;
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
-    service(&st, "default", "web", "10.0.0.1");
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "good", T1, "good.test", "P / web"));
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
+    ktable_t *kt = &fx->kt;
+    service(st, "default", "web", "10.0.0.1");
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", "good", T1, "good.test", "P / web"));
     /* A Service that does not exist, a path with no normal form, a host
      * the table refuses: each part left out, the good part of the same
      * Ingress served. */
-    KUPSERT(&st, SWS_KUBE_INGRESS,
+    KUPSERT(st, SWS_KUBE_INGRESS,
             rule_ingress("default", "broken", T0, "good.test",
                          "P /gone missing; P /../up web; E /fine web"));
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "badhost", T0, "bad_host!", "P / web"));
-    ktable_build(&kt, &st);
-    assert_string_equal(kserved(&kt, "good.test", "/"), "default_web_80");
-    assert_string_equal(kserved(&kt, "good.test", "/gone"), "default_web_80"); /* the / prefix */
-    assert_string_equal(kserved(&kt, "good.test", "/fine"), "default_web_80");
-    assert_int_equal(kt.rs->n_hosts, 1);
-    assert_int_equal(kt.stats.skipped, 3);
-    assert_int_equal(kt.stats.ingresses, 3);
-    ktable_free(&kt);
-    sws_ingress_store_free(&st);
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", "badhost", T0, "bad_host!", "P / web"));
+    ktable_build(kt, st);
+    assert_string_equal(kserved(kt, "good.test", "/"), "default_web_80");
+    assert_string_equal(kserved(kt, "good.test", "/gone"), "default_web_80"); /* the / prefix */
+    assert_string_equal(kserved(kt, "good.test", "/fine"), "default_web_80");
+    assert_int_equal(kt->rs->n_hosts, 1);
+    assert_int_equal(kt->stats.skipped, 3);
+    assert_int_equal(kt->stats.ingresses, 3);
 }
 
 static void test_default_backend_takes_what_no_rule_takes(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
-    ktable_t kt;
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
-    service(&st, "default", "api", "10.0.0.1");
-    service(&st, "default", "fallback", "10.0.0.2");
-    service(&st, "default", "root", "10.0.0.3");
-    KUPSERT(&st, SWS_KUBE_INGRESS,
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
+    ktable_t *kt = &fx->kt;
+    service(st, "default", "api", "10.0.0.1");
+    service(st, "default", "fallback", "10.0.0.2");
+    service(st, "default", "root", "10.0.0.3");
+    KUPSERT(st, SWS_KUBE_INGRESS,
             k_ingress("default", "ex", T0, "",
                       "{\"ingressClassName\": \"scalws\", \"defaultBackend\": {\"service\": "
                       "{\"name\": \"fallback\", \"port\": {\"number\": 80}}}, \"rules\": "
@@ -443,30 +447,26 @@ static void test_default_backend_takes_what_no_rule_takes(void **state)
                       "\"pathType\": \"Prefix\", \"backend\": {\"service\": {\"name\": \"api\", "
                       "\"port\": {\"number\": 80}}}}]}}, {\"host\": \"bare.test\"}]}"));
     /* A younger Ingress's rule for "/" of b.test beats any default backend. */
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "b", T1, "a.test", "P / root"));
-    ktable_build(&kt, &st);
-    assert_string_equal(kserved(&kt, "a.test", "/api/v1"), "default_api_80");
-    assert_string_equal(kserved(&kt, "a.test", "/other"), "default_root_80");
-    assert_string_equal(kserved(&kt, "bare.test", "/x"), "default_fallback_80");
-    assert_string_equal(kserved(&kt, "unknown.test", "/x"), "default_fallback_80");
-    ktable_free(&kt);
-    sws_ingress_store_free(&st);
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", "b", T1, "a.test", "P / root"));
+    ktable_build(kt, st);
+    assert_string_equal(kserved(kt, "a.test", "/api/v1"), "default_api_80");
+    assert_string_equal(kserved(kt, "a.test", "/other"), "default_root_80");
+    assert_string_equal(kserved(kt, "bare.test", "/x"), "default_fallback_80");
+    assert_string_equal(kserved(kt, "unknown.test", "/x"), "default_fallback_80");
 }
 
 static void test_tls_hosts_get_the_secret_certificate(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
-    ktable_t kt;
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
+    ktable_t *kt = &fx->kt;
     test_pem_t shop, other;
     uint32_t n;
-    sws_ingress_store_init(&st);
     test_pem_make(&shop, 1, "shop.test");
     test_pem_make(&other, 0, "other.test");
-    our_class(&st, 0);
-    service(&st, "default", "web", "10.0.0.1");
-    KUPSERT(&st, SWS_KUBE_SECRET, k_tls_secret("default", "shop-tls", shop.cert, shop.cert_len, shop.key, shop.key_len));
-    KUPSERT(&st, SWS_KUBE_SECRET, k_tls_secret("default", "broken-tls", other.cert, other.cert_len, shop.key, shop.key_len));
+    service(st, "default", "web", "10.0.0.1");
+    KUPSERT(st, SWS_KUBE_SECRET, k_tls_secret("default", "shop-tls", shop.cert, shop.cert_len, shop.key, shop.key_len));
+    KUPSERT(st, SWS_KUBE_SECRET, k_tls_secret("default", "broken-tls", other.cert, other.cert_len, shop.key, shop.key_len));
     const char *rules = "\"rules\": [{\"host\": \"shop.test\", \"http\": {\"paths\": [{\"path\": "
                         "\"/\", \"pathType\": \"Prefix\", \"backend\": {\"service\": {\"name\": "
                         "\"web\", \"port\": {\"number\": 80}}}}]}}, {\"host\": \"other.test\", "
@@ -476,64 +476,56 @@ static void test_tls_hosts_get_the_secret_certificate(void **state)
                       "\"secretName\": \"shop-tls\"}, {\"hosts\": [\"other.test\"], \"secretName\": "
                       "\"broken-tls\"}, {\"hosts\": [\"none.test\"], \"secretName\": \"missing\"}], %s}",
                       rules);
-    KUPSERT(&st, SWS_KUBE_INGRESS, k_ingress("default", "ex", T0, "", spec));
-    ktable_build(&kt, &st);
-    uint32_t h = sws_table_tls_host(kt.arena, "shop.test", 9);
+    KUPSERT(st, SWS_KUBE_INGRESS, k_ingress("default", "ex", T0, "", spec));
+    ktable_build(kt, st);
+    uint32_t h = sws_table_tls_host(kt->arena, "shop.test", 9);
     assert_int_not_equal(h, 0);
-    const sws_tcert_t *c = sws_table_host_certs(kt.arena, h - 1, &n);
+    const sws_tcert_t *c = sws_table_host_certs(kt->arena, h - 1, &n);
     assert_int_equal(n, 1);
     assert_int_equal(c[0].cert_pem.len, shop.cert_len);
-    assert_memory_equal(sws_table_str(kt.arena, c[0].cert_pem), shop.cert, shop.cert_len);
+    assert_memory_equal(sws_table_str(kt->arena, c[0].cert_pem), shop.cert, shop.cert_len);
     /* A Secret whose pair does not load, one that is missing: no
      * certificate, the routes still served. */
-    h = sws_table_tls_host(kt.arena, "other.test", 10);
+    h = sws_table_tls_host(kt->arena, "other.test", 10);
     assert_int_not_equal(h, 0);
-    sws_table_host_certs(kt.arena, h - 1, &n);
+    sws_table_host_certs(kt->arena, h - 1, &n);
     assert_int_equal(n, 0);
-    assert_string_equal(kserved(&kt, "other.test", "/"), "default_web_80");
-    assert_int_equal(kt.stats.skipped, 2);
-    ktable_free(&kt);
+    assert_string_equal(kserved(kt, "other.test", "/"), "default_web_80");
+    assert_int_equal(kt->stats.skipped, 2);
     free(spec);
     test_pem_free(&shop);
     test_pem_free(&other);
-    sws_ingress_store_free(&st);
 }
 
 static void test_host_spellings_are_one_host(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
-    ktable_t kt;
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
-    service(&st, "default", "web", "10.0.0.1");
-    service(&st, "default", "api", "10.0.0.2");
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "a", T0, "Shop.Test.", "P / web"));
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "b", T1, "shop.test", "P /api api"));
-    ktable_build(&kt, &st); /* the check refuses one name twice */
-    assert_int_equal(kt.rs->n_hosts, 1);
-    assert_string_equal(kserved(&kt, "shop.test", "/api/x"), "default_api_80");
-    assert_string_equal(kserved(&kt, "SHOP.test", "/"), "default_web_80");
-    ktable_free(&kt);
-    sws_ingress_store_free(&st);
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
+    ktable_t *kt = &fx->kt;
+    service(st, "default", "web", "10.0.0.1");
+    service(st, "default", "api", "10.0.0.2");
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", "a", T0, "Shop.Test.", "P / web"));
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", "b", T1, "shop.test", "P /api api"));
+    ktable_build(kt, st); /* the check refuses one name twice */
+    assert_int_equal(kt->rs->n_hosts, 1);
+    assert_string_equal(kserved(kt, "shop.test", "/api/x"), "default_api_80");
+    assert_string_equal(kserved(kt, "SHOP.test", "/"), "default_web_80");
 }
 
 /* The parts left out are logged, unless the caller says only endpoints
  * moved (quiet): then the same lines would come again at every move. */
 static void test_quiet_translation_logs_nothing(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
     sws_ingress_translate_stats_t stats;
     char buf[4096];
     FILE *log = tmpfile();
     assert_non_null(log);
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", "P / missing"));
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", "P / missing"));
     sws_log_init("test", fileno(log), SWS_LOG_WARN);
     for (int quiet = 1; quiet >= 0; quiet--) {
-        Sws__RouteSet *rs = sws_ingress_translate(&st, "scalws", 1, quiet, &stats);
+        Sws__RouteSet *rs = sws_ingress_translate(st, "scalws", 1, quiet, &stats);
         assert_non_null(rs);
         assert_int_equal(stats.skipped, 1);
         sws_ingress_translate_free(rs);
@@ -547,7 +539,6 @@ static void test_quiet_translation_logs_nothing(void **state)
     }
     sws_log_init("test", 2, SWS_LOG_CRIT);
     fclose(log);
-    sws_ingress_store_free(&st);
 }
 
 /* ---- settings ---- */
@@ -556,18 +547,14 @@ static void test_quiet_translation_logs_nothing(void **state)
  * carries none, and the check and the table take it without. */
 static void test_routeset_carries_no_settings(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
-    ktable_t kt;
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
-    service(&st, "default", "s0", "10.0.0.1");
-    KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", "P / s0"));
-    ktable_build(&kt, &st);
-    assert_null(kt.rs->settings);
-    assert_string_equal(kserved(&kt, "ex.test", "/"), "default_s0_80");
-    ktable_free(&kt);
-    sws_ingress_store_free(&st);
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
+    ktable_t *kt = &fx->kt;
+    service(st, "default", "s0", "10.0.0.1");
+    KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", "ex", T0, "ex.test", "P / s0"));
+    ktable_build(kt, st);
+    assert_null(kt->rs->settings);
+    assert_string_equal(kserved(kt, "ex.test", "/"), "default_s0_80");
 }
 
 /* ---- endpoint changes, incrementally ---- */
@@ -668,20 +655,18 @@ static void churn_compare(sws_ingress_translation_t *x, sws_ingress_store_t *st,
 
 static void test_endpoint_changes_incrementally_as_a_full_translation(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
     uint64_t seed = 10, version = 1;
     unsigned rv = 10, changed_sets = 0;
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
     for (size_t i = 0; i < CHURN_SVCS; i++)
-        KUPSERT(&st, SWS_KUBE_SERVICE,
+        KUPSERT(st, SWS_KUBE_SERVICE,
                 k_service(churn_svcs[i].ns, churn_svcs[i].name, churn_svcs[i].ports));
-    churn_ingresses(&st);
-    sws_ingress_store_take_changes(&st);
-    sws_ingress_translation_t *x = sws_ingress_translation_new(&st, "scalws", version, 1);
+    churn_ingresses(st);
+    sws_ingress_store_take_changes(st);
+    sws_ingress_translation_t *x = sws_ingress_translation_new(st, "scalws", version, 1);
     assert_non_null(x);
-    sws_ingress_store_clear_touched(&st);
+    sws_ingress_store_clear_touched(st);
     assert_int_equal(sws_ingress_translation_stats(x)->pools, 6);
 
     for (unsigned step = 0; step < CHURN_STEPS; step++) {
@@ -695,10 +680,10 @@ static void test_endpoint_changes_incrementally_as_a_full_translation(void **sta
                 label = strcmp(sv->ns, "default") != 0 ? sv->name
                         : strcmp(sv->name, "api") == 0 ? "gone" : "api";
             char *slice = churn_slice(sv, i, label, ++rv, &seed);
-            kevent(&st, SWS_KUBE_ENDPOINTSLICE, op >= 6 && op < 9 ? SWS_KUBE_DELETE : SWS_KUBE_UPSERT,
+            kevent(st, SWS_KUBE_ENDPOINTSLICE, op >= 6 && op < 9 ? SWS_KUBE_DELETE : SWS_KUBE_UPSERT,
                    slice);
         }
-        churn_compare(x, &st, ++version, step);
+        churn_compare(x, st, ++version, step);
         /* The test means something only if most steps change the set. */
         before->version = version;
         changed_sets += !sws_routeset_same_message(&before->base,
@@ -707,16 +692,15 @@ static void test_endpoint_changes_incrementally_as_a_full_translation(void **sta
     }
     /* Every slice of "gone" deleted: its pools stay, without members. */
     for (unsigned i = 0; i < CHURN_SLICES; i++)
-        kevent(&st, SWS_KUBE_ENDPOINTSLICE, SWS_KUBE_DELETE,
+        kevent(st, SWS_KUBE_ENDPOINTSLICE, SWS_KUBE_DELETE,
                churn_slice(&churn_svcs[3], i, "gone", ++rv, &seed));
-    churn_compare(x, &st, ++version, CHURN_STEPS);
+    churn_compare(x, st, ++version, CHURN_STEPS);
     const Sws__RouteSet *rs = sws_ingress_translation_routes(x);
     for (size_t p = 0; p < rs->n_pools; p++)
         if (strcmp(rs->pools[p]->name, "default_gone_80") == 0)
             assert_int_equal(rs->pools[p]->n_members, 0);
     assert_true(changed_sets > CHURN_STEPS / 2);
     sws_ingress_translation_free(x);
-    sws_ingress_store_free(&st);
 }
 
 /* ---- size ---- */
@@ -726,13 +710,11 @@ static void test_endpoint_changes_incrementally_as_a_full_translation(void **sta
 
 static void test_large_store_translates(void **state)
 {
-    (void)state;
-    sws_ingress_store_t st;
+    cluster_t *fx = *state;
+    sws_ingress_store_t *st = &fx->st;
     sws_ingress_translate_stats_t stats;
     struct timespec t0, t1;
     char *ep[LARGE_ENDPOINTS_PER_SERVICE];
-    sws_ingress_store_init(&st);
-    our_class(&st, 0);
     for (int i = 0; i < LARGE_INGRESSES; i++) {
         char name[32], host[64], ip[32], paths[128];
         snprintf(name, sizeof(name), "app-%d", i);
@@ -744,17 +726,17 @@ static void test_large_store_translates(void **state)
         char *eps = kfmt("[%s, %s, %s, %s, %s, %s, %s, %s, %s, %s]", ep[0], ep[1], ep[2], ep[3],
                          ep[4], ep[5], ep[6], ep[7], ep[8], ep[9]);
         char *slice = kfmt("%s-x", name);
-        KUPSERT(&st, SWS_KUBE_SERVICE, k_service("default", name, HTTP_PORTS));
-        KUPSERT(&st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", slice, "3", name, "IPv4", SLICE_PORTS, eps));
+        KUPSERT(st, SWS_KUBE_SERVICE, k_service("default", name, HTTP_PORTS));
+        KUPSERT(st, SWS_KUBE_ENDPOINTSLICE, k_slice("default", slice, "3", name, "IPv4", SLICE_PORTS, eps));
         snprintf(paths, sizeof(paths), "P / %s; E /health %s", name, name);
-        KUPSERT(&st, SWS_KUBE_INGRESS, rule_ingress("default", name, T0, host, paths));
+        KUPSERT(st, SWS_KUBE_INGRESS, rule_ingress("default", name, T0, host, paths));
         for (int e = 0; e < LARGE_ENDPOINTS_PER_SERVICE; e++)
             free(ep[e]);
         free(eps);
         free(slice);
     }
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    Sws__RouteSet *rs = sws_ingress_translate(&st, "scalws", 1, 0, &stats);
+    Sws__RouteSet *rs = sws_ingress_translate(st, "scalws", 1, 0, &stats);
     clock_gettime(CLOCK_MONOTONIC, &t1);
     assert_non_null(rs);
     assert_int_equal(stats.ingresses, LARGE_INGRESSES);
@@ -766,7 +748,6 @@ static void test_large_store_translates(void **state)
     printf("translate: %d Ingresses, %zu endpoints: %.1f ms\n", LARGE_INGRESSES, stats.members,
            (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) / 1e6);
     sws_ingress_translate_free(rs);
-    sws_ingress_store_free(&st);
 }
 
 int main(void)
@@ -774,19 +755,19 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_path_types_as_the_documentation_examples),
         cmocka_unit_test(test_class_selection),
-        cmocka_unit_test(test_ready_members_up_terminating_draining_others_out),
-        cmocka_unit_test(test_port_by_name_and_number_through_service_and_slice),
-        cmocka_unit_test(test_member_ids_stable_across_translations),
+        cmocka_unit_test_setup_teardown(test_ready_members_up_terminating_draining_others_out, cluster_setup, cluster_teardown),
+        cmocka_unit_test_setup_teardown(test_port_by_name_and_number_through_service_and_slice, cluster_setup, cluster_teardown),
+        cmocka_unit_test_setup_teardown(test_member_ids_stable_across_translations, cluster_setup, cluster_teardown),
         cmocka_unit_test(test_conflict_goes_to_the_older_ingress),
-        cmocka_unit_test(test_same_age_conflict_goes_by_namespace_and_name),
-        cmocka_unit_test(test_broken_ingress_beside_a_good_one),
-        cmocka_unit_test(test_default_backend_takes_what_no_rule_takes),
-        cmocka_unit_test(test_tls_hosts_get_the_secret_certificate),
-        cmocka_unit_test(test_host_spellings_are_one_host),
-        cmocka_unit_test(test_quiet_translation_logs_nothing),
-        cmocka_unit_test(test_routeset_carries_no_settings),
-        cmocka_unit_test(test_endpoint_changes_incrementally_as_a_full_translation),
-        cmocka_unit_test(test_large_store_translates),
+        cmocka_unit_test_setup_teardown(test_same_age_conflict_goes_by_namespace_and_name, cluster_setup, cluster_teardown),
+        cmocka_unit_test_setup_teardown(test_broken_ingress_beside_a_good_one, cluster_setup, cluster_teardown),
+        cmocka_unit_test_setup_teardown(test_default_backend_takes_what_no_rule_takes, cluster_setup, cluster_teardown),
+        cmocka_unit_test_setup_teardown(test_tls_hosts_get_the_secret_certificate, cluster_setup, cluster_teardown),
+        cmocka_unit_test_setup_teardown(test_host_spellings_are_one_host, cluster_setup, cluster_teardown),
+        cmocka_unit_test_setup_teardown(test_quiet_translation_logs_nothing, cluster_setup, cluster_teardown),
+        cmocka_unit_test_setup_teardown(test_routeset_carries_no_settings, cluster_setup, cluster_teardown),
+        cmocka_unit_test_setup_teardown(test_endpoint_changes_incrementally_as_a_full_translation, cluster_setup, cluster_teardown),
+        cmocka_unit_test_setup_teardown(test_large_store_translates, cluster_setup, cluster_teardown),
     };
     sws_log_init("test", 2, SWS_LOG_CRIT);
     return cmocka_run_group_tests(tests, NULL, NULL);

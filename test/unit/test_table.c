@@ -11,6 +11,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "core/hash.h"
 #include "core/log.h"
 #include "shm/table.h"
 #include "support/routeset_build.h"
@@ -877,9 +878,7 @@ static uint64_t table_fnv(Sws__RouteSet *rs)
     memset(arena, 0, size);
     if (sws_table_build(arena, size, 3, rs, err, sizeof(err)) != 0)
         fail_msg("build: %s", err);
-    uint64_t h = 14695981039346656037ull;
-    for (size_t i = 0; i < size; i++)
-        h = (h ^ (unsigned char)arena[i]) * 1099511628211ull;
+    uint64_t h = sws_fnv1a(SWS_FNV1A_INIT, arena, size);
     free(arena);
     sws__route_set__free_unpacked(rs, NULL);
     return h;

@@ -1,29 +1,20 @@
-/* The string-keyed hash map of ingressd (ingressd/map.h). */
-#include "ingressd/map.h"
+/* The string-keyed hash map (core/map.h). */
+#include "core/map.h"
+
+#include "core/hash.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #define MAP_MIN_CAP 16u
 
-uint64_t sws_ingress_hash(const void *p, size_t len)
-{
-    const unsigned char *b = p;
-    uint64_t h = 14695981039346656037ULL;
-    for (size_t i = 0; i < len; i++) {
-        h ^= b[i];
-        h *= 1099511628211ULL;
-    }
-    return h;
-}
-
-void sws_ingress_map_free(sws_ingress_map_t *m)
+void sws_map_free(sws_map_t *m)
 {
     free(m->slots);
-    *m = (sws_ingress_map_t){ 0 };
+    *m = (sws_map_t){ 0 };
 }
 
-static size_t find(const sws_ingress_map_t *m, const char *key, size_t len, uint64_t h)
+static size_t find(const sws_map_t *m, const char *key, size_t len, uint64_t h)
 {
     size_t mask = m->cap - 1;
     size_t i = (size_t)h & mask;
@@ -34,18 +25,18 @@ static size_t find(const sws_ingress_map_t *m, const char *key, size_t len, uint
     return i;
 }
 
-void *sws_ingress_map_get(const sws_ingress_map_t *m, const char *key, size_t len)
+void *sws_map_get(const sws_map_t *m, const char *key, size_t len)
 {
     if (m->n == 0)
         return NULL;
-    size_t i = find(m, key, len, sws_ingress_hash(key, len));
+    size_t i = find(m, key, len, sws_fnv1a(SWS_FNV1A_INIT, key, len));
     return m->slots[i].key != NULL ? m->slots[i].val : NULL;
 }
 
-static int grow(sws_ingress_map_t *m)
+static int grow(sws_map_t *m)
 {
     size_t cap = m->cap ? m->cap * 2 : MAP_MIN_CAP;
-    sws_ingress_map_t bigger = { calloc(cap, sizeof(*bigger.slots)), cap, m->n };
+    sws_map_t bigger = { calloc(cap, sizeof(*bigger.slots)), cap, m->n };
     if (bigger.slots == NULL)
         return -1;
     for (size_t i = 0; i < m->cap; i++)
@@ -57,24 +48,24 @@ static int grow(sws_ingress_map_t *m)
     return 0;
 }
 
-int sws_ingress_map_put(sws_ingress_map_t *m, const char *key, size_t len, void *val)
+int sws_map_put(sws_map_t *m, const char *key, size_t len, void *val)
 {
     if ((m->n + 1) * 2 > m->cap && grow(m) < 0)
         return -1;
-    uint64_t h = sws_ingress_hash(key, len);
+    uint64_t h = sws_fnv1a(SWS_FNV1A_INIT, key, len);
     size_t i = find(m, key, len, h);
     if (m->slots[i].key == NULL)
         m->n++;
-    m->slots[i] = (sws_ingress_map_slot_t){ key, len, h, val };
+    m->slots[i] = (sws_map_slot_t){ key, len, h, val };
     return 0;
 }
 
-void *sws_ingress_map_del(sws_ingress_map_t *m, const char *key, size_t len)
+void *sws_map_del(sws_map_t *m, const char *key, size_t len)
 {
     if (m->n == 0)
         return NULL;
     size_t mask = m->cap - 1;
-    size_t i = find(m, key, len, sws_ingress_hash(key, len));
+    size_t i = find(m, key, len, sws_fnv1a(SWS_FNV1A_INIT, key, len));
     if (m->slots[i].key == NULL)
         return NULL;
     void *val = m->slots[i].val;
@@ -92,10 +83,10 @@ void *sws_ingress_map_del(sws_ingress_map_t *m, const char *key, size_t len)
     return val;
 }
 
-const sws_ingress_map_slot_t *sws_ingress_map_next(const sws_ingress_map_t *m, size_t *it)
+const sws_map_slot_t *sws_map_next(const sws_map_t *m, size_t *it)
 {
     while (*it < m->cap) {
-        const sws_ingress_map_slot_t *s = &m->slots[(*it)++];
+        const sws_map_slot_t *s = &m->slots[(*it)++];
         if (s->key != NULL)
             return s;
     }
