@@ -194,15 +194,17 @@ static void run_deferred(sws_loop_t *loop)
     }
 }
 
-/* This iteration's epoll_wait timeout. After an iteration that had work,
- * look once more without sleeping: under load the next events are usually
- * already there, and going to sleep and being woken costs both sides far
- * more than this extra epoll_wait (docs/adr/0005-poll-once-before-sleeping.md).
- * Only a sleep needs the timers' next deadline. */
+/* This iteration's epoll_wait timeout. A wait with a timeout returns at
+ * once when events are ready, so it needs no zero-timeout look first: that
+ * look only added an epoll_wait, empty, before every sleep (ADR 0059).
+ * The look stays for a loop that is asked whether it will sleep (the
+ * accept policy's "asleep", load.h): after a busy iteration the answer is
+ * "no" only if the wait really is a look (ADR 0005). Only a sleep needs
+ * the timers' next deadline. */
 static int wait_ms(sws_loop_t *loop)
 {
     int wait = 0;
-    if (!loop->busy && loop->deferred.next == &loop->deferred) {
+    if (!(loop->busy && loop->look_first) && loop->deferred.next == &loop->deferred) {
         wait = next_timeout(loop);
         if (loop->max_wait_ms >= 0 && (wait < 0 || loop->max_wait_ms < wait))
             wait = loop->max_wait_ms;
@@ -212,6 +214,7 @@ static int wait_ms(sws_loop_t *loop)
 
 int sws_loop_will_block(sws_loop_t *loop)
 {
+    loop->look_first = 1;
     return wait_ms(loop) != 0;
 }
 

@@ -7,6 +7,7 @@
 
 #include <fcntl.h>
 #include <string.h>
+#include <sys/timerfd.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -311,6 +312,57 @@ static void test_timer_armed_before_the_remembered_deadline_fires(void **state)
     sws_loop_close(&loop);
 }
 
+/* One busy iteration (a level-triggered pipe, then unregistered), maybe
+ * the question sws_loop_will_block, then one iteration of at most 10 s in
+ * which only a timerfd due in after_ms can fire: how many times it did. */
+static int busy_then_timerfd(int ask, long after_ms)
+{
+    sws_loop_t loop;
+    int p[2];
+    assert_int_equal(sws_loop_init(&loop), 0);
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    assert_int_equal(write(p[1], "x", 1), 1);
+    pipe_watch_t ready = { .io = { .fd = p[0], .cb = on_always } };
+    assert_int_equal(sws_loop_add(&loop, &ready.io, EPOLLIN), 0);
+    assert_int_equal(sws_loop_run_once(&loop, 0), 0);
+    assert_int_equal(ready.fired, 1);
+    assert_int_equal(sws_loop_del(&loop, &ready.io), 0);
+    if (ask)
+        assert_int_equal(sws_loop_will_block(&loop), 0); /* a look, busy as it was */
+
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
+    assert_true(tfd >= 0);
+    struct itimerspec its = { .it_value = { .tv_sec = after_ms / 1000,
+                                            .tv_nsec = (after_ms % 1000) * 1000000L } };
+    assert_int_equal(timerfd_settime(tfd, 0, &its, NULL), 0);
+    pipe_watch_t timer = { .io = { .fd = tfd, .cb = on_pipe } };
+    assert_int_equal(sws_loop_add(&loop, &timer.io, EPOLLIN), 0);
+    assert_int_equal(sws_loop_run_once(&loop, 10000), 0);
+    close(tfd);
+    close(p[0]);
+    close(p[1]);
+    sws_loop_close(&loop);
+    return timer.fired;
+}
+
+/* After a busy iteration the wait sleeps at once with its timeout (it
+ * returns at once when events are ready): no empty zero-timeout look
+ * before each sleep (ADR 0059), so this one iteration sees the timer. */
+static void test_a_wait_after_a_busy_iteration_sleeps_without_a_look(void **state)
+{
+    (void)state;
+    assert_int_equal(busy_then_timerfd(0, 20), 1);
+}
+
+/* A loop asked whether it will sleep keeps ADR 0005's look, so that its
+ * "no" after a busy iteration is true: this iteration only polls, and
+ * returns before a timer due in 2 s. */
+static void test_a_loop_asked_whether_it_sleeps_looks_first(void **state)
+{
+    (void)state;
+    assert_int_equal(busy_then_timerfd(1, 2000), 0);
+}
+
 /* Deferred work runs once in the iteration that queued it, after the
  * events, also what a deferred callback queues; a cancelled item never
  * runs; queueing from outside an iteration keeps the next one awake. */
@@ -419,6 +471,8 @@ int main(void)
         cmocka_unit_test(test_disarm_and_rearm_never_let_the_loop_sleep_past_a_deadline),
         cmocka_unit_test(test_timer_not_due_does_not_fire),
         cmocka_unit_test(test_timer_armed_before_the_remembered_deadline_fires),
+        cmocka_unit_test(test_a_wait_after_a_busy_iteration_sleeps_without_a_look),
+        cmocka_unit_test(test_a_loop_asked_whether_it_sleeps_looks_first),
         cmocka_unit_test(test_deferred_work_runs_once_per_queueing),
         cmocka_unit_test(test_http_date_format),
         cmocka_unit_test(test_loop_date_is_current),
