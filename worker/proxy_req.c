@@ -17,7 +17,8 @@ typedef struct emit {
 
 static void put(emit_t *e, const char *p, size_t n)
 {
-    if (e->o != NULL && e->n <= e->cap && n <= e->cap - e->n)
+    /* n == 0: p may be NULL (an absent Host), which memcpy must not get. */
+    if (e->o != NULL && n > 0 && e->n <= e->cap && n <= e->cap - e->n)
         memcpy(e->o + e->n, p, n);
     e->n += n;
 }
