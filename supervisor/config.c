@@ -151,7 +151,8 @@ static int cfg_listen_check(cfg_parser_t *p, yaml_node_t *n, char *key)
     unsigned sslen;
     char why[320];
 
-    if (sws_listen_parse_address(cfg_text(n), &ss, &sslen, why, sizeof(why)) < 0)
+    if (sws_listen_parse_address(cfg_text(n), &ss, &sslen, why, sizeof(why)) < 0 ||
+        (p->check_system && sws_listen_check_local(&ss, sslen, why, sizeof(why)) < 0))
         return cfg_fail(p, n, "%s", why);
     sws_listen_format(&ss, key, CFG_ADDR_KEY_MAX);
     return 0;

@@ -77,6 +77,9 @@ int sws_listen_parse_address(const char *text, struct sockaddr_storage *ss, unsi
         sws_routeset_address_parse(text, SWS_ADDR_NEED_PORT | SWS_ADDR_ANY_HOST, &a);
 
     memset(ss, 0, sizeof(*ss));
+    /* `listen 8080;` is nginx's way of saying every address. */
+    if (problem != NULL && text[0] != '\0' && strspn(text, "0123456789") == strlen(text))
+        problem = "expected HOST:PORT (\":8080\" for every IPv4 address)";
     if (problem != NULL)
         return addr_fail(err, errlen, text, problem);
     if (a.family == AF_UNSPEC && addr_resolve(a.host, ss, sslen, text, err, errlen) < 0)
@@ -97,6 +100,33 @@ int sws_listen_parse_address(const char *text, struct sockaddr_storage *ss, unsi
         *sslen = sizeof(*sin);
     }
     return 0;
+}
+
+int sws_listen_check_local(const struct sockaddr_storage *ss, unsigned sslen, char *err,
+                           size_t errlen)
+{
+    struct sockaddr_storage any = *ss;
+    char name[96];
+    int fd, rc = 0;
+
+    if (any.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&any)->sin6_port = 0;
+    else
+        ((struct sockaddr_in *)&any)->sin_port = 0;
+    fd = socket(any.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&any, sslen) < 0) {
+        int e = errno;
+        sws_listen_format(&any, name, sizeof(name));
+        /* The port is 0: drop ":0" from the name. */
+        char *colon = strrchr(name, ':');
+        if (colon != NULL)
+            *colon = '\0';
+        rc = sws_errf(err, errlen, "%s is not an address of this host (%s: %s)", name,
+                      fd < 0 ? "socket" : "bind", strerror(e));
+    }
+    if (fd >= 0)
+        close(fd);
+    return rc;
 }
 
 /* ---- sockets ---- */

@@ -91,6 +91,14 @@ const char *sws_listen_policy_name(sws_accept_policy_t policy);
 int sws_listen_parse_address(const char *text, struct sockaddr_storage *ss, unsigned *sslen,
                              char *err, size_t errlen);
 
+/* Whether this host has the address of ss (its port ignored): a bind to
+ * port 0 of it, closed at once. A running server on the same port does not
+ * make it fail, so `scalwsd -t` and a reload can ask it; "Address already
+ * in use" is only seen by the start's own bind. 0, or -1 with the reason
+ * in err ("10.9.9.9 is not an address of this host (bind: ...)"). */
+int sws_listen_check_local(const struct sockaddr_storage *ss, unsigned sslen, char *err,
+                           size_t errlen);
+
 /* "127.0.0.1:8080", "[::1]:8080" for a bound address. */
 void sws_listen_format(const struct sockaddr_storage *ss, char *buf, size_t len);
 

@@ -1694,7 +1694,7 @@ static int open_listeners(sws_supervisor_t *sup, const Sws__ServerConfig *sc)
     }
     free(addrs);
     if (rc < 0)
-        sws_log_error("%s", err);
+        sws_log_error("server.listen: %s", err);
     return rc;
 }
 

@@ -226,6 +226,13 @@ static int on_header_value(llhttp_t *hp, const char *at, size_t len)
     if (p->nfields == 0)
         return refuse(p, F_INVALID, "field value without a name");
     sws_header_t *hd = &p->fields[p->nfields - 1];
+    /* llhttp passes an obs-fold's continuation as one more span of the
+     * value; taken as the value, it dropped the line before it. A proxy
+     * rejects it or makes it a space (RFC 9112 5.2): rejected, as nginx
+     * does. The bytes between the two spans are in rbuf. */
+    const char *gap = hd->value.len > 0 ? hd->value.p + hd->value.len : hd->name.p + hd->name.len;
+    if (at > gap && memchr(gap, '\n', (size_t)(at - gap)) != NULL)
+        return refuse(p, F_INVALID, "a folded response field (obs-fold)");
     if (hd->value.len > 0 && hd->value.p + hd->value.len == at)
         hd->value.len += len;
     else
@@ -362,10 +369,23 @@ static int give_head(proxy_t *p, unsigned status, uint64_t length)
     return 0;
 }
 
+/* llhttp lets a response field name hold a space or a control byte;
+ * relayed, the client would split it its own way. NULL or why not. */
+static const char *fields_problem(const proxy_t *p)
+{
+    for (unsigned i = 0; i < p->nfields; i++)
+        if (!sws_str_is_token(p->fields[i].name))
+            return "a response field name that is not a token";
+    return NULL;
+}
+
 static int on_headers_complete(llhttp_t *hp)
 {
     proxy_t *p = hp->data;
     unsigned status = hp->status_code;
+    const char *why = fields_problem(p);
+    if (why != NULL)
+        return refuse(p, F_INVALID, why);
     if (status == 101) {
         if (!p->upgrade)
             return refuse(p, F_INVALID, "101 Switching Protocols that nobody asked for");
@@ -426,6 +446,9 @@ static int on_message_complete(llhttp_t *hp)
         p->interim = 0;
         return 0; /* the final head follows */
     }
+    const char *why = p->in_trailers ? fields_problem(p) : NULL;
+    if (why != NULL)
+        return refuse(p, F_INVALID, why);
     if (give_end(p, p->in_trailers) < 0)
         return refuse(p, F_CLIENT, "the client's stream refused the end");
     return HPE_PAUSED; /* what follows, if anything, is not ours to parse */

@@ -17,7 +17,8 @@ typedef struct emit {
 
 static void put(emit_t *e, const char *p, size_t n)
 {
-    if (e->o != NULL && e->n <= e->cap && n <= e->cap - e->n)
+    /* n == 0: p may be NULL (an absent Host), which memcpy must not get. */
+    if (e->o != NULL && n > 0 && e->n <= e->cap && n <= e->cap - e->n)
         memcpy(e->o + e->n, p, n);
     e->n += n;
 }
@@ -194,9 +195,11 @@ static void emit_request(emit_t *e, const sws_request_t *r, const sws_proxy_req_
         put_str(e, r->query);
     }
     PUT_LIT(e, " HTTP/1.1\r\n");
+    /* Always one Host, empty when an HTTP/1.0 client sent none (RFC 9112
+     * 3.2): the request goes out as HTTP/1.1, which a member must refuse
+     * without Host. */
     sws_str_t host = o->host_header.len > 0 ? o->host_header : r->host;
-    if (host.len > 0)
-        put_field(e, SWS_STR("Host"), host);
+    put_field(e, SWS_STR("Host"), host);
     sws_proxy_conn_tokens_t ct;
     sws_proxy_conn_tokens_init(&ct, r->headers, r->nheaders);
     int framed = 0;

@@ -24,6 +24,7 @@ struct sws_tls_gen {
 /* ALPN identifiers, in the wire's length-prefixed form. */
 static const unsigned char alpn_h2[] = { 2, 'h', '2' };
 static const unsigned char alpn_http11[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '1' };
+static const unsigned char alpn_http10[] = { 8, 'h', 't', 't', 'p', '/', '1', '.', '0' };
 
 /* SNI: the current generation (a reload may have come since this
  * connection was accepted) picks the context; ADR 0033. */
@@ -58,8 +59,11 @@ static int on_servername(SSL *ssl, int *alert, void *arg)
     return SSL_TLSEXT_ERR_OK;
 }
 
-/* ALPN: h2 first when the set speaks it, else http/1.1; a client that
- * offers neither goes on without ALPN (HTTP/1.1, as nginx and h2o do). */
+/* ALPN: h2 first when the set speaks it, else http/1.1 (or http/1.0, as
+ * nginx takes it: both are served as HTTP/1). A client that offers ALPN
+ * but none of these gets the fatal no_application_protocol alert (RFC 7301
+ * 3.2; nginx since 1.21.4): a connection meant for another protocol on the
+ * same certificate is not served HTTP (the ALPACA attack). */
 static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
                    const unsigned char *in, unsigned int inlen, void *arg)
 {
@@ -74,11 +78,13 @@ static int on_alpn(SSL *ssl, const unsigned char **out, unsigned char *outlen,
         return SSL_TLSEXT_ERR_OK;
     }
     if (SSL_select_next_proto(&sel, outlen, alpn_http11, sizeof(alpn_http11), in, inlen) ==
-        OPENSSL_NPN_NEGOTIATED) {
+            OPENSSL_NPN_NEGOTIATED ||
+        SSL_select_next_proto(&sel, outlen, alpn_http10, sizeof(alpn_http10), in, inlen) ==
+            OPENSSL_NPN_NEGOTIATED) {
         *out = sel;
         return SSL_TLSEXT_ERR_OK;
     }
-    return SSL_TLSEXT_ERR_NOACK;
+    return SSL_TLSEXT_ERR_ALERT_FATAL;
 }
 
 /* A context with generation t's settings; its tickets sealed with keys

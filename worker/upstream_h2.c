@@ -1017,9 +1017,13 @@ static int head_to_nv(char *h, size_t len, int te_trailers, int https, nghttp2_n
                 *q = (char)(*q - 'A' + 'a');
         sws_str_t name = { p, (size_t)(colon - p) };
         sws_str_t value = { colon + 2, (size_t)(eol - 1 - (colon + 2)) };
-        if (sws_str_caseeq_lit(name, "host") && !has_authority) {
-            nv[3] = NV_STR(SWS_STR(":authority"), value);
-            has_authority = 1;
+        if (sws_str_caseeq_lit(name, "host")) {
+            /* An empty Host (an HTTP/1.0 client sent none) is no
+             * :authority: RFC 9113 8.3.1 refuses an empty one. */
+            if (!has_authority && value.len > 0) {
+                nv[3] = NV_STR(SWS_STR(":authority"), value);
+                has_authority = 1;
+            }
         } else if (!field_dropped(name)) {
             nv[k++] = NV_STR(name, value);
         }
