@@ -58,7 +58,8 @@ usage() {
 usage: bench/run.sh SCENARIO          scenarios: respond, static-small,
                                       proxy, proxy-100k, proxy-latency,
                                       accept-policies (issue 9's procedure:
-                                      four respond calls, see bench/README.md),
+                                      four respond calls, see bench/README.md;
+                                      PARTS="rate low-rate" runs only those),
                                       tls-h1, tls-h2, tls-newconn (the respond
                                       answer behind TLS, RSA 2048: wrk on kept
                                       connections, h2load with H2_STREAMS
@@ -141,8 +142,16 @@ esac
 #   low-rate   LOW_RATE (2000) requests/s for LOW_DURATION (30) s: fountain
 #              and shared, for their CPU (bench/README.md says why so long)
 # RUNS, DURATION, WARMUP apply to every part (LOW_DURATION replaces
-# DURATION in low-rate); the fixed-rate parts use openloop.c.
+# DURATION in low-rate); the fixed-rate parts use openloop.c. PARTS names
+# the parts to run (all four by default), e.g. PARTS="rate low-rate".
 if [[ $SCENARIO == accept-policies ]]; then
+    ALL_PARTS="closed-64 closed-8 rate low-rate"
+    PARTS=${PARTS:-$ALL_PARTS}
+    PARTS=${PARTS//,/ }
+    for p in $PARTS; do
+        [[ " $ALL_PARTS " == *" $p "* ]] || die "PARTS: unknown part '$p' (the parts: $ALL_PARTS)"
+    done
+    [[ -n ${PARTS// /} ]] || die "PARTS names no part (the parts: $ALL_PARTS)"
     LOW_RATE=${LOW_RATE:-2000}
     LOW_DURATION=${LOW_DURATION:-30}
     AP_RATE=$RATE
@@ -156,9 +165,10 @@ if [[ $SCENARIO == accept-policies ]]; then
     OUT=${OUT:-$BENCH/results/$(date +%Y%m%d-%H%M%S)-accept-policies}
     mkdir -p "$OUT"
     THREE="scalws:least-loaded scalws:shared scalws:reuseport"
-    ap_part() {  # ap_part NAME VAR=VALUE...: one call of this script
+    ap_part() {  # ap_part NAME VAR=VALUE...: one call of this script, if PARTS names it
         local name=$1
         shift
+        [[ " $PARTS " == *" $name "* ]] || return 0
         log "accept-policies: part $name ($*)"
         env WORKERS=4 PIN=none SERVER_CPU=0-1 LOAD_CPU=1 RUNS="$RUNS" WARMUP="$WARMUP" \
             BASELINE=scalws:shared RATE_CLIENT=c LATE_CLIENT="${LATE_CLIENT_GIVEN:-mark}" SYSCALL_SECS=0 SCALWSD="$SCALWSD" WRK="$WRK" \

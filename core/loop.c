@@ -63,7 +63,11 @@ void sws_loop_update_time(sws_loop_t *loop)
     /* The coarse clocks are vDSO reads at tick resolution (1-4 ms), enough
      * for timeouts and the Date header, and cheaper than the precise ones. */
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-    loop->now_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    uint64_t now_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+    /* Never backwards: sws_loop_run_once may have moved now_ms to the end
+     * of a sleep the coarse clock had not reached yet. */
+    if (now_ms > loop->now_ms)
+        loop->now_ms = now_ms;
     clock_gettime(CLOCK_REALTIME_COARSE, &ts);
     if (ts.tv_sec != loop->wall_sec || loop->http_date_len == 0) {
         loop->wall_sec = ts.tv_sec;
@@ -229,9 +233,17 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
     if (loop->stop)
         return 0;
     int wait = wait_ms(loop);
+    uint64_t slept_from = loop->now_ms;
     int n = epoll_wait(loop->epfd, loop->events, SWS_LOOP_MAX_EVENTS, wait);
     loop->busy = n > 0;
     sws_loop_update_time(loop);
+    /* A sleep that ended by its timeout lasted at least `wait` ms, which
+     * the coarse clock may not show yet (it lags by up to a tick): without
+     * this, the timer it slept for would find itself not due and cost a
+     * second wake-up a few ms later (4 beats a second became 6-7 on an
+     * idle worker). */
+    if (n == 0 && wait > 0 && loop->now_ms < slept_from + (uint64_t)wait)
+        loop->now_ms = slept_from + (uint64_t)wait;
     if (n < 0)
         return errno == EINTR ? 0 : -1;
     if (loop->wake != NULL)

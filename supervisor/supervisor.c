@@ -38,8 +38,10 @@
 #define PUBLISH_RETRY_LOG_EVERY 100u /* retries between two "still waiting" lines */
 /* eBPF policies: how often heartbeats are checked. A worker is stuck when
  * its heartbeat is SWS_EBPF_STALE_MS old, so it is parked within this much
- * more; workers beat four times as often (worker/load.h). */
-#define LOAD_WATCH_MS 250u
+ * more; an idle worker beats at least twice as often (worker/load.h). The
+ * program stops choosing a stuck worker at once; this only moves its queue,
+ * and each check is a wake-up of the supervisor (ADR 0061). */
+#define LOAD_WATCH_MS 500u
 /* A new binary's wait for its standby workers to adopt their first
  * generation (a poll of the shm reader slots: they say nothing else). */
 #define UPGRADE_READY_POLL_MS 10u

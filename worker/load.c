@@ -38,12 +38,8 @@ void sws_load_announce(struct sws_ebpf_worker *rec)
     rec->heartbeat_ms = (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static void on_beat(sws_timer_t *t)
-{
-    sws_load_t *l = sws_container_of(t, sws_load_t, beat_timer);
-    sws_load_beat(l);
-    sws_timer_arm(l->loop, &l->beat_q, &l->beat_timer);
-}
+_Static_assert(SWS_LOAD_SLEEP_MS >= SWS_LOAD_BEAT_MS && 2 * SWS_LOAD_SLEEP_MS <= SWS_EBPF_STALE_MS,
+               "an idle worker beats well within the stale limit, and a busy one per interval");
 
 void sws_load_beat(sws_load_t *l)
 {
@@ -58,6 +54,7 @@ void sws_load_beat(sws_load_t *l)
     }
     l->interval_ns = now;
     l->idle_ns = 0;
+    l->beat_due_ms = sws_loop_now_ms(l->loop) + SWS_LOAD_BEAT_MS;
     /* Resync the queued count (policy.h: selected - settled) when nothing
      * can be on its way: no connection placed here for a whole beat, and
      * the accept queues empty. Else a handshake the program counted that
@@ -85,9 +82,7 @@ void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec,
     l->interval_ns = mono_ns();
     l->idle_ns = 0;
     l->selected_at_beat = rec->selected;
-    sws_timer_queue_init(loop, &l->beat_q, SWS_LOAD_BEAT_MS);
-    sws_timer_init(&l->beat_timer, on_beat);
-    sws_timer_arm(loop, &l->beat_q, &l->beat_timer);
+    l->beat_due_ms = sws_loop_now_ms(loop) + SWS_LOAD_BEAT_MS;
     rec->draining = 0;
     rec->heartbeat_ms = sws_loop_now_ms(loop);
 }
@@ -111,6 +106,8 @@ void sws_load_tick(sws_load_t *l, uint64_t now_ms, unsigned live, unsigned infli
     rec->heartbeat_ms = now_ms;
     rec->live = live;
     rec->inflight = inflight;
+    if (now_ms >= l->beat_due_ms)
+        sws_load_beat(l);
     /* Last, just before epoll_wait: least-loaded prefers a worker that is
      * awake (policy.h). Only before a wait that sleeps: the poll after a
      * busy iteration is work, neither asleep nor idle time. */

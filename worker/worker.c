@@ -463,6 +463,19 @@ static int worker_setup(sws_worker_t *w)
     return 0;
 }
 
+/* sws_loop_run with each sleep bounded for the load's heartbeat (load.h):
+ * a bound rather than a timer, so that a worker woken by its connections
+ * is never woken again for the beat. 0, or -1 on an epoll error. */
+static int worker_run(sws_worker_t *w)
+{
+    int bound = sws_load_sleep_ms(&w->load);
+    while (!w->loop.stop) {
+        if (sws_loop_run_once(&w->loop, bound) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int sws_worker_main(const sws_worker_config_t *cfg)
 {
     char role[32];
@@ -485,7 +498,7 @@ int sws_worker_main(const sws_worker_config_t *cfg)
     int status = 0;
     if (worker_setup(&w) < 0) {
         status = 1;
-    } else if (sws_loop_run(&w.loop) < 0) {
+    } else if (worker_run(&w) < 0) {
         sws_log_error("epoll_wait: %s", strerror(errno));
         status = 1;
     }

@@ -307,6 +307,26 @@ class Bench(unittest.TestCase):
         self.assertIn("LOW_RATE must be a whole number", p.stderr.decode())
         self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
 
+    def test_accept_policies_refuses_an_unknown_part_before_starting(self):
+        env = dict(os.environ, PARTS="rate lowrate", OUT=os.path.join(self.dir, "out"))
+        p = subprocess.run(["bash", RUN_SH, "accept-policies"], capture_output=True, timeout=TIMEOUT,
+                           env=env, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertIn("PARTS: unknown part 'lowrate'", p.stderr.decode())
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
+
+    def test_accept_policies_runs_only_the_parts_named(self):
+        """PARTS="low-rate": the first part started is low-rate (a server
+        that cannot start stops it there, so nothing is measured)."""
+        env = dict(os.environ, PARTS="low-rate", SCALWSD="/bin/false", RUNS="1", DURATION="1",
+                   LOW_DURATION="1", WARMUP="0", START_TIMEOUT="2", OUT=os.path.join(self.dir, "out"))
+        p = subprocess.run(["bash", RUN_SH, "accept-policies"], capture_output=True, timeout=TIMEOUT,
+                           env=env, stdin=subprocess.DEVNULL)
+        err = p.stderr.decode()
+        self.assertNotEqual(p.returncode, 0, err)
+        parts = re.findall(r"accept-policies: part (\S+) \(", err)
+        self.assertEqual(parts, ["low-rate"], err)
+
     def test_late_client_takes_fail_or_mark(self):
         env = dict(os.environ, LATE_CLIENT="ignore", OUT=os.path.join(self.dir, "out"))
         p = subprocess.run(["bash", RUN_SH, "respond"], capture_output=True, timeout=TIMEOUT,

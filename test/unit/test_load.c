@@ -24,8 +24,7 @@ typedef struct fixture {
     struct sockaddr_in addr;
 } fixture_t;
 
-/* A loop, a listener and a record per test: the beat's timer queue joins
- * the loop's list once, so neither is reused. */
+/* A loop, a listener and a record per test. */
 static int setup(void **state)
 {
     static fixture_t f;
@@ -200,6 +199,51 @@ static void test_beat_resyncs_the_queue_only_when_idle_and_empty(void **state)
     close(c);
 }
 
+/* No timer of its own: a wake-up costs a worker about 100 us of CPU on the
+ * development VM, and a 250 ms beat timer woke every worker 4 times a
+ * second, idle or serving (docs/benchmarks/2026-12-01-accept-policies.md,
+ * session 8). The loop's sleeps are bounded instead, well within the
+ * stale limit. */
+static void test_publishing_arms_no_timer_and_bounds_the_sleep(void **state)
+{
+    fixture_t *f = *state;
+    start(f, 0, 0);
+    assert_int_equal(f->loop.next_expiry_ms, UINT64_MAX);
+    assert_int_equal(sws_load_sleep_ms(&f->load), SWS_LOAD_SLEEP_MS);
+    assert_true(2 * sws_load_sleep_ms(&f->load) <= SWS_EBPF_STALE_MS);
+    sws_load_t none;
+    memset(&none, 0, sizeof(none));
+    sws_load_init(&none, &f->loop, NULL, &f->listener, 1);
+    assert_int_equal(sws_load_sleep_ms(&none), -1);
+}
+
+/* The beat (busy share, queue resync) comes from the tick, once the
+ * interval is over, and not at every tick. */
+static void test_tick_beats_once_per_interval(void **state)
+{
+    fixture_t *f = *state;
+    sws_loop_update_time(&f->loop);
+    uint64_t t0 = sws_loop_now_ms(&f->loop);
+    start(f, 3, 0); /* three counted that never arrived */
+    f->rec.busy_pct = 77; /* not a share this test can compute */
+    sws_load_tick(&f->load, t0 + SWS_LOAD_BEAT_MS - 1, 0, 0);
+    assert_int_equal(f->rec.busy_pct, 77);
+    assert_int_equal(f->rec.settled, 0);
+
+    f->loop.now_ms = t0 + SWS_LOAD_BEAT_MS;
+    sws_load_tick(&f->load, f->loop.now_ms, 0, 0);
+    assert_true(f->rec.busy_pct <= 100);
+    assert_int_equal(f->rec.settled, 3); /* nothing placed for a beat, queue empty */
+
+    f->rec.busy_pct = 77;
+    f->loop.now_ms += SWS_LOAD_BEAT_MS - 1;
+    sws_load_tick(&f->load, f->loop.now_ms, 0, 0);
+    assert_int_equal(f->rec.busy_pct, 77);
+    f->loop.now_ms += 1;
+    sws_load_tick(&f->load, f->loop.now_ms, 0, 0);
+    assert_true(f->rec.busy_pct <= 100);
+}
+
 static void test_without_a_record_nothing_is_written(void **state)
 {
     fixture_t *f = *state;
@@ -223,6 +267,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_a_poll_that_will_not_sleep_is_not_asleep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_accept_moves_a_connection_from_queued_to_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_beat_resyncs_the_queue_only_when_idle_and_empty, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_publishing_arms_no_timer_and_bounds_the_sleep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tick_beats_once_per_interval, setup, teardown),
         cmocka_unit_test_setup_teardown(test_without_a_record_nothing_is_written, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

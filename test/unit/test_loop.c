@@ -222,6 +222,35 @@ static void test_disarm_and_rearm_never_let_the_loop_sleep_past_a_deadline(void 
     sws_loop_close(&loop);
 }
 
+/* A sleep that ends by its timeout is as long as the timer asked: the
+ * timer fires after that one epoll_wait, although the coarse clock read
+ * after it may lag the sleep by up to a tick (1-4 ms). Else each timer
+ * wake-up costs a second one, a few ms later, that finds the deadline
+ * reached: an idle worker's 250 ms beat woke it 6-7 times a second instead
+ * of 4 (docs/benchmarks/2026-12-01-accept-policies.md, session 8). Each
+ * round fails with a chance of about one in two without the rule (when
+ * the clock lags more at the wake-up than at the arm); 20 rounds. */
+static void test_timer_fires_after_one_sleep(void **state)
+{
+    (void)state;
+    sws_loop_t loop;
+    sws_timer_queue_t q;
+    counted_timer_t t = { 0 };
+    assert_int_equal(sws_loop_init(&loop), 0);
+    sws_timer_queue_init(&loop, &q, 7);
+    sws_timer_init(&t.timer, on_timer);
+    for (int round = 1; round <= 20; round++) {
+        sws_loop_update_time(&loop);
+        sws_timer_arm(&loop, &q, &t.timer);
+        assert_int_equal(sws_loop_run_once(&loop, -1), 0);
+        if (t.fired != round)
+            fail_msg("round %d: the timer did not fire after the sleep it set", round);
+        assert_true(loop.now_ms >= t.timer.deadline_ms);
+    }
+    sws_timer_queue_remove(&loop, &q);
+    sws_loop_close(&loop);
+}
+
 static void test_timer_queue_fires_in_arm_order_and_rearm_moves(void **state)
 {
     (void)state;
@@ -470,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_timer_queue_fires_in_arm_order_and_rearm_moves),
         cmocka_unit_test(test_disarm_and_rearm_never_let_the_loop_sleep_past_a_deadline),
         cmocka_unit_test(test_timer_not_due_does_not_fire),
+        cmocka_unit_test(test_timer_fires_after_one_sleep),
         cmocka_unit_test(test_timer_armed_before_the_remembered_deadline_fires),
         cmocka_unit_test(test_a_wait_after_a_busy_iteration_sleeps_without_a_look),
         cmocka_unit_test(test_a_loop_asked_whether_it_sleeps_looks_first),
