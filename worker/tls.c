@@ -255,7 +255,7 @@ int sws_tls_handshake(sws_conn_t *c)
     const unsigned char *alpn;
     unsigned alpn_len;
 
-    ERR_clear_error();
+    sws_tls_err_reset();
     int r = SSL_do_handshake(c->ssl);
     if (r != 1) {
         ssize_t rc = ssl_result(c, r, "handshake", NULL);
@@ -276,7 +276,7 @@ int sws_tls_handshake(sws_conn_t *c)
 
 ssize_t sws_tls_read(sws_conn_t *c, void *buf, size_t n)
 {
-    ERR_clear_error();
+    sws_tls_err_reset();
     c->tls_read_wants_write = 0;
     int r = SSL_read(c->ssl, buf, n > INT32_MAX ? INT32_MAX : (int)n);
     if (r > 0)
@@ -293,7 +293,7 @@ int sws_tls_drained(const sws_conn_t *c)
 
 ssize_t sws_tls_write(sws_conn_t *c, const void *buf, size_t n)
 {
-    ERR_clear_error();
+    sws_tls_err_reset();
     int r = SSL_write(c->ssl, buf, n > INT32_MAX ? INT32_MAX : (int)n);
     if (r > 0)
         return r;
@@ -307,9 +307,9 @@ void sws_tls_shutdown(sws_conn_t *c)
 {
     if (c->ssl == NULL || c->tls_handshaking || (SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN))
         return;
-    ERR_clear_error();
+    sws_tls_err_reset();
     SSL_shutdown(c->ssl); /* one try: the linger and close follow anyway */
-    ERR_clear_error();
+    sws_tls_err_reset();
 }
 
 void sws_tls_conn_free(sws_conn_t *c)

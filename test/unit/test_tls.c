@@ -271,6 +271,28 @@ static void test_connection_outlives_its_generation(void **state)
     fixture_free(f);
 }
 
+/* OpenSSL's error queue is per thread, shared by every connection: an
+ * entry someone else left must not turn this connection's "wait for the
+ * socket" into a failure (sws_tls_err_reset before each call, ADR 0059). */
+static void test_stale_error_is_not_blamed_on_a_read(void **state)
+{
+    (void)state;
+    char buf[64];
+    fixture_t *f = fixture_new("a.test", NULL, 0);
+    assert_int_equal(handshake(f), 1);
+    /* The server's side ends at the client's Finished; a handshake step
+     * empties the queue itself. */
+    for (int i = 0; i < TURNS && f->conn->tls_handshaking; i++)
+        assert_int_equal(sws_loop_run_once(&f->loop, 10), 0);
+    assert_false(f->conn->tls_handshaking);
+    ERR_raise(ERR_LIB_SSL, SSL_R_BAD_LENGTH);
+    errno = 0;
+    assert_int_equal(sws_tls_read(f->conn, buf, sizeof(buf)), -1);
+    assert_int_equal(errno, EAGAIN);
+    assert_int_equal(ERR_peek_error(), 0);
+    fixture_free(f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -278,6 +300,7 @@ int main(void)
         cmocka_unit_test(test_unknown_name_and_no_sni_get_the_default),
         cmocka_unit_test(test_file_body_through_tls_pieces),
         cmocka_unit_test(test_connection_outlives_its_generation),
+        cmocka_unit_test(test_stale_error_is_not_blamed_on_a_read),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
