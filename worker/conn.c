@@ -25,6 +25,7 @@ const sws_settings_t sws_conn_default_settings = SWS_SETTINGS_DEFAULTS;
 
 static void conn_on_event(sws_io_t *io, uint32_t events);
 static void conn_on_timer(sws_timer_t *t);
+static void conn_on_tls_idle(sws_timer_t *t);
 static void conn_run(sws_conn_t *c);
 static void conn_on_wake(sws_defer_t *d);
 static void conn_update_timer(sws_conn_t *c);
@@ -45,6 +46,7 @@ void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, const sws_proto_ops_
     sws_timer_queue_init(loop, &s->linger_q, SWS_CONN_LINGER_MS);
     sws_timer_queue_init(loop, &s->drain_q, SWS_CONN_DRAIN_IDLE_MS);
     sws_timer_queue_init(loop, &s->handshake_q, SWS_DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS);
+    sws_timer_queue_init(loop, &s->tls_idle_q, SWS_CONN_TLS_BUFFERS_IDLE_MS);
 }
 
 void sws_conn_set_configure(sws_conn_set_t *s, const sws_table_t *t, const sws_settings_t *st,
@@ -111,6 +113,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->io.fd = fd;
     c->io.cb = conn_on_event;
     sws_timer_init(&c->timer, conn_on_timer);
+    sws_timer_init(&c->tls_idle, conn_on_tls_idle);
     sws_defer_init(&c->wake, conn_on_wake);
     c->timer_q = NULL;
     c->set = s;
@@ -199,6 +202,7 @@ void sws_conn_close(sws_conn_t *c)
     conn_switch_pending(c); /* the new protocol's close frees its state */
     sws_timer_disarm(&c->timer);
     c->timer_q = NULL;
+    sws_timer_disarm(&c->tls_idle);
     sws_defer_cancel(&c->wake);
     sws_tls_shutdown(c); /* close_notify, when the session is whole */
     /* close() also removes the fd from epoll: a worker never dups it. */
@@ -981,8 +985,13 @@ static void conn_turn(sws_conn_t *c)
         sws_conn_close(c);
         return;
     }
-    if (c->proto->waiting_for(c) == SWS_PROTO_WAIT_IDLE)
+    if (c->proto->waiting_for(c) == SWS_PROTO_WAIT_IDLE) {
         conn_buffers_release(c);
+        /* Armed once, not per request: a busy connection's buffers may go
+         * once a second, an idle one's within that second (ADR 0060). */
+        if (c->ssl != NULL && !sws_timer_is_armed(&c->tls_idle))
+            sws_timer_arm(c->set->loop, &c->set->tls_idle_q, &c->tls_idle);
+    }
     conn_update_timer(c);
 }
 
@@ -1021,6 +1030,15 @@ static int conn_client_took_bytes(sws_conn_t *c)
         return 0;
     c->acked_checked = acked;
     return 1;
+}
+
+/* The record buffers go back if the connection is idle now; a busy one
+ * arms again when it next goes idle (conn_turn). */
+static void conn_on_tls_idle(sws_timer_t *t)
+{
+    sws_conn_t *c = sws_container_of(t, sws_conn_t, tls_idle);
+    if (c->ssl != NULL && conn_is_idle(c))
+        sws_tls_release_buffers(c);
 }
 
 static void conn_on_timer(sws_timer_t *t)

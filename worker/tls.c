@@ -121,10 +121,11 @@ static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *e
      * every resumption brings a fresh one (ADR 0054). */
     SSL_CTX_set_num_tickets(ctx, 1);
     /* conn.c retries a write with the rest of its output, which may have
-     * moved (a compaction); partial writes keep the loop's budget; idle
-     * keep-alive connections give their 34 KiB of record buffers back. */
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                              SSL_MODE_RELEASE_BUFFERS);
+     * moved (a compaction); partial writes keep the loop's budget. No
+     * SSL_MODE_RELEASE_BUFFERS: it frees and allocates 34 KiB of record
+     * buffers around every request; conn.c gives them back once a
+     * connection is idle for a while (sws_tls_release_buffers, ADR 0060). */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* One read(2) per batch of records instead of two per record (its
      * header, then its body); conn.c stops reading once that read(2) was
      * short and OpenSSL holds nothing more (sws_tls_drained, ADR 0053), so
@@ -363,6 +364,12 @@ ssize_t sws_tls_write(sws_conn_t *c, const void *buf, size_t n)
     if (rc == 0)
         errno = EPIPE; /* a write has no EOF: the client is gone */
     return -1;
+}
+
+void sws_tls_release_buffers(sws_conn_t *c)
+{
+    /* 0 when bytes are pending: they stay, as OpenSSL would keep them. */
+    (void)SSL_free_buffers(c->ssl);
 }
 
 void sws_tls_shutdown(sws_conn_t *c)

@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,53 @@
 #define TURNS 2000              /* bound on loop turns per exchange */
 
 static test_pem_t pem_a, pem_def;
+
+/* OpenSSL's allocations of a record buffer's size (CRYPTO_set_mem_functions
+ * in main): how many were made, how many are live. */
+#define RECORD_BUF_MIN (16u * 1024)
+static unsigned long record_bufs_made;
+static long record_bufs_live;
+
+static void count_alloc(void *p)
+{
+    if (p != NULL && malloc_usable_size(p) >= RECORD_BUF_MIN) {
+        record_bufs_made++;
+        record_bufs_live++;
+    }
+}
+
+static void count_free(void *p)
+{
+    if (p != NULL && malloc_usable_size(p) >= RECORD_BUF_MIN)
+        record_bufs_live--;
+}
+
+static void *counted_malloc(size_t n, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    void *p = malloc(n);
+    count_alloc(p);
+    return p;
+}
+
+static void *counted_realloc(void *p, size_t n, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    count_free(p);
+    void *q = realloc(p, n);
+    count_alloc(q != NULL ? q : (n > 0 ? p : NULL));
+    return q;
+}
+
+static void counted_free(void *p, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    count_free(p);
+    free(p);
+}
 static int body_fd = -1;
 
 typedef struct fixture {
@@ -293,14 +341,44 @@ static void test_stale_error_is_not_blamed_on_a_read(void **state)
     fixture_free(f);
 }
 
+/* OpenSSL's record buffers stay with a connection between its requests
+ * (not freed and allocated again around each) and go back once it is idle
+ * (ADR 0060). */
+static void test_record_buffers_stay_between_requests_and_go_when_idle(void **state)
+{
+    (void)state;
+    char first[2];
+    fixture_t *f = fixture_new("a.test", NULL, 0);
+    assert_int_equal(handshake(f), 1);
+    assert_int_equal(exchange(f, "/", 2, first), 2);
+    unsigned long made = record_bufs_made;
+    assert_int_equal(exchange(f, "/", 2, first), 2);
+    assert_int_equal(record_bufs_made, made);
+    /* The client holds its own and does nothing: the server's read and
+     * write buffers are the two that go. */
+    long live = record_bufs_live;
+    for (int i = 0; i < TURNS && record_bufs_live > live - 2; i++)
+        assert_int_equal(sws_loop_run_once(&f->loop, 10), 0);
+    assert_int_equal(record_bufs_live, live - 2);
+    /* They come back with the next request. */
+    assert_int_equal(exchange(f, "/", 2, first), 2);
+    assert_memory_equal(first, "ok", 2);
+    assert_int_equal(record_bufs_live, live);
+    fixture_free(f);
+}
+
 int main(void)
 {
+    /* Before OpenSSL allocates anything. */
+    if (!CRYPTO_set_mem_functions(counted_malloc, counted_realloc, counted_free))
+        return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sni_picks_the_hosts_certificate_and_http11),
         cmocka_unit_test(test_unknown_name_and_no_sni_get_the_default),
         cmocka_unit_test(test_file_body_through_tls_pieces),
         cmocka_unit_test(test_connection_outlives_its_generation),
         cmocka_unit_test(test_stale_error_is_not_blamed_on_a_read),
+        cmocka_unit_test(test_record_buffers_stay_between_requests_and_go_when_idle),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
