@@ -921,13 +921,21 @@ static int conn_handshake(sws_conn_t *c)
 {
     if (!c->tls_handshaking)
         return 1;
+    /* A step only on input, or on the room it waited for: the first event
+     * of a new connection is often EPOLLOUT alone, before the ClientHello,
+     * and a step would only read EAGAIN (the registration reports input
+     * that came before it, edge-triggered or not). */
+    if (!c->readable)
+        return 0;
     int r = sws_tls_handshake(c);
     if (r < 0) {
         sws_conn_close(c);
         return -1;
     }
-    if (r == 0)
+    if (r == 0) {
+        c->readable = 0; /* OpenSSL's read found EAGAIN, or it waits for room */
         return 0;
+    }
     conn_switch_pending(c); /* ALPN chose HTTP/2 */
     conn_arm(c, &c->set->header_q);
     /* The first request may have come with the last flight. */

@@ -145,7 +145,7 @@ struct sws_conn {
     uint8_t head_started;         /* a request head began in this run */
     uint8_t tls;                  /* accepted on a TLS listener (ssl below) */
     uint8_t tls_handshaking;      /* the handshake is not done yet */
-    uint8_t tls_read_wants_write; /* SSL_read waits for room in the socket */
+    uint8_t tls_read_wants_write; /* SSL_read or the handshake waits for room */
     uint8_t tls_socket_drained;   /* the last read(2) under OpenSSL was short or
                                    * EAGAIN (worker/tls.c, sws_tls_drained) */
     uint8_t want_writable;        /* call proto->writable once the output drains */

@@ -319,9 +319,10 @@ int sws_tls_handshake(sws_conn_t *c)
     unsigned alpn_len;
 
     sws_tls_err_reset();
+    c->tls_read_wants_write = 0;
     int r = SSL_do_handshake(c->ssl);
     if (r != 1) {
-        ssize_t rc = ssl_result(c, r, "handshake", NULL);
+        ssize_t rc = ssl_result(c, r, "handshake", &c->tls_read_wants_write);
         if (rc < 0 && errno == EAGAIN)
             return 0;
         if (rc == 0)

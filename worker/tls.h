@@ -55,7 +55,8 @@ void sws_tls_gen_free(sws_tls_gen_t *g);
 int sws_tls_conn_start(sws_conn_t *c);
 
 /* Drive the handshake: 1 done (the ALPN protocol is c's from now on), 0
- * waiting for the socket, -1 failed (logged at debug; the caller closes). */
+ * waiting for the socket (c->tls_read_wants_write: for room), -1 failed
+ * (logged at debug; the caller closes). */
 int sws_tls_handshake(sws_conn_t *c);
 
 /* As read(2) and send(2) on the plaintext: > 0 bytes; read 0 at the

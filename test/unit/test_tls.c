@@ -9,6 +9,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
@@ -367,6 +368,40 @@ static void test_record_buffers_stay_between_requests_and_go_when_idle(void **st
     fixture_free(f);
 }
 
+/* read(2) calls of this process so far (/proc/self/io, syscr), the one
+ * that reads it included. */
+static long reads_so_far(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    const char *p = strstr(buf, "syscr: ");
+    assert_non_null(p);
+    return strtol(p + strlen("syscr: "), NULL, 10);
+}
+
+/* The first event of a new connection is EPOLLOUT alone when its
+ * ClientHello has not come yet: the handshake waits for input rather than
+ * read EAGAIN, and goes on when it comes. */
+static void test_handshake_reads_only_on_input(void **state)
+{
+    (void)state;
+    char first[2];
+    fixture_t *f = fixture_new("a.test", NULL, 0);
+    long before = reads_so_far();
+    assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+    assert_int_equal(f->loop.nevents, 1);
+    assert_int_equal(reads_so_far() - before, 1); /* reads_so_far's own */
+    assert_int_equal(handshake(f), 1);
+    assert_int_equal(exchange(f, "/", 2, first), 2);
+    assert_memory_equal(first, "ok", 2);
+    fixture_free(f);
+}
+
 int main(void)
 {
     /* Before OpenSSL allocates anything. */
@@ -379,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_connection_outlives_its_generation),
         cmocka_unit_test(test_stale_error_is_not_blamed_on_a_read),
         cmocka_unit_test(test_record_buffers_stay_between_requests_and_go_when_idle),
+        cmocka_unit_test(test_handshake_reads_only_on_input),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
