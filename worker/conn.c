@@ -952,6 +952,11 @@ static void conn_turn(sws_conn_t *c)
     }
     if (conn_handshake(c) <= 0)
         return;
+    /* Armed by a turn, not re-armed by each: OpenSSL's record buffers go
+     * back within a second after the last turn (ADR 0060), and a busy
+     * connection loses them once a second. */
+    if (c->ssl != NULL && !sws_timer_is_armed(&c->tls_idle))
+        sws_timer_arm(c->set->loop, &c->set->tls_idle_q, &c->tls_idle);
     c->wrote = 0;
     c->got_input = 0;
     c->head_started = 0;
@@ -993,13 +998,8 @@ static void conn_turn(sws_conn_t *c)
         sws_conn_close(c);
         return;
     }
-    if (c->proto->waiting_for(c) == SWS_PROTO_WAIT_IDLE) {
+    if (c->proto->waiting_for(c) == SWS_PROTO_WAIT_IDLE)
         conn_buffers_release(c);
-        /* Armed once, not per request: a busy connection's buffers may go
-         * once a second, an idle one's within that second (ADR 0060). */
-        if (c->ssl != NULL && !sws_timer_is_armed(&c->tls_idle))
-            sws_timer_arm(c->set->loop, &c->set->tls_idle_q, &c->tls_idle);
-    }
     conn_update_timer(c);
 }
 
@@ -1040,12 +1040,13 @@ static int conn_client_took_bytes(sws_conn_t *c)
     return 1;
 }
 
-/* The record buffers go back if the connection is idle now; a busy one
- * arms again when it next goes idle (conn_turn). */
+/* Between turns: OpenSSL keeps what holds bytes; the next turn arms
+ * again. Whatever the protocol waits for: a tunnel or a long poll may sit
+ * for hours. */
 static void conn_on_tls_idle(sws_timer_t *t)
 {
     sws_conn_t *c = sws_container_of(t, sws_conn_t, tls_idle);
-    if (c->ssl != NULL && conn_is_idle(c))
+    if (c->ssl != NULL)
         sws_tls_release_buffers(c);
 }
 

@@ -72,9 +72,9 @@ ssize_t sws_tls_write(sws_conn_t *c, const void *buf, size_t n);
  * another sws_tls_read would only find EAGAIN (ADR 0053). 0: read on. */
 int sws_tls_drained(const sws_conn_t *c);
 
-/* Give OpenSSL's record buffers of an idle connection back (they come again
- * with its next read or write); nothing when it holds unread or unsent
- * bytes. The context keeps them between requests (ADR 0060). */
+/* Give c's OpenSSL record buffers back, between turns (they come again
+ * with its next read or write); nothing when they hold unread or unsent
+ * bytes. The contexts keep them between requests (ADR 0060). */
 void sws_tls_release_buffers(sws_conn_t *c);
 
 /* Send close_notify, once, best effort (before shutdown(SHUT_WR) or
