@@ -21,7 +21,7 @@
  * slots even when nothing is queued (about 840 instructions, twice per
  * keep-alive TLS request before this), a peek at an empty queue costs a
  * tenth of that; call this, not ERR_clear_error, before each SSL I/O
- * call (ADR 0059). */
+ * call (ADR 0062). */
 void sws_tls_err_reset(void);
 
 /* The reason of the last failure in the queue (static text), or none when

@@ -953,7 +953,7 @@ static void conn_turn(sws_conn_t *c)
     if (conn_handshake(c) <= 0)
         return;
     /* Armed by a turn, not re-armed by each: OpenSSL's record buffers go
-     * back within a second after the last turn (ADR 0060), and a busy
+     * back within a second after the last turn (ADR 0063), and a busy
      * connection loses them once a second. */
     if (c->ssl != NULL && !sws_timer_is_armed(&c->tls_idle))
         sws_timer_arm(c->set->loop, &c->set->tls_idle_q, &c->tls_idle);

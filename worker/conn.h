@@ -52,7 +52,7 @@
  * SWS_CONN_TLS_PIECE and written from there, and sws_conn_write_through
  * takes nothing (the caller queues it). OpenSSL's record buffers stay
  * with a connection while it works and go back within
- * SWS_CONN_TLS_BUFFERS_IDLE_MS of its last turn (ADR 0060).
+ * SWS_CONN_TLS_BUFFERS_IDLE_MS of its last turn (ADR 0063).
  *
  * Closing: sws_conn_close() closes the fd at once but frees nothing: the
  * connection moves to the closed list and sws_conn_set_reap(), called from
@@ -103,7 +103,7 @@
 /* A TLS connection gives OpenSSL's record buffers (about 34 KiB) back at
  * most this long after its last turn, not after each request: freeing and
  * allocating them cost a keep-alive request 1.2k instructions, 7 % of it
- * (ADR 0060). */
+ * (ADR 0063). */
 #define SWS_CONN_TLS_BUFFERS_IDLE_MS 1000
 
 typedef struct sws_conn_set sws_conn_set_t;

@@ -124,7 +124,7 @@ static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *e
      * moved (a compaction); partial writes keep the loop's budget. No
      * SSL_MODE_RELEASE_BUFFERS: it frees and allocates 34 KiB of record
      * buffers around every request; conn.c gives them back once a
-     * connection is idle for a while (sws_tls_release_buffers, ADR 0060). */
+     * connection is idle for a while (sws_tls_release_buffers, ADR 0063). */
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* One read(2) per batch of records instead of two per record (its
      * header, then its body); conn.c stops reading once that read(2) was
@@ -204,7 +204,7 @@ void sws_tls_gen_free(sws_tls_gen_t *g)
     free(g);
 }
 
-/* The client socket's BIO (ADR 0053, 0059): OpenSSL's socket BIO with
+/* The client socket's BIO (ADR 0053, 0062): OpenSSL's socket BIO with
  * our read and write, which make the read(2) and see whether it drained
  * the socket: a read shorter than asked, or EAGAIN, did, as a short read(2)
  * does on a plain connection (OpenSSL reads ahead as much as its buffer

@@ -74,7 +74,7 @@ int sws_tls_drained(const sws_conn_t *c);
 
 /* Give c's OpenSSL record buffers back, between turns (they come again
  * with its next read or write); nothing when they hold unread or unsent
- * bytes. The contexts keep them between requests (ADR 0060). */
+ * bytes. The contexts keep them between requests (ADR 0063). */
 void sws_tls_release_buffers(sws_conn_t *c);
 
 /* Send close_notify, once, best effort (before shutdown(SHUT_WR) or

@@ -322,7 +322,7 @@ static void test_connection_outlives_its_generation(void **state)
 
 /* OpenSSL's error queue is per thread, shared by every connection: an
  * entry someone else left must not turn this connection's "wait for the
- * socket" into a failure (sws_tls_err_reset before each call, ADR 0059). */
+ * socket" into a failure (sws_tls_err_reset before each call, ADR 0062). */
 static void test_stale_error_is_not_blamed_on_a_read(void **state)
 {
     (void)state;
@@ -344,7 +344,7 @@ static void test_stale_error_is_not_blamed_on_a_read(void **state)
 
 /* OpenSSL's record buffers stay with a connection between its requests
  * (not freed and allocated again around each), and go back within
- * SWS_CONN_TLS_BUFFERS_IDLE_MS of its last turn (ADR 0060). */
+ * SWS_CONN_TLS_BUFFERS_IDLE_MS of its last turn (ADR 0063). */
 static void test_record_buffers_stay_between_requests(void **state)
 {
     (void)state;
