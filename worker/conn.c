@@ -25,6 +25,7 @@ const sws_settings_t sws_conn_default_settings = SWS_SETTINGS_DEFAULTS;
 
 static void conn_on_event(sws_io_t *io, uint32_t events);
 static void conn_on_timer(sws_timer_t *t);
+static void conn_on_tls_idle(sws_timer_t *t);
 static void conn_run(sws_conn_t *c);
 static void conn_on_wake(sws_defer_t *d);
 static void conn_update_timer(sws_conn_t *c);
@@ -45,6 +46,7 @@ void sws_conn_set_init(sws_conn_set_t *s, sws_loop_t *loop, const sws_proto_ops_
     sws_timer_queue_init(loop, &s->linger_q, SWS_CONN_LINGER_MS);
     sws_timer_queue_init(loop, &s->drain_q, SWS_CONN_DRAIN_IDLE_MS);
     sws_timer_queue_init(loop, &s->handshake_q, SWS_DEFAULT_TLS_HANDSHAKE_TIMEOUT_MS);
+    sws_timer_queue_init(loop, &s->tls_idle_q, SWS_CONN_TLS_BUFFERS_IDLE_MS);
 }
 
 void sws_conn_set_configure(sws_conn_set_t *s, const sws_table_t *t, const sws_settings_t *st,
@@ -111,6 +113,7 @@ sws_conn_t *sws_conn_open(sws_conn_set_t *s, int fd, const struct sockaddr *peer
     c->io.fd = fd;
     c->io.cb = conn_on_event;
     sws_timer_init(&c->timer, conn_on_timer);
+    sws_timer_init(&c->tls_idle, conn_on_tls_idle);
     sws_defer_init(&c->wake, conn_on_wake);
     c->timer_q = NULL;
     c->set = s;
@@ -199,6 +202,7 @@ void sws_conn_close(sws_conn_t *c)
     conn_switch_pending(c); /* the new protocol's close frees its state */
     sws_timer_disarm(&c->timer);
     c->timer_q = NULL;
+    sws_timer_disarm(&c->tls_idle);
     sws_defer_cancel(&c->wake);
     sws_tls_shutdown(c); /* close_notify, when the session is whole */
     /* close() also removes the fd from epoll: a worker never dups it. */
@@ -917,13 +921,21 @@ static int conn_handshake(sws_conn_t *c)
 {
     if (!c->tls_handshaking)
         return 1;
+    /* A step only on input, or on the room it waited for: the first event
+     * of a new connection is often EPOLLOUT alone, before the ClientHello,
+     * and a step would only read EAGAIN (the registration reports input
+     * that came before it, edge-triggered or not). */
+    if (!c->readable)
+        return 0;
     int r = sws_tls_handshake(c);
     if (r < 0) {
         sws_conn_close(c);
         return -1;
     }
-    if (r == 0)
+    if (r == 0) {
+        c->readable = 0; /* OpenSSL's read found EAGAIN, or it waits for room */
         return 0;
+    }
     conn_switch_pending(c); /* ALPN chose HTTP/2 */
     conn_arm(c, &c->set->header_q);
     /* The first request may have come with the last flight. */
@@ -940,6 +952,11 @@ static void conn_turn(sws_conn_t *c)
     }
     if (conn_handshake(c) <= 0)
         return;
+    /* Armed by a turn, not re-armed by each: OpenSSL's record buffers go
+     * back within a second after the last turn (ADR 0063), and a busy
+     * connection loses them once a second. */
+    if (c->ssl != NULL && !sws_timer_is_armed(&c->tls_idle))
+        sws_timer_arm(c->set->loop, &c->set->tls_idle_q, &c->tls_idle);
     c->wrote = 0;
     c->got_input = 0;
     c->head_started = 0;
@@ -1021,6 +1038,16 @@ static int conn_client_took_bytes(sws_conn_t *c)
         return 0;
     c->acked_checked = acked;
     return 1;
+}
+
+/* Between turns: OpenSSL keeps what holds bytes; the next turn arms
+ * again. Whatever the protocol waits for: a tunnel or a long poll may sit
+ * for hours. */
+static void conn_on_tls_idle(sws_timer_t *t)
+{
+    sws_conn_t *c = sws_container_of(t, sws_conn_t, tls_idle);
+    if (c->ssl != NULL)
+        sws_tls_release_buffers(c);
 }
 
 static void conn_on_timer(sws_timer_t *t)

@@ -50,7 +50,9 @@
  * then every read and write of it goes through SSL_read/SSL_write; file and
  * pipe ranges (sendfile, splice) are read into the output in pieces of
  * SWS_CONN_TLS_PIECE and written from there, and sws_conn_write_through
- * takes nothing (the caller queues it).
+ * takes nothing (the caller queues it). OpenSSL's record buffers stay
+ * with a connection while it works and go back within
+ * SWS_CONN_TLS_BUFFERS_IDLE_MS of its last turn (ADR 0063).
  *
  * Closing: sws_conn_close() closes the fd at once but frees nothing: the
  * connection moves to the closed list and sws_conn_set_reap(), called from
@@ -98,6 +100,11 @@
 #define SWS_CONN_SEND_PER_RUN (1u << 20)
 /* A file or pipe range goes out over TLS in pieces of one TLS record. */
 #define SWS_CONN_TLS_PIECE (16u * 1024)
+/* A TLS connection gives OpenSSL's record buffers (about 34 KiB) back at
+ * most this long after its last turn, not after each request: freeing and
+ * allocating them cost a keep-alive request 1.2k instructions, 7 % of it
+ * (ADR 0063). */
+#define SWS_CONN_TLS_BUFFERS_IDLE_MS 1000
 
 typedef struct sws_conn_set sws_conn_set_t;
 typedef struct sws_worker_ctx sws_worker_ctx_t;
@@ -120,6 +127,7 @@ struct sws_conn {
     const sws_proto_ops_t *proto; /* the protocol on this connection */
     sws_timer_t timer;
     sws_timer_queue_t *timer_q;   /* queue the timer is armed in; NULL: none */
+    sws_timer_t tls_idle;         /* TLS: give the record buffers back (tls_idle_q) */
     sws_defer_t wake;             /* queued by sws_conn_wake */
     sws_conn_set_t *set;
     sws_conn_t *prev, *next;      /* set->live list; `next` links closed/free lists */
@@ -137,7 +145,7 @@ struct sws_conn {
     uint8_t head_started;         /* a request head began in this run */
     uint8_t tls;                  /* accepted on a TLS listener (ssl below) */
     uint8_t tls_handshaking;      /* the handshake is not done yet */
-    uint8_t tls_read_wants_write; /* SSL_read waits for room in the socket */
+    uint8_t tls_read_wants_write; /* SSL_read or the handshake waits for room */
     uint8_t tls_socket_drained;   /* the last read(2) under OpenSSL was short or
                                    * EAGAIN (worker/tls.c, sws_tls_drained) */
     uint8_t want_writable;        /* call proto->writable once the output drains */
@@ -200,6 +208,7 @@ struct sws_conn_set {
     sws_timer_queue_t header_q, body_q, idle_q, send_q, linger_q;
     sws_timer_queue_t drain_q;       /* idle HTTP/1.1 while draining */
     sws_timer_queue_t handshake_q;   /* TLS: the handshake must be done within */
+    sws_timer_queue_t tls_idle_q;    /* TLS: SWS_CONN_TLS_BUFFERS_IDLE_MS */
     sws_tls_gen_t *tls;              /* the generation's TLS contexts (the owner's);
                                       * NULL: TLS connections are refused */
 

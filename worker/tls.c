@@ -3,6 +3,8 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -20,6 +22,8 @@ struct sws_tls_gen {
     uint32_t nhosts;
     int has_default;
 };
+
+static int sock_method_init(char *err, size_t errlen);
 
 /* ALPN identifiers, in the wire's length-prefixed form. */
 static const unsigned char alpn_h2[] = { 2, 'h', '2' };
@@ -123,10 +127,11 @@ static SSL_CTX *ctx_new(const sws_table_t *t, const sws_tickets_t *keys, char *e
      * every resumption brings a fresh one (ADR 0054). */
     SSL_CTX_set_num_tickets(ctx, 1);
     /* conn.c retries a write with the rest of its output, which may have
-     * moved (a compaction); partial writes keep the loop's budget; idle
-     * keep-alive connections give their 34 KiB of record buffers back. */
-    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER |
-                              SSL_MODE_RELEASE_BUFFERS);
+     * moved (a compaction); partial writes keep the loop's budget. No
+     * SSL_MODE_RELEASE_BUFFERS: it frees and allocates 34 KiB of record
+     * buffers around every request; conn.c gives them back once a
+     * connection is idle for a while (sws_tls_release_buffers, ADR 0063). */
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* One read(2) per batch of records instead of two per record (its
      * header, then its body); conn.c stops reading once that read(2) was
      * short and OpenSSL holds nothing more (sws_tls_drained, ADR 0053), so
@@ -166,6 +171,10 @@ sws_tls_gen_t *sws_tls_gen_build(const sws_table_t *t, const sws_tickets_t *keys
         sws_errf(err, errlen, "out of memory");
         return NULL;
     }
+    if (sock_method_init(err, errlen) < 0) {
+        free(g);
+        return NULL;
+    }
     g->nhosts = sws_table_host_count(t);
     g->hosts = calloc(g->nhosts ? g->nhosts : 1, sizeof(*g->hosts));
     g->base = ctx_new(t, keys, err, errlen);
@@ -201,36 +210,90 @@ void sws_tls_gen_free(sws_tls_gen_t *g)
     free(g);
 }
 
-/* Watches the socket reads OpenSSL makes for c (ADR 0053): a read shorter
- * than asked, or EAGAIN, drained the socket, as a short read(2) does on a
- * plain connection; OpenSSL reads ahead as much as its buffer takes, so
- * a full read may leave more behind. */
-static long on_socket_io(BIO *b, int oper, const char *argp, size_t len, int argi, long argl,
-                         int ret, size_t *processed)
+/* The client socket's BIO (ADR 0053, 0062): OpenSSL's socket BIO with
+ * our read and write, which make the read(2) and see whether it drained
+ * the socket: a read shorter than asked, or EAGAIN, did, as a short read(2)
+ * does on a plain connection (OpenSSL reads ahead as much as its buffer
+ * takes, so a full read may leave more behind). Not a callback on the
+ * socket BIO: OpenSSL calls one around each of the dozen BIO_ctrl a
+ * request makes, about 800 instructions per request. */
+static int sock_read(BIO *b, char *out, size_t len, size_t *done)
 {
-    (void)argp;
-    (void)argi;
-    (void)argl;
-    if (oper == (BIO_CB_READ | BIO_CB_RETURN)) {
-        sws_conn_t *c = (sws_conn_t *)BIO_get_callback_arg(b);
-        c->tls_socket_drained = ret <= 0 || processed == NULL || *processed < len;
+    sws_conn_t *c = BIO_get_data(b);
+    ssize_t n;
+
+    do
+        n = read(c->io.fd, out, len);
+    while (n < 0 && errno == EINTR);
+    BIO_clear_retry_flags(b);
+    c->tls_socket_drained = n < 0 || (size_t)n < len;
+    *done = n > 0 ? (size_t)n : 0;
+    if (n > 0)
+        return 1;
+    if (n == 0)
+        BIO_set_flags(b, BIO_FLAGS_IN_EOF); /* BIO_eof: SSL_OP_IGNORE_UNEXPECTED_EOF reads it */
+    else if (errno == EAGAIN || errno == EWOULDBLOCK)
+        BIO_set_retry_read(b);
+    return 0;
+}
+
+static int sock_write(BIO *b, const char *in, size_t len, size_t *done)
+{
+    sws_conn_t *c = BIO_get_data(b);
+    ssize_t n;
+
+    do
+        n = send(c->io.fd, in, len, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    BIO_clear_retry_flags(b);
+    *done = n > 0 ? (size_t)n : 0;
+    if (n > 0)
+        return 1;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        BIO_set_retry_write(b);
+    return 0;
+}
+
+/* Made once per process, at the first generation (a worker's one thread),
+ * and never changed or freed after: every connection's BIO points at it,
+ * across generations, as at OpenSSL's own static methods. */
+static BIO_METHOD *sock_method;
+
+static int sock_method_init(char *err, size_t errlen)
+{
+    const BIO_METHOD *sock = BIO_s_socket();
+    BIO_METHOD *m;
+
+    if (sock_method != NULL)
+        return 0;
+    m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR,
+                     "scalws client socket");
+    if (m == NULL || !BIO_meth_set_read_ex(m, sock_read) || !BIO_meth_set_write_ex(m, sock_write) ||
+        !BIO_meth_set_ctrl(m, BIO_meth_get_ctrl(sock)) ||
+        !BIO_meth_set_create(m, BIO_meth_get_create(sock)) ||
+        !BIO_meth_set_destroy(m, BIO_meth_get_destroy(sock))) {
+        BIO_meth_free(m);
+        return sws_errf(err, errlen, "TLS socket BIO: %s", sws_tls_reason("out of memory"));
     }
-    return ret;
+    sock_method = m;
+    return 0;
 }
 
 int sws_tls_conn_start(sws_conn_t *c)
 {
     SSL *ssl = SSL_new(c->set->tls->base);
+    BIO *bio = ssl != NULL ? BIO_new(sock_method) : NULL;
 
-    if (ssl == NULL || SSL_set_fd(ssl, c->io.fd) != 1) {
+    if (bio == NULL) {
         sws_log_error("client %s: TLS: %s", sws_conn_peer_text(c), sws_tls_reason("unknown error"));
         SSL_free(ssl);
         return -1;
     }
+    /* The socket BIO's ctrl keeps the fd (BIO_get_fd), the data is ours. */
+    BIO_set_fd(bio, c->io.fd, BIO_NOCLOSE);
+    BIO_set_data(bio, c);
+    SSL_set_bio(ssl, bio, bio); /* one BIO for both directions, as SSL_set_fd */
     SSL_set_app_data(ssl, c);
-    /* SSL_set_fd made one socket BIO for both directions. */
-    BIO_set_callback_ex(SSL_get_rbio(ssl), on_socket_io);
-    BIO_set_callback_arg(SSL_get_rbio(ssl), (char *)c);
     SSL_set_accept_state(ssl);
     c->ssl = ssl;
     c->tls_handshaking = 1;
@@ -261,10 +324,11 @@ int sws_tls_handshake(sws_conn_t *c)
     const unsigned char *alpn;
     unsigned alpn_len;
 
-    ERR_clear_error();
+    sws_tls_err_reset();
+    c->tls_read_wants_write = 0;
     int r = SSL_do_handshake(c->ssl);
     if (r != 1) {
-        ssize_t rc = ssl_result(c, r, "handshake", NULL);
+        ssize_t rc = ssl_result(c, r, "handshake", &c->tls_read_wants_write);
         if (rc < 0 && errno == EAGAIN)
             return 0;
         if (rc == 0)
@@ -282,7 +346,7 @@ int sws_tls_handshake(sws_conn_t *c)
 
 ssize_t sws_tls_read(sws_conn_t *c, void *buf, size_t n)
 {
-    ERR_clear_error();
+    sws_tls_err_reset();
     c->tls_read_wants_write = 0;
     int r = SSL_read(c->ssl, buf, n > INT32_MAX ? INT32_MAX : (int)n);
     if (r > 0)
@@ -299,7 +363,7 @@ int sws_tls_drained(const sws_conn_t *c)
 
 ssize_t sws_tls_write(sws_conn_t *c, const void *buf, size_t n)
 {
-    ERR_clear_error();
+    sws_tls_err_reset();
     int r = SSL_write(c->ssl, buf, n > INT32_MAX ? INT32_MAX : (int)n);
     if (r > 0)
         return r;
@@ -309,13 +373,19 @@ ssize_t sws_tls_write(sws_conn_t *c, const void *buf, size_t n)
     return -1;
 }
 
+void sws_tls_release_buffers(sws_conn_t *c)
+{
+    /* 0 when bytes are pending: they stay, as OpenSSL would keep them. */
+    (void)SSL_free_buffers(c->ssl);
+}
+
 void sws_tls_shutdown(sws_conn_t *c)
 {
     if (c->ssl == NULL || c->tls_handshaking || (SSL_get_shutdown(c->ssl) & SSL_SENT_SHUTDOWN))
         return;
-    ERR_clear_error();
+    sws_tls_err_reset();
     SSL_shutdown(c->ssl); /* one try: the linger and close follow anyway */
-    ERR_clear_error();
+    sws_tls_err_reset();
 }
 
 void sws_tls_conn_free(sws_conn_t *c)

@@ -55,7 +55,8 @@ void sws_tls_gen_free(sws_tls_gen_t *g);
 int sws_tls_conn_start(sws_conn_t *c);
 
 /* Drive the handshake: 1 done (the ALPN protocol is c's from now on), 0
- * waiting for the socket, -1 failed (logged at debug; the caller closes). */
+ * waiting for the socket (c->tls_read_wants_write: for room), -1 failed
+ * (logged at debug; the caller closes). */
 int sws_tls_handshake(sws_conn_t *c);
 
 /* As read(2) and send(2) on the plaintext: > 0 bytes; read 0 at the
@@ -70,6 +71,11 @@ ssize_t sws_tls_write(sws_conn_t *c, const void *buf, size_t n);
  * edge is drained, as after a short read(2) on a plain connection, and
  * another sws_tls_read would only find EAGAIN (ADR 0053). 0: read on. */
 int sws_tls_drained(const sws_conn_t *c);
+
+/* Give c's OpenSSL record buffers back, between turns (they come again
+ * with its next read or write); nothing when they hold unread or unsent
+ * bytes. The contexts keep them between requests (ADR 0063). */
+void sws_tls_release_buffers(sws_conn_t *c);
 
 /* Send close_notify, once, best effort (before shutdown(SHUT_WR) or
  * close); nothing after a fatal error or before the handshake is done. */

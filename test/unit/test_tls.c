@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
+#include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +35,53 @@
 #define TURNS 2000              /* bound on loop turns per exchange */
 
 static test_pem_t pem_a, pem_def;
+
+/* OpenSSL's allocations of a record buffer's size (CRYPTO_set_mem_functions
+ * in main): how many were made, how many are live. */
+#define RECORD_BUF_MIN (16u * 1024)
+static unsigned long record_bufs_made;
+static long record_bufs_live;
+
+static void count_alloc(void *p)
+{
+    if (p != NULL && malloc_usable_size(p) >= RECORD_BUF_MIN) {
+        record_bufs_made++;
+        record_bufs_live++;
+    }
+}
+
+static void count_free(void *p)
+{
+    if (p != NULL && malloc_usable_size(p) >= RECORD_BUF_MIN)
+        record_bufs_live--;
+}
+
+static void *counted_malloc(size_t n, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    void *p = malloc(n);
+    count_alloc(p);
+    return p;
+}
+
+static void *counted_realloc(void *p, size_t n, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    count_free(p);
+    void *q = realloc(p, n);
+    count_alloc(q != NULL ? q : (n > 0 ? p : NULL));
+    return q;
+}
+
+static void counted_free(void *p, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    count_free(p);
+    free(p);
+}
 static int body_fd = -1;
 
 typedef struct fixture {
@@ -271,13 +320,115 @@ static void test_connection_outlives_its_generation(void **state)
     fixture_free(f);
 }
 
+/* OpenSSL's error queue is per thread, shared by every connection: an
+ * entry someone else left must not turn this connection's "wait for the
+ * socket" into a failure (sws_tls_err_reset before each call, ADR 0062). */
+static void test_stale_error_is_not_blamed_on_a_read(void **state)
+{
+    (void)state;
+    char buf[64];
+    fixture_t *f = fixture_new("a.test", NULL, 0);
+    assert_int_equal(handshake(f), 1);
+    /* The server's side ends at the client's Finished; a handshake step
+     * empties the queue itself. */
+    for (int i = 0; i < TURNS && f->conn->tls_handshaking; i++)
+        assert_int_equal(sws_loop_run_once(&f->loop, 10), 0);
+    assert_false(f->conn->tls_handshaking);
+    ERR_raise(ERR_LIB_SSL, SSL_R_BAD_LENGTH);
+    errno = 0;
+    assert_int_equal(sws_tls_read(f->conn, buf, sizeof(buf)), -1);
+    assert_int_equal(errno, EAGAIN);
+    assert_int_equal(ERR_peek_error(), 0);
+    fixture_free(f);
+}
+
+/* OpenSSL's record buffers stay with a connection between its requests
+ * (not freed and allocated again around each), and go back within
+ * SWS_CONN_TLS_BUFFERS_IDLE_MS of its last turn (ADR 0063). */
+static void test_record_buffers_stay_between_requests(void **state)
+{
+    (void)state;
+    char first[2];
+    fixture_t *f = fixture_new("a.test", NULL, 0);
+    /* No release between the two requests, however slow the machine. */
+    sws_timer_queue_set_duration(&f->set.tls_idle_q, 3600 * 1000);
+    assert_int_equal(handshake(f), 1);
+    assert_int_equal(exchange(f, "/", 2, first), 2);
+    unsigned long made = record_bufs_made;
+    assert_int_equal(exchange(f, "/", 2, first), 2);
+    assert_int_equal(record_bufs_made, made);
+    fixture_free(f);
+}
+
+static void test_record_buffers_go_after_the_last_turn(void **state)
+{
+    (void)state;
+    char first[2];
+    fixture_t *f = fixture_new("a.test", NULL, 0);
+    assert_int_equal(handshake(f), 1);
+    assert_int_equal(exchange(f, "/", 2, first), 2);
+    /* The client does nothing: no turn arms the timer again once it fired. */
+    for (int i = 0; i < TURNS && sws_timer_is_armed(&f->conn->tls_idle); i++)
+        assert_int_equal(sws_loop_run_once(&f->loop, 10), 0);
+    assert_false(sws_timer_is_armed(&f->conn->tls_idle));
+    long live = record_bufs_live;
+    unsigned long made = record_bufs_made;
+    /* The next request brings the read and the write buffer again. */
+    assert_int_equal(exchange(f, "/", 2, first), 2);
+    assert_memory_equal(first, "ok", 2);
+    assert_int_equal(record_bufs_made, made + 2);
+    assert_int_equal(record_bufs_live, live + 2);
+    fixture_free(f);
+}
+
+/* read(2) calls of this process so far (/proc/self/io, syscr), the one
+ * that reads it included. */
+static long reads_so_far(void)
+{
+    char buf[1024];
+    int fd = open("/proc/self/io", O_RDONLY | O_CLOEXEC);
+    assert_true(fd >= 0);
+    ssize_t n = read(fd, buf, sizeof(buf) - 1);
+    close(fd);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    const char *p = strstr(buf, "syscr: ");
+    assert_non_null(p);
+    return strtol(p + strlen("syscr: "), NULL, 10);
+}
+
+/* The first event of a new connection is EPOLLOUT alone when its
+ * ClientHello has not come yet: the handshake waits for input rather than
+ * read EAGAIN, and goes on when it comes. */
+static void test_handshake_reads_only_on_input(void **state)
+{
+    (void)state;
+    char first[2];
+    fixture_t *f = fixture_new("a.test", NULL, 0);
+    long before = reads_so_far();
+    assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
+    assert_int_equal(f->loop.nevents, 1);
+    assert_int_equal(reads_so_far() - before, 1); /* reads_so_far's own */
+    assert_int_equal(handshake(f), 1);
+    assert_int_equal(exchange(f, "/", 2, first), 2);
+    assert_memory_equal(first, "ok", 2);
+    fixture_free(f);
+}
+
 int main(void)
 {
+    /* Before OpenSSL allocates anything. */
+    if (!CRYPTO_set_mem_functions(counted_malloc, counted_realloc, counted_free))
+        return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_sni_picks_the_hosts_certificate_and_http11),
         cmocka_unit_test(test_unknown_name_and_no_sni_get_the_default),
         cmocka_unit_test(test_file_body_through_tls_pieces),
         cmocka_unit_test(test_connection_outlives_its_generation),
+        cmocka_unit_test(test_stale_error_is_not_blamed_on_a_read),
+        cmocka_unit_test(test_record_buffers_stay_between_requests),
+        cmocka_unit_test(test_record_buffers_go_after_the_last_turn),
+        cmocka_unit_test(test_handshake_reads_only_on_input),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
