@@ -161,6 +161,20 @@ class Listener:
         raise NotImplementedError
 
 
+def recv_head(conn):
+    """Reads from CONN up to the end of a request's head: (head, rest),
+    the head without its blank line and what came after it; None when the
+    peer closed first."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        more = conn.recv(65536)
+        if not more:
+            return None
+        data += more
+    head, rest = data.split(b"\r\n\r\n", 1)
+    return head, rest
+
+
 class Backend:
     def __init__(self, name="backend", mode="ok", times=None, delay=0.05,
                  family=socket.AF_INET, port=0, host=None):

@@ -1,5 +1,5 @@
 """A new operator's configuration mistakes, as `scalwsd -t` and a start
-meet them (the audit of session 16; docs/configuration.md, "Errors")."""
+meet them (the audit of session 8; docs/configuration.md, "Errors")."""
 
 import os
 import shutil

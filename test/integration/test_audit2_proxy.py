@@ -1,5 +1,5 @@
 """An attacker's HTTP/1.1 through the proxy, side by side with nginx 1.22
-and HAProxy 2.6 (the audit of session 16): a member that answers with bad
+and HAProxy 2.6 (the audit of session 8): a member that answers with bad
 framing or bad fields, and requests the proxy must forward well formed.
 The member here records the exact bytes it gets and answers each request
 with the bytes its path names."""
@@ -7,7 +7,7 @@ with the bytes its path names."""
 import re
 import threading
 
-from backend import Listener
+from backend import Listener, recv_head
 from harness import Client, ServerTestCase, TIMEOUT, poll
 from test_proxy import proxy_config
 
@@ -36,13 +36,10 @@ class RawMember(Listener):
     def one(self, conn):
         conn.settimeout(TIMEOUT)
         try:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                head += data
-            head = head.split(b"\r\n\r\n", 1)[0]
+            got = recv_head(conn)
+            if got is None:
+                return
+            head = got[0]
             with self.lock:
                 self.heads.append(head)
             path = head.split(b" ")[1].decode("latin-1")

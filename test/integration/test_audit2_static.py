@@ -1,5 +1,5 @@
 """An attacker's Range and path against static files, side by side with
-nginx 1.22 (the audit of session 16; docs/configuration.md, `static`).
+nginx 1.22 (the audit of session 8; docs/configuration.md, `static`).
 Every spelling of a path out of the root is test_path's and test_static's;
 this pins down what a Range header can make a worker send."""
 

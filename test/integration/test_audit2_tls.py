@@ -1,5 +1,5 @@
 """An attacker's TLS client, side by side with nginx 1.22 (the audit of
-session 16; docs/operations.md, "TLS"). The handshake timeout, TLS 1.0/1.1,
+session 8; docs/operations.md, "TLS"). The handshake timeout, TLS 1.0/1.1,
 an unknown SNI name and renegotiation are test_tls's."""
 
 import ssl

@@ -61,6 +61,16 @@ class Bench(unittest.TestCase):
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         return p.stdout.decode()
 
+    def assert_refused_before_starting(self, scenario, message, **settings):
+        """run.sh SCENARIO with SETTINGS in its environment exits 1 with
+        MESSAGE on stderr before it makes its output directory."""
+        env = dict(os.environ, OUT=os.path.join(self.dir, "out"), **settings)
+        p = subprocess.run(["bash", RUN_SH, scenario], capture_output=True, timeout=TIMEOUT,
+                           env=env, stdin=subprocess.DEVNULL)
+        self.assertEqual(p.returncode, 1, p.stderr.decode())
+        self.assertIn(message, p.stderr.decode())
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
+
     @staticmethod
     def table_row(md, label):
         """The cells of the summary table's row LABEL."""
@@ -89,12 +99,7 @@ class Bench(unittest.TestCase):
             self.assertEqual({r.index(server) for r in rounds}, {0, 1, 2}, server + " in every place")
 
     def test_haproxy_is_refused_outside_the_proxy_and_tls_scenarios(self):
-        env = dict(os.environ, SERVERS="haproxy", OUT=os.path.join(self.dir, "out"))
-        p = subprocess.run(["bash", RUN_SH, "respond"], capture_output=True, timeout=TIMEOUT,
-                           env=env, stdin=subprocess.DEVNULL)
-        self.assertEqual(p.returncode, 1, p.stderr.decode())
-        self.assertIn("proxy and TLS scenarios only", p.stderr.decode())
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
+        self.assert_refused_before_starting("respond", "proxy and TLS scenarios only", SERVERS="haproxy")
 
     def test_help_names_the_proxy_scenarios(self):
         p = subprocess.run(["bash", RUN_SH, "--help"], capture_output=True, timeout=TIMEOUT)
@@ -106,12 +111,7 @@ class Bench(unittest.TestCase):
     def test_tls_scenarios_refuse_a_fixed_rate(self):
         # The fixed-rate clients speak plain HTTP: a TLS run at a rate
         # would measure nothing it says.
-        env = dict(os.environ, SERVERS="nginx", LOAD="rate", OUT=os.path.join(self.dir, "out"))
-        p = subprocess.run(["bash", RUN_SH, "tls-h1"], capture_output=True, timeout=TIMEOUT,
-                           env=env, stdin=subprocess.DEVNULL)
-        self.assertEqual(p.returncode, 1, p.stderr.decode())
-        self.assertIn("LOAD=closed", p.stderr.decode())
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
+        self.assert_refused_before_starting("tls-h1", "LOAD=closed", SERVERS="nginx", LOAD="rate")
 
     @unittest.skipUnless(shutil.which("h2load") and os.path.exists("/usr/sbin/nghttpd"),
                          "h2load and nghttpd (nghttp2-client, nghttp2-server) are not installed")
@@ -300,20 +300,10 @@ class Bench(unittest.TestCase):
         self.assertIn("schedstat", md)
 
     def test_accept_policies_refuses_bad_settings_before_starting(self):
-        env = dict(os.environ, LOW_RATE="fast", OUT=os.path.join(self.dir, "out"))
-        p = subprocess.run(["bash", RUN_SH, "accept-policies"], capture_output=True, timeout=TIMEOUT,
-                           env=env, stdin=subprocess.DEVNULL)
-        self.assertEqual(p.returncode, 1, p.stderr.decode())
-        self.assertIn("LOW_RATE must be a whole number", p.stderr.decode())
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
+        self.assert_refused_before_starting("accept-policies", "LOW_RATE must be a whole number", LOW_RATE="fast")
 
     def test_accept_policies_refuses_an_unknown_part_before_starting(self):
-        env = dict(os.environ, PARTS="rate lowrate", OUT=os.path.join(self.dir, "out"))
-        p = subprocess.run(["bash", RUN_SH, "accept-policies"], capture_output=True, timeout=TIMEOUT,
-                           env=env, stdin=subprocess.DEVNULL)
-        self.assertEqual(p.returncode, 1, p.stderr.decode())
-        self.assertIn("PARTS: unknown part 'lowrate'", p.stderr.decode())
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
+        self.assert_refused_before_starting("accept-policies", "PARTS: unknown part 'lowrate'", PARTS="rate lowrate")
 
     def test_accept_policies_runs_only_the_parts_named(self):
         """PARTS="low-rate": the first part started is low-rate (a server
@@ -328,12 +318,7 @@ class Bench(unittest.TestCase):
         self.assertEqual(parts, ["low-rate"], err)
 
     def test_late_client_takes_fail_or_mark(self):
-        env = dict(os.environ, LATE_CLIENT="ignore", OUT=os.path.join(self.dir, "out"))
-        p = subprocess.run(["bash", RUN_SH, "respond"], capture_output=True, timeout=TIMEOUT,
-                           env=env, stdin=subprocess.DEVNULL)
-        self.assertEqual(p.returncode, 1, p.stderr.decode())
-        self.assertIn("LATE_CLIENT must be fail or mark", p.stderr.decode())
-        self.assertFalse(os.path.exists(os.path.join(self.dir, "out")), "it started a run")
+        self.assert_refused_before_starting("respond", "LATE_CLIENT must be fail or mark", LATE_CLIENT="ignore")
 
     def accept_part(self, part, servers, rounds):
         """DIR/PART of run.sh accept-policies: ROUNDS is a list of

@@ -10,7 +10,7 @@ import hashlib
 import os
 import time
 
-from backend import Listener
+from backend import Listener, recv_head
 from harness import Client, ServerTestCase, TIMEOUT, make_config, poll, scale, status_kib
 
 DOWNLOAD = 1 << 30            # the 1 GiB
@@ -31,13 +31,10 @@ class StreamingBackend(Listener):
     def one(self, conn):
         conn.settimeout(TIMEOUT * 4)
         try:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                data = conn.recv(65536)
-                if not data:
-                    return
-                head += data
-            head, rest = head.split(b"\r\n\r\n", 1)
+            got = recv_head(conn)
+            if got is None:
+                return
+            head, rest = got
             lines = head.split(b"\r\n")
             method = lines[0].split(b" ")[0]
             fields = dict(l.split(b": ", 1) for l in lines[1:] if b": " in l)
