@@ -16,6 +16,7 @@
 #include "core/fmt.h"
 #include "core/log.h"
 #include "supervisor/admin_http.h"
+#include "supervisor/admin_token.h"
 #include "supervisor/listen.h"
 #include "worker/request.h" /* sws_http_reason: one table of reason phrases */
 
@@ -42,8 +43,15 @@ typedef struct admin_conn {
     size_t sent;
     int lingering;      /* answered: reading to the client's end (see conn_linger) */
     size_t discarded;
-    int is_unix;        /* accepted on a Unix socket listener */
+    const admin_listener_t *listener; /* accepted on it */
 } admin_conn_t;
+
+/* A refusal said at most once per REFUSED_LOG_PERIOD_MS, with how many
+ * there were since the line before. */
+typedef struct admin_tally {
+    uint64_t count;
+    uint64_t said_ms; /* when the log last said so (0: never) */
+} admin_tally_t;
 
 struct sws_admin {
     sws_loop_t *loop;
@@ -56,12 +64,18 @@ struct sws_admin {
     unsigned nconns;
     sws_timer_queue_t timeouts;
     int keep_files; /* sws_admin_release: a new binary serves the socket files now */
-    uint64_t refused;          /* connections closed at once: all slots held */
-    uint64_t refused_said_ms;  /* when the log last said so (0: never) */
+    admin_tally_t refused;      /* connections closed at once: all slots held */
+    admin_tally_t unauthorized; /* requests answered 401 */
+    /* server.admin.token_file: TCP listeners need the token; token_len 0
+     * with need_token: it could not be read, so nothing passes. Wiped
+     * when replaced and at the stop. */
+    int need_token;
+    uint8_t token[SWS_ADMIN_TOKEN_MAX];
+    size_t token_len;
 };
 
-/* An operator whose curl gets a reset must find why in the log, once per
- * period, not once per connection (they may come in a flood). */
+/* An operator whose curl gets a reset or a 401 must find why in the log,
+ * once per period, not once per connection (they may come in a flood). */
 #define REFUSED_LOG_PERIOD_MS 10000u
 
 /* ---- addresses ---- */
@@ -96,8 +110,9 @@ int sws_admin_parse_address(const char *text, sws_admin_addr_t *addr, char *err,
     addr->len = (socklen_t)len;
     if (!is_loopback(&addr->ss))
         return sws_errf(err, errlen,
-                        "\"%s\" is not a loopback address: the admin API has no authentication; "
-                        "use a Unix socket path, 127.0.0.1:PORT or [::1]:PORT", text);
+                        "\"%s\" is not a loopback address: the admin API speaks plain HTTP, so "
+                        "its token would cross the network in clear; use a Unix socket path, "
+                        "127.0.0.1:PORT or [::1]:PORT", text);
     return 0;
 }
 
@@ -203,6 +218,8 @@ static void conn_close(admin_conn_t *c)
         c->next->prev = c->prev;
     admin->nconns--;
     sws_json_out_free(&c->out);
+    /* It may hold the token: not left in freed memory. */
+    explicit_bzero(c->req.authorization, sizeof(c->req.authorization));
     free(c);
 }
 
@@ -210,16 +227,40 @@ static void conn_close(admin_conn_t *c)
  * HEAD). */
 static void conn_respond(admin_conn_t *c, const sws_admin_reply_t *reply, int head_only)
 {
-    char head[256];
+    char head[320];
     int n = snprintf(head, sizeof(head),
                      "HTTP/1.1 %u %s\r\nContent-Type: application/json\r\n"
-                     "Content-Length: %zu\r\n%s%s%sConnection: close\r\n\r\n",
+                     "Content-Length: %zu\r\n%s%s%s%s%s%sConnection: close\r\n\r\n",
                      reply->status, sws_http_reason(reply->status), reply->body.len,
                      reply->allow != NULL ? "Allow: " : "",
-                     reply->allow != NULL ? reply->allow : "", reply->allow != NULL ? "\r\n" : "");
+                     reply->allow != NULL ? reply->allow : "", reply->allow != NULL ? "\r\n" : "",
+                     reply->challenge != NULL ? "WWW-Authenticate: " : "",
+                     reply->challenge != NULL ? reply->challenge : "",
+                     reply->challenge != NULL ? "\r\n" : "");
+    /* The values are our own constants: a cut head is a bug, not input. */
+    if (n < 0 || (size_t)n >= sizeof(head)) {
+        c->out.oom = 1;
+        return;
+    }
     sws_json_raw(&c->out, head, (size_t)n);
     if (!head_only)
         sws_json_raw(&c->out, reply->body.p != NULL ? reply->body.p : "", reply->body.len);
+}
+
+static void note_unauthorized(sws_admin_t *admin, const admin_listener_t *l,
+                              const sws_admin_req_t *r, sws_admin_auth_t auth);
+
+/* The request's credentials: the Unix socket's mode guards it, a TCP
+ * listener needs the token once token_file is set. */
+static sws_admin_auth_t conn_auth(const admin_conn_t *c)
+{
+    const sws_admin_t *admin = c->admin;
+    const sws_admin_req_t *r = &c->req;
+    if (c->listener->is_unix || !admin->need_token)
+        return SWS_ADMIN_AUTH_OK;
+    return sws_admin_token_check(admin->token, admin->token_len,
+                                 r->has_authorization ? r->authorization : NULL,
+                                 r->authorization_len);
 }
 
 static void conn_answer(admin_conn_t *c)
@@ -229,9 +270,12 @@ static void conn_answer(admin_conn_t *c)
     int head_only = 0;
     if (r->state == SWS_ADMIN_REQ_DONE) {
         head_only = strcmp(r->method, "HEAD") == 0;
-        c->admin->api.peer_unix = c->is_unix;
+        c->admin->api.peer_unix = c->listener->is_unix;
+        c->admin->api.auth = conn_auth(c);
         c->admin->handle(c->admin->handle_ctx, r->method, r->target, r->body, r->body_len,
                          &reply);
+        if (reply.status == 401)
+            note_unauthorized(c->admin, c->listener, r, c->admin->api.auth);
     } else {
         memset(&reply, 0, sizeof(reply));
         reply.status = r->status;
@@ -328,18 +372,40 @@ static void on_conn_timeout(sws_timer_t *t)
     conn_close(c);
 }
 
-static void note_refused(sws_admin_t *admin, const admin_listener_t *l)
+/* Count one more; the count to say now (then zeroed), or 0 when the
+ * last line is less than a period old. */
+static uint64_t tally_due(sws_admin_t *admin, admin_tally_t *t)
 {
     uint64_t now = sws_loop_now_ms(admin->loop);
-    admin->refused++;
-    if (admin->refused_said_ms != 0 && now - admin->refused_said_ms < REFUSED_LOG_PERIOD_MS)
-        return;
-    sws_log_warn("admin API: %s: %llu connection(s) closed at once: %u open, the most served at "
-                 "a time (each is closed %u s after it was accepted)", l->name,
-                 (unsigned long long)admin->refused, admin->nconns,
-                 SWS_ADMIN_TIMEOUT_MS / 1000);
-    admin->refused = 0;
-    admin->refused_said_ms = now != 0 ? now : 1;
+    t->count++;
+    if (t->said_ms != 0 && now - t->said_ms < REFUSED_LOG_PERIOD_MS)
+        return 0;
+    uint64_t n = t->count;
+    t->count = 0;
+    t->said_ms = now != 0 ? now : 1;
+    return n;
+}
+
+static void note_refused(sws_admin_t *admin, const admin_listener_t *l)
+{
+    uint64_t n = tally_due(admin, &admin->refused);
+    if (n > 0)
+        sws_log_warn("admin API: %s: %llu connection(s) closed at once: %u open, the most "
+                     "served at a time (each is closed %u s after it was accepted)", l->name,
+                     (unsigned long long)n, admin->nconns, SWS_ADMIN_TIMEOUT_MS / 1000);
+}
+
+/* A guesser may send thousands a second: one line per period. */
+static void note_unauthorized(sws_admin_t *admin, const admin_listener_t *l,
+                              const sws_admin_req_t *r, sws_admin_auth_t auth)
+{
+    uint64_t n = tally_due(admin, &admin->unauthorized);
+    if (n > 0)
+        sws_log_warn("admin API: %s: %llu request(s) answered 401 (the last: %s %s, %s); "
+                     "this listener needs the token of server.admin.token_file", l->name,
+                     (unsigned long long)n, r->method, r->target,
+                     auth == SWS_ADMIN_AUTH_WRONG ? "a wrong bearer token"
+                                                  : "no bearer token");
 }
 
 static void on_accept(sws_io_t *io, uint32_t events)
@@ -366,7 +432,7 @@ static void on_accept(sws_io_t *io, uint32_t events)
         c->admin = admin;
         c->io.fd = fd;
         c->io.cb = on_conn;
-        c->is_unix = l->is_unix;
+        c->listener = l;
         sws_admin_req_init(&c->req);
         if (sws_loop_add(admin->loop, &c->io, EPOLLIN) < 0) {
             close(fd);
@@ -445,6 +511,53 @@ static int admin_listen(sws_admin_t *admin, const char *name, const sws_admin_ad
     return rc;
 }
 
+/* A loopback port is open to every local user (in a pod, to every
+ * container): say so once per listener that nothing else guards. */
+static void warn_unguarded(const sws_admin_t *admin)
+{
+    for (unsigned i = 0; i < admin->nlisteners && !admin->need_token; i++) {
+        if (!admin->listeners[i].is_unix)
+            sws_log_warn("admin API on %s: no server.admin.token_file, so any local user may "
+                         "change pool members and start an upgrade through it",
+                         admin->listeners[i].name);
+    }
+}
+
+static void forget_token(sws_admin_t *admin)
+{
+    explicit_bzero(admin->token, sizeof(admin->token));
+    admin->token_len = 0;
+}
+
+/* cfg's token (copied); a token_file whose token the reader did not read
+ * (a RouteSet not from a file) lets nothing through rather than all. */
+static void take_token(sws_admin_t *admin, const Sws__Admin *cfg)
+{
+    forget_token(admin);
+    admin->need_token = cfg->token_file[0] != '\0';
+    if (admin->need_token && cfg->token.len > 0 && cfg->token.len <= sizeof(admin->token)) {
+        memcpy(admin->token, cfg->token.data, cfg->token.len);
+        admin->token_len = cfg->token.len;
+    }
+}
+
+/* take_token, and one line: the file read, or (warn) the listeners
+ * nothing guards. */
+static void use_token(sws_admin_t *admin, const Sws__Admin *cfg, int warn)
+{
+    take_token(admin, cfg);
+    if (admin->need_token)
+        sws_log_info("admin API: bearer token read from %s", cfg->token_file);
+    else if (warn)
+        warn_unguarded(admin);
+}
+
+void sws_admin_set_token(sws_admin_t *admin, const Sws__Admin *cfg)
+{
+    if (admin != NULL && cfg != NULL)
+        use_token(admin, cfg, admin->need_token);
+}
+
 static void api_handle(void *ctx, const char *method, const char *target, const char *body,
                        size_t body_len, sws_admin_reply_t *reply)
 {
@@ -494,6 +607,7 @@ sws_admin_t *sws_admin_start_inherited(sws_loop_t *loop, const Sws__Admin *cfg, 
         }
         sws_log_info("admin API on %s", cfg->listen[i]);
     }
+    use_token(admin, cfg, 1);
     return admin;
 }
 
@@ -552,6 +666,7 @@ void sws_admin_stop(sws_admin_t *admin)
             unlink(l->name);
     }
     sws_timer_queue_remove(admin->loop, &admin->timeouts);
+    forget_token(admin);
     free(admin->listeners);
     sws_admin_api_free(&admin->api);
     free(admin);

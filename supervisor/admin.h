@@ -8,8 +8,11 @@
  * Addresses: a Unix socket path (starts with '/'; created mode 0600; its
  * directory is created (0755) when missing; a socket file left by a dead
  * process is replaced, one that someone still listens on is not), or a
- * loopback HOST:PORT (127.0.0.0/8, ::1: the API has no authentication, so
- * anything else is refused by the config reader).
+ * loopback HOST:PORT (127.0.0.0/8, ::1: anything else is refused by the
+ * config reader). With server.admin.token_file a request on a loopback
+ * port needs its bearer token (supervisor/admin_token.h), all but the
+ * probes; without it the start warns once per such listener. The Unix
+ * socket's mode guards it.
  *
  * An address that cannot be opened costs one error line and the server
  * starts anyway: traffic matters more than the admin API.
@@ -69,6 +72,12 @@ sws_admin_t *sws_admin_start_inherited(sws_loop_t *loop, const Sws__Admin *cfg, 
                                        unsigned nworkers, sws_admin_publish_fn publish,
                                        void *ctx, const char *const *names, int *fds,
                                        unsigned nfds);
+
+/* The token of cfg->token_file (cfg->token, as the config reader read it;
+ * copied) from now on: a reload's (sws_admin_start takes the start's).
+ * Logs one line when a token is set, and the start's warning again when
+ * the key went away. admin may be NULL. */
+void sws_admin_set_token(sws_admin_t *admin, const Sws__Admin *cfg);
 
 /* POST /v1/upgrade calls upgrade with the publish ctx (NULL: no such
  * endpoint). admin may be NULL. */

@@ -595,6 +595,20 @@ static void post_upgrade(sws_admin_api_t *api, const char *body, size_t len,
     sws_json_lit(&reply->body, "}\n");
 }
 
+/* RFC 6750: the scheme and a realm; error="invalid_token" only when a
+ * token came, so a client without one is not told it sent a bad one. */
+static void unauthorized(sws_admin_auth_t auth, sws_admin_reply_t *reply)
+{
+    if (auth == SWS_ADMIN_AUTH_WRONG) {
+        reply_error(reply, 401, "wrong bearer token");
+        reply->challenge = "Bearer realm=\"scalws-admin\", error=\"invalid_token\"";
+    } else {
+        reply_error(reply, 401, "this listener needs Authorization: Bearer TOKEN, the token of "
+                    "server.admin.token_file");
+        reply->challenge = "Bearer realm=\"scalws-admin\"";
+    }
+}
+
 static int method_is(const char *method, const char *want, const char *allow,
                      sws_admin_reply_t *reply)
 {
@@ -617,7 +631,9 @@ void sws_admin_api_handle(sws_admin_api_t *api, const char *method, const char *
     else if (n == 1 && (strcmp(seg[0], "healthz") == 0 || strcmp(seg[0], "readyz") == 0)) {
         if (method_is(method, "GET", "GET, HEAD", reply))
             get_probe(api, seg[0][0] == 'r', reply);
-    } else if (n < 2 || strcmp(seg[0], "v1") != 0)
+    } else if (api->auth != SWS_ADMIN_AUTH_OK)
+        unauthorized(api->auth, reply);
+    else if (n < 2 || strcmp(seg[0], "v1") != 0)
         reply_error(reply, 404, "no such endpoint (see docs/admin-api.md)");
     else if (api->packed == NULL)
         reply_error(reply, 503, "no routing table published yet");

@@ -12,6 +12,10 @@
  *                                              subscribed to ingressd, its first
  *                                              snapshot applied); else 503
  *
+ * Every endpoint but the two probes answers 401 (with a challenge) unless
+ * api->auth is SWS_ADMIN_AUTH_OK: the probes tell nothing and change
+ * nothing, and a kubelet's probe carries no secret (ADR 0064).
+ *
  * A change copies the RouteSet published last (kept packed, unpacked at
  * the first request that reads it), edits the copy, passes it
  * through sws_routeset_check() and hands it to publish(): the supervisor's
@@ -31,6 +35,7 @@
 #include "core/json.h"
 #include "proto/scalws.pb-c.h"
 #include "shm/shm.h"
+#include "supervisor/admin_token.h"
 #include "supervisor/resolve.h"
 
 /* Publish rs as the next generation: 0 and *gen, SWS_SHM_BUSY (no free
@@ -77,11 +82,13 @@ typedef struct sws_admin_api {
     int peer_unix; /* the request being answered came over a Unix socket (mode 0600: the
                     * supervisor's user), not a loopback port any local user reaches; set
                     * by supervisor/admin.c before each request */
+    sws_admin_auth_t auth; /* the request's credentials (admin_token.h); set likewise */
 } sws_admin_api_t;
 
 typedef struct sws_admin_reply {
     unsigned status;
     const char *allow;       /* 405: the Allow header's value; else NULL */
+    const char *challenge;   /* 401: the WWW-Authenticate header's value; else NULL */
     sws_json_out_t body;     /* owned: sws_json_out_free() */
 } sws_admin_reply_t;
 

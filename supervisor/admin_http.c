@@ -2,6 +2,8 @@
 
 #include <string.h>
 
+#include "core/str.h"
+
 static sws_admin_req_t *req_of(llhttp_t *p)
 {
     return p->data;
@@ -39,8 +41,51 @@ static int on_url(llhttp_t *p, const char *at, size_t len)
     return 0;
 }
 
+/* Header names come in pieces too: their first bytes are enough to know
+ * Authorization, their length tells a longer name from it. */
+static int on_header_field(llhttp_t *p, const char *at, size_t len)
+{
+    sws_admin_req_t *r = req_of(p);
+    if (r->field_len < sizeof(r->field))
+        memcpy(r->field + r->field_len, at,
+               len < sizeof(r->field) - r->field_len ? len : sizeof(r->field) - r->field_len);
+    r->field_len += len;
+    return 0;
+}
+
+static int on_header_field_complete(llhttp_t *p)
+{
+    sws_admin_req_t *r = req_of(p);
+    sws_str_t name = { r->field, r->field_len };
+    r->field_len = 0;
+    /* A trailer's (after a chunked body) is no credential. */
+    if (r->in_trailers || !sws_str_caseeq_lit(name, "authorization"))
+        return 0;
+    if (r->has_authorization)
+        return refuse(p, 400, "more than one Authorization header");
+    r->has_authorization = 1;
+    r->in_authorization = 1;
+    return 0;
+}
+
+static int on_header_value(llhttp_t *p, const char *at, size_t len)
+{
+    sws_admin_req_t *r = req_of(p);
+    if (!r->in_authorization)
+        return 0;
+    return append(p, r->authorization, &r->authorization_len, sizeof(r->authorization), at, len,
+                  431, "Authorization header too long");
+}
+
+static int on_header_value_complete(llhttp_t *p)
+{
+    req_of(p)->in_authorization = 0;
+    return 0;
+}
+
 static int on_headers_complete(llhttp_t *p)
 {
+    req_of(p)->in_trailers = 1;
     /* A declared length that cannot fit is refused before its bytes come. */
     if ((p->flags & F_CONTENT_LENGTH) && p->content_length > SWS_ADMIN_MAX_BODY)
         return refuse(p, 413, "request body too large");
@@ -64,6 +109,10 @@ static int on_message_complete(llhttp_t *p)
 
 static const llhttp_settings_t parser_settings = {
     .on_url = on_url,
+    .on_header_field = on_header_field,
+    .on_header_field_complete = on_header_field_complete,
+    .on_header_value = on_header_value,
+    .on_header_value_complete = on_header_value_complete,
     .on_headers_complete = on_headers_complete,
     .on_body = on_body,
     .on_message_complete = on_message_complete,

@@ -12,6 +12,10 @@
  * SWS_ADMIN_MAX_BODY; past a bound the request fails with 413 or 414, so a
  * client cannot make the supervisor hold more than that per connection.
  *
+ * Of the headers only Authorization is kept (admin_token.h checks it):
+ * past SWS_ADMIN_MAX_AUTHORIZATION bytes the request fails with 431, and
+ * a second one with 400 (which one would count is ambiguous).
+ *
  * Caller: the supervisor (supervisor/admin.c), and the unit and fuzz
  * tests. The struct is the caller's (embedded in its connection).
  */
@@ -24,6 +28,8 @@
 #define SWS_ADMIN_MAX_REQUEST (16u << 10)
 #define SWS_ADMIN_MAX_TARGET 1024u
 #define SWS_ADMIN_MAX_BODY 4096u
+/* "Bearer ", a token (admin_token.h's bound) and room for spaces. */
+#define SWS_ADMIN_MAX_AUTHORIZATION 1024u
 
 typedef enum sws_admin_req_state {
     SWS_ADMIN_REQ_MORE = 0, /* give more bytes */
@@ -40,7 +46,14 @@ typedef struct sws_admin_req {
     size_t target_len;
     char body[SWS_ADMIN_MAX_BODY];
     size_t body_len;
-    unsigned status;                  /* ERROR: 400, 413 or 414 */
+    char authorization[SWS_ADMIN_MAX_AUTHORIZATION]; /* its value, not NUL-terminated */
+    size_t authorization_len;
+    int has_authorization;            /* the header came (its value may be empty) */
+    int in_authorization;             /* reading its value */
+    int in_trailers;                  /* the head is read: names now are trailers' */
+    char field[16];                   /* the header name being read, its first bytes */
+    size_t field_len;                 /* its whole length */
+    unsigned status;                  /* ERROR: 400, 413, 414 or 431 */
     const char *why;                  /* ERROR: a static sentence */
 } sws_admin_req_t;
 

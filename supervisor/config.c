@@ -45,6 +45,7 @@
 #include "shm/table.h"
 #include "shm/ingress_endpoint.h"
 #include "supervisor/admin.h"
+#include "supervisor/admin_token.h"
 #include "supervisor/listen.h"
 #include "supervisor/supervisor.h"
 
@@ -246,16 +247,50 @@ static int cfg_admin_check(cfg_parser_t *p, yaml_node_t *n, char *key)
     return 0;
 }
 
-/* admin: {listen: ADDR or [ADDR, ...]}; absent: the default socket; an
- * empty list: the admin API is off. */
+/* token_file: made absolute against the file's directory, and read here
+ * (-t, start, reload: each reads it again, which is how a token rotates),
+ * so a file the server could not use is refused at its key. */
+static int cfg_admin_token(cfg_parser_t *p, const cfg_fields_t *f, Sws__Admin *ad)
+{
+    yaml_node_t *n = cfg_field(f, "token_file");
+    char path[PATH_MAX], why[PATH_MAX + 160];
+    uint8_t token[SWS_ADMIN_TOKEN_MAX];
+    size_t len = 0;
+
+    if (cfg_string(p, f, "token_file", &ad->token_file) < 0)
+        return -1;
+    if (n == NULL || ad->token_file[0] == '\0')
+        return 0;
+    size_t mark = cfg_push(p, "token_file");
+    if (cfg_path(p, n, ad->token_file, path, sizeof(path)) < 0 ||
+        cfg_set_str(p, n, &ad->token_file, path) < 0)
+        return -1;
+    if (p->check_system) {
+        if (sws_admin_token_read(path, token, &len, why, sizeof(why)) < 0)
+            return cfg_fail(p, n, "%s", why);
+        ad->token.data = malloc(len);
+        if (ad->token.data == NULL) {
+            explicit_bzero(token, sizeof(token));
+            return cfg_oom(p, n);
+        }
+        memcpy(ad->token.data, token, len);
+        ad->token.len = len;
+        explicit_bzero(token, sizeof(token));
+    }
+    cfg_pop(p, mark);
+    return 0;
+}
+
+/* admin: {listen: ADDR or [ADDR, ...], token_file: PATH}; listen absent:
+ * the default socket; an empty list: the admin API is off. */
 static int cfg_admin(cfg_parser_t *p, yaml_node_t *node, Sws__Admin *ad)
 {
-    static const char *const keys[] = { "listen", NULL };
+    static const char *const keys[] = { "listen", "token_file", NULL };
     cfg_fields_t f;
     size_t mark;
     yaml_node_t *ln;
 
-    if (cfg_map(p, node, keys, &f) < 0)
+    if (cfg_map(p, node, keys, &f) < 0 || cfg_admin_token(p, &f, ad) < 0)
         return -1;
     ln = cfg_field(&f, "listen");
     if (ln == NULL) {

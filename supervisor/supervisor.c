@@ -997,6 +997,9 @@ static void reload(sws_supervisor_t *sup)
         return;
     }
     apply_log_level(next->routes->settings);
+    /* Like the log level, it needs no table: a rotated token is in force
+     * as soon as the file that names it is accepted. */
+    sws_admin_set_token(sup->admin, next->server->admin);
 
     drop_pending(sup); /* a newer file replaces one still waiting */
     sup->pending = next;

@@ -2,7 +2,10 @@
  * Fuzz target: an admin API request as a client could send it, through
  * the request reader (supervisor/admin_http.h: llhttp, the size bounds)
  * split at a point the first input byte chooses, then, once complete,
- * through the endpoints (supervisor/admin_api.h: target splitting and
+ * when byte 0's top bit is set (a TCP listener with a token_file) through
+ * the bearer token check of its Authorization header
+ * (supervisor/admin_token.h, against TOKEN), and the endpoints
+ * (supervisor/admin_api.h: target splitting and
  * percent-decoding, the member address rules, the JSON body reader, the
  * RouteSet edit and check). Publication is in memory (no shm): a change
  * the API accepts becomes the API's RouteSet for the next input, so
@@ -13,6 +16,8 @@
  * (starts with '{', ends with "}\n", and an error reply is {"error": ...})
  * in valid UTF-8 with no raw control byte before its newline (core/json.h:
  * whatever bytes a name or a message holds, the writer escapes them).
+ * Without TOKEN nothing is published and a 401 carries its challenge; with
+ * it no 401 comes.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -23,8 +28,10 @@
 #include "core/log.h"
 #include "supervisor/admin_api.h"
 #include "supervisor/admin_http.h"
+#include "supervisor/admin_token.h"
 
 #define MAX_MEMBERS 64
+#define TOKEN "fuzz-token-0123456789"
 
 static sws_admin_api_t api;
 static uint64_t generation;
@@ -178,9 +185,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (st != SWS_ADMIN_REQ_DONE || req.method == NULL || req.body_len > SWS_ADMIN_MAX_BODY)
         abort();
+    api.auth = SWS_ADMIN_AUTH_OK;
+    if (data[0] & 0x80)
+        api.auth = sws_admin_token_check((const uint8_t *)TOKEN, sizeof(TOKEN) - 1,
+                                         req.has_authorization ? req.authorization : NULL,
+                                         req.authorization_len);
+    uint64_t before = generation;
     sws_admin_reply_t reply;
     sws_admin_api_handle(&api, req.method, req.target, req.body, req.body_len, &reply);
     check_body(&reply);
+    if ((api.auth != SWS_ADMIN_AUTH_OK && generation != before) ||
+        (reply.status == 401) != (reply.challenge != NULL) ||
+        (api.auth == SWS_ADMIN_AUTH_OK && reply.status == 401))
+        abort();
     sws_json_out_free(&reply.body);
     /* Keep the explored state small. */
     if (members(sws_admin_api_routes(&api)) > MAX_MEMBERS / 2)

@@ -19,12 +19,14 @@ from harness import (HELLO_HOSTS, TIMEOUT, ServerTestCase, binary, free_port, ma
                      poll)
 
 
-def admin_request(address, method, target, body=None, timeout=TIMEOUT):
+def admin_request(address, method, target, body=None, timeout=TIMEOUT, headers=()):
     """One request to the admin API at address (a Unix socket path or a
-    (host, port) pair); returns (status, headers dict, parsed JSON or None)."""
+    (host, port) pair), with more header lines ("Name: value"); returns
+    (status, headers dict, parsed JSON or None)."""
     family = socket.AF_UNIX if isinstance(address, str) else socket.AF_INET
     data = b"" if body is None else (body if isinstance(body, bytes) else body.encode())
     head = "%s %s HTTP/1.1\r\nHost: admin\r\n" % (method, target)
+    head += "".join(h + "\r\n" for h in headers)
     if body is not None:
         head += "Content-Type: application/json\r\nContent-Length: %d\r\n" % len(data)
     with socket.socket(family, socket.SOCK_STREAM) as s:

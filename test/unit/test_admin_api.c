@@ -158,6 +158,40 @@ static void test_probes_health_always_ready_once_a_table_is_served(void **state)
     f->api.packed = packed;
 }
 
+static void test_without_the_token_only_the_probes_answer(void **state)
+{
+    fixture_t *f = *state;
+    static const char *const closed[][2] = {
+        { "GET", "/v1/status" }, { "GET", "/v1/pools" }, { "HEAD", "/v1/pools" },
+        { "PUT", "/v1/pools/api/members/127.0.0.1:9" }, { "DELETE", "/v1/pools/api/members/x:1" },
+        { "POST", "/v1/upgrade" }, { "GET", "/nothing" }, { "GET", "/v1/nothing" },
+    };
+    for (size_t i = 0; i < sizeof(closed) / sizeof(closed[0]); i++) {
+        f->api.auth = SWS_ADMIN_AUTH_MISSING;
+        assert_string_equal(call(f, closed[i][0], closed[i][1], "{}"),
+                            "{\"error\": \"this listener needs Authorization: Bearer TOKEN, the "
+                            "token of server.admin.token_file\"}\n");
+        assert_int_equal(f->reply.status, 401);
+        assert_string_equal(f->reply.challenge, "Bearer realm=\"scalws-admin\"");
+        f->api.auth = SWS_ADMIN_AUTH_WRONG;
+        assert_string_equal(call(f, closed[i][0], closed[i][1], "{}"),
+                            "{\"error\": \"wrong bearer token\"}\n");
+        assert_int_equal(f->reply.status, 401);
+        assert_string_equal(f->reply.challenge,
+                            "Bearer realm=\"scalws-admin\", error=\"invalid_token\"");
+    }
+    assert_int_equal(pool_of(f, "api")->n_members, 2);
+    call(f, "GET", "/healthz", NULL);
+    assert_int_equal(f->reply.status, 200);
+    assert_null(f->reply.challenge);
+    call(f, "HEAD", "/readyz", NULL);
+    assert_int_equal(f->reply.status, 200);
+    f->api.auth = SWS_ADMIN_AUTH_OK;
+    call(f, "GET", "/v1/pools", NULL);
+    assert_int_equal(f->reply.status, 200);
+    assert_null(f->reply.challenge);
+}
+
 #define NO_LIVE ", \"health\": \"up\", \"down_workers\": 0, \"connections\": 0, \"idle\": 0, " \
                 "\"in_flight\": 0, \"requests\": 0, \"failures\": 0, \"workers\": []"
 
@@ -516,6 +550,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         T(test_status_names_published_and_held_generations),
         T(test_probes_health_always_ready_once_a_table_is_served),
+        T(test_without_the_token_only_the_probes_answer),
         T(test_pools_lists_members_with_ids_and_states),
         T(test_pools_sums_and_lists_what_workers_published),
         T(test_put_adds_a_member_with_a_new_id_and_publishes),

@@ -106,6 +106,49 @@ static void test_eof_before_the_end_is_an_error(void **state)
     assert_int_equal(r.status, 400);
 }
 
+static void test_authorization_is_kept_whole_and_bytewise(void **state)
+{
+    (void)state;
+    static const char req[] = "GET /v1/pools HTTP/1.1\r\nHost: x\r\nX-Authorization: no\r\n"
+                              "AUTHORIZATION:  Bearer abc \r\nAuthorizationX: no\r\n"
+                              "Authorizatio: no\r\n\r\n";
+    static sws_admin_req_t r;
+    for (int bytewise = 0; bytewise < 2; bytewise++) {
+        assert_int_equal(feed_all(&r, req, sizeof(req) - 1, bytewise), SWS_ADMIN_REQ_DONE);
+        assert_true(r.has_authorization);
+        /* llhttp drops the leading spaces; the check drops the trailing. */
+        assert_int_equal(r.authorization_len, 11);
+        assert_memory_equal(r.authorization, "Bearer abc ", 11);
+    }
+    static const char none[] = "GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+    assert_int_equal(feed_all(&r, none, sizeof(none) - 1, 0), SWS_ADMIN_REQ_DONE);
+    assert_false(r.has_authorization);
+    static const char empty[] = "GET / HTTP/1.1\r\nAuthorization:\r\n\r\n";
+    assert_int_equal(feed_all(&r, empty, sizeof(empty) - 1, 0), SWS_ADMIN_REQ_DONE);
+    assert_true(r.has_authorization);
+    assert_int_equal(r.authorization_len, 0);
+}
+
+static void test_authorization_twice_too_long_or_in_a_trailer(void **state)
+{
+    (void)state;
+    static const char twice[] = "GET / HTTP/1.1\r\nAuthorization: Bearer a\r\n"
+                                "authorization: Bearer b\r\n\r\n";
+    refused(twice, sizeof(twice) - 1, 400);
+
+    char big[SWS_ADMIN_MAX_AUTHORIZATION + 128];
+    int n = snprintf(big, 64, "GET / HTTP/1.1\r\nAuthorization: Bearer ");
+    memset(big + n, 'a', SWS_ADMIN_MAX_AUTHORIZATION);
+    memcpy(big + n + SWS_ADMIN_MAX_AUTHORIZATION, "\r\n\r\n", 4);
+    refused(big, (size_t)n + SWS_ADMIN_MAX_AUTHORIZATION + 4, 431);
+
+    static const char trailer[] = "PUT /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+                                  "2\r\n{}\r\n0\r\nAuthorization: Bearer a\r\n\r\n";
+    static sws_admin_req_t r;
+    assert_int_equal(feed_all(&r, trailer, sizeof(trailer) - 1, 0), SWS_ADMIN_REQ_DONE);
+    assert_false(r.has_authorization);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -113,6 +156,8 @@ int main(void)
         cmocka_unit_test(test_chunked_body),
         cmocka_unit_test(test_bounds_and_bad_requests),
         cmocka_unit_test(test_eof_before_the_end_is_an_error),
+        cmocka_unit_test(test_authorization_is_kept_whole_and_bytewise),
+        cmocka_unit_test(test_authorization_twice_too_long_or_in_a_trailer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -535,8 +535,9 @@ static void test_errors_admin_listen(void **state)
     (void)state;
     expect_error("server:\n  admin: {listen: \"10.1.2.3:9180\"}\n",
                  "t.yaml:2:19: server.admin.listen: ",
-                 "\"10.1.2.3:9180\" is not a loopback address: the admin API has no "
-                 "authentication; use a Unix socket path, 127.0.0.1:PORT or [::1]:PORT");
+                 "\"10.1.2.3:9180\" is not a loopback address: the admin API speaks plain "
+                 "HTTP, so its token would cross the network in clear; use a Unix socket "
+                 "path, 127.0.0.1:PORT or [::1]:PORT");
     expect_error("server:\n  admin:\n    listen: [\"/a.sock\", \":9180\"]\n",
                  "t.yaml:3:25: server.admin.listen[1]: ", "is not a loopback address");
     expect_error("server:\n  admin:\n    listen: [\"/a.sock\", \"/a.sock\"]\n",
