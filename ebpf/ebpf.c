@@ -222,6 +222,11 @@ void sws_ebpf_set_fountain_threshold(sws_ebpf_t *e, unsigned percent)
         e->state->config.fountain_threshold = percent;
 }
 
+int sws_ebpf_reads_asleep(const sws_ebpf_t *e)
+{
+    return e->state != NULL && e->state->config.policy == SWS_EBPF_LEAST_LOADED;
+}
+
 struct sws_ebpf_worker *sws_ebpf_worker(const sws_ebpf_t *e, unsigned i)
 {
     if (e->state == NULL || i >= e->state->config.nworkers)

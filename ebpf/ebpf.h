@@ -84,6 +84,10 @@ void sws_ebpf_hand_over(sws_ebpf_t *e);
 /* fountain's threshold from now on (a reload); nothing when not loaded. */
 void sws_ebpf_set_fountain_threshold(sws_ebpf_t *e, unsigned percent);
 
+/* 1 when the policy in force reads the workers' asleep flag (least-loaded,
+ * policy.h); 0 for the others and when e is not loaded. */
+int sws_ebpf_reads_asleep(const sws_ebpf_t *e);
+
 /* Worker i's record in the load map (NULL when e is not loaded). */
 struct sws_ebpf_worker *sws_ebpf_worker(const sws_ebpf_t *e, unsigned i);
 

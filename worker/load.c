@@ -70,9 +70,10 @@ void sws_load_beat(sws_load_t *l)
 }
 
 void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec,
-                   const int *fds, unsigned nfds)
+                   const int *fds, unsigned nfds, int asleep_read)
 {
     l->rec = rec;
+    l->asleep_read = asleep_read;
     l->loop = loop;
     l->fds = fds;
     l->nfds = nfds;
@@ -109,9 +110,13 @@ void sws_load_tick(sws_load_t *l, uint64_t now_ms, unsigned live, unsigned infli
     if (now_ms >= l->beat_due_ms)
         sws_load_beat(l);
     /* Last, just before epoll_wait: least-loaded prefers a worker that is
-     * awake (policy.h). Only before a wait that sleeps: the poll after a
-     * busy iteration is work, neither asleep nor idle time. */
-    if (!sws_loop_will_block(l->loop))
+     * awake (policy.h), so under it asleep is set only before a wait that
+     * sleeps: the poll after a busy iteration is work. Asking costs the
+     * loop a zero-timeout look before each sleep, an epoll_wait per request
+     * at a low rate; the other policies read only the busy share, to which
+     * a wait that finds events at once adds microseconds, so they take
+     * every wait as a sleep and spare the look (ADR 0065). */
+    if (l->asleep_read && !sws_loop_will_block(l->loop))
         return;
     rec->asleep = 1;
     l->slept_at_ns = mono_ns();

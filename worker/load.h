@@ -10,8 +10,9 @@
  *   sws_load_woke      after epoll_wait returns (the loop's wake hook):
  *                      clears asleep
  *   sws_load_tick      before epoll_wait (the loop's tick hook): heartbeat,
- *                      live connections, requests in flight, asleep if the
- *                      wait will sleep (sws_loop_will_block), and once per
+ *                      live connections, requests in flight, asleep (under
+ *                      least-loaded only if the wait will sleep,
+ *                      sws_loop_will_block), and once per
  *                      SWS_LOAD_BEAT_MS the beat (sws_load_beat)
  *   sws_load_accepted  after each accept
  *   sws_load_draining  when the worker stops taking connections
@@ -52,6 +53,8 @@ typedef struct sws_load {
     uint64_t beat_due_ms;        /* the loop's clock: the next tick from then beats */
     const int *fds;              /* the listeners (borrowed), for their queues */
     unsigned nfds;
+    int asleep_read;             /* the policy reads asleep (least-loaded): publish it
+                                  * only before a wait that sleeps (ADR 0065) */
 } sws_load_t;
 
 /* In the worker child as soon as it forked (rec NULL: nothing): its first
@@ -60,9 +63,11 @@ void sws_load_announce(struct sws_ebpf_worker *rec);
 
 /* Start publishing into rec (NULL: never) for a worker accepting on the
  * nfds listeners fds (borrowed; they must outlive l). Marks the worker up:
- * heartbeat now (a restarted worker's record was reset by the supervisor). */
+ * heartbeat now (a restarted worker's record was reset by the supervisor).
+ * asleep_read: the policy in force reads the asleep flag (least-loaded),
+ * which then costs the loop a look before each sleep (ADR 0065). */
 void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec,
-                   const int *fds, unsigned nfds);
+                   const int *fds, unsigned nfds, int asleep_read);
 
 void sws_load_woke(sws_load_t *l);
 

@@ -50,6 +50,7 @@ typedef struct sws_worker_config {
     int access_fd;           /* the access log (-1: none); owned */
     struct sws_ebpf_worker *load; /* its record in the eBPF load map (shared
                                    * mapping); NULL: no eBPF policy */
+    int load_asleep_read;    /* the policy reads the record's asleep (sws_load_init) */
     int standby;             /* 1: a binary upgrade's new generation: accept nothing
                               * until SWS_CHAN_ACCEPT (core/chan.h) */
 } sws_worker_config_t;

@@ -56,7 +56,7 @@ static void start(fixture_t *f, uint64_t selected, uint64_t settled)
     f->rec.selected = selected;
     f->rec.settled = settled;
     f->rec.draining = 1; /* left over: a new worker is not draining */
-    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1);
+    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1, 1);
 }
 
 static void test_init_marks_the_worker_up(void **state)
@@ -160,6 +160,36 @@ static void test_a_poll_that_will_not_sleep_is_not_asleep(void **state)
     close(p[1]);
 }
 
+/* Under a policy that does not read asleep (fountain, hash, cpu) the tick
+ * never asks whether the wait will sleep, so the loop keeps no look before
+ * sleeping: after a busy iteration it waits with its timeout (which returns
+ * at once when events are ready) instead of polling once more first, one
+ * epoll_wait less per sleep (ADR 0065). */
+static void test_without_least_loaded_the_loop_keeps_no_look(void **state)
+{
+    fixture_t *f = *state;
+    memset(&f->rec, 0, sizeof(f->rec));
+    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1, 0);
+    int p[2];
+    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
+    assert_int_equal(write(p[1], "x", 1), 1);
+    sws_io_t io = { .fd = p[0], .cb = on_readable };
+    assert_int_equal(sws_loop_add(&f->loop, &io, EPOLLIN), 0); /* ready every time */
+    tick_seen_t seen = { .f = f };
+    sws_loop_set_tick(&f->loop, on_tick_publish, &seen);
+    sws_loop_set_wake(&f->loop, on_wake_publish, &seen);
+
+    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
+    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0); /* busy before */
+    assert_int_equal(f->loop.look_first, 0);
+    assert_int_equal(seen.asleep, 1);      /* every wait taken as a sleep */
+    assert_true(seen.slept_at_ns != 0);
+    assert_int_equal(f->rec.asleep, 0);    /* cleared on waking */
+    assert_int_equal(sws_loop_del(&f->loop, &io), 0);
+    close(p[0]);
+    close(p[1]);
+}
+
 /* Between two ticks a worker may accept a whole batch: each accept moves
  * the connection from queued to live at once, so its load never dips. */
 static void test_accept_moves_a_connection_from_queued_to_live(void **state)
@@ -213,7 +243,7 @@ static void test_publishing_arms_no_timer_and_bounds_the_sleep(void **state)
     assert_true(2 * sws_load_sleep_ms(&f->load) <= SWS_EBPF_STALE_MS);
     sws_load_t none;
     memset(&none, 0, sizeof(none));
-    sws_load_init(&none, &f->loop, NULL, &f->listener, 1);
+    sws_load_init(&none, &f->loop, NULL, &f->listener, 1, 1);
     assert_int_equal(sws_load_sleep_ms(&none), -1);
 }
 
@@ -249,7 +279,7 @@ static void test_without_a_record_nothing_is_written(void **state)
     fixture_t *f = *state;
     sws_load_t l;
     memset(&l, 0, sizeof(l));
-    sws_load_init(&l, &f->loop, NULL, &f->listener, 1);
+    sws_load_init(&l, &f->loop, NULL, &f->listener, 1, 1);
     sws_load_tick(&l, 1, 2, 3);
     sws_load_woke(&l);
     sws_load_accepted(&l);
@@ -264,6 +294,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_init_marks_the_worker_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tick_publishes_heartbeat_live_and_inflight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_asleep_from_tick_to_wake, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_without_least_loaded_the_loop_keeps_no_look, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_a_poll_that_will_not_sleep_is_not_asleep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_accept_moves_a_connection_from_queued_to_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_beat_resyncs_the_queue_only_when_idle_and_empty, setup, teardown),
