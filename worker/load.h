@@ -2,7 +2,8 @@
  * A worker's load, published for the eBPF accept policies: plain stores
  * into its record of the load map (ebpf/policy.h), which the supervisor
  * mapped MAP_SHARED before the fork. No syscall per update: a store per
- * accept, a few per loop turn, and two vDSO clock reads per sleep for the
+ * accept, a few per loop turn, and two vDSO clock reads per sleep (under
+ * policies other than least-loaded, per wait: ADR 0065) for the
  * busy share.
  *
  * Hooks, all no-ops when the worker has no record (shared or reuseport):
