@@ -252,6 +252,9 @@ if [[ $SERVER_CPUS != *" "* ]]; then
 fi
 case $PIN in cpu|none) ;; *) die "PIN is cpu or none, not '$PIN'" ;; esac
 case $LOAD in closed|rate) ;; *) die "LOAD is closed or rate, not '$LOAD'" ;; esac
+# Settings first, tools after: a wrong setting is named even on a machine
+# without the peers installed.
+((TLS == 0)) || [[ $LOAD == closed ]] || die "the TLS scenarios have no fixed-rate client: LOAD=closed"
 case $RATE_CLIENT in python|c) ;; *) die "RATE_CLIENT is python or c, not '$RATE_CLIENT'" ;; esac
 read -r -a SERVER_LIST <<<"${SERVERS//,/ }"
 for s in "${SERVER_LIST[@]}"; do
@@ -287,7 +290,6 @@ if ((SYSCALL_SECS > 0)); then
 fi
 command -v curl >/dev/null || die "no curl: apt-get install curl"
 if ((TLS)); then
-    [[ $LOAD == closed ]] || die "the TLS scenarios have no fixed-rate client: LOAD=closed"
     command -v openssl >/dev/null || die "no openssl: apt-get install openssl"
     [[ $SCENARIO != tls-h2 ]] || command -v h2load >/dev/null || die "no h2load: apt-get install nghttp2-client"
     is_uint "$H2_STREAMS" && ((H2_STREAMS >= 1)) || die "H2_STREAMS must be at least 1, not '$H2_STREAMS'"

@@ -12,7 +12,8 @@
 #          (what `make` and `make run` need, nothing more)
 #   test   run, plus what `make test` needs: cmocka, python3, curl, ps, capsh,
 #          openssl (test certificates), nghttp, h2load and nghttpd, python3-h2
-#          (the HTTP/2 tests), python3-yaml (the k8s/ manifests' test)
+#          (the HTTP/2 tests), python3-yaml (the k8s/ manifests' test),
+#          nginx (the backend the proxy tests start and kill)
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
 #   bench  run, plus nginx, wrk, HAProxy, perf, openssl and h2load (bench/run.sh;
 #          the proxy scenarios count system calls with perf, the TLS ones make
@@ -27,7 +28,7 @@
 set -eu
 
 RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl ca-certificates libnghttp2-dev libcurl4-openssl-dev libjansson-dev libzmq3-dev"
-TEST="libcmocka-dev python3 curl procps libcap2-bin openssl nghttp2-client nghttp2-server python3-h2 python3-yaml"
+TEST="libcmocka-dev python3 curl procps libcap2-bin openssl nghttp2-client nghttp2-server python3-h2 python3-yaml nginx-light"
 FUZZ="clang libclang-rt-dev"
 BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf openssl nghttp2-client"
 
