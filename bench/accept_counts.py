@@ -28,6 +28,8 @@ import sys
 import tempfile
 import time
 
+from holders import held_per_worker, worker_slots
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SYSCALLS = ["epoll_wait", "read", "write", "writev", "recvfrom", "sendto", "accept4",
             "getsockopt", "setsockopt", "close", "clock_gettime", "epoll_ctl"]
@@ -60,18 +62,6 @@ def connected(port):
         return True
     except OSError:
         return False
-
-
-def placement(port, pids):
-    """Established connections to port held by each worker, from ss -tnp."""
-    out = subprocess.run(["ss", "-tnpH", "state", "established", "( sport = :%d )" % port],
-                         capture_output=True, text=True).stdout
-    held = {p: 0 for p in pids}
-    for m in re.finditer(r"pid=(\d+)", out):
-        p = int(m.group(1))
-        if p in held:
-            held[p] += 1
-    return held
 
 
 def ctxt(pid):
@@ -135,6 +125,10 @@ def run(policy, a, openloop, tmp):
         pids = wait_for("%d workers" % a.workers,
                         lambda: len(children(srv.pid)) == a.workers and children(srv.pid))
         wait_for("the listener", lambda: connected(port))
+        # Per-worker columns in slot order, as held_per_worker gives them.
+        slots = worker_slots(pids)
+        if len(slots) == len(pids):
+            pids.sort(key=slots.get)
         for p in [srv.pid] + pids:
             subprocess.run(["taskset", "-apc", "0-1", str(p)], check=True, capture_output=True)
         idle = perf_stat([srv.pid] + pids, a.idle) if a.idle else {}
@@ -143,7 +137,7 @@ def run(policy, a, openloop, tmp):
                                  str(a.rate), str(a.seconds), str(a.connections)],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         held = wait_for("%d connections" % a.connections,
-                        lambda: (lambda h: sum(h.values()) >= a.connections and h)(placement(port, pids)))
+                        lambda: (lambda h: sum(h) >= a.connections and h)(held_per_worker(port, pids)))
         secs = a.seconds - 2
         counts = perf_stat(pids, secs)
         out = load.communicate(timeout=a.seconds + 30)[0]
@@ -159,7 +153,7 @@ def run(policy, a, openloop, tmp):
           % (policy, a.rate, a.connections, secs, reqs))
     print("   client: %s" % bench)
     print("   connections held per worker (ss -tnp): %s"
-          % " ".join(str(held[p]) for p in pids))
+          % " ".join(str(n) for n in held))
     if a.idle:
         print("   idle, wake-ups (context switches) per second: supervisor %s, workers %s" % (
             " ".join("%.1f" % (idle.get(p, {}).get("context-switches", 0) / a.idle)
