@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -529,6 +530,40 @@ class Holders(unittest.TestCase):
                                capture_output=True, text=True, timeout=TIMEOUT)
         self.assertEqual(watch.returncode, 0, watch.stderr)
         self.assertEqual(watch.stdout.splitlines(), ["open=1", "end=1"])
+
+
+class AcceptCounts(unittest.TestCase):
+    """bench/accept_counts.py's reading of perf script's scheduler lines:
+    with 4 workers on 2 CPUs, how often a woken worker found its CPU
+    running another worker, and how long it then waited, as counts."""
+
+    def sched_waits(self, lines, workers, client):
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        try:
+            import accept_counts
+        finally:
+            sys.path.remove(os.path.join(ROOT, "bench"))
+        return accept_counts.sched_waits(lines, workers, client)
+
+    def test_a_worker_woken_behind_another_waits_for_its_slice(self):
+        # CPU 1 runs worker 11; worker 12 is woken there at 1.000100 and
+        # runs 1.5 ms later, when 11 is preempted; worker 13, woken on
+        # the idle CPU 0, runs 20 us after; the client (99) wakes 11 on 1.
+        sw = "sched:sched_switch: prev_comm=%s prev_pid=%d prev_prio=120 prev_state=%s ==> next_comm=%s next_pid=%d next_prio=120"
+        wk = "sched:sched_wakeup: comm=%s pid=%d prio=120 target_cpu=%03d"
+        lines = ["x 00 [001]     1.000000: " + sw % ("openloop", 99, "S", "scalwsd: worke", 11),
+                 "x 00 [000]     1.000050: " + sw % ("scalwsd: worke", 13, "S", "swapper/0", 0),
+                 "x 00 [001]     1.000100: " + wk % ("scalwsd: worke", 12, 1),
+                 "x 00 [000]     1.000200: " + wk % ("scalwsd: worke", 13, 0),
+                 "x 00 [000]     1.000220: " + sw % ("swapper/0", 0, "R", "scalwsd: worke", 13),
+                 "x 00 [001]     1.001600: " + sw % ("scalwsd: worke", 11, "R+", "scalwsd: worke", 12),
+                 "x 00 [001]     1.001700: " + sw % ("scalwsd: worke", 12, "S", "openloop", 99)]
+        wakes, waits, preempted = self.sched_waits(lines, {11, 12, 13}, 99)
+        self.assertEqual(wakes, {"idle": 1, "another worker": 1, "the client": 0, "other": 0})
+        self.assertEqual(waits["another worker"], [0, 0, 0, 1, 0], "1.5 ms: the 1-4 ms bucket")
+        self.assertEqual(waits["idle"], [1, 0, 0, 0, 0], "20 us: under 50 us")
+        self.assertEqual(preempted, {"idle": 0, "another worker": 1, "the client": 0, "other": 0},
+                         "11 left its CPU runnable (R+) for 12; 12 slept (S)")
 
 
 class Backend(http.server.BaseHTTPRequestHandler):
