@@ -123,7 +123,38 @@ def figures(row):
         # mark): its latencies hold the client's stall; the rest stands.
         "latency_valid": optional(row, "latency_valid") != 0,
         "client_late_ms": late / 1000 if (late := optional(row, "client_late_max_us")) is not None else None,
+        # Connections each worker held once the client had opened them, and
+        # just before the run ended (run.sh with several workers): lists in
+        # worker-slot order, None in older results.
+        "held_open": held(row, "placement_open"),
+        "held_end": held(row, "placement_end"),
     }
+
+
+def held(row, key):
+    """A placement column ("16/48/0/0") as a list of counts, None when the
+    run has none."""
+    value = row.get(key) or ""
+    return [int(n) for n in value.split("/")] if value else None
+
+
+def busiest(counts):
+    """The busiest worker's connections over the mean of all workers: 1.0
+    when every worker holds as many, the number of workers when one holds
+    them all; None without counts or connections."""
+    return max(counts) * len(counts) / sum(counts) if counts and sum(counts) else None
+
+
+def placement_cell(r):
+    """Per-run table: the counts once the connections were open, and the
+    end's counts only when they moved; the busiest worker's share."""
+    opened, end = r["held_open"], r["held_end"]
+    if opened is None:
+        return " - | - |"
+    text = "/".join(map(str, opened))
+    if end is not None and end != opened:
+        text += " → " + "/".join(map(str, end))
+    return f" {text} | {fmt(busiest(opened), 2)} |"
 
 
 def read_meta(path):
@@ -299,12 +330,21 @@ def markdown(meta, servers, runs, stats, ratios, rounds, metrics):
     out.append("")
     present = {key for key, *_ in metrics}
     columns = [c for c in RUN_COLUMNS if c[0] in present or c[0].endswith("_cores")]
-    out.append("| run | server |" + "".join(f" {label} |" for _, label, _ in columns))
-    out.append("|---:|---|" + "---:|" * len(columns))
+    placed = any(r["held_open"] is not None for r in runs)
+    out.append("| run | server |" + "".join(f" {label} |" for _, label, _ in columns)
+               + (" connections per worker | busiest/mean |" if placed else ""))
+    out.append("|---:|---|" + "---:|" * (len(columns) + 2 * placed))
     for r in sorted(runs, key=lambda r: r["slot"]):
         out.append(f"| {r['run']} | {name(r['server'])} |"
                    + "".join(f" {form.format(r[key])} |" if r[key] is not None else " - |"
-                             for key, _, form in columns))
+                             for key, _, form in columns)
+                   + (placement_cell(r) if placed else ""))
+    if placed:
+        out.append("")
+        out.append("Connections per worker: those the client's connections each worker process held "
+                   "(ss -tnp, in worker order) once they were open, \"→\" the counts just before the "
+                   "run ended where they moved; busiest/mean: the busiest worker's over the mean "
+                   "(1.00 even, the number of workers when one holds them all).")
     late = [r for r in sorted(runs, key=lambda r: r["slot"]) if not r["latency_valid"]]
     if late:
         out.append("")

@@ -314,6 +314,7 @@ chmod 755 "$TMP"
 SERVER_PID=     # the running server's main process, while one runs
 SERVER_PIDS=()  # it and its children, as last seen
 WRK_PID=        # timeout(1) running wrk, while it runs
+WATCH_PID=      # bench/holders.py beside a measured run, while it runs
 BACKEND_PID=    # the proxy scenarios' backend nginx, while it runs
 BACKEND_PIDS=() # it and its worker
 
@@ -322,6 +323,7 @@ cleanup() {
     trap - EXIT INT TERM
     # timeout passes the TERM on to wrk.
     [[ -z $WRK_PID ]] || kill -TERM "$WRK_PID" 2>/dev/null || true
+    [[ -z $WATCH_PID ]] || kill -TERM "$WATCH_PID" 2>/dev/null || true
     stop_server || true
     stop_backend || true
     cp -p "$TMP"/*.log "$OUT"/ 2>/dev/null || true
@@ -851,12 +853,40 @@ round_order() {
 }
 
 CSV=$OUT/runs.csv
-echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests,cpu_ns,backend_cpu_ns,syscall_polls,syscall_switches,latency_valid,client_late_max_us" >"$CSV"
+echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests,cpu_ns,backend_cpu_ns,syscall_polls,syscall_switches,latency_valid,client_late_max_us,placement_open,placement_end" >"$CSV"
+
+# Where the connections of a measured run land, with several workers and a
+# client that keeps its connections (not tls-newconn, tls-resume): the
+# placement decides a run's latency and CPU under the accept policies
+# (shared places them differently every run), so each row records it.
+watch_placement() {
+    ((WORKERS > 1)) && [[ $SCENARIO != tls-newconn && $SCENARIO != tls-resume ]]
+}
+
+# start_watch NAME OUTPUT: bench/holders.py in the background for the
+# measured run: the connections each worker holds once the client has
+# opened them, and again just before the run ends; sets WATCH_PID.
+start_watch() {
+    "$PY" "$BENCH/holders.py" "${PORT[$1]}" "$CONNECTIONS" "$DURATION" $(worker_pids) >"$2" 2>&1 &
+    WATCH_PID=$!
+}
+
+# end_watch NAME OUTPUT: waits for the watch; sets PLACEMENT_OPEN and
+# PLACEMENT_END (counts per worker joined by "/").
+end_watch() {
+    wait "$WATCH_PID" || die "$1: bench/holders.py failed; output in $2"
+    WATCH_PID=
+    PLACEMENT_OPEN=$(sed -n 's/^open=//p' "$2")
+    PLACEMENT_END=$(sed -n 's/^end=//p' "$2")
+    [[ -n $PLACEMENT_OPEN && -n $PLACEMENT_END ]] || die "$1: bench/holders.py printed no placement; output in $2"
+}
 
 # measure SERVER RUN SLOT: one fresh server, warm-up, measured run, a CSV row.
 measure() {
     local s=$1 run=$2 slot=$3 warm=$OUT/warmup-$1-$2.txt out=$OUT/wrk-$1-$2.txt
     local t0 t1 w0 w1 b0 b1 k0= k1= n0 n1 kn0= kn1= p hwm worker_hwm=0 total_hwm=0 sc= scn= scp= scs= late
+    local watch=$OUT/placement-$1-$2.txt
+    PLACEMENT_OPEN= PLACEMENT_END=
     start_server "$s"
     wait_ready "$s"
     check_pinned "$s"
@@ -874,6 +904,7 @@ measure() {
     w0=$(wrk_ticks)
     # The warm-up's lag does not matter: only the measured run's is kept.
     LATENCY_VALID=1
+    ! watch_placement || start_watch "$s" "$watch"
     run_wrk "$s" "$DURATION" "$out"
     w1=$(wrk_ticks)
     ((PROXY == 0)) || kn1=$(cpu_ns backend "${BACKEND_PIDS[@]}")
@@ -883,6 +914,7 @@ measure() {
     b1=$(busy_ticks)
     check_same_pids "$s"
     check_wrk "$s" "$out"
+    ! watch_placement || end_watch "$s" "$watch"
     late=$(wrk_field "$out" late_max_us)
     # After the measured run, not during it: perf's counting costs the
     # server CPU time.
@@ -901,7 +933,7 @@ measure() {
         # The worker: the largest child (master is [0]), or the one process.
         if [[ $p != "$SERVER_PID" || ${#SERVER_PIDS[@]} == 1 ]] && ((hwm > worker_hwm)); then worker_hwm=$hwm; fi
     done
-    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn,${n0:+$((n1 - n0))},${kn0:+$((kn1 - kn0))},$scp,$scs,$LATENCY_VALID,$late" >>"$CSV"
+    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn,${n0:+$((n1 - n0))},${kn0:+$((kn1 - kn0))},$scp,$scs,$LATENCY_VALID,$late,$PLACEMENT_OPEN,$PLACEMENT_END" >>"$CSV"
     stop_server
     awk -F, -v r="$run" 'END {
         s = $6 / 1e6
@@ -914,6 +946,7 @@ measure() {
         if ($24 != "") printf "  backend %.3f us CPU/req", $24 / 1000 / $5
         else if ($20 != "") printf "  backend %.3f us CPU/req", $20 / $15 * 1e6 / $5
         if ($21 != "") printf "  %.2f syscalls/req", $21 / $22
+        if ($29 != "") printf "  held per worker %s, at the end %s", $29, $30
         printf "\n" }' "$CSV" >&2
 }
 

@@ -19,9 +19,14 @@ import selectors
 import shutil
 import socket
 import subprocess
+import sys
 import time
 
-from harness import HELLO_BODY, HELLO_HOSTS, TIMEOUT, binary, make_config, poll, request
+from harness import HELLO_BODY, HELLO_HOSTS, ROOT, TIMEOUT, binary, make_config, poll, request
+
+# Who holds each connection is read the same way by bench/run.sh.
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from holders import holders, ss, users_pids, worker_slots  # noqa: E402,F401
 
 BPFTOOL = shutil.which("bpftool") or "/usr/sbin/bpftool"
 
@@ -58,20 +63,6 @@ def refusal(srv, policy):
     raise AssertionError("scalwsd -t refuses accept_policy %s: %s" % (policy, out.strip()))
 
 
-def worker_slots(pids):
-    """{pid: slot} from the workers' titles ("scalwsd: worker N")."""
-    slots = {}
-    for pid in pids:
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                m = re.match(rb"scalwsd: worker (\d+)", f.read())
-        except OSError:
-            continue
-        if m:
-            slots[pid] = int(m.group(1))
-    return slots
-
-
 def cpus_allowed(pid):
     """Cpus_allowed_list of the process ("0", "0-1"), None if it is gone."""
     try:
@@ -99,40 +90,13 @@ def wait_workers_settled(srv, n=WORKERS):
                 % {p: cpus_allowed(p) for p in pids})
 
 
-def _ss(*args):
-    p = subprocess.run(["ss", "-H"] + list(args), capture_output=True, text=True,
-                       timeout=TIMEOUT)
-    if p.returncode != 0:
-        raise AssertionError("ss %s: %s" % (" ".join(args), p.stderr.strip()))
-    return p.stdout.splitlines()
-
-
-def _port(addr):
-    return int(addr.rsplit(":", 1)[1])
-
-
-def _pids(users):
-    return [int(p) for p in re.findall(r"pid=(\d+)", users)]
-
-
-def holders(port):
-    """{client port: pid holding the server side, or None while it waits in
-    an accept queue} for the established connections to port."""
-    out = {}
-    for line in _ss("-tnp", "state", "established", "( sport = :%d )" % port):
-        f = line.split(None, 4)
-        pids = _pids(f[4]) if len(f) > 4 else []
-        out[_port(f[3])] = pids[0] if pids else None
-    return out
-
-
 def accept_queues(port):
     """{pid of a worker: connections waiting in the accept queue of the
     listening socket(s) that worker holds} (Recv-Q of a LISTEN socket)."""
     queues = {}
-    for line in _ss("-tlnp", "( sport = :%d )" % port):
+    for line in ss("-tlnp", "( sport = :%d )" % port):
         f = line.split(None, 5)
-        for pid in _pids(f[5] if len(f) > 5 else ""):
+        for pid in users_pids(f[5] if len(f) > 5 else ""):
             queues[pid] = queues.get(pid, 0) + int(f[1])
     return queues
 

@@ -14,6 +14,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -34,6 +35,8 @@ NEW_HEADER = OLD_HEADER + ",latency_p999_us,backend_cpu_ticks,syscalls,syscall_r
 NS_HEADER = NEW_HEADER + ",cpu_ns,backend_cpu_ns"
 RHYTHM_HEADER = NS_HEADER + ",syscall_polls,syscall_switches"
 LATE_HEADER = RHYTHM_HEADER + ",latency_valid,client_late_max_us"
+PLACE_HEADER = LATE_HEADER + ",placement_open,placement_end"
+HOLDERS = os.path.join(ROOT, "bench", "holders.py")
 
 
 def row(scenario, run, slot, server, cpu_ticks, extra=None):
@@ -429,6 +432,44 @@ class Bench(unittest.TestCase):
         self.assertIn("round 1 (fountain 12.0 ms), round 2 (shared 11.0 ms)", line)
         self.assertIn("target < 1.0: met", lines["fountain CPU/req / shared at a low rate"])
 
+    def test_each_run_shows_the_connections_each_worker_held(self):
+        """runs.csv's placement columns: per run, the counts once the
+        connections were open (and the end's where they moved), and the
+        busiest worker over the mean, so rounds can be told apart by it."""
+        ll, sh = "scalws:least-loaded", "scalws:shared"
+        late = ["1000", "", "", "", "100000000", "", "", "", "1", "300"]
+
+        def placed(run, slot, server, opened, end):
+            return ",".join(row("respond", run, slot, server, 10).split(",") + late + [opened, end])
+        self.results(
+            {"scenario": "respond", "runs": "2", "servers": "%s %s" % (ll, sh), "baseline": sh,
+             "load": "rate", "workers": "4", "pin": "none"},
+            PLACE_HEADER,
+            [placed(1, 1, ll, "16/16/16/16", "16/16/16/16"),
+             placed(1, 2, sh, "64/0/0/0", "60/4/0/0"),
+             placed(2, 3, sh, "16/48/0/0", "16/48/0/0"),
+             placed(2, 4, ll, "16/16/16/16", "16/16/16/16")])
+        md = self.report()
+        runs = [l for l in md.splitlines() if re.match(r"\| \d \| ScalWS ", l)]
+        self.assertEqual(len(runs), 4, md)
+        self.assertEqual([[c.strip() for c in l.strip("|").split("|")][-2:] for l in runs],
+                         [["16/16/16/16", "1.00"], ["64/0/0/0 → 60/4/0/0", "4.00"],
+                          ["16/48/0/0", "3.00"], ["16/16/16/16", "1.00"]])
+        self.assertIn("| connections per worker | busiest/mean |", md)
+        with open(os.path.join(self.dir, "summary.json")) as f:
+            self.assertEqual(json.load(f)["runs"][1]["held_end"], [60, 4, 0, 0])
+
+    def test_results_without_the_placement_columns_still_report(self):
+        self.results(
+            {"scenario": "respond", "runs": "1", "servers": "scalws:fountain scalws:shared",
+             "baseline": "scalws:shared", "load": "rate"},
+            LATE_HEADER,
+            [row("respond", 1, 1, "scalws:fountain", 9) + ",1000,,,,90000000,,,,1,300",
+             row("respond", 1, 2, "scalws:shared", 10) + ",1000,,,,100000000,,,,1,300"])
+        md = self.report()
+        self.assertEqual(self.table_row(md, "server CPU per request (us)")[2], "0.900")
+        self.assertNotIn("connections per worker", md)
+
     def test_results_from_before_the_proxy_columns_still_report(self):
         self.results(
             {"scenario": "respond", "runs": "1", "servers": "scalws nginx", "baseline": "nginx"},
@@ -439,6 +480,90 @@ class Bench(unittest.TestCase):
         self.assertEqual(self.table_row(md, "server CPU per request (us)")[2], "0.500")
         for absent in ("p99.9", "system calls", "backend CPU", "clock ticks"):
             self.assertNotIn(absent, md)
+
+
+HOLDER = """
+import socket, sys, time
+ls = socket.socket()
+ls.bind(("127.0.0.1", 0))
+ls.listen(16)
+print(ls.getsockname()[1], flush=True)
+held = [ls.accept()[0] for _ in range(int(sys.argv[1]))]
+print("held", flush=True)
+sys.stdin.read()
+"""
+
+
+class Holders(unittest.TestCase):
+    """bench/holders.py, which run.sh starts beside each measured run of
+    several workers: the connections each process holds, from ss -tnp."""
+
+    def holder(self, n):
+        """A process that accepts n connections to its port and keeps them
+        until its stdin closes: (process, port)."""
+        p = subprocess.Popen(["/usr/bin/python3", "-c", HOLDER, str(n)], stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, text=True)
+        self.addCleanup(p.wait, TIMEOUT)
+        self.addCleanup(p.stdin.close)
+        return p, int(p.stdout.readline())
+
+    def test_counts_the_connections_each_process_holds_open_and_at_the_end(self):
+        p, port = self.holder(3)
+        idle, _ = self.holder(0)
+        clients = []
+        self.addCleanup(lambda: [c.close() for c in clients])
+        watch = subprocess.Popen(["/usr/bin/python3", HOLDERS, str(port), "3", "1.5", str(p.pid), str(idle.pid)],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        for _ in range(3):
+            clients.append(socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT))
+        self.assertEqual(p.stdout.readline(), "held\n")
+        out, err = watch.communicate(timeout=TIMEOUT)
+        self.assertEqual(watch.returncode, 0, err)
+        self.assertEqual(out.splitlines(), ["open=3/0", "end=3/0"], "in the order the pids were given")
+
+    def test_prints_what_it_saw_when_the_connections_never_all_open(self):
+        p, port = self.holder(1)
+        client = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        self.addCleanup(client.close)
+        self.assertEqual(p.stdout.readline(), "held\n")
+        watch = subprocess.run(["/usr/bin/python3", HOLDERS, str(port), "4", "1", str(p.pid)],
+                               capture_output=True, text=True, timeout=TIMEOUT)
+        self.assertEqual(watch.returncode, 0, watch.stderr)
+        self.assertEqual(watch.stdout.splitlines(), ["open=1", "end=1"])
+
+
+class AcceptCounts(unittest.TestCase):
+    """bench/accept_counts.py's reading of perf script's scheduler lines:
+    with 4 workers on 2 CPUs, how often a woken worker found its CPU
+    running another worker, and how long it then waited, as counts."""
+
+    def sched_waits(self, lines, workers, client):
+        sys.path.insert(0, os.path.join(ROOT, "bench"))
+        try:
+            import accept_counts
+        finally:
+            sys.path.remove(os.path.join(ROOT, "bench"))
+        return accept_counts.sched_waits(lines, workers, client)
+
+    def test_a_worker_woken_behind_another_waits_for_its_slice(self):
+        # CPU 1 runs worker 11; worker 12 is woken there at 1.000100 and
+        # runs 1.5 ms later, when 11 is preempted; worker 13, woken on
+        # the idle CPU 0, runs 20 us after; the client (99) wakes 11 on 1.
+        sw = "sched:sched_switch: prev_comm=%s prev_pid=%d prev_prio=120 prev_state=%s ==> next_comm=%s next_pid=%d next_prio=120"
+        wk = "sched:sched_wakeup: comm=%s pid=%d prio=120 target_cpu=%03d"
+        lines = ["x 00 [001]     1.000000: " + sw % ("openloop", 99, "S", "scalwsd: worke", 11),
+                 "x 00 [000]     1.000050: " + sw % ("scalwsd: worke", 13, "S", "swapper/0", 0),
+                 "x 00 [001]     1.000100: " + wk % ("scalwsd: worke", 12, 1),
+                 "x 00 [000]     1.000200: " + wk % ("scalwsd: worke", 13, 0),
+                 "x 00 [000]     1.000220: " + sw % ("swapper/0", 0, "R", "scalwsd: worke", 13),
+                 "x 00 [001]     1.001600: " + sw % ("scalwsd: worke", 11, "R+", "scalwsd: worke", 12),
+                 "x 00 [001]     1.001700: " + sw % ("scalwsd: worke", 12, "S", "openloop", 99)]
+        wakes, waits, preempted = self.sched_waits(lines, {11, 12, 13}, 99)
+        self.assertEqual(wakes, {"idle": 1, "another worker": 1, "the client": 0, "other": 0})
+        self.assertEqual(waits["another worker"], [0, 0, 0, 1, 0], "1.5 ms: the 1-4 ms bucket")
+        self.assertEqual(waits["idle"], [1, 0, 0, 0, 0], "20 us: under 50 us")
+        self.assertEqual(preempted, {"idle": 0, "another worker": 1, "the client": 0, "other": 0},
+                         "11 left its CPU runnable (R+) for 12; 12 slept (S)")
 
 
 class Backend(http.server.BaseHTTPRequestHandler):
