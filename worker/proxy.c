@@ -413,7 +413,7 @@ static int on_headers_complete(llhttp_t *hp)
     proxy_t *p = hp->data;
     unsigned status = hp->status_code;
     const char *why = fields_problem(p);
-    if (why == NULL && status >= 200 && !bodiless(p, status))
+    if (why == NULL && !bodiless(p, status))
         why = coding_problem(p);
     if (why != NULL)
         return refuse(p, F_INVALID, why);
