@@ -295,6 +295,12 @@ const char *sws_routeset_address_parse(const char *text, unsigned flags, sws_rou
     out->host[0] = out->key[0] = '\0';
     if (text[0] == '\0')
         return "must not be empty";
+    /* nginx's proxy_pass takes a URL: the first thing a newcomer writes
+     * (whose "http:" read as an IPv6 address without brackets). */
+    if (strstr(text, "://") != NULL)
+        return (flags & SWS_ADDR_ANY_HOST) ? "a URL; expected HOST:PORT"
+                                           : "a URL; expected HOST:PORT (a pool says http or "
+                                             "https by its protocol)";
     if (text[0] == '[') {
         const char *close = strchr(text, ']');
         if (close == NULL)

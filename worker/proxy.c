@@ -89,7 +89,9 @@ typedef struct proxy {
     uint8_t pipe_wait;            /* a pipe range is with the stream: wait for proceed */
     uint8_t fail_kind;            /* a callback's refusal: enum fail_kind ... */
     const char *why;              /* ... and why */
-    char why_buf[48];
+    /* llhttp's reasons run to 55 bytes ("Content-Length can't be present
+     * with Transfer-Encoding") after "invalid response: ". */
+    char why_buf[96];
     uint8_t picked;               /* a member was picked and not yet told how it went */
     uint8_t logged;               /* the attempt is in the request's upstream fields */
     uint8_t has_key;              /* the request has a hash key */
@@ -379,11 +381,40 @@ static const char *fields_problem(const proxy_t *p)
     return NULL;
 }
 
+/* A body's transfer coding: none, or a single chunked, as a request's
+ * (http1.c). Any other would reach the client unnamed (Transfer-Encoding
+ * is hop-by-hop, dropped) with its coded bytes taken for the content; we
+ * undo none but chunked. NULL or why not. */
+static const char *coding_problem(const proxy_t *p)
+{
+    unsigned n = 0;
+    for (unsigned i = 0; i < p->nfields; i++) {
+        sws_str_t v = p->fields[i].value;
+        if (!sws_str_caseeq_lit(p->fields[i].name, "transfer-encoding"))
+            continue;
+        while (v.len > 0 && (v.p[v.len - 1] == ' ' || v.p[v.len - 1] == '\t'))
+            v.len--;
+        if (++n > 1 || !sws_str_caseeq_lit(v, "chunked"))
+            return "a Transfer-Encoding other than a single chunked";
+    }
+    return NULL;
+}
+
+/* A 1xx, 204 and 304, and the answer to a HEAD, end at their head
+ * whatever length or coding their fields announce (RFC 9112 6.3: a 304
+ * may name the 200's); llhttp 8.1 would read the body they announce. */
+static int bodiless(const proxy_t *p, unsigned status)
+{
+    return p->is_head || status < 200 || status == 204 || status == 304;
+}
+
 static int on_headers_complete(llhttp_t *hp)
 {
     proxy_t *p = hp->data;
     unsigned status = hp->status_code;
     const char *why = fields_problem(p);
+    if (why == NULL && !bodiless(p, status))
+        why = coding_problem(p);
     if (why != NULL)
         return refuse(p, F_INVALID, why);
     if (status == 101) {
@@ -396,12 +427,12 @@ static int on_headers_complete(llhttp_t *hp)
     if (status < 100)
         return refuse(p, F_INVALID, "a status below 100");
     if (status < 200)
-        return give_interim(p, status);
+        return give_interim(p, status) < 0 ? -1 : 1; /* 1: no body, the final head follows */
     uint64_t length = (hp->flags & F_CONTENT_LENGTH) ? hp->content_length
                                                      : SWS_STREAM_LENGTH_UNKNOWN;
     if (give_head(p, status, length) < 0)
         return -1;
-    if (p->is_head)
+    if (bodiless(p, status))
         return 1; /* llhttp expects no body */
     if (length != SWS_STREAM_LENGTH_UNKNOWN && length >= SPLICE_MIN)
         splice_begin(p, length);

@@ -26,6 +26,9 @@ requests are answered, and `times` how many of them before it goes back to
     early_hints          103 Early Hints with a Link field, then "ok"
     expect_reject        417 to a request that expects 100-continue,
                          without reading its body
+    raw                  the bytes in `raw` as they are (a hostile or
+                         broken member's answer); the connection stays
+                         open for the next request unless `raw_close`
 
 A request with "Expect: 100-continue" gets "100 Continue" (with the field
 X-Continue: NAME, to show whose it is) before its body is read, except in
@@ -182,6 +185,8 @@ class Backend:
         self.mode = mode
         self.times = times
         self.delay = delay
+        self.raw = b""
+        self.raw_close = False
         self.requests = []
         self.connections = 0
         self.continues = 0
@@ -352,6 +357,9 @@ class Backend:
             sock.sendall(b"HTTP/1.1 417 Expectation Failed\r\nContent-Length: 0\r\n"
                          b"Connection: close\r\n\r\n")
             return False
+        if mode == "raw":
+            sock.sendall(self.raw)
+            return not self.raw_close
         if mode == "chunked":
             sock.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: X-Sum\r\n\r\n"
                          + b"%x\r\n%s\r\n0\r\nX-Sum: %d\r\n\r\n" % (len(body), body, len(body)))

@@ -1159,6 +1159,12 @@ static void test_pool_errors(void **state)
           "\"127.0.0.1:0\": the port must be a number from 1 to 65535" },
         { "pools:\n  - {name: a, members: [\"::1:80\"]}\n", "t.yaml:2:25: pools[0].members[0]: ",
           "an IPv6 address needs brackets, as in [::1]:8080" },
+        /* nginx's proxy_pass names a URL: an operator coming from it writes
+         * one, and was told about IPv6 brackets. */
+        { "pools:\n  - {name: a, members: [\"http://10.0.0.1:80\"]}\n",
+          "t.yaml:2:25: pools[0].members[0]: ",
+          "\"http://10.0.0.1:80\": a URL; expected HOST:PORT (a pool says http or https by its "
+          "protocol)" },
         { "pools:\n  - {name: a, members: [\"[::x]:80\"]}\n",
           "t.yaml:2:25: pools[0].members[0]: ", "not an IPv6 address" },
         { "pools:\n  - {name: a, members: [\"256.1.1.1:80\"]}\n",
