@@ -38,6 +38,8 @@ import sys
 import tempfile
 import time
 
+from accept_counts import free_port, wait_for
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 NETNS_MARK = "PROXY_KERNEL_COUNTS_NETNS"
 # nstat's names of the counters printed even when they did not move.
@@ -63,22 +65,6 @@ def tcp_counters():
     return v
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_for(what, cond, seconds=10.0):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        v = cond()
-        if v:
-            return v
-        time.sleep(0.02)
-    sys.exit("proxy_kernel_counts: timed out waiting for %s" % what)
-
-
 def answers(port):
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
@@ -88,11 +74,16 @@ def answers(port):
         return False
 
 
-def render(template, out, subst):
+def render(template, out, subst, edits=()):
+    """TEMPLATE with its @NAME@s replaced; EDITS: (old, new) lines changed."""
     with open(os.path.join(ROOT, "bench/conf", template)) as f:
         text = f.read()
     for k, val in subst.items():
         text = text.replace("@%s@" % k, str(val))
+    for old, new in edits:
+        if old not in text:
+            sys.exit("proxy_kernel_counts: %s has no %r" % (template, old))
+        text = text.replace(old, new)
     with open(out, "w") as f:
         f.write(text)
 
@@ -143,15 +134,18 @@ def stop(proc, path):
     return counts
 
 
-def start_proxy(kind, path, port, backend_port, tmp):
+def start_proxy(kind, path, port, backend_port, tmp, a):
     if kind == "haproxy":
-        render("haproxy.cfg.in", tmp + "/haproxy.cfg", {"PORT": port, "BACKEND_PORT": backend_port})
+        render("haproxy.cfg.in", tmp + "/haproxy.cfg", {"PORT": port, "BACKEND_PORT": backend_port},
+               [("http-reuse always", "http-reuse never\n    option http-server-close")]
+               if a.no_upstream_keepalive else [])
         p = subprocess.Popen(["taskset", "-c", "0", "haproxy", "-db", "-f", tmp + "/haproxy.cfg"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for("haproxy", lambda: answers(port))
         return p, p.pid
     render("scalws-proxy.yaml.in", tmp + "/scalws.yaml",
-           {"PORT": port, "BACKEND_PORT": backend_port, "WORKERS": 1, "POLICY": "shared"})
+           {"PORT": port, "BACKEND_PORT": backend_port, "WORKERS": 1, "POLICY": "shared"},
+           [("keepalive: 32", "keepalive: 0")] if a.no_upstream_keepalive else [])
     p = subprocess.Popen(["taskset", "-c", "0", path, "-c", tmp + "/scalws.yaml"],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_for("scalwsd", lambda: answers(port))
@@ -175,7 +169,7 @@ def run(spec, a, tmp):
     proxy = None
     try:
         wait_for("the backend", lambda: answers(backend_port))
-        proxy, worker = start_proxy(kind, path, port, backend_port, tmp)
+        proxy, worker = start_proxy(kind, path, port, backend_port, tmp, a)
         load(port, a.warmup, a.close)
         rec = None
         if a.record:
@@ -207,8 +201,10 @@ def run(spec, a, tmp):
             if p is not None:
                 p.send_signal(signal.SIGTERM if p is proxy else signal.SIGQUIT)
                 p.wait(timeout=10)
-    print("== %s%s: %d requests%s" % (kind, "" if kind == "haproxy" else " (%s)" % path, n,
-                                      ", a connection each" if a.close else ""))
+    print("== %s%s: %d requests%s%s" % (kind, "" if kind == "haproxy" else " (%s)" % path, n,
+                                        ", a connection each" if a.close else "",
+                                        ", a new upstream connection each"
+                                        if a.no_upstream_keepalive else ""))
     names = SHOWN + sorted(k for k in after if k not in SHOWN and after[k] != before.get(k, 0))
     for k in names:
         print("   %-34s %8.3f" % (k, (after[k] - before.get(k, 0)) / n))
@@ -223,6 +219,9 @@ def main():
     ap.add_argument("--scalwsd", default=os.path.join(ROOT, "build/scalwsd"))
     ap.add_argument("--close", action="store_true",
                     help="a new client connection per request (wrk, Connection: close)")
+    ap.add_argument("--no-upstream-keepalive", action="store_true",
+                    help="a new upstream connection per request (ScalWS keepalive: 0, "
+                    "HAProxy http-server-close)")
     ap.add_argument("--record", action="store_true", help="perf record CPU 0 too")
     ap.add_argument("--out", default="/tmp/proxy_kernel_counts",
                     help="prefix of the perf report files (--record)")

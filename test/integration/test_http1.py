@@ -7,10 +7,9 @@ import email.utils
 import json
 import os
 import socket
-import struct
 
-from harness import (Client, ServerTestCase, free_port, make_config, request, static_hosts,
-                     syscr, HELLO_HOSTS)
+from harness import (Client, ServerTestCase, free_port, make_config, request, segs_in,
+                     static_hosts, syscr, HELLO_HOSTS)
 
 ROUTING_HOSTS = """
 - names: ["example.com"]
@@ -54,13 +53,6 @@ ROUTING_HOSTS = """
       match: exact
       redirect: {status: 307, location: "/elsewhere"}
 """
-
-
-def segs_in(sock):
-    """tcpi_segs_in of a TCP socket (struct tcp_info, linux/tcp.h): the
-    segments it received, pure ACKs included."""
-    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 144)
-    return struct.unpack_from("I", info, 140)[0]
 
 
 class Http1(ServerTestCase):
