@@ -54,7 +54,7 @@ def wait_for(what, cond, seconds=10.0):
         if v:
             return v
         time.sleep(0.02)
-    sys.exit("accept_counts: timed out waiting for %s" % what)
+    sys.exit("%s: timed out waiting for %s" % (os.path.basename(sys.argv[0]), what))
 
 
 def children(pid):

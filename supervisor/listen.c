@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -171,6 +172,15 @@ static int open_one(sws_listen_addr_t *addr, enum reuse reuse, int backlog, char
         what = "SO_REUSEPORT";
     else if (listen(fd, backlog) < 0)
         what = "listen";
+    /* Accepted sockets inherit this: a new connection starts in delayed-ACK
+     * mode, so its first request is acknowledged by our answer instead of
+     * a pure ACK of its own (one loopback packet less per connection, ADR
+     * 0068). Only a packet is at stake: a kernel that refuses it still
+     * serves. */
+    if (what == NULL) {
+        int zero = 0;
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof(zero));
+    }
     if (what == NULL) {
         socklen_t len = sizeof(addr->ss);
         if (getsockname(fd, (struct sockaddr *)&addr->ss, &len) < 0)

@@ -24,7 +24,10 @@
  *
  * Sockets are non-blocking and close-on-exec; v6 sockets are IPV6_V6ONLY so
  * "[::]:80" and "0.0.0.0:80" can both be configured. Every socket has
- * SO_REUSEADDR (a restart does not wait for TIME_WAIT to clear).
+ * SO_REUSEADDR (a restart does not wait for TIME_WAIT to clear), and
+ * TCP_QUICKACK off, which accepted connections inherit: the first request
+ * of a connection is acknowledged by its answer, not by a pure ACK first
+ * (ADR 0068; set when possible, never a reason to fail).
  *
  * Caller: the supervisor; a worker child calls sws_listen_close_others()
  * right after fork. Not thread-safe.

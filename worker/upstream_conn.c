@@ -249,15 +249,21 @@ static sws_upstream_conn_t *conn_wrap(sws_upstream_set_t *s, uint64_t id, int fd
     return u;
 }
 
+/* A new connection to addr. ack_with_request: hold the handshake's last
+ * ACK for the first bytes written (sws_upstream_write), so that it goes
+ * with them instead of alone just before them (ADR 0068). */
 static sws_upstream_conn_t *conn_new(sws_upstream_set_t *s, uint64_t id,
-                                     const sws_upstream_addr_t *addr, char *err, size_t errlen)
+                                     const sws_upstream_addr_t *addr, int ack_with_request,
+                                     char *err, size_t errlen)
 {
     int fd = socket(addr->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0)
         return sws_errf(err, errlen, "socket: %s", strerror(errno)), NULL;
-    int one = 1;
+    int one = 1, zero = 0;
     /* Requests and heads are written whole: Nagle would only delay them. */
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (ack_with_request)
+        setsockopt(fd, IPPROTO_TCP, TCP_QUICKACK, &zero, sizeof(zero));
     int connecting = 0;
     if (connect(fd, (const struct sockaddr *)&addr->sa, addr->len) < 0) {
         if (errno != EINPROGRESS) {
@@ -268,8 +274,10 @@ static sws_upstream_conn_t *conn_new(sws_upstream_set_t *s, uint64_t id,
         connecting = 1;
     }
     sws_upstream_conn_t *u = conn_wrap(s, id, fd, err, errlen);
-    if (u != NULL)
+    if (u != NULL) {
         u->connecting = (uint8_t)connecting;
+        u->ack_held = (uint8_t)(ack_with_request != 0);
+    }
     return u;
 }
 
@@ -306,7 +314,8 @@ sws_upstream_conn_t *sws_upstream_open(sws_upstream_set_t *s, uint64_t member_id
                                        const sws_upstream_ops_t *ops, void *data, char *err,
                                        size_t errlen)
 {
-    sws_upstream_conn_t *u = conn_new(s, member_id, addr, err, errlen);
+    /* Over TLS the first bytes are OpenSSL's ClientHello, not ours. */
+    sws_upstream_conn_t *u = conn_new(s, member_id, addr, tls == NULL, err, errlen);
     if (u == NULL)
         return NULL;
     if (tls != NULL && conn_tls(u, tls, err, errlen) < 0) {
@@ -388,7 +397,16 @@ ssize_t sws_upstream_write(sws_upstream_conn_t *u, const void *buf, size_t len)
 {
     if (u->ssl != NULL)
         return sws_upstream_tls_write(u->ssl, buf, len);
-    return send(u->io.fd, buf, len, MSG_NOSIGNAL);
+    ssize_t n = send(u->io.fd, buf, len, MSG_NOSIGNAL);
+    if (n > 0 && u->ack_held) {
+        /* The handshake's ACK went with these bytes. Quick ACKs again for
+         * the answer, as on any new connection: a member that writes it
+         * in pieces with Nagle on would wait for a delayed one. */
+        int one = 1;
+        u->ack_held = 0;
+        setsockopt(u->io.fd, IPPROTO_TCP, TCP_QUICKACK, &one, sizeof(one));
+    }
+    return n;
 }
 
 void sws_upstream_configure(sws_upstream_conn_t *u, const sws_upstream_conf_t *conf)

@@ -35,6 +35,12 @@
  * SWS_UPSTREAM_MAX_QUEUES; a duration beyond them uses the nearest longer
  * one kept, else the longest (ADR 0017).
  *
+ * Socket options of a new connection: TCP_NODELAY; and, in the clear,
+ * TCP_QUICKACK off from before the connect to the first write, so that
+ * the handshake's last ACK goes with the request written as soon as the
+ * connect is done, and the answer is acknowledged at once again, as on any
+ * new connection (ADR 0068).
+ *
  * I/O: the fd is registered once, edge-triggered for IN|OUT|RDHUP, so the
  * user reads and writes until EAGAIN and keeps track of what it has not
  * drained (there is no new edge for bytes left in the socket). Every read
@@ -112,6 +118,7 @@ struct sws_upstream_conn {
     uint8_t peer_closed;           /* an event said FIN, HUP or error: never reused */
     uint8_t reused;                /* handed out from the idle pool: a FIN that came
                                     * after the loop's last look is not known (ADR 0021) */
+    uint8_t ack_held;              /* quick ACKs off until the first write (ADR 0068) */
     sws_upstream_set_t *set;
     uint64_t member_id;
     SSL *ssl;                      /* NULL: plain TCP */

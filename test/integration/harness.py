@@ -15,6 +15,7 @@ import re
 import shutil
 import signal
 import socket
+import struct
 import subprocess
 import tempfile
 import textwrap
@@ -345,6 +346,13 @@ class Server(Process):
         rx = re.compile(pattern)
         return poll(lambda: rx.search(self.log()), timeout=timeout,
                     what=lambda: "log line /%s/; log tail:\n%s" % (pattern, self.log_tail()))
+
+def segs_in(sock):
+    """tcpi_segs_in of a TCP socket (struct tcp_info, linux/tcp.h): the
+    segments it received, pure ACKs included."""
+    info = sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 144)
+    return struct.unpack_from("I", info, 140)[0]
+
 
 def worker_started(pid):
     """True once a forked worker has done its start: it sets its title

@@ -12,8 +12,8 @@ import os
 import signal
 import unittest
 
-from backend import Backend
-from harness import Client, ServerTestCase, make_config, request
+from backend import Backend, Listener, recv_head
+from harness import Client, ServerTestCase, make_config, request, segs_in
 
 
 def proxy_config(*members, pool="app", extra="", weights=None):
@@ -98,6 +98,42 @@ class Relay(ProxyTestCase):
             r = c.get("/h", method="HEAD")
             self.assertEqual(r.header("Content-Length"), "9")  # "a HEAD /h"
             self.assertEqual(c.get("/next").body, b"a GET /next")
+
+
+class SegmentCounter(Listener):
+    """A member that notes, for each connection, the TCP segments its
+    socket had received once the request's head was in, answers, and
+    closes."""
+
+    def __init__(self):
+        self.received = []
+        Listener.__init__(self)
+
+    def one(self, conn):
+        with conn:
+            if recv_head(conn) is None:
+                return
+            self.received.append(segs_in(conn))
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+
+
+class Segments(ProxyTestCase):
+    def test_new_upstream_connection_acks_the_handshake_with_the_request(self):
+        """The last ACK of the handshake with a member goes with the
+        request, not alone first (ADR 0068): one loopback packet less per
+        new upstream connection. The kernel sends it alone after 200 ms
+        when the worker has not written by then, so a few connections are
+        tried and one must show it; without the rule every one gets it."""
+        b = SegmentCounter()
+        self.addCleanup(b.close)
+        srv = self.server(proxy_config(b.address, extra="    keepalive: 0\n"))
+        with Client(srv.port) as c:
+            for i in range(5):
+                self.assertEqual(c.get("/%d" % i).body, b"ok")
+                if 2 in b.received:
+                    break
+        # Two: the SYN (counted on the accepted socket) and the request.
+        self.assertIn(2, b.received, "segments a member received up to a request's head")
 
 
 class RequestBodies(ProxyTestCase):
