@@ -59,6 +59,7 @@ METRICS = [
     ("server_cores", "server CPU use (cores)", 3, True),
     ("wrk_cores", "wrk CPU use (cores)", 2, False),
     ("other_cores", "other load on the machine (cores)", 2, False),
+    ("steal_cores", "of which the hypervisor's steal (cores)", 2, False),
 ]
 
 # A run during which other processes took more than this many cores was
@@ -119,6 +120,10 @@ def figures(row):
         "server_cores": cpu_s / seconds,
         "wrk_cores": wrk_s / seconds,
         "other_cores": (busy_s - tick_s - wrk_s - (backend_tick_s or 0)) / seconds,
+        # Part of the other load: the CPU the hypervisor took (older
+        # results: None).
+        "steal_cores": steal / int(row["clk_tck"]) / seconds
+        if (steal := optional(row, "steal_ticks")) is not None else None,
         # False when the fixed-rate client fell behind (run.sh LATE_CLIENT=
         # mark): its latencies hold the client's stall; the rest stands.
         "latency_valid": optional(row, "latency_valid") != 0,
@@ -296,6 +301,7 @@ RUN_COLUMNS = [
     ("server_cores", "server cores", "{:.2f}"),
     ("wrk_cores", "load cores", "{:.2f}"),
     ("other_cores", "other cores", "{:.2f}"),
+    ("steal_cores", "steal cores", "{:.2f}"),
 ]
 
 
@@ -329,7 +335,8 @@ def markdown(meta, servers, runs, stats, ratios, rounds, metrics):
     out.append("Per run (in the order measured):")
     out.append("")
     present = {key for key, *_ in metrics}
-    columns = [c for c in RUN_COLUMNS if c[0] in present or c[0].endswith("_cores")]
+    columns = [c for c in RUN_COLUMNS
+               if c[0] in present or (c[0].endswith("_cores") and c[0] != "steal_cores")]
     placed = any(r["held_open"] is not None for r in runs)
     out.append("| run | server |" + "".join(f" {label} |" for _, label, _ in columns)
                + (" connections per worker | busiest/mean |" if placed else ""))
@@ -357,8 +364,14 @@ def markdown(meta, servers, runs, stats, ratios, rounds, metrics):
     if disturbed:
         out.append("")
         out.append(f"**Warning**: other processes took more than {OTHER_LOAD_LIMIT} cores during "
-                   + ", ".join(f"run {r['run']} {name(r['server'])} ({r['other_cores']:.2f})" for r in disturbed)
+                   + ", ".join(f"run {r['run']} {name(r['server'])} ({r['other_cores']:.2f}"
+                               + (f", of which steal {r['steal_cores']:.2f}" if r["steal_cores"] else "") + ")"
+                               for r in disturbed)
                    + ": the machine was not quiet; do not use these figures for a decision.")
+        stolen = [r for r in disturbed if r["steal_cores"] and r["steal_cores"] > OTHER_LOAD_LIMIT]
+        if stolen:
+            out.append("Steal is CPU the hypervisor gave to other machines while this one wanted it: "
+                       "no process here caused it, and it slows every server it falls on.")
     for pair in ratios:
         s, _, ref = pair.partition("/")
         mine = [p for p in rounds if p["server"] == s and p["reference"] == ref]

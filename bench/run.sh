@@ -656,6 +656,14 @@ busy_ticks() {
     awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat
 }
 
+# The hypervisor's share of that (/proc/stat's steal): time the VM's CPUs
+# were taken away while the run wanted them. It is in the other load, and
+# said apart, because a run under steal is slower for every server and
+# nothing on the machine can stop it (docs/benchmarks/2026-12-02-session9.md).
+steal_ticks() {
+    awk '$1 == "cpu" {print $9}' /proc/stat
+}
+
 # cpu_ticks NAME PID...: utime + stime of the processes, in clock ticks.
 cpu_ticks() {
     local s=$1 p stat t=0 f
@@ -853,7 +861,7 @@ round_order() {
 }
 
 CSV=$OUT/runs.csv
-echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests,cpu_ns,backend_cpu_ns,syscall_polls,syscall_switches,latency_valid,client_late_max_us,placement_open,placement_end" >"$CSV"
+echo "scenario,run,slot,server,requests,duration_us,bytes,resp_bytes,latency_p50_us,latency_p99_us,latency_max_us,cpu_ticks,wrk_cpu_ticks,busy_ticks,clk_tck,nprocs,worker_hwm_kib,total_hwm_kib,latency_p999_us,backend_cpu_ticks,syscalls,syscall_requests,cpu_ns,backend_cpu_ns,syscall_polls,syscall_switches,latency_valid,client_late_max_us,placement_open,placement_end,steal_ticks" >"$CSV"
 
 # Where the connections of a measured run land, with several workers and a
 # client that keeps its connections (not tls-newconn, tls-resume): the
@@ -897,6 +905,7 @@ measure() {
     fi
     check_same_pids "$s"
     b0=$(busy_ticks)
+    st0=$(steal_ticks)
     t0=$(cpu_ticks "$s" "${SERVER_PIDS[@]}")
     n0=$(cpu_ns "$s" "${SERVER_PIDS[@]}")
     ((PROXY == 0)) || k0=$(cpu_ticks backend "${BACKEND_PIDS[@]}")
@@ -912,6 +921,7 @@ measure() {
     n1=$(cpu_ns "$s" "${SERVER_PIDS[@]}")
     t1=$(cpu_ticks "$s" "${SERVER_PIDS[@]}")
     b1=$(busy_ticks)
+    st1=$(steal_ticks)
     check_same_pids "$s"
     check_wrk "$s" "$out"
     ! watch_placement || end_watch "$s" "$watch"
@@ -933,7 +943,7 @@ measure() {
         # The worker: the largest child (master is [0]), or the one process.
         if [[ $p != "$SERVER_PID" || ${#SERVER_PIDS[@]} == 1 ]] && ((hwm > worker_hwm)); then worker_hwm=$hwm; fi
     done
-    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn,${n0:+$((n1 - n0))},${kn0:+$((kn1 - kn0))},$scp,$scs,$LATENCY_VALID,$late,$PLACEMENT_OPEN,$PLACEMENT_END" >>"$CSV"
+    echo "$SCENARIO,$run,$slot,$s,$(wrk_field "$out" requests),$(wrk_field "$out" duration_us),$(wrk_field "$out" bytes),$RESP_BYTES,$(wrk_field "$out" p50_us),$(wrk_field "$out" p99_us),$(wrk_field "$out" max_us),$((t1 - t0)),$((w1 - w0)),$((b1 - b0)),$CLK_TCK,${#SERVER_PIDS[@]},$worker_hwm,$total_hwm,$(wrk_field "$out" p999_us),${k0:+$((k1 - k0))},$sc,$scn,${n0:+$((n1 - n0))},${kn0:+$((kn1 - kn0))},$scp,$scs,$LATENCY_VALID,$late,$PLACEMENT_OPEN,$PLACEMENT_END,$((st1 - st0))" >>"$CSV"
     stop_server
     awk -F, -v r="$run" 'END {
         s = $6 / 1e6
@@ -947,6 +957,7 @@ measure() {
         else if ($20 != "") printf "  backend %.3f us CPU/req", $20 / $15 * 1e6 / $5
         if ($21 != "") printf "  %.2f syscalls/req", $21 / $22
         if ($29 != "") printf "  held per worker %s, at the end %s", $29, $30
+        if ($31 > 0) printf "  steal %.2f cores", $31 / $15 / s
         printf "\n" }' "$CSV" >&2
 }
 
