@@ -413,7 +413,9 @@ static int on_headers_complete(llhttp_t *hp)
     proxy_t *p = hp->data;
     unsigned status = hp->status_code;
     const char *why = fields_problem(p);
-    if (why == NULL && !bodiless(p, status))
+    /* llhttp flags a Transfer-Encoding field: without one (most answers)
+     * there is no coding to look at. */
+    if (why == NULL && (hp->flags & F_TRANSFER_ENCODING) && !bodiless(p, status))
         why = coding_problem(p);
     if (why != NULL)
         return refuse(p, F_INVALID, why);
