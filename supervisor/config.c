@@ -247,36 +247,52 @@ static int cfg_admin_check(cfg_parser_t *p, yaml_node_t *n, char *key)
     return 0;
 }
 
+/* KEY of f, a file's path: read as a string into *out and made absolute
+ * against the configuration file's directory (cfg_path), so that it names
+ * the same file whatever the working directory. keep: a value left as it
+ * is (a log file's "-"), or NULL. Returns 1 when it names a file, 0 when
+ * the key is absent, empty or keep, -1 on an error (reported at the key). */
+static int cfg_file_path(cfg_parser_t *p, const cfg_fields_t *f, const char *key,
+                         const char *keep, char **out)
+{
+    yaml_node_t *n = cfg_field(f, key);
+    char path[PATH_MAX];
+
+    if (cfg_string(p, f, key, out) < 0)
+        return -1;
+    if (n == NULL || (*out)[0] == '\0' || (keep != NULL && strcmp(*out, keep) == 0))
+        return 0;
+    size_t mark = cfg_push(p, key);
+    if (cfg_path(p, n, *out, path, sizeof(path)) < 0 || cfg_set_str(p, n, out, path) < 0)
+        return -1;
+    cfg_pop(p, mark);
+    return 1;
+}
+
 /* token_file: made absolute against the file's directory, and read here
  * (-t, start, reload: each reads it again, which is how a token rotates),
  * so a file the server could not use is refused at its key. */
 static int cfg_admin_token(cfg_parser_t *p, const cfg_fields_t *f, Sws__Admin *ad)
 {
-    yaml_node_t *n = cfg_field(f, "token_file");
-    char path[PATH_MAX], why[PATH_MAX + 160];
+    char why[PATH_MAX + 160];
     uint8_t token[SWS_ADMIN_TOKEN_MAX];
     size_t len = 0;
+    int rc = cfg_file_path(p, f, "token_file", NULL, &ad->token_file);
 
-    if (cfg_string(p, f, "token_file", &ad->token_file) < 0)
-        return -1;
-    if (n == NULL || ad->token_file[0] == '\0')
-        return 0;
+    if (rc <= 0 || !p->check_system)
+        return rc < 0 ? -1 : 0;
+    yaml_node_t *n = cfg_field(f, "token_file");
     size_t mark = cfg_push(p, "token_file");
-    if (cfg_path(p, n, ad->token_file, path, sizeof(path)) < 0 ||
-        cfg_set_str(p, n, &ad->token_file, path) < 0)
-        return -1;
-    if (p->check_system) {
-        if (sws_admin_token_read(path, token, &len, why, sizeof(why)) < 0)
-            return cfg_fail(p, n, "%s", why);
-        ad->token.data = malloc(len);
-        if (ad->token.data == NULL) {
-            explicit_bzero(token, sizeof(token));
-            return cfg_oom(p, n);
-        }
-        memcpy(ad->token.data, token, len);
-        ad->token.len = len;
+    if (sws_admin_token_read(ad->token_file, token, &len, why, sizeof(why)) < 0)
+        return cfg_fail(p, n, "%s", why);
+    ad->token.data = malloc(len);
+    if (ad->token.data == NULL) {
         explicit_bzero(token, sizeof(token));
+        return cfg_oom(p, n);
     }
+    memcpy(ad->token.data, token, len);
+    ad->token.len = len;
+    explicit_bzero(token, sizeof(token));
     cfg_pop(p, mark);
     return 0;
 }
@@ -519,27 +535,18 @@ static int cfg_access_log(cfg_parser_t *p, const cfg_fields_t *f, Sws__AccessLog
 static int cfg_log_file(cfg_parser_t *p, const cfg_fields_t *f, const char *key, int std_fd,
                         int wanted, char **out)
 {
-    yaml_node_t *n = cfg_field(f, key);
-    char path[PATH_MAX], why[PATH_MAX + 64];
-    size_t mark;
-    int fd, rc = 0;
+    char why[PATH_MAX + 64];
+    int rc = cfg_file_path(p, f, key, "-", out);
 
-    if (cfg_string(p, f, key, out) < 0)
-        return -1;
-    if (n == NULL || (*out)[0] == '\0' || strcmp(*out, "-") == 0)
-        return 0;
-    mark = cfg_push(p, key);
-    if (cfg_path(p, n, *out, path, sizeof(path)) < 0 || cfg_set_str(p, n, out, path) < 0) {
-        rc = -1;
-    } else if (p->check_system && wanted) {
-        fd = sws_log_file_open(*out, std_fd, why, sizeof(why));
-        if (fd >= 0)
-            close(fd);
-        else
-            rc = cfg_fail(p, n, "%s", why);
-    }
+    if (rc <= 0 || !p->check_system || !wanted)
+        return rc < 0 ? -1 : 0;
+    size_t mark = cfg_push(p, key);
+    int fd = sws_log_file_open(*out, std_fd, why, sizeof(why));
+    if (fd < 0)
+        return cfg_fail(p, cfg_field(f, key), "%s", why);
+    close(fd);
     cfg_pop(p, mark);
-    return rc;
+    return 0;
 }
 
 static int cfg_logging(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
@@ -584,18 +591,7 @@ static int cfg_user(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerConfig *s
  * file itself is written at start (supervisor/pid_file.h). */
 static int cfg_pid_file(cfg_parser_t *p, const cfg_fields_t *f, Sws__ServerConfig *sc)
 {
-    yaml_node_t *n = cfg_field(f, "pid_file");
-    char path[PATH_MAX];
-    if (cfg_string(p, f, "pid_file", &sc->pid_file) < 0)
-        return -1;
-    if (n == NULL || sc->pid_file[0] == '\0')
-        return 0;
-    size_t mark = cfg_push(p, "pid_file");
-    if (cfg_path(p, n, sc->pid_file, path, sizeof(path)) < 0 ||
-        cfg_set_str(p, n, &sc->pid_file, path) < 0)
-        return -1;
-    cfg_pop(p, mark);
-    return 0;
+    return cfg_file_path(p, f, "pid_file", NULL, &sc->pid_file) < 0 ? -1 : 0;
 }
 
 static int cfg_server(cfg_parser_t *p, yaml_node_t *node, Sws__ServerConfig *sc,
