@@ -35,7 +35,8 @@
 
 typedef enum sws_path_rc {
     SWS_PATH_NORMAL = 0, /* the input is normal: *res is the input itself */
-    SWS_PATH_CHANGED,    /* the normal form is out[0..res->len) */
+    SWS_PATH_CHANGED,    /* *res is the normal form: in out, or a shorter prefix of the
+                          * input when only a trailing dot segment or a slash went */
     SWS_PATH_NEED_ROOM,  /* not normal, and out is NULL or smaller than SWS_PATH_OUT_MAX */
     SWS_PATH_BAD,        /* refused (400); *why says why in a few words */
 } sws_path_rc_t;

@@ -386,9 +386,11 @@ static int route_path(const char *in, int prefix, char *out, size_t outsize, cha
         return snprintf(why, whylen, "path \"%s\" does not start with '/'", in), -1;
     switch (sws_path_normalize((sws_str_t){ in, strlen(in) }, out, outsize, &res, &bad)) {
     case SWS_PATH_NORMAL:
-        memmove(out, in, res.len);
-        break;
     case SWS_PATH_CHANGED:
+        /* The normal form may be a prefix of the input ("/a/." gives
+         * "/a/", "//" gives "/") with nothing written to out. */
+        if (res.p != out)
+            memmove(out, res.p, res.len);
         break;
     default:
         return snprintf(why, whylen, "path \"%s\": %s", in, bad != NULL ? bad : "too long"), -1;

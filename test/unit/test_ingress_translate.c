@@ -124,6 +124,12 @@ static const path_case_t path_cases[] = {
     { "P /foo s0; E /foo s1", "/foo", "s1" }, /* Exact preferred */
     { "E /foo s1; P /foo s0", "/foo", "s1" },
     { "P /foo s0; E /foo s1", "/foo/", "s0" },
+    /* Paths in another form are served in their normal form; some
+     * normalize to a prefix of themselves. */
+    { "P // s0", "/ccc", "s0" },
+    { "P /aaa/. s0", "/aaa/bbb", "s0" },
+    { "E /aaa/. s0", "/aaa/", "s0" },
+    { "P /aaa//bbb s0", "/aaa/bbb/ccc", "s0" },
     /* ImplementationSpecific is Prefix here. */
     { "I /aaa/bbb s0", "/aaa/bbb/ccc", "s0" },
     { "I /aaa/bbb s0", "/aaa/bbbxyz", NULL },
