@@ -47,7 +47,8 @@ SHOWN = ["Tcp:OutSegs", "Tcp:InSegs", "TcpExt:TCPPureAcks", "TcpExt:TCPHPAcks",
          "TcpExt:TCPHPHits", "TcpExt:DelayedACKs", "TcpExt:TCPAutoCorking",
          "TcpExt:TCPOrigDataSent", "TcpExt:TCPDelivered"]
 EVENTS = ["context-switches", "cpu-migrations", "irq:softirq_entry", "sched:sched_wakeup",
-          "raw_syscalls:sys_enter"]
+          "raw_syscalls:sys_enter", "irq_vectors:reschedule_entry",
+          "irq_vectors:call_function_single_entry", "power:cpu_idle", "task-clock"]
 
 
 def tcp_counters():
@@ -180,10 +181,11 @@ def run(spec, a, tmp):
         before = tcp_counters()
         sp = perf_stat(["-p", str(worker)], "p")
         sc = perf_stat(["-a", "-C", "0"], "c")
+        s1 = perf_stat(["-a", "-C", "1"], "c1")
         time.sleep(0.3)  # perf stat attaches asynchronously; a late attach only undercounts
         n = load(port, a.requests, a.close)
         after = tcp_counters()
-        per_proc, cpu0 = stop(*sp), stop(*sc)
+        per_proc, cpu0, cpu1 = stop(*sp), stop(*sc), stop(*s1)
         if rec is not None:
             rec.send_signal(signal.SIGINT)
             rec.wait(timeout=60)
@@ -209,7 +211,8 @@ def run(spec, a, tmp):
     for k in names:
         print("   %-34s %8.3f" % (k, (after[k] - before.get(k, 0)) / n))
     for e in EVENTS:
-        print("   %-34s %8.3f   CPU 0: %8.3f" % (e, per_proc.get(e, 0) / n, cpu0.get(e, 0) / n))
+        print("   %-34s %8.3f   CPU 0: %8.3f   CPU 1: %8.3f" % (e, per_proc.get(e, 0) / n,
+                                                             cpu0.get(e, 0) / n, cpu1.get(e, 0) / n))
 
 
 def main():
