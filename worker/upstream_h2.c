@@ -84,6 +84,7 @@ struct sws_upstream_h2_conn {
     uint8_t closed;
     uint8_t in_room;               /* in the set's room list */
     uint8_t zero;                  /* the member's SETTINGS_MAX_CONCURRENT_STREAMS is 0 */
+    uint8_t moved;                 /* a stream moved since the timer was armed (stream_moved) */
     int timer;                     /* armed enum sws_upstream_timer, or NO_TIMER */
     size_t ooff, olen;             /* obuf[ooff, olen) is not written yet */
     const uint8_t *out;            /* then this frame, nghttp2's, too large for obuf: */
@@ -392,11 +393,32 @@ static void conn_zero_update(sws_upstream_h2_conn_t *c)
         stream_fail(hs, SWS_UPSTREAM_H2_CONNECT, ZERO_WHY);
 }
 
+/* Whether a frame, either way, moves a stream on: a head, body bytes, an
+ * end or a reset. Only these re-arm the read timer (and the send timer
+ * while a body waits for the member's window): PING, SETTINGS,
+ * WINDOW_UPDATE or empty DATA frames, which a member may send forever
+ * while it answers nothing, do not (conn_timer). */
+static int stream_moved(const nghttp2_frame *frame)
+{
+    if (frame->hd.stream_id == 0)
+        return 0;
+    switch (frame->hd.type) {
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_RST_STREAM:
+        return 1;
+    case NGHTTP2_DATA:
+        return frame->hd.length > 0 || (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+    default:
+        return 0;
+    }
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
     sws_upstream_h2_conn_t *c = user;
     int end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     sws_upstream_h2_stream_t *hs;
+    c->moved |= (uint8_t)stream_moved(frame);
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
         if ((hs = live_stream(ng, frame->hd.stream_id)) != NULL)
@@ -446,6 +468,7 @@ static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t id,
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
     sws_upstream_h2_conn_t *c = user;
+    c->moved |= (uint8_t)stream_moved(frame);
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
     sws_upstream_h2_stream_t *hs = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
@@ -594,6 +617,22 @@ static void conn_fail(sws_upstream_h2_conn_t *c, sws_upstream_h2_fail_t kind, co
     conn_close(c);
 }
 
+/* A request body that has bytes for the member (neither ended nor
+ * waiting for its client) while the member's window, the stream's or
+ * the connection's, is shut. */
+static int stream_window_shut(const sws_upstream_h2_stream_t *hs)
+{
+    nghttp2_session *ng = hs->c->ng;
+    return hs->sent && !hs->local_ended && !hs->deferred &&
+           (nghttp2_session_get_stream_remote_window_size(ng, hs->id) <= 0 ||
+            nghttp2_session_get_remote_window_size(ng) <= 0);
+}
+
+/* progress: bytes went to the socket. The send timer for a full socket
+ * is re-armed by them; the read timer, and the send timer for a body the
+ * member's window holds, only by a stream that moved (stream_moved):
+ * bytes of connection chatter, the PING ACKs we write as well, move no
+ * request on. */
 static void conn_timer(sws_upstream_h2_conn_t *c, int progress)
 {
     int want = NO_TIMER;
@@ -605,20 +644,27 @@ static void conn_timer(sws_upstream_h2_conn_t *c, int progress)
         want = SWS_UPSTREAM_T_IDLE;
     } else {
         /* The member is waited for by a stream that is neither held by
-         * its client (held bytes) nor waiting for its client's body. */
-        for (sws_upstream_h2_stream_t *hs = c->streams; hs != NULL; hs = hs->next)
-            if (hs->data != NULL && hs->held == 0 && !hs->deferred) {
-                want = SWS_UPSTREAM_T_READ;
+         * its client (held bytes) nor waiting for its client's body: for
+         * its answer, or for the window its body needs. */
+        for (sws_upstream_h2_stream_t *hs = c->streams; hs != NULL; hs = hs->next) {
+            if (hs->data == NULL || hs->held > 0 || hs->deferred)
+                continue;
+            if (stream_window_shut(hs)) {
+                want = SWS_UPSTREAM_T_SEND;
                 break;
             }
+            want = SWS_UPSTREAM_T_READ;
+        }
     }
+    int rearm = want != c->timer || (c->send_blocked ? progress : c->moved);
     if (want == NO_TIMER) {
         if (c->timer != NO_TIMER)
             sws_upstream_disarm(c->u);
-    } else if (want != c->timer || progress) {
+    } else if (rearm) {
         sws_upstream_arm(c->u, (enum sws_upstream_timer)want);
     }
     c->timer = want;
+    c->moved = 0;
 }
 
 /* What nghttp2 has for the member, copied into obuf while it fits; a

@@ -38,11 +38,15 @@
  * (sws_upstream_close_idle's hook).
  *
  * Timers (the pool's, sws_upstream_conf_t): one per connection, by what
- * it waits for: connect; send, while written bytes wait for the socket;
- * read, while a stream waits for the member (re-armed whenever bytes
- * come; a stream held back by a slow client waits for the client, not the
- * member); idle. A connect, send or read timeout closes the connection
- * and fails every stream on it with that cause.
+ * it waits for: connect; send, while written bytes wait for the socket
+ * (re-armed by each write) or a request body waits for the member's
+ * window; read, while a stream waits for the member (a stream held back
+ * by a slow client waits for the client, not the member); idle. The read
+ * timer and the window's send timer are re-armed only when a stream
+ * moves (a head, body bytes, an end or a reset, either way): a member's
+ * PING, SETTINGS, WINDOW_UPDATE or empty DATA frames do not keep a
+ * stalled stream waiting. A connect, send or read timeout closes the
+ * connection and fails every stream on it with that cause.
  *
  * Flow control: a response's body bytes are given to ops->data; the
  * member's window (stream and connection) opens again only for the bytes

@@ -1,0 +1,127 @@
+"""A hostile HTTP/2 member (`protocol: h2`), side by side with HAProxy 2.6's
+`proto h2` (the audit docs/audit/2026-12-02-h2-member-audit.md, probes in
+test/tools/h2member_probe.py). The member (h2_raw_member.py) writes raw
+frames as each test's script says.
+
+The pool's timeouts are short (1 s) and the client waits TIMEOUT (10 s)
+for the answer: a test fails when the answer does not come, never on how
+fast it came."""
+
+import re
+import socket
+import threading
+
+from h2_raw_member import (PING, S200, SLEEP, RawH2Member, data, frame, headers)
+from harness import TIMEOUT, ServerTestCase, make_config
+
+PING_FRAME = frame(PING, 0, 0, b"chatter!")
+
+# A member's chatter every 0.2 s for up to 30 s (it stops when the proxy
+# closes the connection): longer than the client waits, so only a
+# timeout on the proxy's side ends the exchange in time.
+def chatter(f, n=150):
+    return [(SLEEP, 0.2), f] * n
+
+
+SCRIPTS = {
+    # A head and two bytes, then PINGs and no more of the stream.
+    "stall_body_pings": lambda s: [headers(s, [S200]) + data(s, b"ok")] + chatter(PING_FRAME),
+    # No head at all, PINGs only.
+    "stall_head_pings": lambda s: chatter(PING_FRAME),
+    # A head, then empty DATA frames: no byte of the body.
+    "stall_body_empty_data": lambda s: [headers(s, [S200])] + chatter(data(s, b"")),
+}
+
+UPLOADS = ("never_opens_window",)
+
+
+def exchange(port, raw):
+    """What a client sending raw gets until the proxy closes (it asks to),
+    or None when nothing closed it within TIMEOUT."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+    # Sent beside the reads: a large body may wait for the proxy, whose
+    # answer comes first.
+    sender = threading.Thread(target=send_all, args=(s, raw), daemon=True)
+    sender.start()
+    try:
+        got = b""
+        while True:
+            d = s.recv(65536)
+            if not d:
+                return got
+            got += d
+    except socket.timeout:
+        return None
+    finally:
+        s.close()
+        sender.join(TIMEOUT)
+
+
+def send_all(s, raw):
+    try:
+        s.sendall(raw)
+    except OSError:
+        pass  # the proxy answered and closed first
+
+
+def get(name):
+    return b"GET /%s HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n" % name.encode()
+
+
+class HostileH2Member(ServerTestCase):
+    def start(self, timeouts="read: 1s, send: 1s"):
+        self.member = RawH2Member(SCRIPTS, UPLOADS)
+        self.addCleanup(self.member.close)
+        pools = ("pools:\n  - {name: app, protocol: h2, retries: 0, health: {max_fails: 0},\n"
+                 "     timeouts: {%s}, members: [\"%s\"]}\n" % (timeouts, self.member.address))
+        hosts = '- name: "*"\n  routes:\n    - path: /\n      proxy: {pool: app}\n'
+        self.srv = self.server(make_config(hosts, "limits: {max_body_size: 8m}") + pools)
+        return self.srv
+
+    def member_log(self, why):
+        return r"proxy: pool app member %s: %s" % (re.escape(self.member.address), why)
+
+    # ---- a stalled stream under connection chatter (defect 1) ----
+    # The read timer was re-armed by any byte from the member: PINGs (as
+    # gRPC servers send for keepalive), SETTINGS or empty DATA frames kept
+    # a stream that moved no more waiting for ever, its client with it.
+    # HAProxy's `timeout server` cuts it.
+
+    def check_cut_body(self, name):
+        srv = self.start()
+        got = exchange(srv.port, get(name))
+        self.assertIsNotNone(got, "the client still waits: the stalled stream was never timed out")
+        self.assertTrue(got.startswith(b"HTTP/1.1 200 "), got[:80])
+        head, _, body = got.partition(b"\r\n\r\n")
+        self.assertIn(b"transfer-encoding: chunked", head.lower())
+        # Cut, not passed off as whole: no last chunk.
+        self.assertFalse(body.endswith(b"0\r\n\r\n"), body)
+        srv.wait_log(self.member_log(r"read timed out"))
+
+    def test_stalled_body_under_member_pings_is_cut_by_the_read_timeout(self):
+        self.check_cut_body("stall_body_pings")
+
+    def test_stalled_body_under_empty_data_frames_is_cut_by_the_read_timeout(self):
+        self.check_cut_body("stall_body_empty_data")
+
+    def test_stalled_head_under_member_pings_is_504(self):
+        srv = self.start()
+        got = exchange(srv.port, get("stall_head_pings"))
+        self.assertIsNotNone(got, "the client still waits: the stalled stream was never timed out")
+        self.assertTrue(got.startswith(b"HTTP/1.1 504 "), got[:80])
+        srv.wait_log(self.member_log(r"read timed out \(504\)"))
+        # The worker is fine: the next request is answered.
+        self.assertTrue(exchange(srv.port, get("next")).endswith(b"next"))
+
+    # ---- a member that never opens its window (defect 2) ----
+    # The body waited for the window under the read timer (here 1 h:
+    # for ever); it is the request that cannot be sent: the send timer.
+
+    def test_member_that_never_opens_its_window_is_a_send_timeout(self):
+        srv = self.start(timeouts="read: 1h, send: 1s")
+        body = b"u" * (200 * 1024)  # beyond the 64 KiB initial window
+        got = exchange(srv.port, b"POST /never_opens_window HTTP/1.1\r\nHost: x\r\n"
+                       b"Connection: close\r\nContent-Length: %d\r\n\r\n" % len(body) + body)
+        self.assertIsNotNone(got, "the client still waits: the upload was never timed out")
+        self.assertTrue(got.startswith(b"HTTP/1.1 504 "), got[:80])
+        srv.wait_log(self.member_log(r"send timed out \(504\)"))
