@@ -38,6 +38,11 @@
 /* Why a request does not go to a member whose connection says 0. */
 #define ZERO_WHY "the member announces SETTINGS_MAX_CONCURRENT_STREAMS 0"
 
+/* What the member did wrong, as nghttp2 words it (a field's name and
+ * value included), kept for the log line of the request it breaks. */
+#define SWS_UPSTREAM_H2_WHY 160
+#define INVALID_WHY "invalid response: "
+
 /* A timer that is not armed (enum sws_upstream_timer otherwise). */
 #define NO_TIMER (-1)
 
@@ -55,7 +60,9 @@ struct sws_upstream_h2_stream {
     uint8_t local_ended;           /* our END_STREAM went out */
     uint8_t got_head;              /* the final head was given */
     uint8_t deferred;              /* the body provider waits for ops->body */
-    const char *invalid;           /* why we reset it (a head we cannot relay) */
+    const char *invalid;           /* why we reset it (a head we cannot relay): a
+                                    * literal, or `why` */
+    char why[sizeof(INVALID_WHY) + SWS_UPSTREAM_H2_WHY]; /* what nghttp2 found wrong */
     size_t held;                   /* body bytes given and not consumed */
     unsigned status;
     uint64_t length;
@@ -85,6 +92,9 @@ struct sws_upstream_h2_conn {
     uint8_t in_room;               /* in the set's room list */
     uint8_t zero;                  /* the member's SETTINGS_MAX_CONCURRENT_STREAMS is 0 */
     uint8_t moved;                 /* a stream moved since the timer was armed (stream_moved) */
+    char error[SWS_UPSTREAM_H2_WHY]; /* nghttp2's last word on what the member did
+                                      * wrong (on_error), until a stream or the
+                                      * connection's failure takes it */
     int timer;                     /* armed enum sws_upstream_timer, or NO_TIMER */
     size_t ooff, olen;             /* obuf[ooff, olen) is not written yet */
     const uint8_t *out;            /* then this frame, nghttp2's, too large for obuf: */
@@ -469,6 +479,12 @@ static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *
 {
     sws_upstream_h2_conn_t *c = user;
     c->moved |= (uint8_t)stream_moved(frame);
+    if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR &&
+        c->error[0] == '\0') /* nghttp2 ends the session: the member broke the protocol */
+        snprintf(c->error, sizeof(c->error), "%s%s%.*s",
+                 nghttp2_http2_strerror(frame->goaway.error_code),
+                 frame->goaway.opaque_data_len > 0 ? ": " : "",
+                 (int)frame->goaway.opaque_data_len, (const char *)frame->goaway.opaque_data);
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
     sws_upstream_h2_stream_t *hs = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
@@ -506,6 +522,37 @@ static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, in
     return 0;
 }
 
+/* nghttp2 says what it found wrong (a field it refuses, a frame where
+ * none may come): kept for the stream (on_invalid_frame_recv) and the
+ * connection (conn_why) that fail because of it, until the event that
+ * brought it is settled (conn_settle). */
+static int on_error(nghttp2_session *ng, int code, const char *msg, size_t len, void *user)
+{
+    (void)ng;
+    (void)code;
+    sws_upstream_h2_conn_t *c = user;
+    snprintf(c->error, sizeof(c->error), "%.*s", (int)len, msg);
+    return 0;
+}
+
+/* A frame that breaks HTTP's rules: nghttp2 resets its stream and says
+ * why here, or in on_error just before; the stream's failure is logged
+ * with that. One that breaks the protocol ends the connection, whose
+ * GOAWAY says why (on_frame_send). */
+static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, int code,
+                                 void *user)
+{
+    sws_upstream_h2_conn_t *c = user;
+    sws_upstream_h2_stream_t *hs = live_stream(ng, frame->hd.stream_id);
+    if (hs == NULL || hs->invalid != NULL ||
+        (code != NGHTTP2_ERR_HTTP_HEADER && code != NGHTTP2_ERR_HTTP_MESSAGING))
+        return 0;
+    snprintf(hs->why, sizeof(hs->why), INVALID_WHY "%s",
+             c->error[0] != '\0' ? c->error : nghttp2_strerror(code));
+    hs->invalid = hs->why;
+    return 0;
+}
+
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user)
 {
     sws_upstream_h2_conn_t *c = user;
@@ -513,13 +560,12 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     if (hs == NULL)
         return 0;
     stream_unlink(hs);
-    if (hs->data != NULL) {
+    if (hs->data != NULL && hs->invalid != NULL) {
+        stream_fail(hs, SWS_UPSTREAM_H2_INVALID, hs->invalid); /* freed below, after */
+    } else if (hs->data != NULL) {
         char why[96];
         sws_upstream_h2_fail_t kind;
-        if (hs->invalid != NULL) {
-            kind = SWS_UPSTREAM_H2_INVALID;
-            snprintf(why, sizeof(why), "%s", hs->invalid);
-        } else if (code == NGHTTP2_REFUSED_STREAM || !hs->sent) {
+        if (code == NGHTTP2_REFUSED_STREAM || !hs->sent) {
             kind = SWS_UPSTREAM_H2_REFUSED;
             snprintf(why, sizeof(why), "stream refused (%s)",
                      c->goaway ? "GOAWAY" : nghttp2_http2_strerror(code));
@@ -600,6 +646,17 @@ static void conn_close(sws_upstream_h2_conn_t *c)
     sws_loop_defer(s->ups->loop, &s->reap);
 }
 
+/* Why the connection ends, into buf: what, and nghttp2's word on what
+ * the member did wrong when it ended the session for that. */
+static const char *conn_why(sws_upstream_h2_conn_t *c, const char *what, char *buf,
+                            size_t len)
+{
+    if (c->error[0] == '\0')
+        return what;
+    snprintf(buf, len, "%s: %s", what, c->error);
+    return buf;
+}
+
 /* The connection is lost: every stream on it fails (one never sent is
  * refused, whatever broke: the member did not see it), then it closes. */
 static void conn_fail(sws_upstream_h2_conn_t *c, sws_upstream_h2_fail_t kind, const char *why)
@@ -612,7 +669,7 @@ static void conn_fail(sws_upstream_h2_conn_t *c, sws_upstream_h2_fail_t kind, co
         sws_upstream_h2_fail_t k = kind == SWS_UPSTREAM_H2_BROKEN && !hs->sent
                                        ? SWS_UPSTREAM_H2_REFUSED
                                        : kind;
-        stream_fail(hs, k, why);
+        stream_fail(hs, k, hs->invalid != NULL ? hs->invalid : why);
     }
     conn_close(c);
 }
@@ -749,7 +806,9 @@ static int conn_read(sws_upstream_h2_conn_t *c, uint32_t events, int *progress)
             *progress = 1;
             ssize_t r = nghttp2_session_mem_recv(c->ng, buf, (size_t)n);
             if (r < 0) {
-                conn_fail(c, SWS_UPSTREAM_H2_INVALID, nghttp2_strerror((int)r));
+                char why[SWS_UPSTREAM_H2_WHY + 64];
+                conn_fail(c, SWS_UPSTREAM_H2_INVALID,
+                          conn_why(c, nghttp2_strerror((int)r), why, sizeof(why)));
                 return -1;
             }
             /* A short read in the clear emptied the socket (over TLS the
@@ -790,9 +849,12 @@ static void conn_settle(sws_upstream_h2_conn_t *c, int progress)
         return;
     if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng) &&
         !conn_pending(c)) {
-        conn_fail(c, SWS_UPSTREAM_H2_BROKEN, "session ended");
+        char why[SWS_UPSTREAM_H2_WHY + 64];
+        conn_fail(c, c->error[0] != '\0' ? SWS_UPSTREAM_H2_INVALID : SWS_UPSTREAM_H2_BROKEN,
+                  conn_why(c, "session ended", why, sizeof(why)));
         return;
     }
+    c->error[0] = '\0'; /* what it said is logged by now, or concerned a stream only */
     /* One that says 0 stays (until its idle timeout) whatever keepalive
      * allows: it is what keeps requests from opening more (conn_refusing). */
     if (c->nstreams == 0 && (c->goaway || c->retiring ||
@@ -908,6 +970,8 @@ static nghttp2_session *session_new(sws_upstream_h2_conn_t *c)
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, on_frame_not_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, on_invalid_frame_recv);
+    nghttp2_session_callbacks_set_error_callback2(cb, on_error);
     /* Windows open as the clients take the bytes (the top). */
     nghttp2_option_set_no_auto_window_update(opt, 1);
     if (nghttp2_session_client_new2(&ng, cb, c, opt) != 0)

@@ -9,9 +9,11 @@ fast it came."""
 
 import re
 import socket
+import struct
 import threading
 
-from h2_raw_member import (PING, S200, SLEEP, RawH2Member, data, frame, headers)
+from h2_raw_member import (END_HEADERS, PING, PUSH, S200, SLEEP, RawH2Member, block, data, frame,
+                           headers)
 from harness import TIMEOUT, ServerTestCase, make_config
 
 PING_FRAME = frame(PING, 0, 0, b"chatter!")
@@ -30,6 +32,11 @@ SCRIPTS = {
     "stall_head_pings": lambda s: chatter(PING_FRAME),
     # A head, then empty DATA frames: no byte of the body.
     "stall_body_empty_data": lambda s: [headers(s, [S200])] + chatter(data(s, b"")),
+    # A field name HTTP/2 forbids (uppercase): the stream is reset.
+    "uppercase_field": lambda s: [headers(s, [S200, ("X-Upper", "b")]) + data(s, b"ok", True)],
+    # A push we disabled in our SETTINGS: the connection ends.
+    "push_promise": lambda s: [frame(PUSH, END_HEADERS, s, struct.pack(">I", s + 1) + block(
+        [(":method", "GET"), (":scheme", "http"), (":path", "/p"), (":authority", "x")]))],
 }
 
 UPLOADS = ("never_opens_window",)
@@ -125,3 +132,25 @@ class HostileH2Member(ServerTestCase):
         self.assertIsNotNone(got, "the client still waits: the upload was never timed out")
         self.assertTrue(got.startswith(b"HTTP/1.1 504 "), got[:80])
         srv.wait_log(self.member_log(r"send timed out \(504\)"))
+
+    # ---- what the member did wrong, in the log (defect 3) ----
+    # nghttp2 refuses a response field or ends the session for a frame
+    # that breaks the protocol; the log said only "stream reset
+    # (PROTOCOL_ERROR)" or "session ended", which neither names the field
+    # nor the frame. (HAProxy logs the termination flags PH--.)
+
+    def test_refused_response_field_is_logged_by_name(self):
+        srv = self.start()
+        got = exchange(srv.port, get("uppercase_field"))
+        self.assertTrue(got.startswith(b"HTTP/1.1 502 "), got[:80])
+        srv.wait_log(self.member_log(r"invalid response: Invalid HTTP header field was received: "
+                                     r".*name: \[X-Upper\], value: \[b\] \(502\)"))
+
+    def test_member_breaking_the_protocol_is_logged_with_why(self):
+        srv = self.start()
+        got = exchange(srv.port, get("push_promise"))
+        self.assertTrue(got.startswith(b"HTTP/1.1 502 "), got[:80])
+        srv.wait_log(self.member_log(r"session ended: PROTOCOL_ERROR: PUSH_PROMISE: push disabled "
+                                     r"\(502\)"))
+        # A new connection serves the next request.
+        self.assertTrue(exchange(srv.port, get("next")).endswith(b"next"))

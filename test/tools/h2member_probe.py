@@ -227,7 +227,10 @@ def exchange(port, raw, wait=5.0):
     """What a client sending raw gets (bytes until close or wait s idle), and
     after how long."""
     t0 = time.monotonic()
-    s = socket.create_connection(("127.0.0.1", port))
+    try:
+        s = socket.create_connection(("127.0.0.1", port))
+    except OSError as e:
+        return b"<connect: %s>" % e.__class__.__name__.encode(), 0.0
     s.settimeout(wait)
     got = b""
     try:
@@ -294,6 +297,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
     ap.add_argument("--only", action="append")
+    ap.add_argument("--from", dest="start", help="the probes from this one on")
     ap.add_argument("--no-haproxy", action="store_true")
     ap.add_argument("--client", action="store_true")
     args = ap.parse_args()
@@ -302,6 +306,8 @@ def main():
         client_main(args, tmp)
         return
     names = [n for n in list(PROBES) + list(UPLOAD) if not args.only or n in args.only]
+    if args.start:
+        names = names[names.index(args.start):]
     servers = []
     try:
         for name in names:
@@ -327,7 +333,8 @@ def main():
                 member.nconn, [r[2] for r in member.resets], [g[1] for g in member.goaways]))
             sys.stdout.flush()
             for _, proc, _, _ in servers:
-                proc.terminate()
+                if proc.poll() is None:
+                    proc.terminate()
                 proc.wait(10)
             servers = []
             member.close()
