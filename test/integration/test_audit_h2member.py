@@ -154,3 +154,17 @@ class HostileH2Member(ServerTestCase):
                                      r"\(502\)"))
         # A new connection serves the next request.
         self.assertTrue(exchange(srv.port, get("next")).endswith(b"next"))
+
+    # ---- from the client's side (defect 4) ----
+    # An HTTP/1 client's `TE: deflate, trailers` asks for trailers, as
+    # gRPC-Web proxies and curl's --tr-encoding do; only an exact
+    # `TE: trailers` sent `te: trailers` to the member (HAProxy sends it).
+
+    def test_te_list_with_trailers_reaches_the_member_as_te_trailers(self):
+        srv = self.start()
+        got = exchange(srv.port, b"GET /te HTTP/1.1\r\nHost: x\r\nTE: deflate, trailers\r\n"
+                       b"Connection: close, TE\r\n\r\n")
+        self.assertTrue(got.endswith(b"next"), got[-80:])
+        with self.member.lock:
+            fields = [f for r in self.member.requests for f in r[2] if f[0] == "te"]
+        self.assertEqual(fields, [("te", "trailers")])

@@ -219,7 +219,7 @@ def rss(pid):
     try:
         with open("/proc/%d/status" % pid) as f:
             return int(re.search(r"VmRSS:\s+(\d+)", f.read()).group(1))
-    except OSError:
+    except (OSError, AttributeError):  # gone, or a zombie
         return -1
 
 
