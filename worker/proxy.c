@@ -57,6 +57,7 @@ enum fail_kind {
 
 /* The HTTP/2 client hands us its response fields in p->fields. */
 _Static_assert(SWS_UPSTREAM_H2_MAX_FIELDS <= SWS_PROXY_MAX_FIELDS, "h2 fields fit p->fields");
+_Static_assert(SWS_UPSTREAM_H2_MAX_INTERIM == SWS_PROXY_BUF, "1xx heads: one bound for both wires");
 
 typedef struct proxy {
     sws_stream_t *st;

@@ -43,6 +43,11 @@
 #define SWS_UPSTREAM_H2_WHY 160
 #define INVALID_WHY "invalid response: "
 
+/* What an interim head costs beside its fields (SWS_UPSTREAM_H2_MAX_INTERIM):
+ * its status line as an HTTP/1 client gets it, so that field-less 100s
+ * count too. */
+#define INTERIM_LINE (sizeof("HTTP/1.1 100 Continue\r\n\r\n") - 1)
+
 /* A timer that is not armed (enum sws_upstream_timer otherwise). */
 #define NO_TIMER (-1)
 
@@ -64,6 +69,7 @@ struct sws_upstream_h2_stream {
                                     * literal, or `why` */
     char why[sizeof(INVALID_WHY) + SWS_UPSTREAM_H2_WHY]; /* what nghttp2 found wrong */
     size_t held;                   /* body bytes given and not consumed */
+    size_t interim;                /* bytes of the interim heads' fields so far */
     unsigned status;
     uint64_t length;
     unsigned nf;
@@ -351,6 +357,13 @@ static void headers_done(sws_upstream_h2_stream_t *hs, int end_stream)
 {
     if (hs->got_head) { /* trailers: they end the stream (nghttp2 checked) */
         stream_end(hs, 1);
+        return;
+    }
+    if (hs->status < 200 &&
+        (hs->interim += hs->hlen + INTERIM_LINE) > SWS_UPSTREAM_H2_MAX_INTERIM) {
+        hs->invalid = "interim (1xx) heads beyond 16 KiB";
+        nghttp2_submit_rst_stream(hs->c->ng, NGHTTP2_FLAG_NONE, hs->id,
+                                  NGHTTP2_ENHANCE_YOUR_CALM);
         return;
     }
     sws_header_t h[SWS_UPSTREAM_H2_MAX_FIELDS];

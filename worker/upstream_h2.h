@@ -74,6 +74,11 @@
 /* Response fields (and trailers) kept per stream, and their bytes. */
 #define SWS_UPSTREAM_H2_MAX_FIELDS 128u
 #define SWS_UPSTREAM_H2_MAX_HEAD (64u * 1024)
+/* Interim (1xx) heads' fields per stream, all of them: HEADERS frames are
+ * not flow-controlled, so without a bound a member's stream of 103s
+ * would pile up in a slow client's output. The HTTP/1 member path's bound
+ * too (they share its 16 KiB head buffer, SWS_PROXY_BUF). */
+#define SWS_UPSTREAM_H2_MAX_INTERIM (16u * 1024)
 
 typedef struct sws_upstream_h2_stream sws_upstream_h2_stream_t;
 typedef struct sws_upstream_h2_conn sws_upstream_h2_conn_t;

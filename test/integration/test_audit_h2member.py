@@ -34,6 +34,9 @@ SCRIPTS = {
     "stall_body_empty_data": lambda s: [headers(s, [S200])] + chatter(data(s, b"")),
     # A field name HTTP/2 forbids (uppercase): the stream is reset.
     "uppercase_field": lambda s: [headers(s, [S200, ("X-Upper", "b")]) + data(s, b"ok", True)],
+    # 103s without end, then a 200: 60,000 of them are about 4.5 MB.
+    "interim_flood": lambda s: [headers(s, [(":status", "103"), ("link", "</a>")]) * 60000 +
+                                headers(s, [S200, ("content-length", "2")]) + data(s, b"ok", True)],
     # A push we disabled in our SETTINGS: the connection ends.
     "push_promise": lambda s: [frame(PUSH, END_HEADERS, s, struct.pack(">I", s + 1) + block(
         [(":method", "GET"), (":scheme", "http"), (":path", "/p"), (":authority", "x")]))],
@@ -168,3 +171,22 @@ class HostileH2Member(ServerTestCase):
         with self.member.lock:
             fields = [f for r in self.member.requests for f in r[2] if f[0] == "te"]
         self.assertEqual(fields, [("te", "trailers")])
+
+    # ---- interim heads without end (defect 5) ----
+    # HEADERS frames are not flow-controlled: every 103 went to the client
+    # as it came, so a member's flood of them piled up in the output of a
+    # client that reads slowly (23 MB for 300,000 in the probe). The HTTP/1
+    # member path stops at 16 KiB of interim heads with a 502; so now does
+    # HTTP/2. (HAProxy relays every one.)
+
+    def test_interim_heads_beyond_16_kib_are_502(self):
+        srv = self.start()
+        got = exchange(srv.port, get("interim_flood"))
+        self.assertIsNotNone(got, "no answer")
+        heads = got.split(b"\r\n\r\n")
+        interim = [h for h in heads if h.startswith(b"HTTP/1.1 103 ")]
+        self.assertLess(len(interim), 1000, "interim heads relayed without a bound")
+        self.assertIn(b"HTTP/1.1 502 ", got)
+        srv.wait_log(self.member_log(r"interim \(1xx\) heads beyond 16 KiB \(502\)"))
+        # The stream was reset, not the connection: the next request is served.
+        self.assertTrue(exchange(srv.port, get("next")).endswith(b"next"))
