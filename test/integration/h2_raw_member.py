@@ -23,6 +23,8 @@ import time
 
 from hpack import Decoder
 
+from backend import Listener
+
 DATA, HEADERS, PRIORITY, RST, SETTINGS, PUSH, PING, GOAWAY, WINUP, CONT = range(10)
 END_STREAM, ACK, END_HEADERS = 0x1, 0x1, 0x4
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -86,7 +88,7 @@ CLOSE = "close"
 NOREAD = "noread"  # stop reading the socket (so acks queue on the proxy)
 
 
-class RawH2Member:
+class RawH2Member(Listener):
     """An h2c member of raw frames (the module's doc). Its SETTINGS
     (`initial` pairs) go first; each request HEADERS runs its script on a
     thread of its own (writes under a lock), which stops early once the
@@ -101,25 +103,7 @@ class RawH2Member:
         self.requests = []  # (conn number, stream id, fields, body bytes)
         self.resets = []
         self.goaways = []
-        self.stop = False
-        self.sock = socket.socket()
-        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.address = "127.0.0.1:%d" % self.sock.getsockname()[1]
-        threading.Thread(target=self.serve, daemon=True).start()
-
-    def close(self):
-        self.stop = True
-        self.sock.close()
-
-    def serve(self):
-        while not self.stop:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self.one, args=(c,), daemon=True).start()
+        super().__init__()
 
     def one(self, c):
         with self.lock:

@@ -22,7 +22,6 @@ findings.
 import argparse
 import os
 import re
-import socket
 import struct
 import subprocess
 import sys
@@ -32,6 +31,8 @@ import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "integration"))
 
+import audit3_probe  # noqa: E402
+from audit3_probe import exchange as audit3_exchange, summary, wait_port  # noqa: E402
 from h2_raw_member import (CLOSE, CONT, END_HEADERS, HEADERS, NOREAD, PING, PUSH,  # noqa: E402
                            S200, SLEEP, WINUP, RawH2Member, block, data, frame, goaway,
                            headers, ok, rst, settings)
@@ -127,78 +128,14 @@ UPLOAD = {
 
 # ---- the proxies ----
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
 def start_scalws(build, member, tmp):
-    port = free_port()
-    conf = os.path.join(tmp, "scalws.yaml")
-    with open(conf, "w") as f:
-        f.write("""server:
-  listen: "127.0.0.1:%d"
-  event_loops: 1
-  admin: {listen: []}
-  logging: {level: info}
-  limits: {max_body_size: 8m}
-hosts:
-  - name: "*"
-    routes:
-      - path: /
-        proxy: {pool: app}
-pools:
-  - name: app
-    protocol: h2
-    retries: 0
-    health: {max_fails: 0}
-    timeouts: {read: 2s, send: 2s}
-    members:
-      - {address: "%s"}
-""" % (port, member))
-    err = open(os.path.join(tmp, "scalws.log"), "w")
-    p = subprocess.Popen([os.path.join(build, "scalwsd"), "-c", conf], stderr=err, stdout=err)
-    return p, port
+    return audit3_probe.start_scalws(build, member, tmp, pool_extra=(
+        "    protocol: h2\n    health: {max_fails: 0}\n    timeouts: {read: 2s, send: 2s}\n"))
 
 
 def start_haproxy(member, tmp):
-    port = free_port()
-    conf = os.path.join(tmp, "haproxy.cfg")
-    with open(conf, "w") as f:
-        f.write("""global
-  nbthread 1
-  log stderr format short local0 info
-defaults
-  mode http
-  log global
-  option httplog
-  timeout connect 5s
-  timeout client 10s
-  timeout server 2s
-  http-reuse always
-frontend f
-  bind 127.0.0.1:%d
-  default_backend b
-backend b
-  server m %s proto h2
-""" % (port, member))
-    err = open(os.path.join(tmp, "haproxy.log"), "w")
-    p = subprocess.Popen(["/usr/sbin/haproxy", "-db", "-f", conf], stderr=err, stdout=err)
-    return p, port
-
-
-def wait_port(port):
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.2).close()
-            return
-        except OSError:
-            time.sleep(0.05)
-    raise RuntimeError("port %d never accepted" % port)
+    return audit3_probe.start_haproxy(member, tmp, server_extra="proto h2", timeout_server="2s",
+                                      log=os.path.join(tmp, "haproxy.log"))
 
 
 def worker_pid(proc, label):
@@ -228,31 +165,10 @@ def exchange(port, raw, wait=5.0):
     after how long."""
     t0 = time.monotonic()
     try:
-        s = socket.create_connection(("127.0.0.1", port))
-    except OSError as e:
+        got = audit3_exchange(port, raw, wait)
+    except OSError as e:  # the proxy is gone
         return b"<connect: %s>" % e.__class__.__name__.encode(), 0.0
-    s.settimeout(wait)
-    got = b""
-    try:
-        s.sendall(raw)
-        while True:
-            d = s.recv(65536)
-            if not d:
-                got += b"<FIN>"
-                break
-            got += d
-    except socket.timeout:
-        got += b"<idle>"
-    except OSError as e:
-        got += b"<%s>" % e.__class__.__name__.encode()
-    s.close()
     return got, time.monotonic() - t0
-
-
-def summary(got, width=200):
-    if len(got) > width:
-        got = got[:width - 60] + b"...(%d bytes)..." % len(got) + got[-40:]
-    return got.decode("latin-1").replace("\r\n", "\\r\\n ").replace("\n", "\\n")
 
 
 def status_of(got):
