@@ -70,6 +70,7 @@ struct sws_upstream_h2_stream {
     char why[sizeof(INVALID_WHY) + SWS_UPSTREAM_H2_WHY]; /* what nghttp2 found wrong */
     size_t held;                   /* body bytes given and not consumed */
     size_t interim;                /* bytes of the interim heads' fields so far */
+    uint64_t waited_ms;            /* since when it waits for the member: sent, or moved */
     unsigned status;
     uint64_t length;
     unsigned nf;
@@ -436,12 +437,24 @@ static int stream_moved(const nghttp2_frame *frame)
     }
 }
 
+/* A frame either way: the connection's timer and the stream's wait move
+ * on with it when it moves a stream. */
+static void conn_stream_moved(sws_upstream_h2_conn_t *c, const nghttp2_frame *frame)
+{
+    if (!stream_moved(frame))
+        return;
+    c->moved = 1;
+    sws_upstream_h2_stream_t *hs = live_stream(c->ng, frame->hd.stream_id);
+    if (hs != NULL)
+        hs->waited_ms = sws_loop_now_ms(c->set->ups->loop);
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
     sws_upstream_h2_conn_t *c = user;
     int end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     sws_upstream_h2_stream_t *hs;
-    c->moved |= (uint8_t)stream_moved(frame);
+    conn_stream_moved(c, frame);
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
         if ((hs = live_stream(ng, frame->hd.stream_id)) != NULL)
@@ -491,7 +504,7 @@ static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t id,
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
     sws_upstream_h2_conn_t *c = user;
-    c->moved |= (uint8_t)stream_moved(frame);
+    conn_stream_moved(c, frame);
     if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR &&
         c->error[0] == '\0') /* nghttp2 ends the session: the member broke the protocol */
         snprintf(c->error, sizeof(c->error), "%s%s%.*s",
@@ -703,6 +716,41 @@ static int stream_window_shut(const sws_upstream_h2_stream_t *hs)
  * member's window holds, only by a stream that moved (stream_moved):
  * bytes of connection chatter, the PING ACKs we write as well, move no
  * request on. */
+/* Whether hs waits for the member (its answer, or the window its body
+ * needs), not for its client. */
+static int stream_waits(const sws_upstream_h2_stream_t *hs)
+{
+    return hs->data != NULL && hs->held == 0 && !hs->deferred;
+}
+
+/* The connection's timer is re-armed whenever a stream moves, so a
+ * stream starved beside a moving one would wait as long as the other
+ * moves: when one moved, a stream that has waited a whole read timeout
+ * (send, for a body the window holds) fails alone, reset with CANCEL, as
+ * the timer would have failed it. So a starved stream waits at most two
+ * timeouts (ADR 0091). */
+static void conn_expire_starved(sws_upstream_h2_conn_t *c)
+{
+    uint64_t now = sws_loop_now_ms(c->set->ups->loop);
+    sws_upstream_h2_stream_t *hs, *next;
+    for (hs = c->streams; hs != NULL; hs = next) {
+        next = hs->next;
+        if (!stream_waits(hs))
+            continue;
+        int shut = stream_window_shut(hs);
+        if (now - hs->waited_ms <
+            c->u->conf.timeout_ms[shut ? SWS_UPSTREAM_T_SEND : SWS_UPSTREAM_T_READ])
+            continue;
+        const sws_upstream_h2_ops_t *ops = hs->ops;
+        void *data = hs->data;
+        sws_upstream_h2_cancel(hs); /* a failed() below may send it again, here too */
+        if (shut)
+            ops->failed(data, SWS_UPSTREAM_H2_SEND_TIMEOUT, "send timed out");
+        else
+            ops->failed(data, SWS_UPSTREAM_H2_READ_TIMEOUT, "read timed out");
+    }
+}
+
 static void conn_timer(sws_upstream_h2_conn_t *c, int progress)
 {
     int want = NO_TIMER;
@@ -717,7 +765,7 @@ static void conn_timer(sws_upstream_h2_conn_t *c, int progress)
          * its client (held bytes) nor waiting for its client's body: for
          * its answer, or for the window its body needs. */
         for (sws_upstream_h2_stream_t *hs = c->streams; hs != NULL; hs = hs->next) {
-            if (hs->data == NULL || hs->held > 0 || hs->deferred)
+            if (!stream_waits(hs))
                 continue;
             if (stream_window_shut(hs)) {
                 want = SWS_UPSTREAM_T_SEND;
@@ -868,6 +916,8 @@ static void conn_settle(sws_upstream_h2_conn_t *c, int progress)
         return;
     }
     c->error[0] = '\0'; /* what it said is logged by now, or concerned a stream only */
+    if (c->moved)
+        conn_expire_starved(c);
     /* One that says 0 stays (until its idle timeout) whatever keepalive
      * allows: it is what keeps requests from opening more (conn_refusing). */
     if (c->nstreams == 0 && (c->goaway || c->retiring ||
@@ -1209,6 +1259,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     hs->ops = ops;
     hs->data = data;
     hs->length = SWS_STREAM_LENGTH_UNKNOWN;
+    hs->waited_ms = sws_loop_now_ms(s->ups->loop);
     nghttp2_data_provider dp = { .source.ptr = hs, .read_callback = body_read };
     int32_t id = nghttp2_submit_request(c->ng, NULL, nv, (size_t)n, req->has_body ? &dp : NULL,
                                         hs);
@@ -1259,6 +1310,7 @@ void sws_upstream_h2_resume(sws_upstream_h2_stream_t *hs)
     if (hs->data == NULL || c->closed || !hs->deferred)
         return;
     hs->deferred = 0;
+    hs->waited_ms = sws_loop_now_ms(c->set->ups->loop); /* it waits for the member again */
     nghttp2_session_resume_data(c->ng, hs->id);
     sws_loop_defer(c->set->ups->loop, &c->kick);
 }
@@ -1270,6 +1322,7 @@ void sws_upstream_h2_consumed(sws_upstream_h2_stream_t *hs)
         return;
     nghttp2_session_consume(c->ng, hs->id, hs->held);
     hs->held = 0;
+    hs->waited_ms = sws_loop_now_ms(c->set->ups->loop); /* it waits for the member again */
     sws_loop_defer(c->set->ups->loop, &c->kick);
 }
 

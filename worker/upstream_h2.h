@@ -45,8 +45,10 @@
  * timer and the window's send timer are re-armed only when a stream
  * moves (a head, body bytes, an end or a reset, either way): a member's
  * PING, SETTINGS, WINDOW_UPDATE or empty DATA frames do not keep a
- * stalled stream waiting. A connect, send or read timeout closes the
- * connection and fails every stream on it with that cause.
+ * stalled stream waiting; nor does a moving one keep a starved one
+ * waiting: when a stream moves, another that has waited a whole read (or
+ * window send) timeout fails alone. A connect, send or read timeout of
+ * the connection closes it and fails every stream on it with that cause.
  *
  * Flow control: a response's body bytes are given to ops->data; the
  * member's window (stream and connection) opens again only for the bytes

@@ -14,7 +14,7 @@ import threading
 
 from h2_raw_member import (END_HEADERS, PING, PUSH, S200, SLEEP, RawH2Member, block, data, frame,
                            headers)
-from harness import TIMEOUT, ServerTestCase, make_config
+from harness import TIMEOUT, ServerTestCase, make_config, poll
 
 PING_FRAME = frame(PING, 0, 0, b"chatter!")
 
@@ -37,6 +37,10 @@ SCRIPTS = {
     # 103s without end, then a 200: 60,000 of them are about 4.5 MB.
     "interim_flood": lambda s: [headers(s, [(":status", "103"), ("link", "</a>")]) * 60000 +
                                 headers(s, [S200, ("content-length", "2")]) + data(s, b"ok", True)],
+    # A stream that keeps moving: a byte every 0.2 s for 30 s.
+    "moving": lambda s: [headers(s, [S200])] + chatter(data(s, b"."), 150),
+    # A stream the member never answers.
+    "starved": lambda s: [],
     # A push we disabled in our SETTINGS: the connection ends.
     "push_promise": lambda s: [frame(PUSH, END_HEADERS, s, struct.pack(">I", s + 1) + block(
         [(":method", "GET"), (":scheme", "http"), (":path", "/p"), (":authority", "x")]))],
@@ -190,3 +194,21 @@ class HostileH2Member(ServerTestCase):
         srv.wait_log(self.member_log(r"interim \(1xx\) heads beyond 16 KiB \(502\)"))
         # The stream was reset, not the connection: the next request is served.
         self.assertTrue(exchange(srv.port, get("next")).endswith(b"next"))
+
+    # ---- a stream starved beside a moving one (defect 6) ----
+    # The read timer is the connection's (ADR 0034): a sibling that kept
+    # moving re-armed it, so a stream the member never answered waited as
+    # long as the sibling moved (here 30 s; for ever with a long stream).
+    # HAProxy's timeout server is per stream.
+
+    def test_stream_starved_beside_a_moving_one_is_504(self):
+        srv = self.start()
+        moving = threading.Thread(target=exchange, args=(srv.port, get("moving")), daemon=True)
+        moving.start()
+        self.addCleanup(moving.join, TIMEOUT)
+        poll(lambda: len(self.member.requests) == 1, what="the moving stream reached the member")
+        got = exchange(srv.port, get("starved"))
+        self.assertIsNotNone(got, "the starved stream was never timed out")
+        self.assertTrue(got.startswith(b"HTTP/1.1 504 "), got[:80])
+        self.assertEqual(self.member.nconn, 1, "both streams on one member connection")
+        srv.wait_log(self.member_log(r"read timed out \(504\)"))
