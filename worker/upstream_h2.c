@@ -40,7 +40,7 @@
 
 /* What the member did wrong, as nghttp2 words it (a field's name and
  * value included), kept for the log line of the request it breaks. */
-#define SWS_UPSTREAM_H2_WHY 160
+#define WHY_MAX 160
 #define INVALID_WHY "invalid response: "
 
 /* What an interim head costs beside its fields (SWS_UPSTREAM_H2_MAX_INTERIM):
@@ -67,7 +67,7 @@ struct sws_upstream_h2_stream {
     uint8_t deferred;              /* the body provider waits for ops->body */
     const char *invalid;           /* why we reset it (a head we cannot relay): a
                                     * literal, or `why` */
-    char why[sizeof(INVALID_WHY) + SWS_UPSTREAM_H2_WHY]; /* what nghttp2 found wrong */
+    char why[sizeof(INVALID_WHY) + WHY_MAX]; /* what nghttp2 found wrong */
     size_t held;                   /* body bytes given and not consumed */
     size_t interim;                /* bytes of the interim heads' fields so far */
     uint64_t waited_ms;            /* since when it waits for the member: sent, or moved */
@@ -99,9 +99,9 @@ struct sws_upstream_h2_conn {
     uint8_t in_room;               /* in the set's room list */
     uint8_t zero;                  /* the member's SETTINGS_MAX_CONCURRENT_STREAMS is 0 */
     uint8_t moved;                 /* a stream moved since the timer was armed (stream_moved) */
-    char error[SWS_UPSTREAM_H2_WHY]; /* nghttp2's last word on what the member did
-                                      * wrong (on_error), until a stream or the
-                                      * connection's failure takes it */
+    char error[WHY_MAX];           /* nghttp2's last word on what the member did
+                                    * wrong (on_error), until a stream or the
+                                    * connection's failure takes it */
     int timer;                     /* armed enum sws_upstream_timer, or NO_TIMER */
     size_t ooff, olen;             /* obuf[ooff, olen) is not written yet */
     const uint8_t *out;            /* then this frame, nghttp2's, too large for obuf: */
@@ -711,11 +711,6 @@ static int stream_window_shut(const sws_upstream_h2_stream_t *hs)
             nghttp2_session_get_remote_window_size(ng) <= 0);
 }
 
-/* progress: bytes went to the socket. The send timer for a full socket
- * is re-armed by them; the read timer, and the send timer for a body the
- * member's window holds, only by a stream that moved (stream_moved):
- * bytes of connection chatter, the PING ACKs we write as well, move no
- * request on. */
 /* Whether hs waits for the member (its answer, or the window its body
  * needs), not for its client. */
 static int stream_waits(const sws_upstream_h2_stream_t *hs)
@@ -751,6 +746,11 @@ static void conn_expire_starved(sws_upstream_h2_conn_t *c)
     }
 }
 
+/* progress: bytes went to the socket. The send timer for a full socket
+ * is re-armed by them; the read timer, and the send timer for a body the
+ * member's window holds, only by a stream that moved (stream_moved):
+ * bytes of connection chatter, the PING ACKs we write as well, move no
+ * request on. */
 static void conn_timer(sws_upstream_h2_conn_t *c, int progress)
 {
     int want = NO_TIMER;
@@ -867,7 +867,7 @@ static int conn_read(sws_upstream_h2_conn_t *c, uint32_t events, int *progress)
             *progress = 1;
             ssize_t r = nghttp2_session_mem_recv(c->ng, buf, (size_t)n);
             if (r < 0) {
-                char why[SWS_UPSTREAM_H2_WHY + 64];
+                char why[WHY_MAX + 64];
                 conn_fail(c, SWS_UPSTREAM_H2_INVALID,
                           conn_why(c, nghttp2_strerror((int)r), why, sizeof(why)));
                 return -1;
@@ -910,14 +910,17 @@ static void conn_settle(sws_upstream_h2_conn_t *c, int progress)
         return;
     if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng) &&
         !conn_pending(c)) {
-        char why[SWS_UPSTREAM_H2_WHY + 64];
+        char why[WHY_MAX + 64];
         conn_fail(c, c->error[0] != '\0' ? SWS_UPSTREAM_H2_INVALID : SWS_UPSTREAM_H2_BROKEN,
                   conn_why(c, "session ended", why, sizeof(why)));
         return;
     }
     c->error[0] = '\0'; /* what it said is logged by now, or concerned a stream only */
-    if (c->moved)
+    if (c->moved) {
         conn_expire_starved(c);
+        if (c->closed) /* a request sent again may have ended it */
+            return;
+    }
     /* One that says 0 stays (until its idle timeout) whatever keepalive
      * allows: it is what keeps requests from opening more (conn_refusing). */
     if (c->nstreams == 0 && (c->goaway || c->retiring ||
