@@ -34,7 +34,7 @@ SCRIPTS = {
     "stall_body_empty_data": lambda s: [headers(s, [S200])] + chatter(data(s, b"")),
     # A field name HTTP/2 forbids (uppercase): the stream is reset.
     "uppercase_field": lambda s: [headers(s, [S200, ("X-Upper", "b")]) + data(s, b"ok", True)],
-    # 103s without end, then a 200: 60,000 of them are about 4.5 MB.
+    # 103s without end, then a 200: 60,000 of them, 2 MB on the wire.
     "interim_flood": lambda s: [headers(s, [(":status", "103"), ("link", "</a>")]) * 60000 +
                                 headers(s, [S200, ("content-length", "2")]) + data(s, b"ok", True)],
     # A stream that keeps moving: a byte every 0.2 s for 30 s.
