@@ -57,6 +57,7 @@ enum fail_kind {
 
 /* The HTTP/2 client hands us its response fields in p->fields. */
 _Static_assert(SWS_UPSTREAM_H2_MAX_FIELDS <= SWS_PROXY_MAX_FIELDS, "h2 fields fit p->fields");
+_Static_assert(SWS_UPSTREAM_H2_MAX_INTERIM == SWS_PROXY_BUF, "1xx heads: one bound for both wires");
 
 typedef struct proxy {
     sws_stream_t *st;
@@ -1376,12 +1377,13 @@ static int protocol_refused(const sws_pool_t *tpool, const sws_request_t *r,
 }
 
 /* Whether the request asks for trailers in the answer: gRPC's does
- * (`te: trailers`, the only TE an HTTP/2 request may carry). */
+ * (`te: trailers`, the only TE an HTTP/2 request may carry); an HTTP/1
+ * client's TE may list codings beside it (`TE: deflate, trailers`), which
+ * do not go to an HTTP/2 member. */
 static int wants_trailers(const sws_pool_t *tpool, const sws_request_t *r)
 {
-    const sws_str_t *te = sws_request_header(r, "te");
     return tpool->protocol == SWS__POOL__PROTOCOL__GRPC ||
-           (te != NULL && sws_str_caseeq_lit(*te, "trailers"));
+           sws_proxy_list_has(r->headers, r->nheaders, "te", SWS_STR("trailers"));
 }
 
 /* The action; streams_body: called from the head handler, the body

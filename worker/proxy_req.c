@@ -49,13 +49,13 @@ static int is_ows(char ch)
     return ch == ' ' || ch == '\t';
 }
 
-/* Call each(tok, arg) for each token of the Connection values of h[0..n)
- * until it returns nonzero; that value, or 0. */
-static int connection_tokens(const sws_header_t *h, unsigned n,
-                             int (*each)(sws_str_t tok, void *arg), void *arg)
+/* Call each(tok, arg) for each token of the values of the fields named
+ * field in h[0..n) until it returns nonzero; that value, or 0. */
+static int list_tokens(const sws_header_t *h, unsigned n, const char *field,
+                       int (*each)(sws_str_t tok, void *arg), void *arg)
 {
     for (unsigned i = 0; i < n; i++) {
-        if (!sws_str_caseeq_lit(h[i].name, "connection"))
+        if (!sws_str_caseeq_lit(h[i].name, field))
             continue;
         const char *p = h[i].value.p, *end = p + h[i].value.len;
         while (p < end) {
@@ -79,9 +79,14 @@ static int token_is(sws_str_t tok, void *name)
     return sws_str_caseeq(tok, *(const sws_str_t *)name);
 }
 
+int sws_proxy_list_has(const sws_header_t *h, unsigned n, const char *field, sws_str_t token)
+{
+    return list_tokens(h, n, field, token_is, &token);
+}
+
 int sws_proxy_connection_names(const sws_header_t *h, unsigned n, sws_str_t name)
 {
-    return connection_tokens(h, n, token_is, &name);
+    return sws_proxy_list_has(h, n, "connection", name);
 }
 
 static int token_keep(sws_str_t tok, void *arg)
@@ -98,7 +103,7 @@ void sws_proxy_conn_tokens_init(sws_proxy_conn_tokens_t *t, const sws_header_t *
     t->n = 0;
     t->h = NULL;
     t->nh = 0;
-    if (connection_tokens(h, n, token_keep, t) != 0) {
+    if (list_tokens(h, n, "connection", token_keep, t) != 0) {
         t->h = h;
         t->nh = n;
     }

@@ -77,6 +77,11 @@ size_t sws_proxy_req_size_hint(const sws_request_t *r, const sws_proxy_req_opts_
  * also used by the tests. */
 int sws_proxy_req_drops(const sws_request_t *r, sws_str_t name);
 
+/* Whether token is one of the comma-separated tokens (ASCII
+ * case-insensitive) of the values of the fields named field in h[0..n):
+ * `TE: deflate, trailers` has trailers. */
+int sws_proxy_list_has(const sws_header_t *h, unsigned n, const char *field, sws_str_t token);
+
 /* Whether the name is listed in one of the Connection values h[0..n)
  * (comma-separated tokens, ASCII case-insensitive): such a field is
  * hop-by-hop (RFC 9110 7.6.1), in a request or a response. */

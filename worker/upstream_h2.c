@@ -38,6 +38,16 @@
 /* Why a request does not go to a member whose connection says 0. */
 #define ZERO_WHY "the member announces SETTINGS_MAX_CONCURRENT_STREAMS 0"
 
+/* What the member did wrong, as nghttp2 words it (a field's name and
+ * value included), kept for the log line of the request it breaks. */
+#define WHY_MAX 160
+#define INVALID_WHY "invalid response: "
+
+/* What an interim head costs beside its fields (SWS_UPSTREAM_H2_MAX_INTERIM):
+ * its status line as an HTTP/1 client gets it, so that field-less 100s
+ * count too. */
+#define INTERIM_LINE (sizeof("HTTP/1.1 100 Continue\r\n\r\n") - 1)
+
 /* A timer that is not armed (enum sws_upstream_timer otherwise). */
 #define NO_TIMER (-1)
 
@@ -55,8 +65,12 @@ struct sws_upstream_h2_stream {
     uint8_t local_ended;           /* our END_STREAM went out */
     uint8_t got_head;              /* the final head was given */
     uint8_t deferred;              /* the body provider waits for ops->body */
-    const char *invalid;           /* why we reset it (a head we cannot relay) */
+    const char *invalid;           /* why we reset it (a head we cannot relay): a
+                                    * literal, or `why` */
+    char why[sizeof(INVALID_WHY) + WHY_MAX]; /* what nghttp2 found wrong */
     size_t held;                   /* body bytes given and not consumed */
+    size_t interim;                /* bytes of the interim heads' fields so far */
+    uint64_t waited_ms;            /* since when it waits for the member: sent, or moved */
     unsigned status;
     uint64_t length;
     unsigned nf;
@@ -84,6 +98,10 @@ struct sws_upstream_h2_conn {
     uint8_t closed;
     uint8_t in_room;               /* in the set's room list */
     uint8_t zero;                  /* the member's SETTINGS_MAX_CONCURRENT_STREAMS is 0 */
+    uint8_t moved;                 /* a stream moved since the timer was armed (stream_moved) */
+    char error[WHY_MAX];           /* nghttp2's last word on what the member did
+                                    * wrong (on_error), until a stream or the
+                                    * connection's failure takes it */
     int timer;                     /* armed enum sws_upstream_timer, or NO_TIMER */
     size_t ooff, olen;             /* obuf[ooff, olen) is not written yet */
     const uint8_t *out;            /* then this frame, nghttp2's, too large for obuf: */
@@ -342,6 +360,13 @@ static void headers_done(sws_upstream_h2_stream_t *hs, int end_stream)
         stream_end(hs, 1);
         return;
     }
+    if (hs->status < 200 &&
+        (hs->interim += hs->hlen + INTERIM_LINE) > SWS_UPSTREAM_H2_MAX_INTERIM) {
+        hs->invalid = "interim (1xx) heads beyond 16 KiB";
+        nghttp2_submit_rst_stream(hs->c->ng, NGHTTP2_FLAG_NONE, hs->id,
+                                  NGHTTP2_ENHANCE_YOUR_CALM);
+        return;
+    }
     sws_header_t h[SWS_UPSTREAM_H2_MAX_FIELDS];
     unsigned n = stream_fields(hs, h);
     if (hs->status >= 200)
@@ -392,11 +417,44 @@ static void conn_zero_update(sws_upstream_h2_conn_t *c)
         stream_fail(hs, SWS_UPSTREAM_H2_CONNECT, ZERO_WHY);
 }
 
+/* Whether a frame, either way, moves a stream on: a head, body bytes, an
+ * end or a reset. Only these re-arm the read timer (and the send timer
+ * while a body waits for the member's window): PING, SETTINGS,
+ * WINDOW_UPDATE or empty DATA frames, which a member may send forever
+ * while it answers nothing, do not (conn_timer). */
+static int stream_moved(const nghttp2_frame *frame)
+{
+    if (frame->hd.stream_id == 0)
+        return 0;
+    switch (frame->hd.type) {
+    case NGHTTP2_HEADERS:
+    case NGHTTP2_RST_STREAM:
+        return 1;
+    case NGHTTP2_DATA:
+        return frame->hd.length > 0 || (frame->hd.flags & NGHTTP2_FLAG_END_STREAM);
+    default:
+        return 0;
+    }
+}
+
+/* A frame either way: the connection's timer and the stream's wait move
+ * on with it when it moves a stream. */
+static void conn_stream_moved(sws_upstream_h2_conn_t *c, const nghttp2_frame *frame)
+{
+    if (!stream_moved(frame))
+        return;
+    c->moved = 1;
+    sws_upstream_h2_stream_t *hs = live_stream(c->ng, frame->hd.stream_id);
+    if (hs != NULL)
+        hs->waited_ms = sws_loop_now_ms(c->set->ups->loop);
+}
+
 static int on_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
     sws_upstream_h2_conn_t *c = user;
     int end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
     sws_upstream_h2_stream_t *hs;
+    conn_stream_moved(c, frame);
     switch (frame->hd.type) {
     case NGHTTP2_HEADERS:
         if ((hs = live_stream(ng, frame->hd.stream_id)) != NULL)
@@ -446,6 +504,13 @@ static int on_data_chunk_recv(nghttp2_session *ng, uint8_t flags, int32_t id,
 static int on_frame_send(nghttp2_session *ng, const nghttp2_frame *frame, void *user)
 {
     sws_upstream_h2_conn_t *c = user;
+    conn_stream_moved(c, frame);
+    if (frame->hd.type == NGHTTP2_GOAWAY && frame->goaway.error_code != NGHTTP2_NO_ERROR &&
+        c->error[0] == '\0') /* nghttp2 ends the session: the member broke the protocol */
+        snprintf(c->error, sizeof(c->error), "%s%s%.*s",
+                 nghttp2_http2_strerror(frame->goaway.error_code),
+                 frame->goaway.opaque_data_len > 0 ? ": " : "",
+                 (int)frame->goaway.opaque_data_len, (const char *)frame->goaway.opaque_data);
     if (frame->hd.type != NGHTTP2_HEADERS && frame->hd.type != NGHTTP2_DATA)
         return 0;
     sws_upstream_h2_stream_t *hs = nghttp2_session_get_stream_user_data(ng, frame->hd.stream_id);
@@ -483,6 +548,37 @@ static int on_frame_not_send(nghttp2_session *ng, const nghttp2_frame *frame, in
     return 0;
 }
 
+/* nghttp2 says what it found wrong (a field it refuses, a frame where
+ * none may come): kept for the stream (on_invalid_frame_recv) and the
+ * connection (conn_why) that fail because of it, until the event that
+ * brought it is settled (conn_settle). */
+static int on_error(nghttp2_session *ng, int code, const char *msg, size_t len, void *user)
+{
+    (void)ng;
+    (void)code;
+    sws_upstream_h2_conn_t *c = user;
+    snprintf(c->error, sizeof(c->error), "%.*s", (int)len, msg);
+    return 0;
+}
+
+/* A frame that breaks HTTP's rules: nghttp2 resets its stream and says
+ * why here, or in on_error just before; the stream's failure is logged
+ * with that. One that breaks the protocol ends the connection, whose
+ * GOAWAY says why (on_frame_send). */
+static int on_invalid_frame_recv(nghttp2_session *ng, const nghttp2_frame *frame, int code,
+                                 void *user)
+{
+    sws_upstream_h2_conn_t *c = user;
+    sws_upstream_h2_stream_t *hs = live_stream(ng, frame->hd.stream_id);
+    if (hs == NULL || hs->invalid != NULL ||
+        (code != NGHTTP2_ERR_HTTP_HEADER && code != NGHTTP2_ERR_HTTP_MESSAGING))
+        return 0;
+    snprintf(hs->why, sizeof(hs->why), INVALID_WHY "%s",
+             c->error[0] != '\0' ? c->error : nghttp2_strerror(code));
+    hs->invalid = hs->why;
+    return 0;
+}
+
 static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void *user)
 {
     sws_upstream_h2_conn_t *c = user;
@@ -490,13 +586,12 @@ static int on_stream_close(nghttp2_session *ng, int32_t id, uint32_t code, void 
     if (hs == NULL)
         return 0;
     stream_unlink(hs);
-    if (hs->data != NULL) {
+    if (hs->data != NULL && hs->invalid != NULL) {
+        stream_fail(hs, SWS_UPSTREAM_H2_INVALID, hs->invalid); /* freed below, after */
+    } else if (hs->data != NULL) {
         char why[96];
         sws_upstream_h2_fail_t kind;
-        if (hs->invalid != NULL) {
-            kind = SWS_UPSTREAM_H2_INVALID;
-            snprintf(why, sizeof(why), "%s", hs->invalid);
-        } else if (code == NGHTTP2_REFUSED_STREAM || !hs->sent) {
+        if (code == NGHTTP2_REFUSED_STREAM || !hs->sent) {
             kind = SWS_UPSTREAM_H2_REFUSED;
             snprintf(why, sizeof(why), "stream refused (%s)",
                      c->goaway ? "GOAWAY" : nghttp2_http2_strerror(code));
@@ -577,6 +672,17 @@ static void conn_close(sws_upstream_h2_conn_t *c)
     sws_loop_defer(s->ups->loop, &s->reap);
 }
 
+/* Why the connection ends, into buf: what, and nghttp2's word on what
+ * the member did wrong when it ended the session for that. */
+static const char *conn_why(sws_upstream_h2_conn_t *c, const char *what, char *buf,
+                            size_t len)
+{
+    if (c->error[0] == '\0')
+        return what;
+    snprintf(buf, len, "%s: %s", what, c->error);
+    return buf;
+}
+
 /* The connection is lost: every stream on it fails (one never sent is
  * refused, whatever broke: the member did not see it), then it closes. */
 static void conn_fail(sws_upstream_h2_conn_t *c, sws_upstream_h2_fail_t kind, const char *why)
@@ -589,11 +695,62 @@ static void conn_fail(sws_upstream_h2_conn_t *c, sws_upstream_h2_fail_t kind, co
         sws_upstream_h2_fail_t k = kind == SWS_UPSTREAM_H2_BROKEN && !hs->sent
                                        ? SWS_UPSTREAM_H2_REFUSED
                                        : kind;
-        stream_fail(hs, k, why);
+        stream_fail(hs, k, hs->invalid != NULL ? hs->invalid : why);
     }
     conn_close(c);
 }
 
+/* A request body that has bytes for the member (neither ended nor
+ * waiting for its client) while the member's window, the stream's or
+ * the connection's, is shut. */
+static int stream_window_shut(const sws_upstream_h2_stream_t *hs)
+{
+    nghttp2_session *ng = hs->c->ng;
+    return hs->sent && !hs->local_ended && !hs->deferred &&
+           (nghttp2_session_get_stream_remote_window_size(ng, hs->id) <= 0 ||
+            nghttp2_session_get_remote_window_size(ng) <= 0);
+}
+
+/* Whether hs waits for the member (its answer, or the window its body
+ * needs), not for its client. */
+static int stream_waits(const sws_upstream_h2_stream_t *hs)
+{
+    return hs->data != NULL && hs->held == 0 && !hs->deferred;
+}
+
+/* The connection's timer is re-armed whenever a stream moves, so a
+ * stream starved beside a moving one would wait as long as the other
+ * moves: when one moved, a stream that has waited a whole read timeout
+ * (send, for a body the window holds) fails alone, reset with CANCEL, as
+ * the timer would have failed it. So a starved stream waits at most two
+ * timeouts (ADR 0069). */
+static void conn_expire_starved(sws_upstream_h2_conn_t *c)
+{
+    uint64_t now = sws_loop_now_ms(c->set->ups->loop);
+    sws_upstream_h2_stream_t *hs, *next;
+    for (hs = c->streams; hs != NULL; hs = next) {
+        next = hs->next;
+        if (!stream_waits(hs))
+            continue;
+        int shut = stream_window_shut(hs);
+        if (now - hs->waited_ms <
+            c->u->conf.timeout_ms[shut ? SWS_UPSTREAM_T_SEND : SWS_UPSTREAM_T_READ])
+            continue;
+        const sws_upstream_h2_ops_t *ops = hs->ops;
+        void *data = hs->data;
+        sws_upstream_h2_cancel(hs); /* a failed() below may send it again, here too */
+        if (shut)
+            ops->failed(data, SWS_UPSTREAM_H2_SEND_TIMEOUT, "send timed out");
+        else
+            ops->failed(data, SWS_UPSTREAM_H2_READ_TIMEOUT, "read timed out");
+    }
+}
+
+/* progress: bytes went to the socket. The send timer for a full socket
+ * is re-armed by them; the read timer, and the send timer for a body the
+ * member's window holds, only by a stream that moved (stream_moved):
+ * bytes of connection chatter, the PING ACKs we write as well, move no
+ * request on. */
 static void conn_timer(sws_upstream_h2_conn_t *c, int progress)
 {
     int want = NO_TIMER;
@@ -605,20 +762,27 @@ static void conn_timer(sws_upstream_h2_conn_t *c, int progress)
         want = SWS_UPSTREAM_T_IDLE;
     } else {
         /* The member is waited for by a stream that is neither held by
-         * its client (held bytes) nor waiting for its client's body. */
-        for (sws_upstream_h2_stream_t *hs = c->streams; hs != NULL; hs = hs->next)
-            if (hs->data != NULL && hs->held == 0 && !hs->deferred) {
-                want = SWS_UPSTREAM_T_READ;
+         * its client (held bytes) nor waiting for its client's body: for
+         * its answer, or for the window its body needs. */
+        for (sws_upstream_h2_stream_t *hs = c->streams; hs != NULL; hs = hs->next) {
+            if (!stream_waits(hs))
+                continue;
+            if (stream_window_shut(hs)) {
+                want = SWS_UPSTREAM_T_SEND;
                 break;
             }
+            want = SWS_UPSTREAM_T_READ;
+        }
     }
+    int rearm = want != c->timer || (c->send_blocked ? progress : c->moved);
     if (want == NO_TIMER) {
         if (c->timer != NO_TIMER)
             sws_upstream_disarm(c->u);
-    } else if (want != c->timer || progress) {
+    } else if (rearm) {
         sws_upstream_arm(c->u, (enum sws_upstream_timer)want);
     }
     c->timer = want;
+    c->moved = 0;
 }
 
 /* What nghttp2 has for the member, copied into obuf while it fits; a
@@ -703,7 +867,9 @@ static int conn_read(sws_upstream_h2_conn_t *c, uint32_t events, int *progress)
             *progress = 1;
             ssize_t r = nghttp2_session_mem_recv(c->ng, buf, (size_t)n);
             if (r < 0) {
-                conn_fail(c, SWS_UPSTREAM_H2_INVALID, nghttp2_strerror((int)r));
+                char why[WHY_MAX + 64];
+                conn_fail(c, SWS_UPSTREAM_H2_INVALID,
+                          conn_why(c, nghttp2_strerror((int)r), why, sizeof(why)));
                 return -1;
             }
             /* A short read in the clear emptied the socket (over TLS the
@@ -744,8 +910,16 @@ static void conn_settle(sws_upstream_h2_conn_t *c, int progress)
         return;
     if (!nghttp2_session_want_read(c->ng) && !nghttp2_session_want_write(c->ng) &&
         !conn_pending(c)) {
-        conn_fail(c, SWS_UPSTREAM_H2_BROKEN, "session ended");
+        char why[WHY_MAX + 64];
+        conn_fail(c, c->error[0] != '\0' ? SWS_UPSTREAM_H2_INVALID : SWS_UPSTREAM_H2_BROKEN,
+                  conn_why(c, "session ended", why, sizeof(why)));
         return;
+    }
+    c->error[0] = '\0'; /* what it said is logged by now, or concerned a stream only */
+    if (c->moved) {
+        conn_expire_starved(c);
+        if (c->closed) /* a request sent again may have ended it */
+            return;
     }
     /* One that says 0 stays (until its idle timeout) whatever keepalive
      * allows: it is what keeps requests from opening more (conn_refusing). */
@@ -862,6 +1036,8 @@ static nghttp2_session *session_new(sws_upstream_h2_conn_t *c)
     nghttp2_session_callbacks_set_on_frame_send_callback(cb, on_frame_send);
     nghttp2_session_callbacks_set_on_frame_not_send_callback(cb, on_frame_not_send);
     nghttp2_session_callbacks_set_on_stream_close_callback(cb, on_stream_close);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cb, on_invalid_frame_recv);
+    nghttp2_session_callbacks_set_error_callback2(cb, on_error);
     /* Windows open as the clients take the bytes (the top). */
     nghttp2_option_set_no_auto_window_update(opt, 1);
     if (nghttp2_session_client_new2(&ng, cb, c, opt) != 0)
@@ -1086,6 +1262,7 @@ sws_upstream_h2_stream_t *sws_upstream_h2_submit(sws_upstream_h2_set_t *s, uint6
     hs->ops = ops;
     hs->data = data;
     hs->length = SWS_STREAM_LENGTH_UNKNOWN;
+    hs->waited_ms = sws_loop_now_ms(s->ups->loop);
     nghttp2_data_provider dp = { .source.ptr = hs, .read_callback = body_read };
     int32_t id = nghttp2_submit_request(c->ng, NULL, nv, (size_t)n, req->has_body ? &dp : NULL,
                                         hs);
@@ -1136,6 +1313,7 @@ void sws_upstream_h2_resume(sws_upstream_h2_stream_t *hs)
     if (hs->data == NULL || c->closed || !hs->deferred)
         return;
     hs->deferred = 0;
+    hs->waited_ms = sws_loop_now_ms(c->set->ups->loop); /* it waits for the member again */
     nghttp2_session_resume_data(c->ng, hs->id);
     sws_loop_defer(c->set->ups->loop, &c->kick);
 }
@@ -1147,6 +1325,7 @@ void sws_upstream_h2_consumed(sws_upstream_h2_stream_t *hs)
         return;
     nghttp2_session_consume(c->ng, hs->id, hs->held);
     hs->held = 0;
+    hs->waited_ms = sws_loop_now_ms(c->set->ups->loop); /* it waits for the member again */
     sws_loop_defer(c->set->ups->loop, &c->kick);
 }
 

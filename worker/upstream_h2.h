@@ -38,11 +38,17 @@
  * (sws_upstream_close_idle's hook).
  *
  * Timers (the pool's, sws_upstream_conf_t): one per connection, by what
- * it waits for: connect; send, while written bytes wait for the socket;
- * read, while a stream waits for the member (re-armed whenever bytes
- * come; a stream held back by a slow client waits for the client, not the
- * member); idle. A connect, send or read timeout closes the connection
- * and fails every stream on it with that cause.
+ * it waits for: connect; send, while written bytes wait for the socket
+ * (re-armed by each write) or a request body waits for the member's
+ * window; read, while a stream waits for the member (a stream held back
+ * by a slow client waits for the client, not the member); idle. The read
+ * timer and the window's send timer are re-armed only when a stream
+ * moves (a head, body bytes, an end or a reset, either way): a member's
+ * PING, SETTINGS, WINDOW_UPDATE or empty DATA frames do not keep a
+ * stalled stream waiting; nor does a moving one keep a starved one
+ * waiting: when a stream moves, another that has waited a whole read (or
+ * window send) timeout fails alone. A connect, send or read timeout of
+ * the connection closes it and fails every stream on it with that cause.
  *
  * Flow control: a response's body bytes are given to ops->data; the
  * member's window (stream and connection) opens again only for the bytes
@@ -70,6 +76,11 @@
 /* Response fields (and trailers) kept per stream, and their bytes. */
 #define SWS_UPSTREAM_H2_MAX_FIELDS 128u
 #define SWS_UPSTREAM_H2_MAX_HEAD (64u * 1024)
+/* Interim (1xx) heads' fields per stream, all of them: HEADERS frames are
+ * not flow-controlled, so without a bound a member's stream of 103s
+ * would pile up in a slow client's output. The HTTP/1 member path's bound
+ * too (they share its 16 KiB head buffer, SWS_PROXY_BUF). */
+#define SWS_UPSTREAM_H2_MAX_INTERIM (16u * 1024)
 
 typedef struct sws_upstream_h2_stream sws_upstream_h2_stream_t;
 typedef struct sws_upstream_h2_conn sws_upstream_h2_conn_t;

@@ -169,7 +169,9 @@ def free_port():
     return p
 
 
-def start_scalws(build, member, tmp):
+def start_scalws(build, member, tmp, pool_extra=""):
+    """pool_extra: more lines of the pool's mapping (the h2 member probe's
+    protocol and timeouts)."""
     port = free_port()
     conf = os.path.join(tmp, "scalws.yaml")
     with open(conf, "w") as f:
@@ -186,9 +188,9 @@ hosts:
 pools:
   - name: app
     retries: 0
-    members:
+%s    members:
       - {address: "%s"}
-""" % (port, member))
+""" % (port, pool_extra, member))
     err = open(os.path.join(tmp, "scalws.log"), "w")
     p = subprocess.Popen([os.path.join(build, "scalwsd"), "-c", conf], stderr=err, stdout=err)
     return p, port
@@ -216,26 +218,30 @@ http {
     return p, port
 
 
-def start_haproxy(member, tmp):
+def start_haproxy(member, tmp, server_extra="", timeout_server="10s", log=None):
+    """server_extra: after the server's address (`proto h2`); log: a file
+    for its stderr and its request log lines, else none."""
     port = free_port()
     conf = os.path.join(tmp, "haproxy.cfg")
     with open(conf, "w") as f:
         f.write("""global
   nbthread 1
-defaults
+%sdefaults
   mode http
-  timeout connect 5s
+%s  timeout connect 5s
   timeout client 10s
-  timeout server 10s
+  timeout server %s
   http-reuse always
 frontend f
   bind 127.0.0.1:%d
   default_backend b
 backend b
-  server m %s
-""" % (port, member))
-    p = subprocess.Popen(["/usr/sbin/haproxy", "-db", "-f", conf],
-                         stderr=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+  server m %s %s
+""" % ("  log stderr format short local0 info\n" if log else "",
+       "  log global\n  option httplog\n" if log else "", timeout_server, port, member,
+       server_extra))
+    out = open(log, "w") if log else subprocess.DEVNULL
+    p = subprocess.Popen(["/usr/sbin/haproxy", "-db", "-f", conf], stderr=out, stdout=out)
     return p, port
 
 
