@@ -552,6 +552,12 @@ static void use_token(sws_admin_t *admin, const Sws__Admin *cfg, int warn)
         warn_unguarded(admin);
 }
 
+void sws_admin_forget_token(sws_admin_t *admin)
+{
+    if (admin != NULL)
+        forget_token(admin);
+}
+
 void sws_admin_set_token(sws_admin_t *admin, const Sws__Admin *cfg)
 {
     if (admin != NULL && cfg != NULL)

@@ -79,6 +79,10 @@ sws_admin_t *sws_admin_start_inherited(sws_loop_t *loop, const Sws__Admin *cfg, 
  * the key went away. admin may be NULL. */
 void sws_admin_set_token(sws_admin_t *admin, const Sws__Admin *cfg);
 
+/* A worker at its start: the token admin holds, a copy of the
+ * supervisor's that fork made, wiped. admin may be NULL. */
+void sws_admin_forget_token(sws_admin_t *admin);
+
 /* POST /v1/upgrade calls upgrade with the publish ctx (NULL: no such
  * endpoint). admin may be NULL. */
 void sws_admin_set_upgrade(sws_admin_t *admin, sws_admin_upgrade_fn upgrade);

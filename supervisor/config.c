@@ -1371,8 +1371,21 @@ int sws_config_load(const char *path, Sws__Config **out, char *err, size_t errle
     return rc;
 }
 
+void sws_config_forget_token(Sws__Config *cfg)
+{
+    Sws__Admin *ad = cfg != NULL && cfg->server != NULL ? cfg->server->admin : NULL;
+    if (ad == NULL || ad->token.data == NULL)
+        return;
+    explicit_bzero(ad->token.data, ad->token.len);
+    free(ad->token.data);
+    ad->token.data = NULL;
+    ad->token.len = 0;
+}
+
 void sws_config_free(Sws__Config *cfg)
 {
+    /* Not left in freed memory, which a later fork copies into a worker. */
+    sws_config_forget_token(cfg);
     if (cfg != NULL)
         protobuf_c_message_free_unpacked(&cfg->base, NULL);
 }

@@ -27,6 +27,13 @@ int sws_config_load(const char *path, Sws__Config **out, char *err, size_t errle
 int sws_config_parse(const char *text, size_t len, const char *name, Sws__Config **out,
                      char *err, size_t errlen);
 
+/* Frees cfg (NULL: nothing), the admin token it holds wiped first. */
 void sws_config_free(Sws__Config *cfg);
+
+/* Wipes the bearer token cfg holds (server.admin.token, read from
+ * token_file), leaving token_file: for a worker at its start, which
+ * inherits the supervisor's configurations and must not keep the
+ * credential of the admin API (ADR 0064). cfg may be NULL. */
+void sws_config_forget_token(Sws__Config *cfg);
 
 #endif

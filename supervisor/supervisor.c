@@ -362,6 +362,11 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
      * could also ftruncate the region and kill the supervisor (SIGBUS). */
     close(sup->shm.fd);
     sup->shm.fd = -1;
+    /* What parses clients' bytes keeps no credential of the admin API
+     * (which reconfigures every worker): every copy fork made is wiped. */
+    sws_admin_forget_token(sup->admin);
+    sws_config_forget_token(sup->config);
+    sws_config_forget_token(sup->pending);
     /* The supervisor's check memory (5 MiB at ingress scale): a worker
      * builds no table. */
     sws_routeset_scratch_free(&sup->shm.check);

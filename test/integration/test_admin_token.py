@@ -38,6 +38,26 @@ def config(port, token_file=True):
                                            '"127.0.0.1:%d"]%s}' % (port, key)) + POOLS_YAML
 
 
+def memory_holding(pid, needle):
+    """The writable mappings of process pid ("start-end path") that hold
+    needle: its heap, stack and data, read through /proc/PID/mem (root)."""
+    found = []
+    with open("/proc/%d/maps" % pid) as maps, open("/proc/%d/mem" % pid, "rb", 0) as mem:
+        for line in maps:
+            fields = line.split()
+            if "w" not in fields[1] or "r" not in fields[1]:
+                continue
+            start, end = (int(x, 16) for x in fields[0].split("-"))
+            try:
+                mem.seek(start)
+                data = mem.read(end - start)
+            except OSError:
+                continue  # a guard page or a device mapping
+            if needle in data:
+                found.append(fields[0] + " " + (fields[5] if len(fields) > 5 else ""))
+    return found
+
+
 class AdminToken(ServerTestCase):
     def token_server(self, token_file=True):
         port = free_port()
@@ -125,6 +145,30 @@ class AdminToken(ServerTestCase):
                      r"server.admin.token_file, so any local user may change pool members "
                      r"and start an upgrade through it" % srv.tcp[1])
         self.assertEqual(admin_request(srv.tcp, "GET", "/v1/status")[0], 200)
+
+    def test_workers_hold_no_copy_of_the_token(self):
+        # A worker parses what clients send; one taken over through a bug
+        # must not find in its memory the credential that reconfigures
+        # every worker (the admin API on a loopback port). Forked from the
+        # supervisor, it starts with a copy of everything there: the
+        # token is wiped in it, in every copy, at its start, including a
+        # worker restarted after a reload that rotated the token.
+        srv = self.token_server()
+        srv.wait_log(r"admin API: bearer token read from ")
+        for pid in srv.wait_workers(1):
+            self.assertEqual(memory_holding(pid, TOKEN.encode()), [], "worker %d" % pid)
+        write_token(srv.token_path, OTHER)
+        srv.signal(signal.SIGHUP)
+        poll(lambda: admin_request(srv.tcp, "GET", "/v1/status", headers=bearer(OTHER))[0] == 200,
+             what="the rotated token in force")
+        old = srv.wait_workers(1)
+        os.kill(old[0], signal.SIGKILL)
+        for pid in srv.wait_workers(1, exclude=old):
+            for token in (TOKEN, OTHER):
+                self.assertEqual(memory_holding(pid, token.encode()), [],
+                                 "restarted worker %d, token %s" % (pid, token))
+        # The supervisor still has it, or nothing would pass.
+        self.assertEqual(admin_request(srv.tcp, "GET", "/v1/status", headers=bearer(OTHER))[0], 200)
 
     def test_a_loopback_port_without_a_token_file_is_warned_about(self):
         srv = self.token_server(token_file=False)
