@@ -211,8 +211,11 @@ def run(spec, a, tmp):
     for k in names:
         print("   %-34s %8.3f" % (k, (after[k] - before.get(k, 0)) / n))
     for e in EVENTS:
-        print("   %-34s %8.3f   CPU 0: %8.3f   CPU 1: %8.3f" % (e, per_proc.get(e, 0) / n,
-                                                             cpu0.get(e, 0) / n, cpu1.get(e, 0) / n))
+        # perf stat gives task-clock in milliseconds: microseconds per request here.
+        scale, label = (1000.0, e + " (us)") if e == "task-clock" else (1.0, e)
+        print("   %-34s %8.3f   CPU 0: %8.3f   CPU 1: %8.3f" % (
+            label, scale * per_proc.get(e, 0) / n, scale * cpu0.get(e, 0) / n,
+            scale * cpu1.get(e, 0) / n))
 
 
 def main():
