@@ -233,6 +233,7 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
     if (loop->stop)
         return 0;
     int wait = wait_ms(loop);
+    loop->look_first = 0; /* asked again by the next tick, if at all */
     uint64_t slept_from = loop->now_ms;
     int n = epoll_wait(loop->epfd, loop->events, SWS_LOOP_MAX_EVENTS, wait);
     loop->busy = n > 0;

@@ -222,9 +222,17 @@ void sws_ebpf_set_fountain_threshold(sws_ebpf_t *e, unsigned percent)
         e->state->config.fountain_threshold = percent;
 }
 
-int sws_ebpf_reads_asleep(const sws_ebpf_t *e)
+int sws_ebpf_set_policy(sws_ebpf_t *e, enum sws_ebpf_policy policy)
 {
-    return e->state != NULL && e->state->config.policy == SWS_EBPF_LEAST_LOADED;
+    if (e->state == NULL)
+        return -1;
+    e->state->config.policy = policy;
+    return 0;
+}
+
+const volatile __u32 *sws_ebpf_policy_word(const sws_ebpf_t *e)
+{
+    return e->state != NULL ? &e->state->config.policy : NULL;
 }
 
 struct sws_ebpf_worker *sws_ebpf_worker(const sws_ebpf_t *e, unsigned i)

@@ -84,9 +84,15 @@ void sws_ebpf_hand_over(sws_ebpf_t *e);
 /* fountain's threshold from now on (a reload); nothing when not loaded. */
 void sws_ebpf_set_fountain_threshold(sws_ebpf_t *e, unsigned percent);
 
-/* 1 when the policy in force reads the workers' asleep flag (least-loaded,
- * policy.h); 0 for the others and when e is not loaded. */
-int sws_ebpf_reads_asleep(const sws_ebpf_t *e);
+/* Another of the four policies from the next SYN on (a reload): the
+ * program reads config.policy at each one, the sockets and the records
+ * stay. 0, or -1 when e is not loaded (nothing changes). */
+int sws_ebpf_set_policy(sws_ebpf_t *e, enum sws_ebpf_policy policy);
+
+/* The policy in force as the program reads it, for a worker to read at
+ * each turn (whether to publish asleep exactly: least-loaded, load.h);
+ * NULL when e is not loaded. Inherited at fork with the mapping. */
+const volatile __u32 *sws_ebpf_policy_word(const sws_ebpf_t *e);
 
 /* Worker i's record in the load map (NULL when e is not loaded). */
 struct sws_ebpf_worker *sws_ebpf_worker(const sws_ebpf_t *e, unsigned i);

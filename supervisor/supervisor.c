@@ -161,6 +161,16 @@ static int same_admin(const Sws__Admin *a, const Sws__Admin *b)
     return 1;
 }
 
+/* One eBPF policy for another is a store into the program's map (the
+ * sockets stay); from or to shared or reuseport, the sockets or the
+ * program's presence change, and the running workers were forked for them. */
+static int accept_policy_needs_restart(Sws__ServerConfig__AcceptPolicy running,
+                                       Sws__ServerConfig__AcceptPolicy next)
+{
+    return running != next &&
+           (sws_accept_ebpf_policy(running) == 0 || sws_accept_ebpf_policy(next) == 0);
+}
+
 size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__ServerConfig *next,
                                 char *out, size_t outlen)
 {
@@ -170,7 +180,8 @@ size_t sws_restart_only_changes(const Sws__ServerConfig *running, const Sws__Ser
     } keys[] = {
         { "server.listen", !same_listen(running, next) },
         { "server.event_loops", running->event_loops != next->event_loops },
-        { "server.accept_policy", running->accept_policy != next->accept_policy },
+        { "server.accept_policy",
+          accept_policy_needs_restart(running->accept_policy, next->accept_policy) },
         { "server.user", strcmp(running->user, next->user) != 0 },
         { "server.backlog", running->backlog != next->backlog },
         { "server.error_log", strcmp(running->error_log, next->error_log) != 0 },
@@ -416,7 +427,7 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
         .ctl_fd = w->ctl_fd,
         .access_fd = sup->access_fd,
         .load = sws_ebpf_worker(&sup->ebpf, w->index),
-        .load_asleep_read = sws_ebpf_reads_asleep(&sup->ebpf),
+        .load_policy = sws_ebpf_policy_word(&sup->ebpf),
         .standby = sup->from.active,
     };
     _exit(sws_worker_main(&cfg));
@@ -910,6 +921,30 @@ static int start_tickets(sws_supervisor_t *sup)
     return 0;
 }
 
+/* A reload's switch from one eBPF policy to another (the others need a
+ * restart: sws_restart_only_changes): the program reads the policy at each
+ * SYN and the workers at each turn, so it holds from the next connection
+ * on; connections already placed stay where they are. */
+static void switch_accept_policy(sws_supervisor_t *sup, const Sws__ServerConfig *next)
+{
+    Sws__ServerConfig *running = sup->config->server;
+    enum sws_ebpf_policy to = sws_accept_ebpf_policy(next->accept_policy);
+    if (next->accept_policy == running->accept_policy || to == 0 ||
+        accept_policy_needs_restart(running->accept_policy, next->accept_policy))
+        return;
+    if (sws_ebpf_set_policy(&sup->ebpf, to) < 0) {
+        sws_log_warn("reload: accept_policy %s not applied: the server runs %s (the eBPF "
+                     "program could not be loaded at start); a restart tries again",
+                     sws_ebpf_policy_name(to), sup->policy);
+        return;
+    }
+    sws_log_notice("reload: accept_policy %s (was %s) from the next connection on",
+                   sws_ebpf_policy_name(to), sup->policy);
+    running->accept_policy = next->accept_policy;
+    sup->policy = sws_ebpf_policy_name(to);
+    sws_admin_set_accept_policy(sup->admin, sup->policy);
+}
+
 /* Publish the pending config, or retry soon when every arena is still held
  * by a worker that has not moved on from an older generation. */
 static void publish_pending(sws_supervisor_t *sup)
@@ -930,6 +965,8 @@ static void publish_pending(sws_supervisor_t *sup)
     /* The program reads it at each SYN: a plain store applies it. */
     if (rc == 0)
         sws_ebpf_set_fountain_threshold(&sup->ebpf, sup->pending->server->fountain_threshold);
+    if (rc == 0)
+        switch_accept_policy(sup, sup->pending->server);
     /* A new rotation period: the keys stay, the next rotation moves. */
     if (rc == 0)
         retime_tickets(sup, ticket_period_ms(sup->pending->routes));

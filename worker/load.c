@@ -70,10 +70,10 @@ void sws_load_beat(sws_load_t *l)
 }
 
 void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec,
-                   const int *fds, unsigned nfds, int asleep_read)
+                   const int *fds, unsigned nfds, const volatile __u32 *policy)
 {
     l->rec = rec;
-    l->asleep_read = asleep_read;
+    l->policy = policy;
     l->loop = loop;
     l->fds = fds;
     l->nfds = nfds;
@@ -116,7 +116,8 @@ void sws_load_tick(sws_load_t *l, uint64_t now_ms, unsigned live, unsigned infli
      * at a low rate; the other policies read only the busy share, to which
      * a wait that finds events at once adds microseconds, so they take
      * every wait as a sleep and spare the look (ADR 0065). */
-    if (l->asleep_read && !sws_loop_will_block(l->loop))
+    int asleep_read = l->policy != NULL && *l->policy == SWS_EBPF_LEAST_LOADED;
+    if (asleep_read && !sws_loop_will_block(l->loop))
         return;
     rec->asleep = 1;
     l->slept_at_ns = mono_ns();

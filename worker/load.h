@@ -54,8 +54,11 @@ typedef struct sws_load {
     uint64_t beat_due_ms;        /* the loop's clock: the next tick from then beats */
     const int *fds;              /* the listeners (borrowed), for their queues */
     unsigned nfds;
-    int asleep_read;             /* the policy reads asleep (least-loaded): publish it
-                                  * only before a wait that sleeps (ADR 0065) */
+    const volatile __u32 *policy; /* the policy in force (the load map's config,
+                                   * NULL: none); under least-loaded, which reads
+                                   * asleep, it is published only before a wait
+                                   * that sleeps (ADR 0065). Read each turn: a
+                                   * reload may switch it */
 } sws_load_t;
 
 /* In the worker child as soon as it forked (rec NULL: nothing): its first
@@ -65,10 +68,11 @@ void sws_load_announce(struct sws_ebpf_worker *rec);
 /* Start publishing into rec (NULL: never) for a worker accepting on the
  * nfds listeners fds (borrowed; they must outlive l). Marks the worker up:
  * heartbeat now (a restarted worker's record was reset by the supervisor).
- * asleep_read: the policy in force reads the asleep flag (least-loaded),
- * which then costs the loop a look before each sleep (ADR 0065). */
+ * policy: the policy in force (the load map's config.policy, read at each
+ * turn); under least-loaded, which reads the asleep flag, the loop pays a
+ * look before each sleep (ADR 0065). */
 void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec,
-                   const int *fds, unsigned nfds, int asleep_read);
+                   const int *fds, unsigned nfds, const volatile __u32 *policy);
 
 void sws_load_woke(sws_load_t *l);
 

@@ -443,7 +443,7 @@ static int worker_setup(sws_worker_t *w)
         w->serves_tls |= cfg->listen_tls[i];
     adopt_generation(w);
     sws_load_init(&w->load, &w->loop, cfg->load, cfg->listen_fds, cfg->nlisten,
-                  cfg->load_asleep_read);
+                  cfg->load_policy);
 
     w->nlisteners = cfg->nlisten;
     w->listeners = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*w->listeners));

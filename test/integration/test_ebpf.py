@@ -13,7 +13,7 @@ import unittest
 
 from harness import (HELLO_HOSTS, SANITIZER_PATTERNS, TIMEOUT, ServerTestCase, binary,
                      make_config, poll, process_state)
-from placement import load_map
+from placement import load_map, load_records
 
 CAPSH = shutil.which("capsh")
 NO_BPF = ["--drop=cap_bpf,cap_sys_admin,cap_perfmon", "--"]
@@ -175,6 +175,56 @@ class Reload(ServerTestCase):
              what="the new threshold in the load map")
         self.assertNotIn("need a restart", srv.log())
 
+    def hold(self, srv, n):
+        """n keep-alive connections, each answered once, so each is live on
+        the worker that accepted it."""
+        socks = []
+        for _ in range(n):
+            s = socket.create_connection(("127.0.0.1", srv.port), timeout=TIMEOUT)
+            s.sendall(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            buf = b""
+            while b"hello" not in buf:
+                chunk = s.recv(4096)
+                self.assertTrue(chunk, "closed before the answer: %r" % buf)
+                buf += chunk
+            socks.append(s)
+            self.addCleanup(s.close)
+        return socks
+
+    def live(self, srv, total):
+        """Live connections per worker, once the workers published total."""
+        def counts():
+            c = [r["live"] for r in load_records(srv.pid)]
+            return c if sum(c) == total else None
+        return poll(counts, what="%d live connections in the workers' records" % total)
+
+    def test_reload_switches_between_ebpf_policies_from_the_next_connection(self):
+        config = make_config(HELLO_HOSTS, server="event_loops: 2\naccept_policy: %s\n")
+        srv = self.server(config % "least-loaded")
+        self.hold(srv, 6)
+        before = self.live(srv, 6)
+        # least-loaded spreads (its preference for an awake worker moves one
+        # connection at most: ADR 0032).
+        self.assertGreaterEqual(min(before), 2, before)
+
+        srv.write_config(config % "fountain")
+        srv.signal(signal.SIGHUP)
+        srv.wait_log(r"reload: accept_policy fountain \(was least-loaded\) from the next "
+                     r"connection on")
+        self.assertEqual(load_map(srv.pid)["config"]["policy"], 3)  # SWS_EBPF_FOUNTAIN
+        # Fountain fills worker 0 first: with two workers it is never full by
+        # connections (more than twice its fair share is more than all).
+        self.hold(srv, 4)
+        self.assertEqual(self.live(srv, 10), [before[0] + 4, before[1]])
+        self.assertNotIn("need a restart", srv.log())
+
+        # Out of the eBPF policies the sockets' layout changes: a restart.
+        srv.write_config(config % "reuseport")
+        srv.signal(signal.SIGHUP)
+        srv.wait_log(r"changes to server.accept_policy need a restart; not applied")
+        self.assertEqual(load_map(srv.pid)["config"]["policy"], 3)
+        self.hold(srv, 1)
+        self.assertEqual(self.live(srv, 11), [before[0] + 5, before[1]])
 
 if __name__ == "__main__":
     unittest.main()

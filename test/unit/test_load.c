@@ -19,6 +19,7 @@
 typedef struct fixture {
     sws_loop_t loop;
     struct sws_ebpf_worker rec;
+    __u32 policy; /* the load map's config.policy, as the supervisor writes it */
     sws_load_t load;
     int listener;
     struct sockaddr_in addr;
@@ -56,7 +57,8 @@ static void start(fixture_t *f, uint64_t selected, uint64_t settled)
     f->rec.selected = selected;
     f->rec.settled = settled;
     f->rec.draining = 1; /* left over: a new worker is not draining */
-    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1, 1);
+    f->policy = SWS_EBPF_LEAST_LOADED;
+    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1, &f->policy);
 }
 
 static void test_init_marks_the_worker_up(void **state)
@@ -169,7 +171,8 @@ static void test_without_least_loaded_the_loop_keeps_no_look(void **state)
 {
     fixture_t *f = *state;
     memset(&f->rec, 0, sizeof(f->rec));
-    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1, 0);
+    f->policy = SWS_EBPF_FOUNTAIN;
+    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1, &f->policy);
     int p[2];
     assert_int_equal(pipe2(p, O_NONBLOCK), 0);
     assert_int_equal(write(p[1], "x", 1), 1);
@@ -185,6 +188,19 @@ static void test_without_least_loaded_the_loop_keeps_no_look(void **state)
     assert_int_equal(seen.asleep, 1);      /* every wait taken as a sleep */
     assert_true(seen.slept_at_ns != 0);
     assert_int_equal(f->rec.asleep, 0);    /* cleared on waking */
+
+    /* A reload may switch the policy (the supervisor writes config.policy):
+     * the worker follows at its next turn. Into least-loaded, a wait after
+     * a busy iteration becomes a look and asleep is exact; out of it, the
+     * look stops and every wait counts as a sleep again (ADR 0070). */
+    f->policy = SWS_EBPF_LEAST_LOADED;
+    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
+    assert_int_equal(seen.asleep, 0); /* a look after a busy iteration: awake */
+    assert_int_equal(seen.slept_at_ns, 0);
+    f->policy = SWS_EBPF_HASH;
+    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
+    assert_int_equal(seen.asleep, 1);
+    assert_int_equal(f->loop.look_first, 0);
     assert_int_equal(sws_loop_del(&f->loop, &io), 0);
     close(p[0]);
     close(p[1]);
@@ -243,7 +259,7 @@ static void test_publishing_arms_no_timer_and_bounds_the_sleep(void **state)
     assert_true(2 * sws_load_sleep_ms(&f->load) <= SWS_EBPF_STALE_MS);
     sws_load_t none;
     memset(&none, 0, sizeof(none));
-    sws_load_init(&none, &f->loop, NULL, &f->listener, 1, 1);
+    sws_load_init(&none, &f->loop, NULL, &f->listener, 1, NULL);
     assert_int_equal(sws_load_sleep_ms(&none), -1);
 }
 
@@ -279,7 +295,7 @@ static void test_without_a_record_nothing_is_written(void **state)
     fixture_t *f = *state;
     sws_load_t l;
     memset(&l, 0, sizeof(l));
-    sws_load_init(&l, &f->loop, NULL, &f->listener, 1, 1);
+    sws_load_init(&l, &f->loop, NULL, &f->listener, 1, NULL);
     sws_load_tick(&l, 1, 2, 3);
     sws_load_woke(&l);
     sws_load_accepted(&l);

@@ -195,6 +195,22 @@ static void test_restart_only_changes_names_the_keys(void **state)
     assert_int_equal(n, strlen(small));
     assert_string_equal(small, "server.li");
 
+    /* One eBPF policy for another is applied by a reload (a store into the
+     * program's map); into or out of shared or reuseport is not. */
+    server_pair_init(&p);
+    p.a.accept_policy = SWS__SERVER_CONFIG__ACCEPT_POLICY__LEAST_LOADED;
+    p.b.accept_policy = SWS__SERVER_CONFIG__ACCEPT_POLICY__FOUNTAIN;
+    assert_int_equal(sws_restart_only_changes(&p.a, &p.b, out, sizeof(out)), 0);
+    p.b.accept_policy = SWS__SERVER_CONFIG__ACCEPT_POLICY__CPU;
+    assert_int_equal(sws_restart_only_changes(&p.a, &p.b, out, sizeof(out)), 0);
+    p.b.accept_policy = SWS__SERVER_CONFIG__ACCEPT_POLICY__REUSEPORT;
+    sws_restart_only_changes(&p.a, &p.b, out, sizeof(out));
+    assert_string_equal(out, "server.accept_policy");
+    p.a.accept_policy = SWS__SERVER_CONFIG__ACCEPT_POLICY__SHARED;
+    p.b.accept_policy = SWS__SERVER_CONFIG__ACCEPT_POLICY__HASH;
+    sws_restart_only_changes(&p.a, &p.b, out, sizeof(out));
+    assert_string_equal(out, "server.accept_policy");
+
     /* The admin API's addresses: NULL (built in code) is no address. */
     server_pair_init(&p);
     char *sock = "/run/scalws/admin.sock";
