@@ -34,8 +34,8 @@ clean pass), then counted (the counted pass, over another --requests):
   another process of the machine;
 - context switches, migrations, softirqs and wake-ups of the proxy's
   process (perf stat -p), and the same for all of CPU 0 (perf stat -C 0);
-- with --record, perf record -g of the proxy's process over the same
-  requests (not -C 0: other processes of a shared machine run there too;
+- with --record, perf record -g of the proxy's process over a third pass
+  of --requests, with no perf stat attached (not -C 0: other processes of a shared machine run there too;
   the softirqs its own sends raise run in its context and are counted),
   then perf report --no-children --sort dso and --sort sym (top 40) into
   --out.
@@ -47,6 +47,7 @@ are its CPU per request again).
 import argparse
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -252,12 +253,6 @@ def run(spec, a, tmp):
         for cpu in ("cpu0", "cpu1"):
             clean[cpu] = (c1[cpu][0] - c0[cpu][0]) * 1e6 / hz / nc
             clean[cpu + "-steal"] = c1[cpu][1] - c0[cpu][1]
-        rec = None
-        if a.record:
-            rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-p", str(worker), "-g",
-                                    "-o", tmp + "/perf.data"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(0.5)  # perf record has no readiness signal; the counts are not timed
         before = tcp_counters()
         sp = perf_stat(["-p", str(worker)], "p")
         sc = perf_stat(["-a", "-C", "0"], "c")
@@ -270,19 +265,29 @@ def run(spec, a, tmp):
         # many the counted process has (io_uring's io-wq workers would be
         # threads of their own, created on demand).
         threads = len(os.listdir("/proc/%d/task" % worker))
-        if rec is not None:
+        if a.record:
+            # A pass of its own: perf stat's tracepoints would be in the profile.
+            rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-p", str(worker), "-g",
+                                    "-o", tmp + "/perf.data"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)  # perf record has no readiness signal; the counts are not timed
+            nr = load(port, a.requests, a.close)
             rec.send_signal(signal.SIGINT)
             rec.wait(timeout=60)
-            with open("%s.%s.perf.txt" % (a.out, kind if kind != "scalws" else
-                                          os.path.basename(path)), "a") as f:
-                f.write("# %d requests\n" % n)
+            name = "%s.%s" % (a.out, kind if kind != "scalws" else os.path.basename(path))
+            with open(name + ".perf.txt", "a") as f:
+                f.write("# %d requests\n" % nr)
                 for sort in ("dso", "sym"):
                     rep = subprocess.run(["perf", "report", "-i", tmp + "/perf.data",
                                           "--no-children", "--sort", sort, "--stdio", "-g",
                                           "none", "--percent-limit", "0.3"],
                                          capture_output=True, text=True).stdout
                     lines = [l for l in rep.splitlines() if l.strip() and not l.startswith("#")]
+                    if sort == "dso":
+                        dsos = lines[:4]
                     f.write("\n".join(lines[:40]) + "\n\n")
+            if a.keep_perf_data:
+                shutil.copy(tmp + "/perf.data", name + ".perf.data")
     finally:
         for p in (proxy, backend):
             if p is not None:
@@ -301,6 +306,9 @@ def run(spec, a, tmp):
               clean["proxy"], clean["backend"], clean["cpu0"], clean["cpu1"],
               clean["cpu0-steal"], clean["cpu1-steal"]))
     print("   threads of the counted process:   %d" % threads)
+    if a.record:
+        print("   perf record (a pass of its own), samples by dso: " +
+              ";  ".join(" ".join(l.split()) for l in dsos))
     for line in relay_out.splitlines():
         print("   " + line)
     names = SHOWN + sorted(k for k in after if k not in SHOWN and after[k] != before.get(k, 0))
@@ -326,7 +334,10 @@ def main():
     ap.add_argument("--no-upstream-keepalive", action="store_true",
                     help="a new upstream connection per request (ScalWS keepalive: 0, "
                     "HAProxy http-server-close)")
-    ap.add_argument("--record", action="store_true", help="perf record CPU 0 too")
+    ap.add_argument("--record", action="store_true",
+                    help="perf record the proxy's process over a third pass of --requests")
+    ap.add_argument("--keep-perf-data", action="store_true",
+                    help="with --record, keep perf.data as OUT.KIND.perf.data")
     ap.add_argument("--out", default="/tmp/proxy_kernel_counts",
                     help="prefix of the perf report files (--record)")
     ap.add_argument("proxies", nargs="+")
