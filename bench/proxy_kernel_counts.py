@@ -11,7 +11,8 @@ PROXY is scalws or haproxy (or scalws=PATH, to alternate two builds), nginx
 experimental relay (no HTTP: bytes relayed as they come, one upstream
 connection per client connection; make -C bench/uring): relay-epoll
 (epoll + read/write), relay-uring (io_uring, multishot recv) or
-relay-uring-single (io_uring, one recv re-armed per completion).
+relay-uring-single (io_uring, one recv re-armed per completion) or
+relay-uring-wN (io_uring, woken for N completions or after 50 us).
 Placed as bench/run.sh's proxy scenario places them: the scenario's nginx
 backend (bench/conf/backend-nginx.conf.in, GET /small, 13 bytes) and the
 load (h2load --h1 -c16 -t1) on CPU 1, the proxy on CPU 0 with the bench's
@@ -184,9 +185,12 @@ def start_proxy(kind, path, port, backend_port, tmp, a):
                      "connection: no --close, no --no-upstream-keepalive")
         io = {"relay-epoll": ["epoll"], "relay-uring": ["uring"],
               "relay-uring-single": ["uring", "--recv", "single"]}.get(kind)
+        m = re.match(r"relay-uring-w(\d+)$", kind)
+        if m:
+            io = ["uring", "--wait", m.group(1), "--wait-us", "50"]
         if io is None:
             sys.exit("proxy_kernel_counts: unknown relay %r (relay-epoll, relay-uring, "
-                     "relay-uring-single)" % kind)
+                     "relay-uring-single, relay-uring-wN)" % kind)
         p = subprocess.Popen(["taskset", "-c", "0", a.relay, "--port", str(port), "--backend-port",
                               str(backend_port), "--io"] + io,
                              stdout=subprocess.DEVNULL, stderr=open(tmp + "/relay.err", "w"))

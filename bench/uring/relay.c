@@ -4,7 +4,7 @@
  * the product neither builds nor links it, and it does no HTTP at all.
  *
  *     relay --port PORT --backend-port BPORT --io epoll|uring
- *           [--recv multi|single]
+ *           [--recv multi|single] [--wait N [--wait-us US]]
  *
  * One process, one thread. It listens on 127.0.0.1:PORT; for each client
  * connection it accepts it opens one connection to 127.0.0.1:BPORT and
@@ -33,7 +33,11 @@
  *               default) or one recv re-armed after each completion (--recv
  *               single); IORING_OP_SEND for writes, one send in flight per
  *               direction (a second could interleave after a short send);
- *               ONE io_uring_submit_and_wait(1) per loop iteration.
+ *               ONE io_uring_submit_and_wait(1) per loop iteration; with
+ *               --wait N (N > 1), io_uring_submit_and_wait_timeout(N, US
+ *               microseconds, 50 by default) instead: the ring wakes the
+ *               relay when N completions are there, or after US (a
+ *               variant that trades latency for fewer sleeps).
  *
  * Closes: a peer's EOF is passed on as shutdown(SHUT_WR) of the other
  * socket once everything read before it was sent; the pair is closed when
@@ -335,6 +339,8 @@ static struct io_uring_buf_ring *bring;
 static char *bufs;
 static int seg_off[NBUFS], seg_len[NBUFS], seg_next[NBUFS];
 static int multishot = 1;
+static unsigned wait_nr = 1;
+static long wait_us = 50;
 static int returned; /* buffers given back since the last look at starved recvs */
 static struct upair **starved_list;
 static int starved_n, starved_cap;
@@ -636,8 +642,11 @@ static void run_uring(int lfd)
                               io_uring_buf_ring_mask(NBUFS), i);
     io_uring_buf_ring_advance(bring, NBUFS);
     fprintf(stderr, "relay: io uring (%s, ring fd %sregistered, %s recv, %d provided "
-            "buffers of %d bytes, send)\n", how, r == 1 ? "" : "NOT ",
-            multishot ? "multishot" : "single-shot", NBUFS, BUFSZ);
+            "buffers of %d bytes, send, wait for %u completion(s)", how, r == 1 ? "" : "NOT ",
+            multishot ? "multishot" : "single-shot", NBUFS, BUFSZ, wait_nr);
+    if (wait_nr > 1)
+        fprintf(stderr, " or %ld us", wait_us);
+    fprintf(stderr, ")\n");
 
     s = sqe_get();
     io_uring_prep_multishot_accept(s, lfd, NULL, NULL, SOCK_CLOEXEC);
@@ -646,9 +655,15 @@ static void run_uring(int lfd)
         struct io_uring_cqe *c;
         unsigned head, n = 0;
 
-        r = io_uring_submit_and_wait(&ring, 1);
+        if (wait_nr > 1) {
+            struct __kernel_timespec ts = {.tv_sec = 0, .tv_nsec = wait_us * 1000};
+
+            r = io_uring_submit_and_wait_timeout(&ring, &c, wait_nr, &ts, NULL);
+        } else {
+            r = io_uring_submit_and_wait(&ring, 1);
+        }
         st.loops++;
-        if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY) {
+        if (r < 0 && r != -EINTR && r != -EAGAIN && r != -EBUSY && r != -ETIME) {
             errno = -r;
             die("io_uring_submit_and_wait");
         }
@@ -682,7 +697,7 @@ static void run_uring(int lfd)
 static void usage(void)
 {
     fprintf(stderr, "usage: relay --port PORT --backend-port BPORT --io epoll|uring "
-            "[--recv multi|single]\n");
+            "[--recv multi|single] [--wait N [--wait-us US]]\n");
     exit(2);
 }
 
@@ -708,6 +723,10 @@ int main(int argc, char **argv)
             multishot = 1;
         else if (strcmp(argv[i], "--recv") == 0 && strcmp(v, "single") == 0)
             multishot = 0;
+        else if (strcmp(argv[i], "--wait") == 0 && atoi(v) >= 1)
+            wait_nr = (unsigned)atoi(v);
+        else if (strcmp(argv[i], "--wait-us") == 0 && atol(v) >= 1 && atol(v) < 1000000)
+            wait_us = atol(v);
         else
             usage();
         i++;
