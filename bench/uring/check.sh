@@ -4,8 +4,10 @@
 # 100 KiB and a 20 MB file compared byte for byte (one read at 20 MB/s: short
 # writes and, in uring mode, the provided buffers running out; three at
 # once), a 20 MB upload the backend refuses (its close passed on), and
-# 20,000 keep-alive requests with h2load --h1 -c16 (0 failed). Counts, no
-# timings. Needs nginx, curl, h2load (scripts/deps.sh bench).
+# 20,000 keep-alive requests with h2load --h1 -c16 (0 failed); the modes:
+# epoll, uring, uring with single-shot receives, uring woken for 4
+# completions (--wait 4). Counts, no timings. Needs nginx, curl, h2load
+# (scripts/deps.sh bench).
 #
 #     make -C bench/uring && bench/uring/check.sh
 set -eu
@@ -39,7 +41,7 @@ check() { # what, command...
     shift
     if "$@"; then echo "  ok   $what"; else echo "  FAIL $what"; fail=1; fi
 }
-for mode in "epoll" "uring" "uring --recv single"; do
+for mode in "epoll" "uring" "uring --recv single" "uring --wait 4"; do
     echo "== --io $mode"
     # shellcheck disable=SC2086
     "$RELAY" --port "$PORT" --backend-port "$BPORT" --io $mode 2>"$T/relay.err" &
