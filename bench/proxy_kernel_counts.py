@@ -3,15 +3,30 @@
 ScalWS beside HAProxy, in counts that do not depend on the machine's load.
 
     /usr/bin/python3 bench/proxy_kernel_counts.py [--requests 60000]
-        [--warmup 20000] [--scalwsd build/scalwsd] [--record] PROXY...
+        [--warmup 20000] [--scalwsd build/scalwsd] [--relay build/bench/relay]
+        [--record] PROXY...
 
-PROXY is scalws or haproxy (or scalws=PATH, to alternate two builds).
+PROXY is scalws or haproxy (or scalws=PATH, to alternate two builds), nginx
+(bench/conf/nginx-proxy.conf.in, its worker counted), or bench/uring's
+experimental relay (no HTTP: bytes relayed as they come, one upstream
+connection per client connection; make -C bench/uring): relay-epoll
+(epoll + read/write), relay-uring (io_uring, multishot recv) or
+relay-uring-single (io_uring, one recv re-armed per completion) or
+relay-uring-wN (io_uring, woken for N completions or after 50 us).
 Placed as bench/run.sh's proxy scenario places them: the scenario's nginx
 backend (bench/conf/backend-nginx.conf.in, GET /small, 13 bytes) and the
 load (h2load --h1 -c16 -t1) on CPU 1, the proxy on CPU 0 with the bench's
 own configuration (bench/conf/scalws-proxy.yaml.in, one worker;
 bench/conf/haproxy.cfg.in). After --warmup requests, it counts over
---requests more, divided by the requests:
+--requests more, divided by the requests, first with nothing attached (the
+clean pass), then counted (the counted pass, over another --requests):
+
+- clean pass: the CPU time of the proxy's process (every thread's
+  /proc/PID/task/TID/schedstat, the scheduler's own sum, in us per
+  request) and of the backend nginx's worker, and each CPU's busy time
+  (/proc/stat: all but idle and iowait, 10 ms ticks) and steal; no perf,
+  whose tracepoints (raw_syscalls:sys_enter) make every system call
+  dearer and would weigh on a proxy in proportion to its system calls;
 
 - TCP segments and the kernel's TCP events (/proc/net/snmp and
   /proc/net/netstat: nstat's counters). Everything runs in a private
@@ -20,17 +35,20 @@ bench/conf/haproxy.cfg.in). After --warmup requests, it counts over
   another process of the machine;
 - context switches, migrations, softirqs and wake-ups of the proxy's
   process (perf stat -p), and the same for all of CPU 0 (perf stat -C 0);
-- with --record, perf record -g of the proxy's process over the same
-  requests (not -C 0: other processes of a shared machine run there too;
+- with --record, perf record -g of the proxy's process over a third pass
+  of --requests, with no perf stat attached (not -C 0: other processes of a shared machine run there too;
   the softirqs its own sends raise run in its context and are counted),
   then perf report --no-children --sort dso and --sort sym (top 40) into
   --out.
 
-Needs root (unshare, perf). Prints no timings: not a benchmark.
+Needs root (unshare, perf). Prints CPU time per request, no latencies and
+no requests/s (the clean pass's requests per second of CPU 0's busy time
+are its CPU per request again).
 """
 import argparse
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -73,6 +91,31 @@ def answers(port):
             return s.recv(64).startswith(b"HTTP/1.1 200")
     except OSError:
         return False
+
+
+def schedstat_ns(pid):
+    """CPU time of every thread of PID so far, in nanoseconds."""
+    t = 0
+    for tid in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, tid)) as f:
+                t += int(f.read().split()[0])
+        except OSError:
+            pass
+    return t
+
+
+def cpu_ticks():
+    """Per CPU of /proc/stat: (busy, steal) clock ticks; busy is all but
+    idle, iowait and steal."""
+    v = {}
+    with open("/proc/stat") as f:
+        for line in f:
+            fld = line.split()
+            if fld[0].startswith("cpu") and fld[0] != "cpu":
+                x = [int(y) for y in fld[1:]]
+                v[fld[0]] = (x[0] + x[1] + x[2] + x[5] + x[6], x[7])
+    return v
 
 
 def render(template, out, subst, edits=()):
@@ -136,6 +179,37 @@ def stop(proc, path):
 
 
 def start_proxy(kind, path, port, backend_port, tmp, a):
+    if kind.startswith("relay-"):
+        if a.no_upstream_keepalive or a.close:
+            sys.exit("proxy_kernel_counts: the relay keeps one upstream connection per client "
+                     "connection: no --close, no --no-upstream-keepalive")
+        io = {"relay-epoll": ["epoll"], "relay-uring": ["uring"],
+              "relay-uring-single": ["uring", "--recv", "single"]}.get(kind)
+        m = re.match(r"relay-uring-w(\d+)$", kind)
+        if m:
+            io = ["uring", "--wait", m.group(1), "--wait-us", "50"]
+        if io is None:
+            sys.exit("proxy_kernel_counts: unknown relay %r (relay-epoll, relay-uring, "
+                     "relay-uring-single, relay-uring-wN)" % kind)
+        p = subprocess.Popen(["taskset", "-c", "0", a.relay, "--port", str(port), "--backend-port",
+                              str(backend_port), "--io"] + io,
+                             stdout=subprocess.DEVNULL, stderr=open(tmp + "/relay.err", "w"))
+        wait_for("the relay", lambda: answers(port))
+        return p, p.pid
+    if kind == "nginx":
+        if a.no_upstream_keepalive:
+            sys.exit("proxy_kernel_counts: nginx: no --no-upstream-keepalive")
+        render("nginx-proxy.conf.in", tmp + "/nginx.conf",
+               {"PORT": port, "BACKEND_PORT": backend_port, "TMP": tmp})
+        p = subprocess.Popen(["taskset", "-c", "0", "nginx", "-p", tmp + "/", "-c", tmp + "/nginx.conf",
+                              "-e", tmp + "/nginx-error.log"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        wait_for("nginx", lambda: answers(port))
+        kids = wait_for("nginx's worker", lambda: subprocess.run(
+            ["pgrep", "-P", str(p.pid)], capture_output=True, text=True).stdout.split())
+        if len(kids) != 1:
+            sys.exit("proxy_kernel_counts: nginx has %d workers, not 1" % len(kids))
+        return p, int(kids[0])
     if kind == "haproxy":
         render("haproxy.cfg.in", tmp + "/haproxy.cfg", {"PORT": port, "BACKEND_PORT": backend_port},
                [("http-reuse always", "http-reuse never\n    option http-server-close")]
@@ -172,12 +246,17 @@ def run(spec, a, tmp):
         wait_for("the backend", lambda: answers(backend_port))
         proxy, worker = start_proxy(kind, path, port, backend_port, tmp, a)
         load(port, a.warmup, a.close)
-        rec = None
-        if a.record:
-            rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-p", str(worker), "-g",
-                                    "-o", tmp + "/perf.data"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            time.sleep(0.5)  # perf record has no readiness signal; the counts are not timed
+        # The clean pass: nothing attached.
+        bworker = int(subprocess.run(["pgrep", "-P", str(backend.pid)], capture_output=True,
+                                     text=True).stdout.split()[0])
+        c0, p0, b0 = cpu_ticks(), schedstat_ns(worker), schedstat_ns(bworker)
+        nc = load(port, a.requests, a.close)
+        c1, p1, b1 = cpu_ticks(), schedstat_ns(worker), schedstat_ns(bworker)
+        hz = os.sysconf("SC_CLK_TCK")
+        clean = {"proxy": (p1 - p0) / 1000.0 / nc, "backend": (b1 - b0) / 1000.0 / nc}
+        for cpu in ("cpu0", "cpu1"):
+            clean[cpu] = (c1[cpu][0] - c0[cpu][0]) * 1e6 / hz / nc
+            clean[cpu + "-steal"] = c1[cpu][1] - c0[cpu][1]
         before = tcp_counters()
         sp = perf_stat(["-p", str(worker)], "p")
         sc = perf_stat(["-a", "-C", "0"], "c")
@@ -186,27 +265,56 @@ def run(spec, a, tmp):
         n = load(port, a.requests, a.close)
         after = tcp_counters()
         per_proc, cpu0, cpu1 = stop(*sp), stop(*sc), stop(*s1)
-        if rec is not None:
+        # perf stat -p counts the threads there when it attached: say how
+        # many the counted process has (io_uring's io-wq workers would be
+        # threads of their own, created on demand).
+        threads = len(os.listdir("/proc/%d/task" % worker))
+        if a.record:
+            # A pass of its own: perf stat's tracepoints would be in the profile.
+            rec = subprocess.Popen(["perf", "record", "-q", "-e", "cpu-clock", "-p", str(worker), "-g",
+                                    "-o", tmp + "/perf.data"],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(0.5)  # perf record has no readiness signal; the counts are not timed
+            nr = load(port, a.requests, a.close)
             rec.send_signal(signal.SIGINT)
             rec.wait(timeout=60)
-            with open("%s.%s.perf.txt" % (a.out, kind if kind != "scalws" else
-                                          os.path.basename(path)), "a") as f:
+            name = "%s.%s" % (a.out, kind if kind != "scalws" else os.path.basename(path))
+            with open(name + ".perf.txt", "a") as f:
+                f.write("# %d requests\n" % nr)
                 for sort in ("dso", "sym"):
                     rep = subprocess.run(["perf", "report", "-i", tmp + "/perf.data",
                                           "--no-children", "--sort", sort, "--stdio", "-g",
                                           "none", "--percent-limit", "0.3"],
                                          capture_output=True, text=True).stdout
                     lines = [l for l in rep.splitlines() if l.strip() and not l.startswith("#")]
+                    if sort == "dso":
+                        dsos = lines[:4]
                     f.write("\n".join(lines[:40]) + "\n\n")
+            if a.keep_perf_data:
+                shutil.copy(tmp + "/perf.data", name + ".perf.data")
     finally:
         for p in (proxy, backend):
             if p is not None:
                 p.send_signal(signal.SIGTERM if p is proxy else signal.SIGQUIT)
                 p.wait(timeout=10)
-    print("== %s%s: %d requests%s%s" % (kind, "" if kind == "haproxy" else " (%s)" % path, n,
+    relay_out = ""
+    if kind.startswith("relay-"):
+        with open(tmp + "/relay.err") as f:
+            relay_out = f.read()
+    print("== %s%s: %d requests%s%s" % (kind, " (%s)" % path if kind == "scalws" else "", n,
                                         ", a connection each" if a.close else "",
                                         ", a new upstream connection each"
                                         if a.no_upstream_keepalive else ""))
+    print("   clean pass, us per request:        proxy %.2f   backend nginx %.2f   CPU 0 busy %.2f"
+          "   CPU 1 busy %.2f   (steal ticks CPU 0 %d, CPU 1 %d)" % (
+              clean["proxy"], clean["backend"], clean["cpu0"], clean["cpu1"],
+              clean["cpu0-steal"], clean["cpu1-steal"]))
+    print("   threads of the counted process:   %d" % threads)
+    if a.record:
+        print("   perf record (a pass of its own), samples by dso: " +
+              ";  ".join(" ".join(l.split()) for l in dsos))
+    for line in relay_out.splitlines():
+        print("   " + line)
     names = SHOWN + sorted(k for k in after if k not in SHOWN and after[k] != before.get(k, 0))
     for k in names:
         print("   %-34s %8.3f" % (k, (after[k] - before.get(k, 0)) / n))
@@ -223,12 +331,17 @@ def main():
     ap.add_argument("--requests", type=int, default=60000)
     ap.add_argument("--warmup", type=int, default=20000)
     ap.add_argument("--scalwsd", default=os.path.join(ROOT, "build/scalwsd"))
+    ap.add_argument("--relay", default=os.path.join(ROOT, "build/bench/relay"),
+                    help="bench/uring's relay (make -C bench/uring)")
     ap.add_argument("--close", action="store_true",
                     help="a new client connection per request (wrk, Connection: close)")
     ap.add_argument("--no-upstream-keepalive", action="store_true",
                     help="a new upstream connection per request (ScalWS keepalive: 0, "
                     "HAProxy http-server-close)")
-    ap.add_argument("--record", action="store_true", help="perf record CPU 0 too")
+    ap.add_argument("--record", action="store_true",
+                    help="perf record the proxy's process over a third pass of --requests")
+    ap.add_argument("--keep-perf-data", action="store_true",
+                    help="with --record, keep perf.data as OUT.KIND.perf.data")
     ap.add_argument("--out", default="/tmp/proxy_kernel_counts",
                     help="prefix of the perf report files (--record)")
     ap.add_argument("proxies", nargs="+")

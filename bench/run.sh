@@ -46,6 +46,7 @@ RATE=${RATE:-2000}
 SERVER_CPU=${SERVER_CPU:-0}
 LOAD_CPU=${LOAD_CPU:-1}
 SCALWSD=${SCALWSD:-$ROOT/build/scalwsd}
+RELAY=${RELAY:-$ROOT/build/bench/relay}
 NGINX=${NGINX:-/usr/sbin/nginx}
 HAPROXY=${HAPROXY:-/usr/sbin/haproxy}
 PERF=${PERF:-perf}
@@ -80,7 +81,8 @@ Environment (shown with the values in force):
       first round: nginx, scalws, or scalws:POLICY (an accept_policy: shared
       reuseport hash least-loaded fountain cpu; plain scalws is
       scalws:shared), and haproxy in the proxy scenarios (their default:
-      "scalws nginx haproxy")
+      "scalws nginx haproxy"); there also relay-epoll and relay-uring,
+      bench/uring's experimental relay (no HTTP; make -C bench/uring)
   BASELINE=${BASELINE:-(nginx, else scalws:shared, else the first)}  ratios are SERVER/BASELINE
   WORKERS=$WORKERS  ScalWS event_loops (nginx: 1 only)
   PIN=$PIN  cpu: each ScalWS worker on one CPU (its own pinning); none: every
@@ -100,7 +102,7 @@ Environment (shown with the values in force):
       seconds of wrk -t1 -c$SYSCALL_CONNECTIONS under perf stat counting the
       system calls of the server's workers (0: none)
   SERVER_CPU=$SERVER_CPU  LOAD_CPU=$LOAD_CPU  CPUs for the servers (a list: 0,1 or 0-1) and for the load
-  SCALWSD=$SCALWSD
+  SCALWSD=$SCALWSD  RELAY=$RELAY
   NGINX=$NGINX  HAPROXY=$HAPROXY  WRK=$WRK  PERF=$PERF
   OUT=bench/results/<timestamp>-SCENARIO  where results go
 EOF
@@ -268,7 +270,11 @@ for s in "${SERVER_LIST[@]}"; do
             ((PROXY || TLS)) || die "haproxy serves no files: it is in the proxy and TLS scenarios only"
             [[ -x $HAPROXY ]] || die "no $HAPROXY: scripts/deps.sh bench (Debian's haproxy), or set HAPROXY"
             ((WORKERS == 1)) || die "haproxy.cfg.in has one thread: WORKERS=$WORKERS is for ScalWS policies only" ;;
-        *) die "unknown server '$s' in SERVERS (known: nginx, scalws, scalws:POLICY, haproxy)" ;;
+        relay-epoll|relay-uring)
+            ((PROXY)) || die "$s relays to a backend: it is in the proxy scenarios only"
+            [[ -x $RELAY ]] || die "no $RELAY: make -C bench/uring (scripts/deps.sh bench), or set RELAY"
+            ((WORKERS == 1)) || die "$s is one thread: WORKERS=$WORKERS is for ScalWS policies only" ;;
+        *) die "unknown server '$s' in SERVERS (known: nginx, scalws, scalws:POLICY, haproxy, relay-epoll, relay-uring)" ;;
     esac
 done
 # The backend of the proxy scenarios is nginx, whatever SERVERS says.
@@ -470,6 +476,11 @@ start_server() {
             render "$(template haproxy)" "$TMP/haproxy.cfg" "$port"
             taskset -c "$SERVER_CPU" "$HAPROXY" -db -f "$TMP/haproxy.cfg" >>"$TMP/haproxy.log" 2>&1 &
             ;;
+        relay-*)
+            # bench/uring/relay.c: one process, bytes relayed as they come.
+            taskset -c "$SERVER_CPU" "$RELAY" --port "$port" --backend-port "$BACKEND_PORT" \
+                --io "${s#relay-}" >>"$TMP/$s.log" 2>&1 &
+            ;;
     esac
     SERVER_PID=$!
     SERVER_PIDS=("$SERVER_PID")
@@ -491,7 +502,7 @@ wait_ready() {
     local nprocs=2
     case $s in
         nginx) ;;
-        haproxy) nprocs=1 ;;
+        haproxy|relay-*) nprocs=1 ;;
         *) nprocs=$((WORKERS + 1)) ;;
     esac
     while :; do
@@ -1055,6 +1066,7 @@ fi
         case $s in
             nginx) echo "nginx=$("$NGINX" -v 2>&1 | sed 's/^nginx version: //')" ;;
             haproxy) echo "haproxy=$("$HAPROXY" -v 2>&1 | awk 'NR == 1 {print $3}')" ;;
+            relay-*) echo "$s=bench/uring/relay.c --io ${s#relay-}" ;;
             scalws*) echo "$s=$({ "$SCALWSD" --version 2>&1 || true; } | awk 'NR == 1')" ;;
         esac
     done

@@ -17,7 +17,8 @@
 #   fuzz   run, plus clang with libFuzzer (`make fuzz`)
 #   bench  run, plus nginx, wrk, HAProxy, perf, openssl and h2load (bench/run.sh;
 #          the proxy scenarios count system calls with perf, the TLS ones make
-#          a certificate and run h2load)
+#          a certificate and run h2load), and liburing for bench/uring/'s
+#          experimental relay (never the product's build)
 #   all    every set (the default)
 #
 # Installs what is missing (as root; otherwise prints the apt-get line and
@@ -30,7 +31,7 @@ set -eu
 RUN="build-essential pkg-config libyaml-dev libprotobuf-c-dev protobuf-c-compiler node-llhttp libbpf-dev bpftool clang libssl-dev openssl ca-certificates libnghttp2-dev libcurl4-openssl-dev libjansson-dev libzmq3-dev"
 TEST="libcmocka-dev python3 curl procps libcap2-bin openssl nghttp2-client nghttp2-server python3-h2 python3-yaml nginx-light"
 FUZZ="clang libclang-rt-dev"
-BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf openssl nghttp2-client"
+BENCH="nginx-light wrk curl python3 procps util-linux haproxy linux-perf openssl nghttp2-client liburing-dev"
 
 usage() {
     echo "usage: scripts/deps.sh [--check] [run|test|fuzz|bench|all]..." >&2
@@ -84,6 +85,7 @@ present() {
     wrk) command -v wrk ;;
     haproxy) command -v haproxy || [ -x /usr/sbin/haproxy ] ;;
     linux-perf) command -v perf ;;
+    liburing-dev) [ -f /usr/include/liburing.h ] ;;
     *) dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" ;;
     esac
 }
