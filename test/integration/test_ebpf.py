@@ -201,6 +201,10 @@ class Reload(ServerTestCase):
     def test_reload_switches_between_ebpf_policies_from_the_next_connection(self):
         config = make_config(HELLO_HOSTS, server="event_loops: 2\naccept_policy: %s\n")
         srv = self.server(config % "least-loaded")
+        # A worker takes connections once it has beaten: the first answer
+        # says one is up, not both (slower under the sanitizers).
+        poll(lambda: all(r["heartbeat_ms"] > 0 for r in load_records(srv.pid)),
+             what="both workers' first heartbeat")
         self.hold(srv, 6)
         before = self.live(srv, 6)
         # least-loaded spreads (its preference for an awake worker moves one
