@@ -262,6 +262,13 @@ def run(args, out):
         if hosts < args.ingresses:
             raise Failed("generation %d has %d hosts, not %d" % (gen, hosts, args.ingresses))
         stack.generation = gen
+        # The workers' lines can reach the log before the supervisor's
+        # snapshot line and ingressd's translation line (their own writes,
+        # in any order): wait for both, or the figures would be missing.
+        def apply_lines():
+            stack.read_logs()
+            return bool(stack.snapshots and stack.translated)
+        bounded("the snapshot's and the translation's log lines", args.timeout, apply_lines)
         fig["start_to_served_ms"] = round((t_all - stack.ingressd_started) * 1000, 1)
         fig["full_build_ms"] = stack.published[gen][2] / 1000.0
         snap = stack.snapshots[-1] if stack.snapshots else None
