@@ -200,15 +200,12 @@ static void run_deferred(sws_loop_t *loop)
 
 /* This iteration's epoll_wait timeout. A wait with a timeout returns at
  * once when events are ready, so it needs no zero-timeout look first: that
- * look only added an epoll_wait, empty, before every sleep (ADR 0059).
- * The look stays for a loop that is asked whether it will sleep (the
- * accept policy's "asleep", load.h): after a busy iteration the answer is
- * "no" only if the wait really is a look (ADR 0005). Only a sleep needs
- * the timers' next deadline. */
+ * look only added an epoll_wait, empty, before every sleep (ADRs 0059,
+ * 0072). Only a sleep needs the timers' next deadline. */
 static int wait_ms(sws_loop_t *loop)
 {
     int wait = 0;
-    if (!(loop->busy && loop->look_first) && loop->deferred.next == &loop->deferred) {
+    if (loop->deferred.next == &loop->deferred) {
         wait = next_timeout(loop);
         if (loop->max_wait_ms >= 0 && (wait < 0 || loop->max_wait_ms < wait))
             wait = loop->max_wait_ms;
@@ -216,15 +213,8 @@ static int wait_ms(sws_loop_t *loop)
     return wait;
 }
 
-int sws_loop_will_block(sws_loop_t *loop)
-{
-    loop->look_first = 1;
-    return wait_ms(loop) != 0;
-}
-
 int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
 {
-    /* Before the tick, which may ask sws_loop_will_block. */
     loop->max_wait_ms = max_wait_ms;
     if (loop->tick != NULL)
         loop->tick(loop, loop->tick_data);
@@ -233,10 +223,8 @@ int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
     if (loop->stop)
         return 0;
     int wait = wait_ms(loop);
-    loop->look_first = 0; /* asked again by the next tick, if at all */
     uint64_t slept_from = loop->now_ms;
     int n = epoll_wait(loop->epfd, loop->events, SWS_LOOP_MAX_EVENTS, wait);
-    loop->busy = n > 0;
     sws_loop_update_time(loop);
     /* A sleep that ended by its timeout lasted at least `wait` ms, which
      * the coarse clock may not show yet (it lags by up to a tick): without

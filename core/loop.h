@@ -76,10 +76,6 @@ struct sws_defer {
 struct sws_loop {
     int epfd;
     int stop;                     /* set by anyone: sws_loop_run returns */
-    int busy;                     /* the last epoll_wait returned events */
-    int look_first;               /* after a busy iteration, poll with a 0
-                                   * timeout before sleeping: set by
-                                   * sws_loop_will_block for the next wait */
     int nevents;                  /* events[next_event, nevents) are not dispatched yet */
     int next_event;
     uint64_t now_ms;              /* monotonic, updated each iteration */
@@ -90,8 +86,7 @@ struct sws_loop {
     uint64_t next_expiry_ms;      /* no timer is due before this: an arm lowers
                                    * it, a disarm leaves it early (one walk
                                    * too many, never a timer late) */
-    int max_wait_ms;              /* this iteration's bound (-1: none), for
-                                   * sws_loop_will_block */
+    int max_wait_ms;              /* this iteration's bound (-1: none) */
     sws_tick_cb tick;             /* called once per iteration, before waiting */
     void *tick_data;
     sws_tick_cb wake;             /* called once per iteration, after waiting */
@@ -114,17 +109,6 @@ int sws_loop_del(sws_loop_t *loop, sws_io_t *io);
 /* The tick runs once per iteration, before epoll_wait: flush buffered logs,
  * adopt a new table generation, reap closed connections. */
 void sws_loop_set_tick(sws_loop_t *loop, sws_tick_cb cb, void *data);
-
-/* Whether this iteration's epoll_wait will sleep (a timeout other than 0),
- * as far as the loop's state says now: for the tick, the last thing to run
- * before it. A loop nobody asks waits with its timeout after a busy
- * iteration too (it returns at once when events are ready, ADR 0059); a
- * call makes the next wait, if it follows a busy iteration, a look that
- * does not sleep (ADR 0005), so that "no" is true then: a worker that
- * claimed to be asleep while working would misinform the accept policy
- * (load.h). Asked each iteration by whoever needs the answer: a loop
- * whose accept policy stops reading it (a reload) stops looking. */
-int sws_loop_will_block(sws_loop_t *loop);
 
 /* The wake callback runs once per iteration as soon as epoll_wait returns,
  * before any event or timer is handled: what the tick did before a long

@@ -230,11 +230,6 @@ int sws_ebpf_set_policy(sws_ebpf_t *e, enum sws_ebpf_policy policy)
     return 0;
 }
 
-const volatile __u32 *sws_ebpf_policy_word(const sws_ebpf_t *e)
-{
-    return e->state != NULL ? &e->state->config.policy : NULL;
-}
-
 struct sws_ebpf_worker *sws_ebpf_worker(const sws_ebpf_t *e, unsigned i)
 {
     if (e->state == NULL || i >= e->state->config.nworkers)

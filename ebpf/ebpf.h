@@ -89,11 +89,6 @@ void sws_ebpf_set_fountain_threshold(sws_ebpf_t *e, unsigned percent);
  * stay. 0, or -1 when e is not loaded (nothing changes). */
 int sws_ebpf_set_policy(sws_ebpf_t *e, enum sws_ebpf_policy policy);
 
-/* The policy in force as the program reads it, for a worker to read at
- * each turn (whether to publish asleep exactly: least-loaded, load.h);
- * NULL when e is not loaded. Inherited at fork with the mapping. */
-const volatile __u32 *sws_ebpf_policy_word(const sws_ebpf_t *e);
-
 /* Worker i's record in the load map (NULL when e is not loaded). */
 struct sws_ebpf_worker *sws_ebpf_worker(const sws_ebpf_t *e, unsigned i);
 

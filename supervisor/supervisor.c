@@ -427,7 +427,6 @@ static void run_worker(sws_supervisor_t *sup, worker_proc_t *w)
         .ctl_fd = w->ctl_fd,
         .access_fd = sup->access_fd,
         .load = sws_ebpf_worker(&sup->ebpf, w->index),
-        .load_policy = sws_ebpf_policy_word(&sup->ebpf),
         .standby = sup->from.active,
     };
     _exit(sws_worker_main(&cfg));

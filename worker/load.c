@@ -70,10 +70,9 @@ void sws_load_beat(sws_load_t *l)
 }
 
 void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec,
-                   const int *fds, unsigned nfds, const volatile __u32 *policy)
+                   const int *fds, unsigned nfds)
 {
     l->rec = rec;
-    l->policy = policy;
     l->loop = loop;
     l->fds = fds;
     l->nfds = nfds;
@@ -109,16 +108,11 @@ void sws_load_tick(sws_load_t *l, uint64_t now_ms, unsigned live, unsigned infli
     rec->inflight = inflight;
     if (now_ms >= l->beat_due_ms)
         sws_load_beat(l);
-    /* Last, just before epoll_wait: least-loaded prefers a worker that is
-     * awake (policy.h), so under it asleep is set only before a wait that
-     * sleeps: the poll after a busy iteration is work. Asking costs the
-     * loop a zero-timeout look before each sleep, an epoll_wait per request
-     * at a low rate; the other policies read only the busy share, to which
-     * a wait that finds events at once adds microseconds, so they take
-     * every wait as a sleep and spare the look (ADR 0065). */
-    int asleep_read = l->policy != NULL && *l->policy == SWS_EBPF_LEAST_LOADED;
-    if (asleep_read && !sws_loop_will_block(l->loop))
-        return;
+    /* Last, just before epoll_wait: every wait counts as a sleep, also
+     * one that finds events at once (microseconds, cleared by the wake
+     * hook). Telling the two apart took a zero-timeout look before each
+     * sleep, an epoll_wait per request at a low rate, which least-loaded's
+     * preference for an awake worker did not repay (ADRs 0065, 0072). */
     rec->asleep = 1;
     l->slept_at_ns = mono_ns();
 }

@@ -2,18 +2,16 @@
  * A worker's load, published for the eBPF accept policies: plain stores
  * into its record of the load map (ebpf/policy.h), which the supervisor
  * mapped MAP_SHARED before the fork. No syscall per update: a store per
- * accept, a few per loop turn, and two vDSO clock reads per sleep (under
- * policies other than least-loaded, per wait: ADR 0065) for the
- * busy share.
+ * accept, a few per loop turn, and two vDSO clock reads per wait for the
+ * busy share (ADRs 0065, 0072).
  *
  * Hooks, all no-ops when the worker has no record (shared or reuseport):
  *   sws_load_init      at setup, before the listeners are registered
  *   sws_load_woke      after epoll_wait returns (the loop's wake hook):
  *                      clears asleep
  *   sws_load_tick      before epoll_wait (the loop's tick hook): heartbeat,
- *                      live connections, requests in flight, asleep (under
- *                      least-loaded only if the wait will sleep,
- *                      sws_loop_will_block), and once per
+ *                      live connections, requests in flight, asleep (every
+ *                      wait counts as a sleep: ADR 0072), and once per
  *                      SWS_LOAD_BEAT_MS the beat (sws_load_beat)
  *   sws_load_accepted  after each accept
  *   sws_load_draining  when the worker stops taking connections
@@ -54,11 +52,6 @@ typedef struct sws_load {
     uint64_t beat_due_ms;        /* the loop's clock: the next tick from then beats */
     const int *fds;              /* the listeners (borrowed), for their queues */
     unsigned nfds;
-    const volatile __u32 *policy; /* the policy in force (the load map's config,
-                                   * NULL: none); under least-loaded, which reads
-                                   * asleep, it is published only before a wait
-                                   * that sleeps (ADR 0065). Read each turn: a
-                                   * reload may switch it */
 } sws_load_t;
 
 /* In the worker child as soon as it forked (rec NULL: nothing): its first
@@ -67,12 +60,9 @@ void sws_load_announce(struct sws_ebpf_worker *rec);
 
 /* Start publishing into rec (NULL: never) for a worker accepting on the
  * nfds listeners fds (borrowed; they must outlive l). Marks the worker up:
- * heartbeat now (a restarted worker's record was reset by the supervisor).
- * policy: the policy in force (the load map's config.policy, read at each
- * turn); under least-loaded, which reads the asleep flag, the loop pays a
- * look before each sleep (ADR 0065). */
+ * heartbeat now (a restarted worker's record was reset by the supervisor). */
 void sws_load_init(sws_load_t *l, sws_loop_t *loop, struct sws_ebpf_worker *rec,
-                   const int *fds, unsigned nfds, const volatile __u32 *policy);
+                   const int *fds, unsigned nfds);
 
 void sws_load_woke(sws_load_t *l);
 

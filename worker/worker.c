@@ -442,8 +442,7 @@ static int worker_setup(sws_worker_t *w)
     for (unsigned i = 0; cfg->listen_tls != NULL && i < cfg->nlisten; i++)
         w->serves_tls |= cfg->listen_tls[i];
     adopt_generation(w);
-    sws_load_init(&w->load, &w->loop, cfg->load, cfg->listen_fds, cfg->nlisten,
-                  cfg->load_policy);
+    sws_load_init(&w->load, &w->loop, cfg->load, cfg->listen_fds, cfg->nlisten);
 
     w->nlisteners = cfg->nlisten;
     w->listeners = calloc(cfg->nlisten ? cfg->nlisten : 1, sizeof(*w->listeners));

@@ -50,8 +50,6 @@ typedef struct sws_worker_config {
     int access_fd;           /* the access log (-1: none); owned */
     struct sws_ebpf_worker *load; /* its record in the eBPF load map (shared
                                    * mapping); NULL: no eBPF policy */
-    const volatile __u32 *load_policy; /* the policy in force, in the load map's
-                                        * config (sws_load_init); NULL: none */
     int standby;             /* 1: a binary upgrade's new generation: accept nothing
                               * until SWS_CHAN_ACCEPT (core/chan.h) */
 } sws_worker_config_t;

@@ -19,7 +19,6 @@
 typedef struct fixture {
     sws_loop_t loop;
     struct sws_ebpf_worker rec;
-    __u32 policy; /* the load map's config.policy, as the supervisor writes it */
     sws_load_t load;
     int listener;
     struct sockaddr_in addr;
@@ -57,8 +56,7 @@ static void start(fixture_t *f, uint64_t selected, uint64_t settled)
     f->rec.selected = selected;
     f->rec.settled = settled;
     f->rec.draining = 1; /* left over: a new worker is not draining */
-    f->policy = SWS_EBPF_LEAST_LOADED;
-    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1, &f->policy);
+    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1);
 }
 
 static void test_init_marks_the_worker_up(void **state)
@@ -124,10 +122,12 @@ static void on_readable(sws_io_t *io, uint32_t events)
     (void)events;
 }
 
-/* After an iteration with events the loop polls without sleeping (ADR
- * 0005): the worker is working then, so it must not claim to be asleep,
- * nor count the poll as idle time. */
-static void test_a_poll_that_will_not_sleep_is_not_asleep(void **state)
+/* Every wait counts as a sleep, also one after a busy iteration that finds
+ * events at once: the tick sets asleep and the sleep's start, the wake hook
+ * clears asleep and counts the wait as idle time. The loop keeps no
+ * zero-timeout look before sleeping to tell the two apart, under any
+ * policy (ADRs 0065, 0072): one epoll_wait less per sleep. */
+static void test_every_wait_is_a_sleep(void **state)
 {
     fixture_t *f = *state;
     start(f, 0, 0);
@@ -140,67 +140,15 @@ static void test_a_poll_that_will_not_sleep_is_not_asleep(void **state)
     sws_loop_set_tick(&f->loop, on_tick_publish, &seen);
     sws_loop_set_wake(&f->loop, on_wake_publish, &seen); /* as worker.c hooks them */
 
-    /* Idle before: this wait may sleep (the pipe wakes it at once). */
-    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
-    assert_int_equal(seen.asleep, 1);
-    assert_true(seen.slept_at_ns != 0);
-    assert_int_equal(f->rec.asleep, 0);
-    uint64_t idle_after_sleep = f->load.idle_ns;
-
-    /* Busy before: a zero-timeout poll. */
-    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
-    assert_int_equal(seen.asleep, 0);
-    assert_int_equal(seen.slept_at_ns, 0);
-    assert_int_equal(f->load.idle_ns, idle_after_sleep);
-
-    /* A caller's bound of 0 is a poll too, busy or not. */
-    assert_int_equal(sws_loop_del(&f->loop, &io), 0);
-    assert_int_equal(sws_loop_run_once(&f->loop, 0), 0); /* nothing: idle again */
-    assert_int_equal(sws_loop_run_once(&f->loop, 0), 0);
-    assert_int_equal(seen.asleep, 0);
-    close(p[0]);
-    close(p[1]);
-}
-
-/* Under a policy that does not read asleep (fountain, hash, cpu) the tick
- * never asks whether the wait will sleep, so the loop keeps no look before
- * sleeping: after a busy iteration it waits with its timeout (which returns
- * at once when events are ready) instead of polling once more first, one
- * epoll_wait less per sleep (ADR 0065). */
-static void test_without_least_loaded_the_loop_keeps_no_look(void **state)
-{
-    fixture_t *f = *state;
-    memset(&f->rec, 0, sizeof(f->rec));
-    f->policy = SWS_EBPF_FOUNTAIN;
-    sws_load_init(&f->load, &f->loop, &f->rec, &f->listener, 1, &f->policy);
-    int p[2];
-    assert_int_equal(pipe2(p, O_NONBLOCK), 0);
-    assert_int_equal(write(p[1], "x", 1), 1);
-    sws_io_t io = { .fd = p[0], .cb = on_readable };
-    assert_int_equal(sws_loop_add(&f->loop, &io, EPOLLIN), 0); /* ready every time */
-    tick_seen_t seen = { .f = f };
-    sws_loop_set_tick(&f->loop, on_tick_publish, &seen);
-    sws_loop_set_wake(&f->loop, on_wake_publish, &seen);
-
-    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
-    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0); /* busy before */
-    assert_int_equal(f->loop.look_first, 0);
-    assert_int_equal(seen.asleep, 1);      /* every wait taken as a sleep */
-    assert_true(seen.slept_at_ns != 0);
-    assert_int_equal(f->rec.asleep, 0);    /* cleared on waking */
-
-    /* A reload may switch the policy (the supervisor writes config.policy):
-     * the worker follows at its next turn. Into least-loaded, a wait after
-     * a busy iteration becomes a look and asleep is exact; out of it, the
-     * look stops and every wait counts as a sleep again (ADR 0070). */
-    f->policy = SWS_EBPF_LEAST_LOADED;
-    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
-    assert_int_equal(seen.asleep, 0); /* a look after a busy iteration: awake */
-    assert_int_equal(seen.slept_at_ns, 0);
-    f->policy = SWS_EBPF_HASH;
-    assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
-    assert_int_equal(seen.asleep, 1);
-    assert_int_equal(f->loop.look_first, 0);
+    for (int i = 0; i < 3; i++) { /* idle before, then busy twice */
+        uint64_t idle_before = f->load.idle_ns;
+        assert_int_equal(sws_loop_run_once(&f->loop, -1), 0);
+        assert_int_equal(seen.asleep, 1);
+        assert_true(seen.slept_at_ns != 0);
+        assert_int_equal(f->rec.asleep, 0);     /* cleared on waking */
+        assert_int_equal(f->load.slept_at_ns, 0);
+        assert_true(f->load.idle_ns > idle_before);
+    }
     assert_int_equal(sws_loop_del(&f->loop, &io), 0);
     close(p[0]);
     close(p[1]);
@@ -259,7 +207,7 @@ static void test_publishing_arms_no_timer_and_bounds_the_sleep(void **state)
     assert_true(2 * sws_load_sleep_ms(&f->load) <= SWS_EBPF_STALE_MS);
     sws_load_t none;
     memset(&none, 0, sizeof(none));
-    sws_load_init(&none, &f->loop, NULL, &f->listener, 1, NULL);
+    sws_load_init(&none, &f->loop, NULL, &f->listener, 1);
     assert_int_equal(sws_load_sleep_ms(&none), -1);
 }
 
@@ -295,7 +243,7 @@ static void test_without_a_record_nothing_is_written(void **state)
     fixture_t *f = *state;
     sws_load_t l;
     memset(&l, 0, sizeof(l));
-    sws_load_init(&l, &f->loop, NULL, &f->listener, 1, NULL);
+    sws_load_init(&l, &f->loop, NULL, &f->listener, 1);
     sws_load_tick(&l, 1, 2, 3);
     sws_load_woke(&l);
     sws_load_accepted(&l);
@@ -310,9 +258,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_init_marks_the_worker_up, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tick_publishes_heartbeat_live_and_inflight, setup, teardown),
         cmocka_unit_test_setup_teardown(test_asleep_from_tick_to_wake, setup, teardown),
-        cmocka_unit_test_setup_teardown(test_without_least_loaded_the_loop_keeps_no_look, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(test_a_poll_that_will_not_sleep_is_not_asleep, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_every_wait_is_a_sleep, setup, teardown),
         cmocka_unit_test_setup_teardown(test_accept_moves_a_connection_from_queued_to_live, setup, teardown),
         cmocka_unit_test_setup_teardown(test_beat_resyncs_the_queue_only_when_idle_and_empty, setup, teardown),
         cmocka_unit_test_setup_teardown(test_publishing_arms_no_timer_and_bounds_the_sleep, setup, teardown),
