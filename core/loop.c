@@ -8,7 +8,6 @@ int sws_loop_init(sws_loop_t *loop)
 {
     memset(loop, 0, sizeof(*loop));
     loop->deferred.prev = loop->deferred.next = &loop->deferred;
-    loop->max_wait_ms = -1;
     loop->next_expiry_ms = UINT64_MAX; /* no timer armed */
     loop->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (loop->epfd < 0)
@@ -201,28 +200,28 @@ static void run_deferred(sws_loop_t *loop)
 /* This iteration's epoll_wait timeout. A wait with a timeout returns at
  * once when events are ready, so it needs no zero-timeout look first: that
  * look only added an epoll_wait, empty, before every sleep (ADRs 0059,
- * 0072). Only a sleep needs the timers' next deadline. */
-static int wait_ms(sws_loop_t *loop)
+ * 0072). Only a sleep needs the timers' next deadline; max_wait_ms (-1:
+ * none) bounds it. */
+static int wait_ms(sws_loop_t *loop, int max_wait_ms)
 {
     int wait = 0;
     if (loop->deferred.next == &loop->deferred) {
         wait = next_timeout(loop);
-        if (loop->max_wait_ms >= 0 && (wait < 0 || loop->max_wait_ms < wait))
-            wait = loop->max_wait_ms;
+        if (max_wait_ms >= 0 && (wait < 0 || max_wait_ms < wait))
+            wait = max_wait_ms;
     }
     return wait;
 }
 
 int sws_loop_run_once(sws_loop_t *loop, int max_wait_ms)
 {
-    loop->max_wait_ms = max_wait_ms;
     if (loop->tick != NULL)
         loop->tick(loop, loop->tick_data);
     /* The tick may decide the loop is done (a drained worker): return
      * before blocking in epoll_wait until some unrelated timer fires. */
     if (loop->stop)
         return 0;
-    int wait = wait_ms(loop);
+    int wait = wait_ms(loop, max_wait_ms);
     uint64_t slept_from = loop->now_ms;
     int n = epoll_wait(loop->epfd, loop->events, SWS_LOOP_MAX_EVENTS, wait);
     sws_loop_update_time(loop);

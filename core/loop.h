@@ -86,7 +86,6 @@ struct sws_loop {
     uint64_t next_expiry_ms;      /* no timer is due before this: an arm lowers
                                    * it, a disarm leaves it early (one walk
                                    * too many, never a timer late) */
-    int max_wait_ms;              /* this iteration's bound (-1: none) */
     sws_tick_cb tick;             /* called once per iteration, before waiting */
     void *tick_data;
     sws_tick_cb wake;             /* called once per iteration, after waiting */

@@ -922,15 +922,17 @@ static int start_tickets(sws_supervisor_t *sup)
 
 /* A reload's switch from one eBPF policy to another (the others need a
  * restart: sws_restart_only_changes): the program reads the policy at each
- * SYN and the workers at each turn, so it holds from the next connection
- * on; connections already placed stay where they are. */
+ * SYN and the workers publish the same record under every policy (ADR
+ * 0072), so it holds from the next connection on; connections already
+ * placed stay where they are. */
 static void switch_accept_policy(sws_supervisor_t *sup, const Sws__ServerConfig *next)
 {
     Sws__ServerConfig *running = sup->config->server;
-    enum sws_ebpf_policy to = sws_accept_ebpf_policy(next->accept_policy);
-    if (next->accept_policy == running->accept_policy || to == 0 ||
+    /* Unchanged, or not from one eBPF policy to another. */
+    if (next->accept_policy == running->accept_policy ||
         accept_policy_needs_restart(running->accept_policy, next->accept_policy))
         return;
+    enum sws_ebpf_policy to = sws_accept_ebpf_policy(next->accept_policy);
     if (sws_ebpf_set_policy(&sup->ebpf, to) < 0) {
         sws_log_warn("reload: accept_policy %s not applied: the server runs %s (the eBPF "
                      "program could not be loaded at start); a restart tries again",
